@@ -1,0 +1,66 @@
+"""Sans-I/O codec for the Apache RocketMQ remoting wire protocol.
+
+No sockets, no trio, no logging, no clock: bytes in, `RemotingCommand` out, and back.
+"""
+
+from __future__ import annotations
+
+from ._codes import (
+    FLAG_ONEWAY as FLAG_ONEWAY,
+)
+from ._codes import (
+    FLAG_RESPONSE as FLAG_RESPONSE,
+)
+from ._codes import (
+    LanguageCode as LanguageCode,
+)
+from ._codes import (
+    RequestCode as RequestCode,
+)
+from ._codes import (
+    ResponseCode as ResponseCode,
+)
+from ._codes import (
+    SerializeType as SerializeType,
+)
+from ._command import ExtFields as ExtFields
+from ._command import RemotingCommand as RemotingCommand
+from ._decoder import DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
+from ._decoder import FrameDecoder as FrameDecoder
+from ._decoder import decode_frame as decode_frame
+from ._decoder import sniff_foreign_protocol as sniff_foreign_protocol
+from ._encoder import encode_frame as encode_frame
+from ._errors import CodecError as CodecError
+from ._errors import ForeignProtocolError as ForeignProtocolError
+from ._errors import FrameTooLargeError as FrameTooLargeError
+from ._errors import HeaderFieldError as HeaderFieldError
+from ._errors import InvalidCommandError as InvalidCommandError
+from ._errors import MalformedFrameError as MalformedFrameError
+from ._errors import UnsupportedSerializeTypeError as UnsupportedSerializeTypeError
+
+# Alias named in STYLE.md.
+encode_command = encode_frame
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "FLAG_ONEWAY",
+    "FLAG_RESPONSE",
+    "CodecError",
+    "ExtFields",
+    "ForeignProtocolError",
+    "FrameDecoder",
+    "FrameTooLargeError",
+    "HeaderFieldError",
+    "InvalidCommandError",
+    "LanguageCode",
+    "MalformedFrameError",
+    "RemotingCommand",
+    "RequestCode",
+    "ResponseCode",
+    "SerializeType",
+    "UnsupportedSerializeTypeError",
+    "decode_frame",
+    "encode_command",
+    "encode_frame",
+    "sniff_foreign_protocol",
+]

@@ -1,0 +1,128 @@
+"""`RemotingCommand`: the one message type of the protocol, request or response."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from ._codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
+from ._custom_header import decode_custom_header, pack_custom_header
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["ExtFields", "RemotingCommand", "next_opaque"]
+
+T = TypeVar("T")
+
+# A value is None when the peer sent null (JSON) or an empty string (ROCKETMQ: length 0).
+ExtFields = dict[str, str | None]
+
+_opaque_counter = itertools.count()  # next() on a count is atomic under the GIL
+
+
+def next_opaque() -> int:
+    """Return a fresh request id from the process-wide counter, wrapped into int32 like Java's."""
+    return ((next(_opaque_counter) + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+def _header_fields(header: object) -> ExtFields:
+    if header is None:
+        return {}
+    if isinstance(header, dict):
+        return dict(header)
+    return dict(pack_custom_header(header))
+
+
+@dataclass(slots=True, kw_only=True, repr=False)
+class RemotingCommand:
+    """A request or response as it travels on the wire (RocketMQ's ``RemotingCommand``).
+
+    Mutable on purpose: a processor fills in its response's ``body``, ``ext_fields`` and
+    ``remark`` in place. ``language`` is None when a peer sent a language we do not know.
+    """
+
+    code: int = 0
+    language: LanguageCode | None = LanguageCode.PYTHON
+    version: int = 0
+    opaque: int = field(default_factory=next_opaque)
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: ExtFields | None = None
+    body: bytes | None = None
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @classmethod
+    def create_request(
+        cls, code: int, header: object = None, body: bytes | None = None
+    ) -> RemotingCommand:
+        """Return a request with a fresh opaque; ``header`` is a dataclass or a str mapping."""
+        ext = _header_fields(header) if header is not None else None
+        return cls(code=code, ext_fields=ext, body=body)
+
+    @classmethod
+    def create_response(
+        cls, code: int, remark: str | None = None, header: object = None
+    ) -> RemotingCommand:
+        """Return a response (flag bit 0 set); the transport copies the request's opaque."""
+        ext = _header_fields(header) if header is not None else None
+        return cls(code=code, remark=remark, ext_fields=ext, flag=FLAG_RESPONSE)
+
+    @classmethod
+    def response_to(
+        cls, request: RemotingCommand, code: int, remark: str | None = None
+    ) -> RemotingCommand:
+        """Return a response to ``request``: same opaque, response flag set."""
+        return cls(code=code, remark=remark, opaque=request.opaque, flag=FLAG_RESPONSE)
+
+    @property
+    def is_response(self) -> bool:
+        """True when flag bit 0 (RPC_TYPE) is set."""
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        """True when flag bit 1 (RPC_ONEWAY) is set."""
+        return bool(self.flag & FLAG_ONEWAY)
+
+    def mark_response(self) -> None:
+        """Set flag bit 0: this command answers a request."""
+        self.flag |= FLAG_RESPONSE
+
+    def mark_oneway(self) -> None:
+        """Set flag bit 1: the peer must not answer."""
+        self.flag |= FLAG_ONEWAY
+
+    def add_ext_field(self, key: str, value: str) -> None:
+        """Set one ``ext_fields`` entry, creating the map if needed."""
+        if self.ext_fields is None:
+            self.ext_fields = {}
+        self.ext_fields[key] = value
+
+    def write_custom_header(self, header: object) -> None:
+        """Copy a dataclass header (or a str mapping) into ``ext_fields``, overwriting keys."""
+        fields: Mapping[str, str | None] = _header_fields(header)
+        if self.ext_fields is None:
+            self.ext_fields = {}
+        self.ext_fields.update(fields)
+
+    def decode_header(self, header_cls: type[T]) -> T:
+        """Build a typed dataclass header from ``ext_fields``.
+
+        Raises:
+            codec.HeaderFieldError: a required field is missing or does not parse.
+        """
+        return decode_custom_header(header_cls, self.ext_fields)
+
+    def __repr__(self) -> str:
+        body = "None" if self.body is None else f"<{len(self.body)} bytes>"
+        return (
+            f"RemotingCommand(code={self.code}, language={None if self.language is None else self.language.name}, "
+            f"version={self.version}, opaque={self.opaque}, flag={self.flag}, "
+            f"remark={self.remark!r}, ext_fields={self.ext_fields!r}, body={body}, "
+            f"serialize_type={self.serialize_type.name})"
+        )
+
+
+RemotingCommand.__module__ = "codec"

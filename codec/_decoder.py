@@ -1,0 +1,174 @@
+"""Decode frames: `decode_frame` for one whole frame, `FrameDecoder` for a byte stream.
+
+Theory of operation (FrameDecoder):
+- ``feed`` only appends to a buffer; ``next_command`` parses at most one frame.
+- Every check that bounds memory runs on the 4-byte prefix alone, before a body is buffered:
+  negative length, length under 4, ``length + 4 > max_frame_bytes``. The 8-byte prefix then
+  checks the serialize type and ``header_length <= length - 4`` (RocketMQ ``decode``).
+- Once a `CodecError` is raised the stream is desynchronised: the decoder keeps raising it and
+  the owner must close the connection.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from ._codes import SerializeType
+from ._command import RemotingCommand
+from ._errors import (
+    CodecError,
+    ForeignProtocolError,
+    FrameTooLargeError,
+    MalformedFrameError,
+    UnsupportedSerializeTypeError,
+)
+from ._header_binary import decode_binary_header
+from ._header_json import decode_json_header
+
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "decode_frame"]
+
+DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # RocketMQ NettyDecoder FRAME_MAX_LENGTH
+_PREFIX: Final = struct.Struct(">iI")
+_LENGTH: Final = struct.Struct(">i")
+_COMPACT_AT: Final = 64 * 1024  # drop consumed bytes once this many have piled up
+
+_HTTP1_METHODS: Final = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC",
+                         b"CONN", b"TRAC", b"HTTP")
+
+
+def sniff_foreign_protocol(prefix: bytes) -> ForeignProtocolError | None:
+    """Return an error naming the protocol if ``prefix`` starts like TLS or HTTP, else None."""
+    if prefix[:1] == b"\x16" and prefix[1:2] == b"\x03":
+        return ForeignProtocolError(
+            "TLS", "a TLS ClientHello reached a plaintext port; enable TLS on the server "
+            "or disable use_tls on the client"
+        )
+    if prefix[:4] == b"PRI ":
+        return ForeignProtocolError(
+            "HTTP/2", "an HTTP/2 (gRPC?) client connected to the remoting port"
+        )
+    if prefix[:4] in _HTTP1_METHODS:
+        return ForeignProtocolError(
+            "HTTP/1", "an HTTP client connected to the remoting port"
+        )
+    return None
+
+
+def _check_length(length: int, prefix: bytes, max_frame_bytes: int) -> None:
+    if length < 4 or length + 4 > max_frame_bytes:
+        foreign = sniff_foreign_protocol(prefix)
+        if foreign is not None:
+            raise foreign
+        if length < 4:
+            raise MalformedFrameError(
+                f"frame length {length} is invalid (at least 4 for the header word)"
+            )
+        raise FrameTooLargeError(length + 4, max_frame_bytes)
+
+
+def _check_header_word(word: int, length: int) -> tuple[SerializeType, int]:
+    header_length = word & 0xFFFFFF
+    type_byte = word >> 24
+    if header_length > length - 4:
+        raise MalformedFrameError(
+            f"header length {header_length} exceeds frame length {length}"
+        )
+    if type_byte == 0:
+        return SerializeType.JSON, header_length
+    if type_byte == 1:
+        return SerializeType.ROCKETMQ, header_length
+    raise UnsupportedSerializeTypeError(type_byte)
+
+
+def _build(st: SerializeType, header: bytes, body: bytes | None) -> RemotingCommand:
+    if st is SerializeType.JSON:
+        return decode_json_header(header, body, st)
+    return decode_binary_header(header, body, st)
+
+
+def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:
+    """Decode exactly one whole frame (length prefix included).
+
+    Raises:
+        MalformedFrameError: truncated data, trailing bytes, or an invalid frame.
+        UnsupportedSerializeTypeError: unknown serialize type byte.
+    """
+    data = bytes(data)
+    if len(data) < 8:
+        raise MalformedFrameError(f"frame truncated: {len(data)} bytes, at least 8 needed")
+    length, word = _PREFIX.unpack_from(data, 0)
+    _check_length(length, data[:4], 2**31)
+    if length + 4 != len(data):
+        raise MalformedFrameError(
+            f"frame length field says {length + 4} bytes in all, got {len(data)}"
+        )
+    st, header_length = _check_header_word(word, length)
+    body = data[8 + header_length :] or None
+    return _build(st, data[8 : 8 + header_length], body)
+
+
+class FrameDecoder:
+    """Incremental decoder for a stream of frames (sans-I/O).
+
+    Usage: ``decoder.feed(chunk)``, then call ``decoder.next_command()`` until it returns None.
+    Any split of the stream gives the same commands.
+    """
+
+    __slots__ = ("_buf", "_error", "_pos", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if max_frame_bytes < 8:
+            raise ValueError("max_frame_bytes must be at least 8")
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._pos = 0
+        self._error: CodecError | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet returned as commands."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes."""
+        if self._pos >= _COMPACT_AT:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next_command(self) -> RemotingCommand | None:
+        """Return the next complete command, or None if more bytes are needed.
+
+        Raises:
+            CodecError: the stream is not valid; the same error is raised again on every call.
+        """
+        if self._error is not None:
+            raise self._error
+        buf = self._buf
+        pos = self._pos
+        available = len(buf) - pos
+        if available < 4:
+            return None
+        try:
+            (length,) = _LENGTH.unpack_from(buf, pos)
+            _check_length(length, bytes(buf[pos : pos + 4]), self.max_frame_bytes)
+            if available < 8:
+                return None
+            word = _PREFIX.unpack_from(buf, pos)[1]
+            st, header_length = _check_header_word(word, length)
+            end = pos + 4 + length
+            if len(buf) < end:
+                return None
+            start = pos + 8 + header_length
+            header = bytes(buf[pos + 8 : start])
+            body = bytes(buf[start:end]) if end > start else None
+            if end == len(buf):
+                buf.clear()
+                self._pos = 0
+            else:
+                self._pos = end
+            return _build(st, header, body)
+        except CodecError as exc:
+            self._error = exc
+            raise

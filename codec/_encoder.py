@@ -1,0 +1,45 @@
+"""Encode a `RemotingCommand` into one whole frame (length prefix included)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from ._codes import SerializeType
+from ._command import RemotingCommand
+from ._errors import InvalidCommandError
+from ._header_binary import encode_binary_header
+from ._header_json import encode_json_header
+
+__all__ = ["MAX_HEADER_BYTES", "encode_frame"]
+
+MAX_HEADER_BYTES: Final = 0xFFFFFF  # 24-bit header length field
+_MAX_LENGTH_FIELD: Final = 2**31 - 1
+_PREFIX: Final = struct.Struct(">II")  # length, serialize type << 24 | header length
+
+
+def encode_frame(cmd: RemotingCommand) -> bytes:
+    """Return the frame bytes for ``cmd``, as ``RemotingCommand.encode()`` would.
+
+    Raises:
+        InvalidCommandError: a field cannot be represented on the wire.
+    """
+    st = cmd.serialize_type
+    if st == SerializeType.JSON:
+        header = encode_json_header(cmd)
+    elif st == SerializeType.ROCKETMQ:
+        header = encode_binary_header(cmd)
+    else:
+        raise InvalidCommandError(f"unknown serialize_type {st!r}")
+    header_length = len(header)
+    body = cmd.body
+    length = 4 + header_length + (len(body) if body else 0)
+    if header_length > MAX_HEADER_BYTES or length > _MAX_LENGTH_FIELD:
+        raise InvalidCommandError(
+            f"command too large for a frame: header {header_length} bytes "
+            f"(max {MAX_HEADER_BYTES}), frame {length} bytes"
+        )
+    prefix = _PREFIX.pack(length, (st << 24) | header_length)
+    if body:
+        return b"".join((prefix, header, body))
+    return prefix + header

@@ -1,0 +1,88 @@
+"""The codec's exceptions: `CodecError` is the only root that escapes the codec."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CodecError",
+    "ForeignProtocolError",
+    "FrameTooLargeError",
+    "HeaderFieldError",
+    "InvalidCommandError",
+    "MalformedFrameError",
+    "UnsupportedSerializeTypeError",
+]
+
+
+class CodecError(Exception):
+    """Bytes or a command that cannot be translated; the stream it came from is unusable."""
+
+    __module__ = "codec"
+
+
+class FrameTooLargeError(CodecError):
+    """A length prefix announced a frame over the configured limit (checked before buffering)."""
+
+    __module__ = "codec"
+
+    def __init__(self, length: int, limit: int, hint: str = "") -> None:
+        self.length = length
+        self.limit = limit
+        msg = (
+            f"frame of {length} bytes exceeds the limit of {limit} bytes "
+            "(raise max_frame_bytes on both sides if such frames are expected)"
+        )
+        super().__init__(msg + hint)
+
+
+class MalformedFrameError(CodecError):
+    """The bytes are not a well-formed frame (bad lengths, truncated or invalid header)."""
+
+    __module__ = "codec"
+
+
+class ForeignProtocolError(MalformedFrameError):
+    """The peer speaks another protocol (TLS, HTTP/1.x, HTTP/2) on our plaintext port.
+
+    Attributes:
+        protocol: ``"TLS"``, ``"HTTP/1"`` or ``"HTTP/2"``.
+    """
+
+    __module__ = "codec"
+
+    def __init__(self, protocol: str, advice: str) -> None:
+        self.protocol = protocol
+        super().__init__(f"peer sent a {protocol} preamble, not a remoting frame: {advice}")
+
+
+class UnsupportedSerializeTypeError(CodecError):
+    """The frame's serialize-type byte is neither JSON (0) nor ROCKETMQ (1)."""
+
+    __module__ = "codec"
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+        super().__init__(
+            f"unsupported serialize type {value} in header word (expected 0=JSON or 1=ROCKETMQ)"
+        )
+
+
+class InvalidCommandError(CodecError):
+    """A command cannot be encoded (a field out of its wire range, a non-str ext field...)."""
+
+    __module__ = "codec"
+
+
+class HeaderFieldError(CodecError):
+    """A typed custom header could not be built from a command's ``ext_fields``.
+
+    Attributes:
+        header: the header class name.
+        field: the field that is missing or does not parse.
+    """
+
+    __module__ = "codec"
+
+    def __init__(self, header: str, field: str, problem: str) -> None:
+        self.header = header
+        self.field = field
+        super().__init__(f"{header}.{field}: {problem}")
