@@ -25,6 +25,7 @@ from ._codes import (
 )
 from ._command import ExtFields as ExtFields
 from ._command import RemotingCommand as RemotingCommand
+from ._command import next_opaque as next_opaque
 from ._decoder import DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
 from ._decoder import FrameDecoder as FrameDecoder
 from ._decoder import decode_frame as decode_frame
@@ -62,5 +63,6 @@ __all__ = [
     "decode_frame",
     "encode_command",
     "encode_frame",
+    "next_opaque",
     "sniff_foreign_protocol",
 ]

@@ -29,8 +29,8 @@ from ._header_json import decode_json_header
 __all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "decode_frame"]
 
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # RocketMQ NettyDecoder FRAME_MAX_LENGTH
-_PREFIX: Final = struct.Struct(">iI")
-_LENGTH: Final = struct.Struct(">i")
+_PREFIX_UNPACK: Final = struct.Struct(">iI").unpack_from  # length, header word
+_LENGTH_UNPACK: Final = struct.Struct(">i").unpack_from
 _COMPACT_AT: Final = 64 * 1024  # drop consumed bytes once this many have piled up
 
 _HTTP1_METHODS: Final = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC",
@@ -55,36 +55,39 @@ def sniff_foreign_protocol(prefix: bytes) -> ForeignProtocolError | None:
     return None
 
 
-def _check_length(length: int, prefix: bytes, max_frame_bytes: int) -> None:
-    if length < 4 or length + 4 > max_frame_bytes:
-        foreign = sniff_foreign_protocol(prefix)
-        if foreign is not None:
-            raise foreign
-        if length < 4:
-            raise MalformedFrameError(
-                f"frame length {length} is invalid (at least 4 for the header word)"
-            )
-        raise FrameTooLargeError(length + 4, max_frame_bytes)
+def _length_error(length: int, prefix: bytes, max_frame_bytes: int) -> CodecError:
+    """Return the error for a length prefix that failed ``4 <= length <= max - 4``."""
+    foreign = sniff_foreign_protocol(prefix)
+    if foreign is not None:
+        return foreign
+    if length < 4:
+        return MalformedFrameError(
+            f"frame length {length} is invalid (at least 4 for the header word)"
+        )
+    return FrameTooLargeError(length + 4, max_frame_bytes)
 
 
-def _check_header_word(word: int, length: int) -> tuple[SerializeType, int]:
+def _header_word_error(word: int, length: int, prefix: bytes) -> CodecError:
+    """Return the error for a header word that failed the checks of `_split_header_word`."""
     header_length = word & 0xFFFFFF
-    type_byte = word >> 24
     if header_length > length - 4:
-        raise MalformedFrameError(
+        return MalformedFrameError(
             f"header length {header_length} exceeds frame length {length}"
         )
-    if type_byte == 0:
-        return SerializeType.JSON, header_length
-    if type_byte == 1:
-        return SerializeType.ROCKETMQ, header_length
-    raise UnsupportedSerializeTypeError(type_byte)
+    foreign = sniff_foreign_protocol(prefix)  # reachable with a large max_frame_bytes
+    if foreign is not None:
+        return foreign
+    return UnsupportedSerializeTypeError(word >> 24)
 
 
-def _build(st: SerializeType, header: bytes, body: bytes | None) -> RemotingCommand:
-    if st is SerializeType.JSON:
-        return decode_json_header(header, body, st)
-    return decode_binary_header(header, body, st)
+def _build(st_byte: int, header: bytes, body: bytes | None) -> RemotingCommand:
+    if st_byte == 0:
+        return decode_json_header(header, body, _JSON)
+    return decode_binary_header(header, body, _ROCKETMQ)
+
+
+_JSON: Final = SerializeType.JSON
+_ROCKETMQ: Final = SerializeType.ROCKETMQ
 
 
 def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:
@@ -96,16 +99,26 @@ def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:
     """
     data = bytes(data)
     if len(data) < 8:
+        foreign = sniff_foreign_protocol(data)
+        if foreign is not None:
+            raise foreign
         raise MalformedFrameError(f"frame truncated: {len(data)} bytes, at least 8 needed")
-    length, word = _PREFIX.unpack_from(data, 0)
-    _check_length(length, data[:4], 2**31)
+    length, word = _PREFIX_UNPACK(data, 0)
+    if length < 4 or length > _MAX_LENGTH_FIELD:
+        raise _length_error(length, data[:4], 2**31)
     if length + 4 != len(data):
         raise MalformedFrameError(
             f"frame length field says {length + 4} bytes in all, got {len(data)}"
         )
-    st, header_length = _check_header_word(word, length)
+    header_length = word & 0xFFFFFF
+    st_byte = word >> 24
+    if header_length > length - 4 or st_byte > 1:
+        raise _header_word_error(word, length, data[:4])
     body = data[8 + header_length :] or None
-    return _build(st, data[8 : 8 + header_length], body)
+    return _build(st_byte, data[8 : 8 + header_length], body)
+
+
+_MAX_LENGTH_FIELD: Final = 2**31 - 4  # largest length with length + 4 <= 2**31
 
 
 class FrameDecoder:
@@ -148,27 +161,38 @@ class FrameDecoder:
         buf = self._buf
         pos = self._pos
         available = len(buf) - pos
-        if available < 4:
+        if available < 8:
+            if available >= 4:
+                # Reject a bad length prefix as soon as it is complete, before anything else.
+                (length,) = _LENGTH_UNPACK(buf, pos)
+                if length < 4 or length + 4 > self.max_frame_bytes:
+                    self._error = _length_error(
+                        length, bytes(buf[pos : pos + 4]), self.max_frame_bytes
+                    )
+                    raise self._error
             return None
+        length, word = _PREFIX_UNPACK(buf, pos)
+        if length < 4 or length + 4 > self.max_frame_bytes:
+            self._error = _length_error(length, bytes(buf[pos : pos + 4]), self.max_frame_bytes)
+            raise self._error
+        header_length = word & 0xFFFFFF
+        st_byte = word >> 24
+        if header_length > length - 4 or st_byte > 1:
+            self._error = _header_word_error(word, length, bytes(buf[pos : pos + 4]))
+            raise self._error
+        end = pos + 4 + length
+        if available < 4 + length:
+            return None
+        start = pos + 8 + header_length
+        header = bytes(buf[pos + 8 : start])
+        body = bytes(buf[start:end]) if end > start else None
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        else:
+            self._pos = end
         try:
-            (length,) = _LENGTH.unpack_from(buf, pos)
-            _check_length(length, bytes(buf[pos : pos + 4]), self.max_frame_bytes)
-            if available < 8:
-                return None
-            word = _PREFIX.unpack_from(buf, pos)[1]
-            st, header_length = _check_header_word(word, length)
-            end = pos + 4 + length
-            if len(buf) < end:
-                return None
-            start = pos + 8 + header_length
-            header = bytes(buf[pos + 8 : start])
-            body = bytes(buf[start:end]) if end > start else None
-            if end == len(buf):
-                buf.clear()
-                self._pos = 0
-            else:
-                self._pos = end
-            return _build(st, header, body)
+            return _build(st_byte, header, body)
         except CodecError as exc:
             self._error = exc
             raise

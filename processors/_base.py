@@ -1,0 +1,104 @@
+"""Base classes that services subclass, and the context a processor receives.
+
+This module imports only `codec` (no trio, no sockets): a processor never sees the connection,
+only a `Channel` through its `RequestContext`.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from codec import RemotingCommand
+
+__all__ = ["AsyncRequestProcessor", "Channel", "RequestContext", "RequestProcessor"]
+
+
+class Channel(Protocol):
+    """The peer connection as processors see it (implemented by the transport)."""
+
+    @property
+    def remote_addr(self) -> str:
+        """The peer's ``"ip:port"``."""
+        ...
+
+    @property
+    def is_active(self) -> bool:
+        """False once the connection is closed."""
+        ...
+
+    def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Send ``response`` to ``request`` later (long polling); thread-safe, never blocks.
+
+        The response gets the request's opaque and the response flag. Dropped (and logged)
+        if the connection is closed meanwhile.
+        """
+        ...
+
+    def invoke_sync(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        """Call the peer back over this connection and wait, from a processor thread."""
+        ...
+
+    def invoke_oneway(self, request: RemotingCommand, timeout: float = 3.0) -> None:
+        """Send a oneway request to the peer over this connection, from a processor thread."""
+        ...
+
+    async def invoke_sync_async(
+        self, request: RemotingCommand, timeout: float = 3.0
+    ) -> RemotingCommand:
+        """Call the peer back over this connection, from an async processor."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestContext:
+    """What a processor knows about the request it handles.
+
+    Attributes:
+        remote_addr: the peer's ``"ip:port"``.
+        channel: the connection, to reply later or to invoke the peer back.
+    """
+
+    remote_addr: str
+    channel: Channel
+
+    def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Reply to ``request`` later; for processors that returned None (long polling)."""
+        self.channel.write_response(request, response)
+
+
+class RequestProcessor(abc.ABC):
+    """A synchronous processor; runs on the thread pool registered for its request code."""
+
+    @abc.abstractmethod
+    def process_request(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        """Handle ``request`` and return the response, or None to reply later (or never).
+
+        An exception becomes a SYSTEM_ERROR reply whose remark names it; it is logged once.
+        """
+
+    def reject_request(self) -> bool:
+        """Return True to answer SYSTEM_BUSY ``[REJECTREQUEST]`` without running the processor."""
+        return False
+
+
+class AsyncRequestProcessor(abc.ABC):
+    """A trio-native processor; awaited on the event loop (it must not block)."""
+
+    @abc.abstractmethod
+    async def process_request(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        """Handle ``request`` and return the response, or None to reply later (or never)."""
+
+    def reject_request(self) -> bool:
+        """Return True to answer SYSTEM_BUSY ``[REJECTREQUEST]`` without running the processor."""
+        return False
+
+
+for _cls in (AsyncRequestProcessor, RequestContext, RequestProcessor):
+    _cls.__module__ = "processors"

@@ -1,0 +1,59 @@
+"""trio-remoting: RocketMQ-compatible RPC remoting on trio.
+
+Blocking faces (threads, scripts, Spark): `RemotingClient`, `RemotingServer`.
+trio-native faces: `open_client`, `open_server` (`TrioRemotingClient`, `TrioRemotingServer`).
+Importing this package never imports pyspark; `remoting.spark` does.
+"""
+
+from __future__ import annotations
+
+from codec import RemotingCommand as RemotingCommand
+from codec import RequestCode as RequestCode
+from codec import ResponseCode as ResponseCode
+from codec import SerializeType as SerializeType
+
+from ._channel import ChannelHandle as ChannelHandle
+from ._config import ClientConfig as ClientConfig
+from ._config import ServerConfig as ServerConfig
+from ._errors import RemotingCommandError as RemotingCommandError
+from ._errors import RemotingConnectError as RemotingConnectError
+from ._errors import RemotingError as RemotingError
+from ._errors import RemotingSendRequestError as RemotingSendRequestError
+from ._errors import RemotingTimeoutError as RemotingTimeoutError
+from ._errors import RemotingTooManyRequestsError as RemotingTooManyRequestsError
+from ._future import ResponseFuture as ResponseFuture
+from ._hooks import AbortProcessError as AbortProcessError
+from ._hooks import RPCHook as RPCHook
+from ._statistics import EndpointStatistics as EndpointStatistics
+from ._trio_api import TrioRemotingClient as TrioRemotingClient
+from ._trio_api import TrioRemotingServer as TrioRemotingServer
+from ._trio_api import open_client as open_client
+from ._trio_api import open_server as open_server
+from .blocking import RemotingClient as RemotingClient
+from .blocking import RemotingServer as RemotingServer
+
+__all__ = [
+    "AbortProcessError",
+    "ChannelHandle",
+    "ClientConfig",
+    "EndpointStatistics",
+    "RPCHook",
+    "RemotingClient",
+    "RemotingCommand",
+    "RemotingCommandError",
+    "RemotingConnectError",
+    "RemotingError",
+    "RemotingSendRequestError",
+    "RemotingServer",
+    "RemotingTimeoutError",
+    "RemotingTooManyRequestsError",
+    "RequestCode",
+    "ResponseCode",
+    "ResponseFuture",
+    "SerializeType",
+    "ServerConfig",
+    "TrioRemotingClient",
+    "TrioRemotingServer",
+    "open_client",
+    "open_server",
+]

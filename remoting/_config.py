@@ -1,0 +1,77 @@
+"""Client and server settings: RocketMQ's NettyServerConfig / NettyClientConfig in snake_case.
+
+Times are float seconds (RocketMQ uses milliseconds); defaults are RocketMQ's unless noted.
+Configs are frozen and picklable, so a Spark job can ship one to its executors.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from codec import DEFAULT_MAX_FRAME_BYTES, SerializeType
+
+__all__ = ["ClientConfig", "ServerConfig"]
+
+
+def _cpu_count() -> int:
+    return os.cpu_count() or 4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _CommonConfig:
+    serialize_type: SerializeType = SerializeType.JSON  # RocketMQ's default
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # NettyDecoder frameMaxLength
+    max_idle_seconds: float = 120.0  # *ChannelMaxIdleTimeSeconds; 0 disables
+    # Response-table scanner (NettyRemotingAbstract.scanResponseTable): a safety net. Each
+    # request also expires exactly at its own deadline (precise_timeouts), which RocketMQ
+    # does not do: it relies on the scan and its 1 s grace.
+    scan_initial_delay: float = 3.0
+    scan_period: float = 1.0
+    scan_grace: float = 1.0
+    precise_timeouts: bool = True
+    callback_executor_threads: int = 0  # 0 -> number of CPUs, as RocketMQ
+    # Per-connection outbound buffer: above high, senders wait (back-pressure).
+    write_buffer_high_water_mark: int = 4 * 1024 * 1024
+    write_buffer_low_water_mark: int = 1024 * 1024
+    default_processor_threads: int = 4  # serverCallbackExecutorThreads (0 -> 4)
+    processor_queue_capacity: int = 10_000  # bounded queue per pool: OVERLOAD reply beyond
+
+    def callback_threads(self) -> int:
+        """Return the callback executor size (0 means one per CPU)."""
+        return self.callback_executor_threads or _cpu_count()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig(_CommonConfig):
+    """Server settings.
+
+    Attributes:
+        listen_port: 0 picks an ephemeral port (read it back from ``server.port``).
+        bind_address: the address to listen on.
+        server_async_semaphore_value: permits for server->client invoke_sync/async.
+        server_oneway_semaphore_value: permits for server->client oneway sends.
+    """
+
+    listen_port: int = 0
+    bind_address: str = "127.0.0.1"  # safer than RocketMQ's 0.0.0.0; set it to serve others
+    server_async_semaphore_value: int = 64
+    server_oneway_semaphore_value: int = 256
+    shutdown_grace_seconds: float = 5.0
+    backlog: int = 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientConfig(_CommonConfig):
+    """Client settings.
+
+    Attributes:
+        connect_timeout: seconds for the TCP connect, counted inside each call's deadline.
+        close_socket_if_timeout: close a connection after a timed-out invoke_sync.
+    """
+
+    connect_timeout: float = 3.0
+    client_async_semaphore_value: int = 65535
+    client_oneway_semaphore_value: int = 65535
+    close_socket_if_timeout: bool = True
+    enable_reconnect_for_go_away: bool = True

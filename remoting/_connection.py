@@ -1,0 +1,200 @@
+"""`Connection`: one stream, one decoder, one reader task, one writer task.
+
+Theory of operation:
+- The reader decodes frames and hands each command to the endpoint synchronously; it never
+  awaits a processor, so requests on one connection are pipelined.
+- Frames to send are appended to ``_out`` (sync, from the trio thread) and the writer task sends
+  everything queued in one ``send_all`` (write coalescing).
+- Back-pressure: when more than the high water mark is queued, `wait_writable` blocks senders
+  until the writer has brought it under the low water mark, and the reader stops reading new
+  requests (the peer is not draining its responses).
+- Any failure of the stream (or a codec error) closes the connection; the endpoint then fails
+  all its pending requests at once (RocketMQ ``failFast``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from codec import CodecError, ForeignProtocolError, FrameDecoder
+from processors import RequestContext
+
+from ._channel import ChannelHandle
+from ._log import log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._endpoint import Endpoint
+
+__all__ = ["Connection"]
+
+RECEIVE_BYTES = 256 * 1024
+_ids = itertools.count(1)
+
+
+class Connection:
+    """A live connection to a peer, owned by an `Endpoint`."""
+
+    def __init__(
+        self, endpoint: Endpoint, stream: trio.SocketStream, remote_addr: str,
+        addr_key: str | None = None,
+    ) -> None:
+        cfg = endpoint.config
+        self.id = next(_ids)
+        self.endpoint = endpoint
+        self.stream = stream
+        self.remote_addr = remote_addr
+        self.addr_key = addr_key  # the "host:port" a client dialled, else None
+        self.decoder = FrameDecoder(cfg.max_frame_bytes)
+        self.high_water = cfg.write_buffer_high_water_mark
+        self.low_water = cfg.write_buffer_low_water_mark
+        self.closed = False
+        self.close_reason: str | None = None
+        self.last_activity = trio.current_time()
+        self.channel = ChannelHandle(self)
+        self.ctx = RequestContext(remote_addr=remote_addr, channel=self.channel)
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._on_sent: list[Callable[[], None]] = []
+        self._writer_lot = trio.lowlevel.ParkingLot()
+        self._drain_lot = trio.lowlevel.ParkingLot()
+        self._scope: trio.CancelScope | None = None
+        self.attributes: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"<Connection #{self.id} {self.remote_addr}{' closed' if self.closed else ''}>"
+
+    @property
+    def is_active(self) -> bool:
+        return not self.closed
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued for sending and not yet handed to the socket."""
+        return self._out_bytes
+
+    # ------------------------------------------------------------------ sending
+
+    def write_frame(self, frame: bytes, on_sent: Callable[[], None] | None = None) -> bool:
+        """Queue ``frame`` for the writer (trio thread only); False if the connection is closed.
+
+        ``on_sent`` runs once the frame was handed to the socket, or when the connection closes.
+        """
+        if self.closed:
+            return False
+        self._out.append(frame)
+        self._out_bytes += len(frame)
+        if on_sent is not None:
+            self._on_sent.append(on_sent)
+        self._writer_lot.unpark()
+        return True
+
+    def write_response_frame(self, frame: bytes | None) -> None:
+        """Queue a response frame produced by a processor (None means nothing to send)."""
+        if frame is not None and not self.write_frame(frame):
+            log.debug("response.dropped", conn_id=self.id, peer=self.remote_addr,
+                      reason="connection closed")
+
+    async def wait_writable(self) -> None:
+        """Wait until the outbound queue is below the high water mark (or closed)."""
+        while self._out_bytes > self.high_water and not self.closed:
+            await self._drain_lot.park()
+
+    async def _writer(self) -> None:
+        stream = self.stream
+        while True:
+            while not self._out:
+                await self._writer_lot.park()
+            out = self._out
+            self._out = []
+            self._out_bytes = 0
+            on_sent = self._on_sent
+            if on_sent:
+                self._on_sent = []
+            await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+            self.last_activity = trio.current_time()
+            for fn in on_sent:
+                fn()
+            if self._out_bytes <= self.low_water:
+                self._drain_lot.unpark_all()
+
+    # ------------------------------------------------------------------ receiving
+
+    async def _reader(self) -> None:
+        stream = self.stream
+        decoder = self.decoder
+        handle = self.endpoint.handle_command
+        while True:
+            if self._out_bytes > self.high_water:
+                await self.wait_writable()
+            data = await stream.receive_some(RECEIVE_BYTES)
+            if not data:
+                self.close("peer closed the connection")
+                return
+            self.last_activity = trio.current_time()
+            decoder.feed(data)
+            while True:
+                cmd = decoder.next_command()
+                if cmd is None:
+                    break
+                handle(self, cmd)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> None:
+        """Serve the connection until it closes; the endpoint is told in every case."""
+        bound = log.bind(conn_id=self.id, peer=self.remote_addr, role=self.endpoint.role)
+        try:
+            if not self.closed:
+                async with trio.open_nursery() as nursery:
+                    self._scope = nursery.cancel_scope
+                    if self.closed:  # closed between creation and start
+                        nursery.cancel_scope.cancel()
+                    nursery.start_soon(self._guard, self._writer, "write")
+                    await self._guard(self._reader, "read")
+        finally:
+            self.closed = True
+            self._writer_lot.unpark_all()
+            self._drain_lot.unpark_all()
+            on_sent, self._on_sent, self._out = self._on_sent, [], []
+            for fn in on_sent:
+                fn()
+            with trio.CancelScope(shield=True):
+                try:
+                    await self.stream.aclose()
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
+            self.endpoint.connection_closed(self)
+            bound.info("connection.closed", reason=self.close_reason or "shut down")
+
+    async def _guard(self, fn: Callable[[], Any], what: str) -> None:
+        try:
+            await fn()
+        except ForeignProtocolError as exc:
+            log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
+                        protocol=exc.protocol, error=str(exc))
+            self.close(f"not our protocol: {exc.protocol}")
+        except CodecError as exc:
+            log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
+                        error=str(exc))
+            self.close(f"codec error: {exc}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            if not self.closed:
+                log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
+                         during=what, error=repr(exc))
+            self.close(f"{what} failed: {exc!r}")
+
+    def close(self, reason: str = "closed locally") -> None:
+        """Close the connection (idempotent, sync); pending requests fail right after."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        if self._scope is not None:
+            self._scope.cancel()
+        self._writer_lot.unpark_all()
+        self._drain_lot.unpark_all()

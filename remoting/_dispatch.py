@@ -1,0 +1,159 @@
+"""Request dispatch on the receiving side (as NettyRemotingAbstract.processRequestCommand).
+
+`run_sync_request` and `run_async_request` run the hooks and the processor and return the
+encoded response frame (or None when nothing is to be sent). They never raise for a processor
+or hook failure: that becomes a SYSTEM_ERROR reply, logged once as ``processor.failed``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from codec import CodecError, RemotingCommand, ResponseCode, encode_frame
+
+from ._hooks import AbortProcessError
+from ._log import log
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from processors import AsyncRequestProcessor, RequestContext, RequestProcessor
+
+    from ._hooks import RPCHook
+    from ._pool import ExecutorPool, ProcessorPool
+
+__all__ = [
+    "ProcessorEntry",
+    "error_reply",
+    "run_async_request",
+    "run_sync_request",
+]
+
+REJECT_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
+OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
+GO_AWAY_REMARK: Final = "please go away"
+
+
+def not_supported_remark(code: int) -> str:
+    """RocketMQ's remark for an unknown request code (the leading space is theirs)."""
+    return f" request type {code} not supported"
+
+
+@dataclass(slots=True, kw_only=True)
+class ProcessorEntry:
+    """A registered processor and the pool its sync calls run on (None for async ones)."""
+
+    processor: RequestProcessor | AsyncRequestProcessor
+    pool: ProcessorPool | ExecutorPool | None
+    is_async: bool
+
+
+def exception_simple_desc(exc: BaseException) -> str:
+    """Describe ``exc`` like RocketMQ's UtilAll.exceptionSimpleDesc: type, message, where."""
+    desc = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        desc += f", {last.name}({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
+    return desc
+
+
+def error_reply(request: RemotingCommand, code: int, remark: str) -> bytes | None:
+    """Return the encoded error response to ``request``, or None for a oneway request."""
+    if request.is_oneway:
+        return None
+    response = RemotingCommand.create_response(code, remark)
+    return finish_response(request, response)
+
+
+def finish_response(request: RemotingCommand, response: RemotingCommand) -> bytes | None:
+    """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway)."""
+    if request.is_oneway:
+        return None
+    response.opaque = request.opaque
+    response.flag |= 1
+    response.serialize_type = request.serialize_type  # mirror the request, as RocketMQ 4.9
+    try:
+        return encode_frame(response)
+    except CodecError as exc:
+        log.error("processor.bad_response", opaque=request.opaque, code=request.code,
+                  error=str(exc))
+        fallback = RemotingCommand.create_response(
+            ResponseCode.SYSTEM_ERROR, f"response could not be encoded: {exc}"
+        )
+        fallback.opaque = request.opaque
+        fallback.serialize_type = request.serialize_type
+        return encode_frame(fallback)
+
+
+def _failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
+    if isinstance(exc, AbortProcessError):
+        return RemotingCommand.create_response(exc.code, exc.remark)
+    log.error("processor.failed", opaque=request.opaque, code=request.code, exc_info=exc)
+    return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
+
+
+def _before(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand) -> None:
+    for hook in hooks:
+        hook.do_before_request(addr, request)
+
+
+def _after(
+    hooks: Sequence[RPCHook], addr: str, request: RemotingCommand, response: RemotingCommand | None
+) -> None:
+    for hook in hooks:
+        hook.do_after_response(addr, request, response)
+
+
+def run_sync_request(
+    processor: RequestProcessor,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    hooks: Sequence[RPCHook],
+) -> bytes | None:
+    """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
+    addr = ctx.remote_addr
+    try:
+        if hooks:
+            try:
+                _before(hooks, addr, request)
+            except Exception as exc:
+                placeholder = _failure(request, exc)
+                _after(hooks, addr, request, placeholder)
+                return finish_response(request, placeholder)
+        response = processor.process_request(ctx, request)
+        if hooks:
+            _after(hooks, addr, request, response)
+    except Exception as exc:
+        response = _failure(request, exc)
+    if response is None:
+        return None
+    return finish_response(request, response)
+
+
+async def run_async_request(
+    processor: AsyncRequestProcessor,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    hooks: Sequence[RPCHook],
+) -> bytes | None:
+    """Run hooks and an async processor on the loop; return the frame to send or None."""
+    addr = ctx.remote_addr
+    try:
+        if hooks:
+            try:
+                _before(hooks, addr, request)
+            except Exception as exc:
+                placeholder = _failure(request, exc)
+                _after(hooks, addr, request, placeholder)
+                return finish_response(request, placeholder)
+        response = await processor.process_request(ctx, request)
+        if hooks:
+            _after(hooks, addr, request, response)
+    except Exception as exc:
+        response = _failure(request, exc)
+    if response is None:
+        return None
+    return finish_response(request, response)

@@ -1,0 +1,223 @@
+"""`ResponseFuture`: one in-flight request, completed exactly once.
+
+Theory of operation:
+- Created by the caller (any thread); registered in a `ResponseTable` and completed only on the
+  trio thread, by whoever pops it from the table first: the response, the deadline timer, the
+  scanner, a connection loss, a send failure or shutdown. ``_complete`` is idempotent.
+- Completion releases the in-flight permit exactly once: at once when there are no user
+  callbacks, else after they ran (as RocketMQ since ROCKETMQ-323, so slow callbacks push back).
+- Waiters: trio tasks await a lazily created `trio.Event`; threads block on a lock that is
+  held from creation until completion; internal completion hooks run synchronously on the trio
+  thread; user callbacks run on the callback executor, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import _thread
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._errors import RemotingError, RemotingSendRequestError, RemotingTimeoutError
+from ._log import log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import Executor
+
+    from codec import RemotingCommand
+
+__all__ = ["ResponseFuture"]
+
+# Extra seconds a thread waits past the deadline before it stops trusting the loop's timer.
+THREAD_WAIT_SLACK = 5.0
+
+
+class ResponseFuture:
+    """The pending result of a request (RocketMQ's ResponseFuture plus a Python future).
+
+    Attributes:
+        opaque: the request id.
+        addr: the peer address.
+        timeout: the call's timeout in seconds.
+        response_command: the response, once it arrived.
+        cause: the exception that ended the call, if it failed.
+        is_send_request_ok: False when the request could not be written.
+        is_timeout: True when the call expired.
+    """
+
+    __module__ = "remoting"
+    __slots__ = (
+        "_callbacks",
+        "_done",
+        "_event",
+        "_executor",
+        "_hooks",
+        "_lock",
+        "_permit_release",
+        "addr",
+        "cause",
+        "conn",
+        "deadline",
+        "is_send_request_ok",
+        "is_timeout",
+        "opaque",
+        "request",
+        "response_command",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        request: RemotingCommand,
+        addr: str | None,
+        timeout: float,
+        executor: Callable[[], Executor] | None = None,
+    ) -> None:
+        self.request = request
+        self.opaque = request.opaque
+        self.addr = addr
+        self.timeout = timeout
+        self.deadline = float("inf")
+        self.conn: Any = None
+        self.response_command: RemotingCommand | None = None
+        self.cause: BaseException | None = None
+        self.is_send_request_ok = True
+        self.is_timeout = False
+        self._done = False
+        self._event: trio.Event | None = None
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+        self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
+        self._hooks: list[Callable[[ResponseFuture], None]] | None = None
+        self._permit_release: Callable[[], None] | None = None
+        self._executor = executor
+
+    # ------------------------------------------------------------------ reading
+
+    def done(self) -> bool:
+        """Return True once the future has a response or a failure."""
+        return self._done
+
+    def _outcome(self) -> RemotingCommand:
+        if self.response_command is not None:
+            return self.response_command
+        assert self.cause is not None
+        raise self.cause
+
+    def result(self, timeout: float | None = None) -> RemotingCommand:
+        """Block the calling thread until done; return the response or raise the failure.
+
+        Args:
+            timeout: seconds to wait; None waits until the call's own deadline.
+
+        Raises:
+            RemotingTimeoutError, RemotingSendRequestError, RemotingConnectError,
+            RemotingTooManyRequestsError, RemotingCommandError: how the call ended.
+            TimeoutError: ``timeout`` elapsed while the call is still pending.
+        """
+        if not self._done:
+            wait = self.timeout + THREAD_WAIT_SLACK if timeout is None else timeout
+            if self._lock.acquire(timeout=max(wait, 0.0)):
+                self._lock.release()  # let other waiters through
+            elif timeout is not None:
+                raise TimeoutError(f"request {self.opaque} still pending after {timeout}s")
+            else:
+                raise RemotingTimeoutError(self.addr, self.timeout, "response (loop stalled)")
+        return self._outcome()
+
+    async def wait(self) -> RemotingCommand:
+        """Wait in trio until done; return the response or raise the failure.
+
+        Cancelling the wait does not cancel the request; it still completes by its deadline.
+        """
+        if not self._done:
+            if self._event is None:
+                self._event = trio.Event()
+            await self._event.wait()
+        return self._outcome()
+
+    def add_done_callback(self, fn: Callable[[ResponseFuture], object]) -> None:
+        """Call ``fn(self)`` once when done, on the callback executor (or now, if done)."""
+        if self._done:
+            _run_callback(fn, self)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+        self._callbacks.append(fn)
+
+    # ------------------------------------------------------------------ completing (trio thread)
+
+    def _add_completion_hook(self, fn: Callable[[ResponseFuture], None]) -> None:
+        """Register an internal hook run synchronously on the trio thread at completion."""
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(fn)
+
+    def _complete(
+        self,
+        response: RemotingCommand | None = None,
+        cause: BaseException | None = None,
+        *,
+        timed_out: bool = False,
+        send_failed: bool = False,
+    ) -> bool:
+        """Complete the future once; return False if it was already done."""
+        if self._done:
+            return False
+        self.response_command = response
+        self.cause = cause
+        self.is_timeout = timed_out
+        if send_failed:
+            self.is_send_request_ok = False
+        self._done = True
+        self._lock.release()
+        if self._event is not None:
+            self._event.set()
+        if self._hooks is not None:
+            for hook in self._hooks:
+                hook(self)
+        callbacks = self._callbacks
+        if callbacks and self._executor is not None:
+            self._executor().submit(self._run_callbacks, callbacks)
+        else:
+            self._release_permit()
+            if callbacks:  # no executor (a bare future): run them here as a last resort
+                self._run_callbacks(callbacks)
+        return True
+
+    def _fail_timeout(self) -> bool:
+        return self._complete(
+            cause=RemotingTimeoutError(self.addr, self.timeout), timed_out=True
+        )
+
+    def _fail_send(self, reason: str) -> bool:
+        return self._complete(
+            cause=RemotingSendRequestError(self.addr, reason), send_failed=True
+        )
+
+    def _fail(self, cause: RemotingError) -> bool:
+        return self._complete(cause=cause)
+
+    def _release_permit(self) -> None:
+        release, self._permit_release = self._permit_release, None
+        if release is not None:
+            release()
+
+    def _run_callbacks(self, callbacks: list[Callable[[ResponseFuture], object]]) -> None:
+        try:
+            for fn in callbacks:
+                _run_callback(fn, self)
+        finally:
+            self._release_permit()
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._done else ("ok" if self.cause is None else "failed")
+        return f"<ResponseFuture opaque={self.opaque} addr={self.addr} {state}>"
+
+
+def _run_callback(fn: Callable[[ResponseFuture], object], fut: ResponseFuture) -> None:
+    try:
+        fn(fut)
+    except Exception:
+        log.error("callback.failed", opaque=fut.opaque, addr=fut.addr, exc_info=True)

@@ -1,0 +1,49 @@
+"""RPC hooks (RocketMQ's ``RPCHook``): code that wraps every call on both sides.
+
+Client side: ``do_before_request`` before every send (sync, async, oneway), in registration
+order; ``do_after_response`` only after a successful response. Server side: around the processor
+(SPEC 6.1 step 5): a before-hook that raises skips the processor, after-hooks still run with a
+placeholder SYSTEM_ERROR response, and the reply is SYSTEM_ERROR naming the hook's exception;
+`AbortProcessError` from any hook replies with its own code and message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from codec import ResponseCode
+
+if TYPE_CHECKING:
+    from codec import RemotingCommand
+
+__all__ = ["AbortProcessError", "RPCHook"]
+
+
+class RPCHook(Protocol):
+    """The two callbacks of a hook; both run on the thread that makes or serves the call."""
+
+    def do_before_request(self, remote_addr: str, request: RemotingCommand) -> None:
+        """Inspect or amend ``request`` before it is sent (client) or processed (server)."""
+        ...
+
+    def do_after_response(
+        self, remote_addr: str, request: RemotingCommand, response: RemotingCommand | None
+    ) -> None:
+        """Inspect ``response`` after it arrived (client) or was produced (server)."""
+        ...
+
+
+class AbortProcessError(Exception):
+    """Raised by a server-side hook to refuse a request with a chosen response code.
+
+    Attributes:
+        code: the response code to reply with.
+        remark: the reply's remark.
+    """
+
+    __module__ = "remoting"
+
+    def __init__(self, code: int = ResponseCode.SYSTEM_ERROR, remark: str = "") -> None:
+        self.code = code
+        self.remark = remark
+        super().__init__(f"request aborted with code {code}: {remark}")

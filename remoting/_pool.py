@@ -1,0 +1,167 @@
+"""Per-request-code processor pools, and the inbox that brings results back to trio.
+
+A `ProcessorPool` is a bounded set of threads with a bounded backlog: `try_submit` refuses at
+once when ``threads + queue_capacity`` tasks are already in the pool (the dispatcher replies
+SYSTEM_BUSY ``[OVERLOAD]``). The count lives on the trio thread only (incremented at submit,
+decremented when the result is drained), so no lock is needed.
+
+Results come back through `LoopInbox`: worker threads append to a deque and schedule one drain
+on the trio thread only when none is pending, so a burst of results costs one wake-up.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import Executor
+
+    import trio
+
+__all__ = ["ExecutorPool", "LoopInbox", "ProcessorPool"]
+
+
+class LoopInbox:
+    """Thread-safe hand-off of ``fn(arg)`` calls into the trio thread, batched."""
+
+    __slots__ = ("_items", "_scheduled", "_token")
+
+    def __init__(self, token: trio.lowlevel.TrioToken) -> None:
+        self._token = token
+        self._items: deque[tuple[Callable[[Any], object], Any]] = deque()
+        self._scheduled = False
+
+    def post(self, fn: Callable[[Any], object], arg: Any) -> None:
+        """Run ``fn(arg)`` on the trio thread soon (from any thread).
+
+        Raises:
+            trio.RunFinishedError: the loop has ended.
+        """
+        self._items.append((fn, arg))
+        if not self._scheduled:
+            self._scheduled = True
+            self._token.run_sync_soon(self._drain)
+
+    def _drain(self) -> None:
+        # Clear the flag first: an item appended after this line schedules a new drain.
+        self._scheduled = False
+        items = self._items
+        while items:
+            fn, arg = items.popleft()
+            fn(arg)
+
+
+class ProcessorPool:
+    """A named, bounded pool of daemon threads running processor tasks."""
+
+    def __init__(
+        self, name: str, threads: int, queue_capacity: int, inbox: LoopInbox
+    ) -> None:
+        if threads < 1:
+            raise ValueError("a processor pool needs at least one thread")
+        self.name = name
+        self.threads = threads
+        self.capacity = threads + queue_capacity
+        self.in_pool = 0  # trio thread only
+        self._inbox = inbox
+        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._workers: list[threading.Thread] = []
+        self._closed = False
+
+    def try_submit(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], on_result: Callable[[Any], object]
+    ) -> bool:
+        """Queue ``fn(*args)``; its result goes to ``on_result`` on the trio thread.
+
+        Returns False (nothing queued) when the pool is full or closed.
+        """
+        if self.in_pool >= self.capacity or self._closed:
+            return False
+        self.in_pool += 1
+        if len(self._workers) < self.threads and len(self._workers) < self.in_pool:
+            self._spawn()
+        self._queue.put((fn, (*args, on_result)))
+        return True
+
+    def _spawn(self) -> None:
+        t = threading.Thread(
+            target=self._work, name=f"{self.name}-{len(self._workers)}", daemon=True
+        )
+        self._workers.append(t)
+        t.start()
+
+    def _finish(self, payload: tuple[Callable[[Any], object], Any]) -> None:
+        self.in_pool -= 1
+        on_result, result = payload
+        on_result(result)
+
+    def _work(self) -> None:
+        get = self._queue.get
+        post = self._inbox.post
+        finish = self._finish
+        while True:
+            item = get()
+            if item is None:
+                return
+            fn, args = item
+            *call_args, on_result = args
+            result = contextvars.copy_context().run(fn, *call_args)
+            try:
+                post(finish, (on_result, result))
+            except RuntimeError:  # the loop is gone (trio.RunFinishedError): nobody to tell
+                return
+
+    def close(self, join_timeout: float | None = 5.0) -> None:
+        """Stop the threads once the queued tasks are done, and join them."""
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._workers:
+            self._queue.put(None)
+        for t in self._workers:
+            t.join(join_timeout)
+
+
+class ExecutorPool:
+    """Adapter for a user-supplied `concurrent.futures.Executor` (unbounded by us)."""
+
+    def __init__(self, name: str, executor: Executor, inbox: LoopInbox) -> None:
+        self.name = name
+        self.in_pool = 0
+        self._executor = executor
+        self._inbox = inbox
+
+    def try_submit(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], on_result: Callable[[Any], object]
+    ) -> bool:
+        """Submit ``fn(*args)``; False when the executor refuses (shut down or saturated)."""
+        ctx = contextvars.copy_context()
+        try:
+            future = self._executor.submit(ctx.run, fn, *args)
+        except RuntimeError:
+            return False
+        self.in_pool += 1
+
+        def done(f: Any) -> None:
+            try:
+                self._inbox.post(self._finish, (on_result, f.result()))
+            except RuntimeError:
+                pass
+
+        future.add_done_callback(done)
+        return True
+
+    def _finish(self, payload: tuple[Callable[[Any], object], Any]) -> None:
+        self.in_pool -= 1
+        on_result, result = payload
+        on_result(result)
+
+    def close(self, join_timeout: float | None = 5.0) -> None:
+        """The user owns the executor; nothing to stop."""

@@ -1,0 +1,98 @@
+"""`ResponseTable`: pending requests by opaque, with their deadlines.
+
+Sync bookkeeping with an injected ``now`` (the trio layer calls it); it never does I/O and never
+completes a future itself: it returns the entries it removed, and the caller completes them.
+Invariants:
+- an opaque is in ``_entries`` at most once; removing it (``pop``, ``expire``, ``pop_connection``,
+  ``pop_all``) is the only way to own its completion, so each entry completes exactly once;
+- ``_heap`` may hold entries already removed (lazy deletion); it is rebuilt when it grows to
+  more than twice the live entries.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._future import ResponseFuture
+
+__all__ = ["ResponseTable"]
+
+_COMPACT_SLACK = 1024
+
+
+class ResponseTable:
+    """Pending `ResponseFuture` objects by opaque."""
+
+    __slots__ = ("_entries", "_heap")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, ResponseFuture] = {}
+        self._heap: list[tuple[float, int, ResponseFuture]] = []
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, opaque: int) -> bool:
+        return opaque in self._entries
+
+    def add(self, fut: ResponseFuture) -> None:
+        """Register ``fut`` under its opaque (which must not be pending already)."""
+        if fut.opaque in self._entries:
+            raise ValueError(f"opaque {fut.opaque} is already pending")
+        self._entries[fut.opaque] = fut
+        heap = self._heap
+        heapq.heappush(heap, (fut.deadline, fut.opaque, fut))
+        if len(heap) > 2 * len(self._entries) + _COMPACT_SLACK:
+            self._heap = [(f.deadline, o, f) for o, f in self._entries.items()]
+            heapq.heapify(self._heap)
+
+    def pop(self, opaque: int) -> ResponseFuture | None:
+        """Remove and return the entry for ``opaque``, or None if it is not pending."""
+        return self._entries.pop(opaque, None)
+
+    def pop_for(self, opaque: int, conn: object) -> ResponseFuture | None:
+        """Remove and return the entry for ``opaque`` only if it was sent on ``conn``."""
+        fut = self._entries.get(opaque)
+        if fut is None or fut.conn is not conn:
+            return None
+        del self._entries[opaque]
+        return fut
+
+    def expire(self, now: float) -> list[ResponseFuture]:
+        """Remove and return every entry whose deadline is at or before ``now``."""
+        heap = self._heap
+        entries = self._entries
+        expired: list[ResponseFuture] = []
+        while heap and heap[0][0] <= now:
+            _, opaque, fut = heapq.heappop(heap)
+            if entries.get(opaque) is fut:
+                del entries[opaque]
+                expired.append(fut)
+        return expired
+
+    def next_deadline(self) -> float | None:
+        """Return the earliest deadline still pending, or None."""
+        heap = self._heap
+        entries = self._entries
+        while heap:
+            deadline, opaque, fut = heap[0]
+            if entries.get(opaque) is fut:
+                return deadline
+            heapq.heappop(heap)
+        return None
+
+    def pop_connection(self, conn: object) -> list[ResponseFuture]:
+        """Remove and return every entry sent on ``conn``."""
+        gone = [f for f in self._entries.values() if f.conn is conn]
+        for fut in gone:
+            del self._entries[fut.opaque]
+        return gone
+
+    def pop_all(self) -> list[ResponseFuture]:
+        """Remove and return every entry."""
+        gone = list(self._entries.values())
+        self._entries.clear()
+        self._heap.clear()
+        return gone

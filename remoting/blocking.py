@@ -1,0 +1,347 @@
+"""The blocking faces: `RemotingClient` and `RemotingServer` for threads, scripts and Spark.
+
+Each runs the trio core in one daemon thread and forwards calls into it through the endpoint's
+inbox (one batched ``run_sync_soon`` hand-off per call, no task on the fast path). Timeouts are
+enforced inside trio. Calling a blocking method from the loop's own thread would deadlock, so it
+raises `RuntimeError`; trio code should use `remoting.open_client` / `open_server` instead.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import threading
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import trio
+
+from ._config import ClientConfig, ServerConfig
+from ._errors import RemotingError
+from ._trio_api import (
+    DEFAULT_TIMEOUT,
+    TrioRemotingClient,
+    TrioRemotingServer,
+    _after_hooks,
+    _before_hooks,
+    _with_after_hooks,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from concurrent.futures import Executor
+    from types import TracebackType
+
+    from codec import RemotingCommand
+    from processors import AsyncRequestProcessor, RequestProcessor
+
+    from ._channel import ChannelHandle
+    from ._endpoint import Endpoint
+    from ._future import ResponseFuture
+    from ._hooks import RPCHook
+    from ._statistics import EndpointStatistics
+
+__all__ = ["RemotingClient", "RemotingServer"]
+
+JOIN_TIMEOUT = 10.0
+
+
+class _LoopThread:
+    """A daemon thread running ``trio.run`` around one long-lived ``serve`` coroutine."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.result: Any = None
+
+    def start(self, serve: Callable[..., Any]) -> Any:
+        self._thread = threading.Thread(
+            target=self._run, args=(serve,), name=self.name, daemon=True
+        )
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self.result
+
+    def _run(self, serve: Callable[..., Any]) -> None:
+        try:
+            trio.run(self._main, serve)
+        except BaseException as exc:  # reported to start(); nothing else can see it
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    async def _main(self, serve: Callable[..., Any]) -> None:
+        self.token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            async with trio.open_nursery() as nursery:
+                self.result = await nursery.start(serve)
+                self._ready.set()
+
+    def stop(self) -> None:
+        if self.token is not None and self._scope is not None:
+            scope = self._scope
+            try:
+                self.token.run_sync_soon(scope.cancel)
+            except trio.RunFinishedError:
+                pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(JOIN_TIMEOUT)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+class _BlockingBase:
+    _core: TrioRemotingClient | TrioRemotingServer
+    _loop: _LoopThread | None
+    _closed: bool
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self._core.endpoint
+
+    def register_processor(
+        self, code: int, processor: RequestProcessor | AsyncRequestProcessor,
+        executor: Executor | None = None, *, threads: int | None = None,
+    ) -> None:
+        """Serve requests with ``code`` (see `TrioRemotingServer.register_processor`)."""
+        self._core.register_processor(code, processor, executor, threads=threads)
+
+    def register_default_processor(
+        self, processor: RequestProcessor | AsyncRequestProcessor,
+        executor: Executor | None = None, *, threads: int | None = None,
+    ) -> None:
+        """Serve every code that has no processor of its own."""
+        self._core.register_default_processor(processor, executor, threads=threads)
+
+    def register_rpc_hook(self, hook: RPCHook) -> None:
+        """Run ``hook`` around every call."""
+        self._core.register_rpc_hook(hook)
+
+    def statistics(self) -> EndpointStatistics:
+        """Return a frozen snapshot of the counters."""
+        return self._core.statistics()
+
+    def _check_caller(self) -> None:
+        if self._closed:
+            raise RemotingError(f"{type(self).__name__} is closed")
+        if self._loop is None:
+            raise RemotingError(f"{type(self).__name__} is not started: call start() first")
+        if threading.get_ident() == self.endpoint.loop_thread_id:
+            raise RuntimeError(
+                "blocking remoting calls cannot be made from the event loop's thread "
+                "(use the trio-native client or an async processor's channel methods)"
+            )
+
+    def __enter__(self) -> Any:
+        self.start()  # type: ignore[attr-defined]
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.shutdown()  # type: ignore[attr-defined]
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            f"a {type(self).__name__} cannot be pickled (it owns sockets and a thread): ship "
+            "its config instead and create the client where it runs (remoting.spark does this)"
+        )
+
+
+class RemotingClient(_BlockingBase):
+    """A thread-safe blocking client (RocketMQ's NettyRemotingClient)."""
+
+    __module__ = "remoting"
+
+    def __init__(self, config: ClientConfig | None = None) -> None:
+        self.config = config or ClientConfig()
+        self._core = TrioRemotingClient(self.config)
+        self._loop: _LoopThread | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def start(self) -> RemotingClient:
+        """Start the client's loop thread (idempotent)."""
+        with self._lock:
+            if self._closed:
+                raise RemotingError("RemotingClient is closed")
+            if self._loop is None:
+                loop = _LoopThread("remoting-client")
+                loop.start(self._core.serve)
+                self._loop = loop
+        return self
+
+    def shutdown(self) -> None:
+        """Close connections, fail pending calls, join the threads (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.stop()
+
+    close = shutdown
+
+    @property
+    def is_running(self) -> bool:
+        """True between `start` and `shutdown`."""
+        return self._loop is not None and self._loop.alive
+
+    def invoke_sync(self, addr: str, request: RemotingCommand,
+                    timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+        """Send ``request`` to ``addr`` (``"host:port"``) and wait for the response.
+
+        Returns the response whatever its code (a non-SUCCESS code is data).
+
+        Raises:
+            RemotingConnectError: no connection could be made; nothing was sent.
+            RemotingTimeoutError: no response within ``timeout`` seconds (connect included).
+            RemotingSendRequestError: the write failed or the connection broke.
+            RemotingTooManyRequestsError: no in-flight permit within the timeout.
+            RemotingCommandError: the request cannot be encoded.
+            RemotingError: the client is closed or not started.
+        """
+        self._check_caller()
+        ep = self.endpoint
+        if ep.hooks:
+            _before_hooks(ep, addr, request)
+        response = ep.submit_from_thread(addr, request, timeout, "sync").result()
+        if ep.hooks:
+            _after_hooks(ep, addr, request, response)
+        return response
+
+    def invoke_async(self, addr: str, request: RemotingCommand,
+                     timeout: float = DEFAULT_TIMEOUT,
+                     callback: Callable[[ResponseFuture], object] | None = None
+                     ) -> ResponseFuture:
+        """Send ``request``; return its `ResponseFuture` at once.
+
+        ``callback(future)`` runs exactly once on the callback executor: after the response,
+        a send failure, a timeout or a connection loss. Failures go into the future.
+        """
+        self._check_caller()
+        ep = self.endpoint
+        if ep.hooks:
+            _before_hooks(ep, addr, request)
+            callback = _with_after_hooks(ep, addr, request, callback)
+        return ep.submit_from_thread(addr, request, timeout, "async", callback)
+
+    def invoke_oneway(self, addr: str, request: RemotingCommand,
+                      timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Send ``request`` with no answer expected; returns once the frame is queued.
+
+        Raises:
+            RemotingConnectError, RemotingTimeoutError, RemotingTooManyRequestsError,
+            RemotingSendRequestError: before the frame could be queued.
+        """
+        self._check_caller()
+        ep = self.endpoint
+        if ep.hooks:
+            _before_hooks(ep, addr, request)
+        ep.submit_from_thread(addr, request, timeout, "oneway").result()
+
+    def invoke_many(self, addr: str, requests: Sequence[RemotingCommand],
+                    timeout: float = DEFAULT_TIMEOUT, limit: int = 64
+                    ) -> list[RemotingCommand | RemotingError]:
+        """Send all ``requests`` in one hand-off to the loop, at most ``limit`` in flight.
+
+        Each request has its own ``timeout``. Returns one entry per request, in order: the
+        response or the `RemotingError` that ended it. Hooks are not run for batch calls.
+        """
+        self._check_caller()
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        box: list[list[RemotingCommand | RemotingError]] = []
+
+        def on_done(results: list[RemotingCommand | RemotingError]) -> None:
+            box.append(results)
+            lock.release()
+
+        self.endpoint.submit_many_from_thread(addr, requests, timeout, limit, on_done)
+        n = len(requests)
+        waves = (n + max(1, limit) - 1) // max(1, limit)
+        if not lock.acquire(timeout=timeout * max(1, waves) + 30.0):
+            raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
+        return box[0]
+
+
+class RemotingServer(_BlockingBase):
+    """A blocking server (RocketMQ's NettyRemotingServer); ``port`` is set by `start`."""
+
+    __module__ = "remoting"
+    _core: TrioRemotingServer
+
+    def __init__(self, config: ServerConfig | None = None) -> None:
+        self.config = config or ServerConfig()
+        self._core = TrioRemotingServer(self.config)
+        self._loop: _LoopThread | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def port(self) -> int:
+        """The listening port (after `start`)."""
+        if self._core.port is None:
+            raise RemotingError("RemotingServer is not started")
+        return self._core.port
+
+    @property
+    def addr(self) -> str:
+        """``"bind_address:port"``, for clients on this machine."""
+        return f"{self.config.bind_address}:{self.port}"
+
+    def start(self) -> RemotingServer:
+        """Bind, listen and serve in a background thread (idempotent)."""
+        with self._lock:
+            if self._closed:
+                raise RemotingError("RemotingServer is closed")
+            if self._loop is None:
+                loop = _LoopThread("remoting-server")
+                loop.start(self._core.serve)
+                self._loop = loop
+        return self
+
+    def shutdown(self) -> None:
+        """Stop serving, fail pending calls, join the threads (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.stop()
+
+    def channels(self) -> list[ChannelHandle]:
+        """Return the live connections (for server push)."""
+        return self._core.channels()
+
+    def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
+                    timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+        """Call a connected client (which registered a processor) and wait."""
+        self._check_caller()
+        return channel.invoke_sync(request, timeout)
+
+    def invoke_async(self, channel: ChannelHandle, request: RemotingCommand,
+                     timeout: float = DEFAULT_TIMEOUT,
+                     callback: Callable[[ResponseFuture], object] | None = None
+                     ) -> ResponseFuture:
+        """Call a connected client; return the future."""
+        self._check_caller()
+        return self.endpoint.submit_from_thread(
+            channel._conn, request, timeout, "async", callback
+        )
+
+    def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
+                      timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Send a oneway request to a connected client."""
+        self._check_caller()
+        channel.invoke_oneway(request, timeout)
