@@ -59,6 +59,8 @@ class Connection:
         self.ctx = RequestContext(remote_addr=remote_addr, channel=self.channel)
         self._out: list[bytes] = []
         self._out_bytes = 0
+        self.writes = 0  # send_all calls
+        self.frames_written = 0
         self._on_sent: list[Callable[[], None]] = []
         self._writer_lot = trio.lowlevel.ParkingLot()
         self._drain_lot = trio.lowlevel.ParkingLot()
@@ -116,6 +118,8 @@ class Connection:
             if on_sent:
                 self._on_sent = []
             await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+            self.writes += 1
+            self.frames_written += len(out)
             self.last_activity = trio.current_time()
             for fn in on_sent:
                 fn()

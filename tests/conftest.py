@@ -1,7 +1,8 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration: hypothesis profiles and quiet structlog."""
 
 from __future__ import annotations
 
+import structlog
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -9,3 +10,12 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci")
+
+
+def _drop(_logger: object, _name: str, _event: dict[str, object]) -> dict[str, object]:
+    raise structlog.DropEvent
+
+
+# The library never configures structlog; the tests silence it (capture_logs still works,
+# because it swaps the processor chain for the duration of a block).
+structlog.configure(processors=[_drop], cache_logger_on_first_use=False)

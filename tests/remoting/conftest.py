@@ -1,0 +1,124 @@
+"""Fixtures: real servers and clients on 127.0.0.1 (trio-native and blocking)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import trio
+
+from codec import RemotingCommand, ResponseCode
+from processors import (
+    AsyncEchoProcessor,
+    AsyncRequestProcessor,
+    EchoProcessor,
+    RequestContext,
+    RequestProcessor,
+)
+from remoting import (
+    ClientConfig,
+    RemotingClient,
+    RemotingServer,
+    ServerConfig,
+    TrioRemotingClient,
+    TrioRemotingServer,
+)
+
+ECHO = 1  # sync pool processor
+ASYNC_ECHO = 2  # event-loop processor
+GATED = 3  # sync processor blocked on a threading.Event
+RAISES = 4
+REJECTS = 5
+GATED_ASYNC = 6
+
+
+class Gate(RequestProcessor):
+    """Blocks each call until `release` (a real stall on a pool thread)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.entered = threading.Semaphore(0)
+        self.calls = 0
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        self.calls += 1
+        self.entered.release()
+        self.event.wait(30)
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = request.body
+        return response
+
+    def release(self) -> None:
+        self.event.set()
+
+
+class AsyncGate(AsyncRequestProcessor):
+    """Async processor that waits on a trio.Event."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        await self.event.wait()
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
+class Boom(RequestProcessor):
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        raise ValueError("boom")
+
+
+class Rejecting(RequestProcessor):
+    def reject_request(self) -> bool:
+        return True
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        raise AssertionError("a rejected request must not reach the processor")
+
+
+def install_standard_processors(server: TrioRemotingServer | RemotingServer) -> None:
+    server.register_processor(ECHO, EchoProcessor())
+    server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+    server.register_processor(RAISES, Boom())
+    server.register_processor(REJECTS, Rejecting())
+
+
+def addr_of(server: TrioRemotingServer) -> str:
+    return f"127.0.0.1:{server.port}"
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> AsyncIterator[TrioRemotingServer]:
+    srv = TrioRemotingServer(ServerConfig())
+    install_standard_processors(srv)
+    await nursery.start(srv.serve)
+    yield srv
+
+
+@pytest.fixture
+async def client(nursery: trio.Nursery) -> AsyncIterator[TrioRemotingClient]:
+    cli = TrioRemotingClient(ClientConfig())
+    await nursery.start(cli.serve)
+    yield cli
+
+
+@pytest.fixture
+def blocking_server() -> Iterator[RemotingServer]:
+    srv = RemotingServer(ServerConfig())
+    install_standard_processors(srv)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+
+
+@pytest.fixture
+def blocking_client() -> Iterator[RemotingClient]:
+    cli = RemotingClient(ClientConfig()).start()
+    try:
+        yield cli
+    finally:
+        cli.shutdown()

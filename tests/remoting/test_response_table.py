@@ -1,0 +1,155 @@
+"""The central invariant: each opaque completes exactly once and releases its permit once.
+
+A hypothesis state machine drives the sync bookkeeping (`ResponseTable` + `ResponseFuture`)
+with an injected clock, through every completion path: response, deadline, scanner sweep,
+connection loss, send failure, late response and shutdown.
+"""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+from hypothesis import settings
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    invariant,
+    rule,
+)
+
+from codec import RemotingCommand
+from remoting._future import ResponseFuture
+from remoting._response_table import ResponseTable
+
+
+class Conn:
+    pass
+
+
+class TableMachine(RuleBasedStateMachine):
+    sent = Bundle("sent")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = ResponseTable()
+        self.now = 0.0
+        self.conns = [Conn(), Conn()]
+        self.permits_taken = 0
+        self.permits_released = 0
+        self.completions: dict[int, int] = {}
+        self.futures: list[ResponseFuture] = []
+
+    def _release(self) -> None:
+        self.permits_released += 1
+
+    def _complete(self, fut: ResponseFuture | None, how: str) -> None:
+        if fut is None:
+            return
+        if how == "response":
+            done = fut._complete(RemotingCommand.create_response(0))
+        elif how == "timeout":
+            done = fut._fail_timeout()
+        else:
+            done = fut._fail_send(how)
+        if done:
+            self.completions[fut.opaque] = self.completions.get(fut.opaque, 0) + 1
+
+    @rule(target=sent, timeout=st.floats(0.01, 10), conn=st.integers(0, 1))
+    def send(self, timeout: float, conn: int) -> ResponseFuture:
+        fut = ResponseFuture(RemotingCommand.create_request(1), "peer", timeout)
+        fut.deadline = self.now + timeout
+        fut.conn = self.conns[conn]
+        fut._permit_release = self._release
+        self.permits_taken += 1
+        self.table.add(fut)
+        self.futures.append(fut)
+        return fut
+
+    @rule(fut=sent)
+    def response_arrives(self, fut: ResponseFuture) -> None:
+        # a response for an entry already gone (late, duplicated) must find nothing
+        self._complete(self.table.pop_for(fut.opaque, fut.conn), "response")
+
+    @rule(fut=sent)
+    def response_on_wrong_connection_is_ignored(self, fut: ResponseFuture) -> None:
+        other = self.conns[0] if fut.conn is self.conns[1] else self.conns[1]
+        assert self.table.pop_for(fut.opaque, other) is None
+
+    @rule(fut=consumes(sent))
+    def send_fails(self, fut: ResponseFuture) -> None:
+        self._complete(self.table.pop_for(fut.opaque, fut.conn), "send failed")
+
+    @rule(dt=st.floats(0, 5))
+    def time_passes_and_timer_fires(self, dt: float) -> None:
+        self.now += dt
+        for fut in self.table.expire(self.now):
+            assert fut.deadline <= self.now
+            self._complete(fut, "timeout")
+
+    @rule(grace=st.floats(0, 2))
+    def scanner_sweeps(self, grace: float) -> None:
+        for fut in self.table.expire(self.now - grace):
+            self._complete(fut, "timeout")
+
+    @rule(conn=st.integers(0, 1))
+    def connection_lost(self, conn: int) -> None:
+        for fut in self.table.pop_connection(self.conns[conn]):
+            self._complete(fut, "connection lost")
+
+    @rule()
+    def shutdown(self) -> None:
+        for fut in self.table.pop_all():
+            self._complete(fut, "shutdown")
+
+    @invariant()
+    def each_opaque_completed_at_most_once(self) -> None:
+        assert all(n == 1 for n in self.completions.values())
+
+    @invariant()
+    def permits_released_exactly_for_completed(self) -> None:
+        done = [f for f in self.futures if f.done()]
+        assert self.permits_released == len(done) == len(self.completions)
+
+    @invariant()
+    def table_holds_exactly_the_pending(self) -> None:
+        pending = {f.opaque for f in self.futures if not f.done()}
+        assert len(self.table) == len(pending)
+        assert all(o in self.table for o in pending)
+        deadline = self.table.next_deadline()
+        if pending:
+            assert deadline == min(f.deadline for f in self.futures if not f.done())
+        else:
+            assert deadline is None
+
+    def teardown(self) -> None:
+        self.shutdown()
+        assert self.permits_released == self.permits_taken
+        assert len(self.table) == 0
+
+
+TableMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,
+                                          deadline=None)
+test_response_table_state_machine = TableMachine.TestCase
+
+
+def test_heap_is_compacted_when_completed_entries_pile_up() -> None:
+    table = ResponseTable()
+    for _ in range(5000):
+        fut = ResponseFuture(RemotingCommand.create_request(1), "p", 3600)
+        fut.deadline = 3600.0
+        table.add(fut)
+        assert table.pop(fut.opaque) is fut
+    assert len(table) == 0
+    assert len(table._heap) <= 2 * 1024 + 2
+
+
+def test_adding_a_pending_opaque_twice_is_refused() -> None:
+    table = ResponseTable()
+    fut = ResponseFuture(RemotingCommand.create_request(1), "p", 1)
+    table.add(fut)
+    try:
+        table.add(fut)
+    except ValueError as exc:
+        assert "already pending" in str(exc)
+    else:
+        raise AssertionError("duplicate opaque accepted")
