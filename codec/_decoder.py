@@ -128,13 +128,17 @@ class FrameDecoder:
     Any split of the stream gives the same commands.
     """
 
+    # Buffer: ``_buf[_pos:]`` are the bytes not yet decoded. When nothing is buffered, ``feed``
+    # keeps the caller's ``bytes`` as the buffer instead of copying it (the common case: a
+    # recv() chunk holding whole frames); a partial frame is moved into a bytearray that
+    # later chunks are appended to, and its consumed prefix is dropped every _COMPACT_AT bytes.
     __slots__ = ("_buf", "_error", "_pos", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 8:
             raise ValueError("max_frame_bytes must be at least 8")
         self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self._error: CodecError | None = None
 
@@ -144,11 +148,22 @@ class FrameDecoder:
         return len(self._buf) - self._pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Append received bytes."""
-        if self._pos >= _COMPACT_AT:
-            del self._buf[: self._pos]
+        """Append received bytes (copied unless ``data`` is immutable ``bytes``)."""
+        buf = self._buf
+        pos = self._pos
+        if pos == len(buf):
+            self._buf = data if type(data) is bytes else bytes(data)
             self._pos = 0
-        self._buf += data
+        elif type(buf) is bytes:
+            grown = bytearray(memoryview(buf)[pos:])
+            grown += data
+            self._buf = grown
+            self._pos = 0
+        else:
+            if pos >= _COMPACT_AT:
+                del buf[:pos]
+                self._pos = 0
+            buf += data  # type: ignore[operator]  # bytearray: in place
 
     def next_command(self) -> RemotingCommand | None:
         """Return the next complete command, or None if more bytes are needed.
@@ -180,19 +195,25 @@ class FrameDecoder:
         if header_length > length - 4 or st_byte > 1:
             self._error = _header_word_error(word, length, bytes(buf[pos : pos + 4]))
             raise self._error
-        end = pos + 4 + length
         if available < 4 + length:
             return None
+        end = pos + 4 + length
         start = pos + 8 + header_length
-        header = bytes(buf[pos + 8 : start])
-        body = bytes(buf[start:end]) if end > start else None
+        if type(buf) is bytes:
+            header = buf[pos + 8 : start]
+            body = buf[start:end] if end > start else None
+        else:
+            header = bytes(buf[pos + 8 : start])
+            body = bytes(buf[start:end]) if end > start else None
         if end == len(buf):
-            buf.clear()
+            self._buf = b""
             self._pos = 0
         else:
             self._pos = end
         try:
-            return _build(st_byte, header, body)
+            if st_byte == 0:
+                return decode_json_header(header, body, _JSON)
+            return decode_binary_header(header, body, _ROCKETMQ)
         except CodecError as exc:
             self._error = exc
             raise

@@ -15,7 +15,7 @@ __all__ = ["MAX_HEADER_BYTES", "encode_frame"]
 
 MAX_HEADER_BYTES: Final = 0xFFFFFF  # 24-bit header length field
 _MAX_LENGTH_FIELD: Final = 2**31 - 1
-_PREFIX: Final = struct.Struct(">II")  # length, serialize type << 24 | header length
+_PREFIX_PACK: Final = struct.Struct(">II").pack  # length, serialize type << 24 | header length
 
 
 def encode_frame(cmd: RemotingCommand) -> bytes:
@@ -25,9 +25,13 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
         InvalidCommandError: a field cannot be represented on the wire.
     """
     st = cmd.serialize_type
-    if st == SerializeType.JSON:
+    if st is _JSON:
         header = encode_json_header(cmd)
-    elif st == SerializeType.ROCKETMQ:
+    elif st is _ROCKETMQ:
+        header = encode_binary_header(cmd)
+    elif st == 0:  # a plain int instead of the enum member
+        header = encode_json_header(cmd)
+    elif st == 1:
         header = encode_binary_header(cmd)
     else:
         raise InvalidCommandError(f"unknown serialize_type {st!r}")
@@ -39,7 +43,11 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
             f"command too large for a frame: header {header_length} bytes "
             f"(max {MAX_HEADER_BYTES}), frame {length} bytes"
         )
-    prefix = _PREFIX.pack(length, (st << 24) | header_length)
+    prefix = _PREFIX_PACK(length, (st << 24) | header_length)
     if body:
         return b"".join((prefix, header, body))
     return prefix + header
+
+
+_JSON: Final = SerializeType.JSON
+_ROCKETMQ: Final = SerializeType.ROCKETMQ

@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["decode_binary_header", "encode_binary_header"]
 
-_FIXED: Final = struct.Struct(">hBhii")  # code, language, version, opaque, flag
-_FIXED_PACK: Final = _FIXED.pack
+_FIXED_PACK: Final = struct.Struct(">hBhii").pack  # code, language, version, opaque, flag
 # The fixed part plus the remark length, read in one call on decode.
 _FIXED_REMARK_UNPACK: Final = struct.Struct(">hBhiii").unpack_from
 _FIXED_REMARK_SIZE: Final = 17
@@ -32,30 +31,6 @@ _I16_UNPACK: Final = struct.Struct(">h").unpack_from
 _EMPTY_STRING: Final = b"\x00\x00\x00\x00"
 _EMPTY_STRINGS: Final = _EMPTY_STRING * 2  # remark length 0, extFields length 0
 _LANGUAGE_GET: Final = LANGUAGE_BY_VALUE.get
-
-
-def _encode_ext(ext: ExtFields) -> bytes:
-    parts: list[bytes] = []
-    append = parts.append
-    for key, value in ext.items():
-        # None travels as length 0, which is also how Java's decoder produced it; Java skips
-        # null values instead, and its peers read both as null.
-        k = key.encode("utf-8")
-        if len(k) > 0x7FFF:
-            raise InvalidCommandError(f"ext_fields key of {len(k)} bytes exceeds int16")
-        append(_I16_PACK(len(k)))
-        append(k)
-        if value:
-            v = value.encode("utf-8")
-            append(_I32_PACK(len(v)))
-            append(v)
-        elif value is None or type(value) is str:
-            append(_EMPTY_STRING)
-        else:
-            raise InvalidCommandError(
-                f"ext_fields must map str to str, got {key!r}: {type(value).__name__}"
-            )
-    return b"".join(parts)
 
 
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -73,15 +48,7 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
             cmd.version, cmd.opaque, cmd.flag,
         )
     except struct.error:
-        for name, lo, hi in (("code", -(2**15), 2**15 - 1), ("version", -(2**15), 2**15 - 1),
-                             ("opaque", -(2**31), 2**31 - 1), ("flag", -(2**31), 2**31 - 1)):
-            value = getattr(cmd, name)
-            if not isinstance(value, int) or not lo <= value <= hi:
-                raise InvalidCommandError(
-                    f"{name}={value!r} does not fit the ROCKETMQ header ({lo}..{hi}); "
-                    "use SerializeType.JSON for wider codes"
-                ) from None
-        raise InvalidCommandError(f"language={language!r} is not a LanguageCode") from None
+        raise _fixed_error(cmd) from None
     remark = cmd.remark
     ext = cmd.ext_fields
     if not remark and not ext:
@@ -89,15 +56,45 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
             return fixed + _EMPTY_STRINGS
         raise InvalidCommandError(f"remark must be a str, got {type(remark).__name__}")
     try:
-        r = remark.encode("utf-8") if remark else b""
-        e = _encode_ext(ext) if ext else b""
+        r = remark.encode() if remark else b""
+        parts = [fixed, _I32_PACK(len(r)), r, b""]
+        if ext:
+            ext_length = 0
+            for key, value in ext.items():
+                # None travels as length 0, which is also how Java's decoder produced it; Java
+                # skips null values instead, and its peers read both as null.
+                k = key.encode()
+                v = value.encode() if value is not None else b""
+                kn = len(k)
+                vn = len(v)
+                parts += (_I16_PACK(kn), k, _I32_PACK(vn), v)
+                ext_length += 6 + kn + vn
+            parts[3] = _I32_PACK(ext_length)
+        else:
+            parts[3] = _EMPTY_STRING
     except AttributeError:
         raise InvalidCommandError("remark and ext_fields keys/values must be str") from None
     except UnicodeEncodeError as exc:
         raise InvalidCommandError(
             f"remark or ext_fields holds a string that is not valid Unicode: {exc.reason}"
         ) from None
-    return b"".join((fixed, _I32_PACK(len(r)), r, _I32_PACK(len(e)), e))
+    except struct.error:  # a key of more than 32767 bytes
+        raise InvalidCommandError(
+            f"an ext_fields key exceeds the int16 length limit ({0x7FFF} bytes)"
+        ) from None
+    return b"".join(parts)
+
+
+def _fixed_error(cmd: RemotingCommand) -> InvalidCommandError:
+    for name, lo, hi in (("code", -(2**15), 2**15 - 1), ("version", -(2**15), 2**15 - 1),
+                         ("opaque", -(2**31), 2**31 - 1), ("flag", -(2**31), 2**31 - 1)):
+        value = getattr(cmd, name)
+        if not isinstance(value, int) or not lo <= value <= hi:
+            return InvalidCommandError(
+                f"{name}={value!r} does not fit the ROCKETMQ header ({lo}..{hi}); "
+                "use SerializeType.JSON for wider codes"
+            )
+    return InvalidCommandError(f"language={cmd.language!r} is not a LanguageCode")
 
 
 def _truncated(what: str, pos: int, limit: int) -> MalformedFrameError:
@@ -120,7 +117,8 @@ def decode_binary_header(
     Raises:
         MalformedFrameError: truncated header, a length past its bounds, invalid UTF-8.
     """
-    # Hot path: bounds checks inline, one try block for UTF-8 (zero cost in 3.11).
+    # Hot path: bounds checks inline, one try block for UTF-8 (zero cost in 3.11). Lengths are
+    # signed, as Java reads them; each string must end inside its section.
     size = len(header)
     if size < _MIN_SIZE:
         raise MalformedFrameError(
@@ -128,46 +126,38 @@ def decode_binary_header(
         )
     code, language, version, opaque, flag, n = _FIXED_REMARK_UNPACK(header, 0)
     pos = _FIXED_REMARK_SIZE
-    what = "remark"
     try:
         remark: str | None = None
         if n:
             if n < 0 or pos + n + 4 > size:
                 raise _overrun("remark", n, pos - 4, size)
-            remark = header[pos : pos + n].decode("utf-8")
+            remark = header[pos : pos + n].decode()
             pos += n
-        (ext_len,) = _I32_UNPACK(header, pos)
+        (n,) = _I32_UNPACK(header, pos)
         ext: ExtFields | None = None
-        if ext_len:
-            if ext_len < 0 or pos + 4 + ext_len > size:
-                raise _overrun("extFields", ext_len, pos, size)
+        if n:
+            if n < 0 or pos + 4 + n > size:
+                raise _overrun("extFields", n, pos, size)
             pos += 4
+            end = pos + n
             ext = {}
-            end = pos + ext_len
             while pos < end:
-                if pos + 2 > end:
-                    raise _truncated("ext key", pos, end)
-                (kn,) = _I16_UNPACK(header, pos)
-                if kn < 0 or pos + 2 + kn > end:
-                    raise _overrun("ext key", kn, pos, end)
-                pos += 2
-                what = "ext key"
-                key = header[pos : pos + kn].decode("utf-8")
-                pos += kn
-                if pos + 4 > end:
-                    raise _truncated("ext value", pos, end)
-                (vn,) = _I32_UNPACK(header, pos)
-                if vn < 0 or pos + 4 + vn > end:
-                    raise _overrun("ext value", vn, pos, end)
-                pos += 4
-                if vn:
-                    what = "ext value"
-                    ext[key] = header[pos : pos + vn].decode("utf-8")
-                    pos += vn
-                else:
-                    ext[key] = None
+                if pos + 6 > end:
+                    raise _truncated("ext entry", pos, end)
+                (n,) = _I16_UNPACK(header, pos)
+                key_end = pos + 2 + n
+                if n < 0 or key_end + 4 > end:
+                    raise _overrun("ext key", n, pos, end)
+                key = header[pos + 2 : key_end].decode()
+                (n,) = _I32_UNPACK(header, key_end)
+                pos = key_end + 4 + n
+                if n < 0 or pos > end:
+                    raise _overrun("ext value", n, key_end, end)
+                ext[key] = header[key_end + 4 : pos].decode() if n else None
     except UnicodeDecodeError:
-        raise MalformedFrameError(f"ROCKETMQ header {what} is not valid UTF-8") from None
+        raise MalformedFrameError(
+            f"ROCKETMQ header: the string after byte {pos} is not valid UTF-8"
+        ) from None
     return new_command(
         code, _LANGUAGE_GET(language), version, opaque, flag, remark, ext, body, serialize_type
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -90,18 +90,18 @@ def addr_of(server: TrioRemotingServer) -> str:
 
 
 @pytest.fixture
-async def server(nursery: trio.Nursery) -> AsyncIterator[TrioRemotingServer]:
+async def server(nursery: trio.Nursery) -> TrioRemotingServer:
     srv = TrioRemotingServer(ServerConfig())
     install_standard_processors(srv)
     await nursery.start(srv.serve)
-    yield srv
+    return srv
 
 
 @pytest.fixture
-async def client(nursery: trio.Nursery) -> AsyncIterator[TrioRemotingClient]:
+async def client(nursery: trio.Nursery) -> TrioRemotingClient:
     cli = TrioRemotingClient(ClientConfig())
     await nursery.start(cli.serve)
-    yield cli
+    return cli
 
 
 @pytest.fixture
