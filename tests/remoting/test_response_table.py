@@ -8,6 +8,7 @@ connection loss, send failure, late response and shutdown.
 from __future__ import annotations
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import settings
 from hypothesis.stateful import (
     Bundle,
@@ -147,9 +148,5 @@ def test_adding_a_pending_opaque_twice_is_refused() -> None:
     table = ResponseTable()
     fut = ResponseFuture(RemotingCommand.create_request(1), "p", 1)
     table.add(fut)
-    try:
+    with pytest.raises(ValueError, match="already pending"):
         table.add(fut)
-    except ValueError as exc:
-        assert "already pending" in str(exc)
-    else:
-        raise AssertionError("duplicate opaque accepted")
