@@ -57,8 +57,9 @@ class ServerConfig(_CommonConfig):
     bind_address: str = "127.0.0.1"  # safer than RocketMQ's 0.0.0.0; set it to serve others
     server_async_semaphore_value: int = 64
     server_oneway_semaphore_value: int = 256
-    shutdown_grace_seconds: float = 5.0
+    shutdown_grace_seconds: float = 5.0  # RocketMQ waits 30 s when enableShutdownGracefully
     backlog: int = 1024
+    reuse_port: bool = False  # SO_REUSEPORT: several processes serve one port (--workers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

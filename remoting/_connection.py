@@ -53,6 +53,7 @@ class Connection:
         self.high_water = cfg.write_buffer_high_water_mark
         self.low_water = cfg.write_buffer_low_water_mark
         self.closed = False
+        self.broken = False
         self.close_reason: str | None = None
         self.last_activity = trio.current_time()
         self.channel = ChannelHandle(self)
@@ -172,7 +173,7 @@ class Connection:
                     await self.stream.aclose()
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     pass
-            self.endpoint.connection_closed(self)
+            self.endpoint.connection_closed(self, self.broken)
             bound.info("connection.closed", reason=self.close_reason or "shut down")
 
     async def _guard(self, fn: Callable[[], Any], what: str) -> None:
@@ -181,13 +182,16 @@ class Connection:
         except ForeignProtocolError as exc:
             log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
                         protocol=exc.protocol, error=str(exc))
+            self.broken = True
             self.close(f"not our protocol: {exc.protocol}")
         except CodecError as exc:
             log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
                         error=str(exc))
+            self.broken = True
             self.close(f"codec error: {exc}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             if not self.closed:
+                self.broken = True
                 log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
                          during=what, error=repr(exc))
             self.close(f"{what} failed: {exc!r}")

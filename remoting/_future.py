@@ -57,6 +57,7 @@ class ResponseFuture:
         "_permit_release",
         "addr",
         "cause",
+        "close_on_timeout",
         "conn",
         "deadline",
         "is_send_request_ok",
@@ -64,6 +65,7 @@ class ResponseFuture:
         "opaque",
         "request",
         "response_command",
+        "retry_target",
         "timeout",
     )
 
@@ -92,6 +94,9 @@ class ResponseFuture:
         self._hooks: list[Callable[[ResponseFuture], None]] | None = None
         self._permit_release: Callable[[], None] | None = None
         self._executor = executor
+        self.close_on_timeout = False
+        # where to resend once after a GO_AWAY reply; False: never (a channel, or done once)
+        self.retry_target: str | None | bool = False
 
     # ------------------------------------------------------------------ reading
 
@@ -140,7 +145,10 @@ class ResponseFuture:
     def add_done_callback(self, fn: Callable[[ResponseFuture], object]) -> None:
         """Call ``fn(self)`` once when done, on the callback executor (or now, if done)."""
         if self._done:
-            _run_callback(fn, self)
+            if self._executor is not None:
+                self._executor().submit(_run_callback, fn, self)
+            else:
+                _run_callback(fn, self)
             return
         if self._callbacks is None:
             self._callbacks = []

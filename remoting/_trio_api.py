@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -11,10 +10,11 @@ import trio
 from ._config import ClientConfig, ServerConfig
 from ._connection import Connection
 from ._endpoint import Endpoint
+from ._listen import open_listeners
 from ._log import log
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterable, Sequence
     from concurrent.futures import Executor
 
     from codec import RemotingCommand
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ._channel import ChannelHandle
     from ._errors import RemotingError
+    from ._events import ChannelEventListener
     from ._future import ResponseFuture
     from ._hooks import RPCHook
     from ._statistics import EndpointStatistics
@@ -29,10 +30,11 @@ if TYPE_CHECKING:
 __all__ = ["TrioRemotingClient", "TrioRemotingServer", "open_client", "open_server"]
 
 DEFAULT_TIMEOUT = 3.0  # RocketMQ's usual timeoutMillis
+Target = str | Connection | None
 
 
 class _Base:
-    """What clients and servers share: processors, hooks, statistics."""
+    """What clients and servers share: processors, hooks, listeners, statistics."""
 
     endpoint: Endpoint
 
@@ -59,63 +61,73 @@ class _Base:
         """Run ``hook`` around every call (client: sends; server: processing)."""
         self.endpoint.register_rpc_hook(hook)
 
+    def register_channel_event_listener(self, listener: ChannelEventListener) -> None:
+        """Receive connect/close/exception/idle events, in order, off the event loop."""
+        self.endpoint.register_channel_event_listener(listener)
+
     def statistics(self) -> EndpointStatistics:
         """Return a frozen snapshot of the counters."""
         return self.endpoint.statistics()
 
 
-def _before_hooks(endpoint: Endpoint, addr: str, request: RemotingCommand) -> None:
+def run_before_hooks(endpoint: Endpoint, addr: str | None, request: RemotingCommand) -> None:
+    """Run the client-side before-hooks in registration order."""
     for hook in endpoint.hooks:
-        hook.do_before_request(addr, request)
+        hook.do_before_request(addr or "", request)
 
 
-def _after_hooks(endpoint: Endpoint, addr: str, request: RemotingCommand,
-                 response: RemotingCommand) -> None:
+def run_after_hooks(endpoint: Endpoint, addr: str | None, request: RemotingCommand,
+                    response: RemotingCommand) -> None:
+    """Run the client-side after-hooks (successful responses only)."""
     for hook in endpoint.hooks:
-        hook.do_after_response(addr, request, response)
+        hook.do_after_response(addr or "", request, response)
 
 
-class _Invoker(_Base):
-    """invoke_sync / invoke_async / invoke_oneway / invoke_many on a target (addr or channel)."""
-
-    async def _invoke_sync(self, target: str | Connection, addr: str, request: RemotingCommand,
-                           timeout: float) -> RemotingCommand:
-        ep = self.endpoint
-        if ep.hooks:
-            _before_hooks(ep, addr, request)
-        response = await ep.invoke(target, request, timeout)
-        if ep.hooks:
-            _after_hooks(ep, addr, request, response)
-        return response
-
-    async def _invoke_async(self, target: str | Connection, addr: str, request: RemotingCommand,
-                            timeout: float, callback: Callable[[ResponseFuture], object] | None
-                            ) -> ResponseFuture:
-        ep = self.endpoint
-        if ep.hooks:
-            _before_hooks(ep, addr, request)
-            callback = _with_after_hooks(ep, addr, request, callback)
-        return await ep.start_invoke(target, request, timeout, callback)
-
-    async def _invoke_oneway(self, target: str | Connection, addr: str,
-                             request: RemotingCommand, timeout: float) -> None:
-        ep = self.endpoint
-        if ep.hooks:
-            _before_hooks(ep, addr, request)
-        await ep.invoke_oneway(target, request, timeout)
-
-
-def _with_after_hooks(
-    ep: Endpoint, addr: str, request: RemotingCommand,
+def with_after_hooks(
+    ep: Endpoint, request: RemotingCommand,
     callback: Callable[[ResponseFuture], object] | None,
 ) -> Callable[[ResponseFuture], object]:
+    """Wrap an async callback so the after-hooks run first (on the callback executor)."""
     def run(fut: ResponseFuture) -> None:
         if fut.response_command is not None:
-            _after_hooks(ep, addr, request, fut.response_command)
+            run_after_hooks(ep, fut.addr, request, fut.response_command)
         if callback is not None:
             callback(fut)
 
     return run
+
+
+class _Invoker(_Base):
+    """invoke_sync / invoke_async / invoke_oneway on a target (address, channel or None)."""
+
+    async def _invoke_sync(self, target: Target, request: RemotingCommand, timeout: float,
+                           retry_busy: bool) -> RemotingCommand:
+        ep = self.endpoint
+        addr = target.remote_addr if isinstance(target, Connection) else target
+        if ep.hooks:
+            run_before_hooks(ep, addr, request)
+        response = await ep.invoke(target, request, timeout, retry_busy)
+        if ep.hooks:
+            run_after_hooks(ep, addr, request, response)
+        return response
+
+    async def _invoke_async(self, target: Target, request: RemotingCommand, timeout: float,
+                            callback: Callable[[ResponseFuture], object] | None
+                            ) -> ResponseFuture:
+        ep = self.endpoint
+        if ep.hooks:
+            run_before_hooks(ep, target.remote_addr if isinstance(target, Connection)
+                             else target, request)
+            callback = with_after_hooks(ep, request, callback)
+        return await ep.start_invoke(target, request, timeout, callback)
+
+    async def _invoke_oneway(self, target: Target, request: RemotingCommand,
+                             timeout: float) -> None:
+        ep = self.endpoint
+        if ep.hooks:
+            run_before_hooks(ep, target.remote_addr if isinstance(target, Connection)
+                             else target, request)
+        await ep.invoke_oneway(target, request, timeout)
 
 
 class TrioRemotingClient(_Invoker):
@@ -129,29 +141,42 @@ class TrioRemotingClient(_Invoker):
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the client's core until cancelled (use with ``nursery.start``)."""
-        try:
-            await self.endpoint.run(task_status=task_status)
-        finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self.endpoint.close_callback_executor)
+        await self.endpoint.run(task_status=task_status)
 
-    async def invoke_sync(self, addr: str, request: RemotingCommand,
-                          timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+    def update_name_server_address_list(self, addrs: list[str]) -> None:
+        """Set the addresses used by calls with ``addr=None`` (round-robin, failover)."""
+        self.endpoint.update_name_server_address_list(addrs)
+
+    def get_name_server_address_list(self) -> list[str]:
+        """Return the address list."""
+        return list(self.endpoint.name_servers)
+
+    async def invoke_sync(self, addr: str | None, request: RemotingCommand,
+                          timeout: float = DEFAULT_TIMEOUT, *, retry_busy: bool = False
+                          ) -> RemotingCommand:
         """Send ``request`` to ``addr`` and wait for the response.
+
+        Args:
+            addr: ``"host:port"``, or None for the address list (with failover).
+            request: the command; its opaque is replaced if already in flight.
+            timeout: seconds for the whole call, connect included.
+            retry_busy: resend after SYSTEM_BUSY replies, with backoff, within the timeout
+                (only for requests that are safe to repeat).
 
         Returns the response whatever its code (a non-SUCCESS code is data).
 
         Raises:
             RemotingConnectError: no connection could be made; nothing was sent.
-            RemotingTimeoutError: no response in ``timeout`` seconds (connect included).
+            RemotingTimeoutError: no response in ``timeout`` seconds. With
+                ``close_socket_if_timeout`` the connection is closed (as RocketMQ).
             RemotingSendRequestError: the write failed or the connection broke.
-            RemotingTooManyRequestsError: no in-flight permit within the timeout.
+            RemotingTooManyRequestsError: no permit, or the peer does not drain its socket.
             RemotingCommandError: the request cannot be encoded.
         Cancelling the call removes its entry; the response, if any, is dropped.
         """
-        return await self._invoke_sync(addr, addr, request, timeout)
+        return await self._invoke_sync(addr, request, timeout, retry_busy)
 
-    async def invoke_async(self, addr: str, request: RemotingCommand,
+    async def invoke_async(self, addr: str | None, request: RemotingCommand,
                            timeout: float = DEFAULT_TIMEOUT,
                            callback: Callable[[ResponseFuture], object] | None = None,
                            ) -> ResponseFuture:
@@ -159,9 +184,9 @@ class TrioRemotingClient(_Invoker):
 
         Failures (connect, permit, send, timeout) end up in the future, never raised here.
         """
-        return await self._invoke_async(addr, addr, request, timeout, callback)
+        return await self._invoke_async(addr, request, timeout, callback)
 
-    async def invoke_oneway(self, addr: str, request: RemotingCommand,
+    async def invoke_oneway(self, addr: str | None, request: RemotingCommand,
                             timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send ``request`` without waiting for an answer; returns once it is queued.
 
@@ -169,9 +194,9 @@ class TrioRemotingClient(_Invoker):
             RemotingConnectError, RemotingTimeoutError, RemotingTooManyRequestsError,
             RemotingSendRequestError: as for `invoke_sync`, before the frame is queued.
         """
-        await self._invoke_oneway(addr, addr, request, timeout)
+        await self._invoke_oneway(addr, request, timeout)
 
-    async def invoke_many(self, addr: str, requests: Sequence[RemotingCommand],
+    async def invoke_many(self, addr: str | None, requests: Sequence[RemotingCommand],
                           timeout: float = DEFAULT_TIMEOUT, limit: int = 64
                           ) -> list[RemotingCommand | RemotingError]:
         """Send all ``requests`` with at most ``limit`` in flight; each has its own ``timeout``.
@@ -191,30 +216,32 @@ class TrioRemotingServer(_Invoker):
         self.config = config or ServerConfig()
         self.endpoint = Endpoint(self.config, "server")
         self.port: int | None = None
+        self._listeners: list[trio.SocketListener] = []
+        self._scope: trio.CancelScope | None = None
+        self._accept_scope: trio.CancelScope | None = None
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen and serve until cancelled; ``task_status.started(port)``."""
+        """Listen and serve until cancelled or `shutdown`; ``task_status.started(port)``."""
         cfg = self.config
-        listeners = await trio.open_tcp_listeners(
-            cfg.listen_port, host=cfg.bind_address, backlog=cfg.backlog
-        )
-        self.port = listeners[0].socket.getsockname()[1]
+        self._listeners = open_listeners(cfg)
+        self.port = self._listeners[0].socket.getsockname()[1]
         try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self.endpoint.run)
-                assert self.endpoint._nursery is not None
-                nursery.start_soon(
-                    partial(trio.serve_listeners, self._handle, listeners,
-                            handler_nursery=self.endpoint._nursery)
-                )
-                log.info("server.started", port=self.port, bind=cfg.bind_address)
-                task_status.started(self.port)
+            with trio.CancelScope() as self._scope:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self.endpoint.run)
+                    assert self.endpoint._nursery is not None
+                    nursery.start_soon(self._accept)
+                    log.info("server.started", port=self.port, bind=cfg.bind_address)
+                    task_status.started(self.port)
         finally:
             with trio.CancelScope(shield=True):
-                for listener in listeners:
-                    await listener.aclose()
-                await trio.to_thread.run_sync(self.endpoint.close_callback_executor)
+                await self._close_listeners()
             log.info("server.stopped", port=self.port)
+
+    async def _accept(self) -> None:
+        with trio.CancelScope() as self._accept_scope:
+            await trio.serve_listeners(self._handle, self._listeners,
+                                       handler_nursery=self.endpoint._nursery)
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         try:
@@ -226,6 +253,26 @@ class TrioRemotingServer(_Invoker):
         self.endpoint.connection_opened(conn)
         await conn.run()
 
+    async def _close_listeners(self) -> None:
+        for listener in self._listeners:
+            await listener.aclose()
+
+    async def shutdown(self, grace: float | None = None) -> None:
+        """Stop gracefully: stop accepting, answer GO_AWAY to new requests, let running
+        processors finish for up to ``grace`` seconds (``config.shutdown_grace_seconds``),
+        then close every connection and fail what is still pending. Idempotent."""
+        if self._scope is None or self._scope.cancel_called:
+            return
+        if self._accept_scope is not None:
+            self._accept_scope.cancel()
+        await self._close_listeners()
+        self.endpoint.begin_shutdown()
+        grace = self.config.shutdown_grace_seconds if grace is None else grace
+        finished = await self.endpoint.wait_processing_done(grace)
+        if not finished:
+            log.warning("server.shutdown_forced", still_processing=self.endpoint.processing)
+        self._scope.cancel()
+
     def channels(self) -> list[ChannelHandle]:
         """Return the live connections."""
         return [c.channel for c in self.endpoint.connections if not c.closed]
@@ -233,22 +280,27 @@ class TrioRemotingServer(_Invoker):
     async def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
                           timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
         """Call a connected client (which registered a processor) and wait."""
-        conn = channel._conn
-        return await self._invoke_sync(conn, conn.remote_addr, request, timeout)
+        return await self._invoke_sync(channel._conn, request, timeout, False)
 
     async def invoke_async(self, channel: ChannelHandle, request: RemotingCommand,
                            timeout: float = DEFAULT_TIMEOUT,
                            callback: Callable[[ResponseFuture], object] | None = None,
                            ) -> ResponseFuture:
         """Call a connected client; return the future."""
-        conn = channel._conn
-        return await self._invoke_async(conn, conn.remote_addr, request, timeout, callback)
+        return await self._invoke_async(channel._conn, request, timeout, callback)
 
     async def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
                             timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send a oneway request to a connected client."""
-        conn = channel._conn
-        await self._invoke_oneway(conn, conn.remote_addr, request, timeout)
+        await self._invoke_oneway(channel._conn, request, timeout)
+
+    def broadcast_oneway(self, channels: Iterable[ChannelHandle], request: RemotingCommand
+                         ) -> int:
+        """Send one oneway ``request`` to every channel (encoded once); return how many got it.
+
+        A channel whose peer is not draining (over the high water mark) is skipped.
+        """
+        return self.endpoint.broadcast_oneway((c._conn for c in channels), request)
 
 
 @asynccontextmanager
@@ -273,3 +325,4 @@ async def open_client(config: ClientConfig | None = None) -> AsyncIterator[TrioR
             yield client
         finally:
             nursery.cancel_scope.cancel()
+

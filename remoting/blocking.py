@@ -11,19 +11,23 @@ from __future__ import annotations
 import _thread
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
+from codec import ResponseCode
+
 from ._config import ClientConfig, ServerConfig
 from ._errors import RemotingError
+from ._invoke import busy_backoff
 from ._trio_api import (
     DEFAULT_TIMEOUT,
     TrioRemotingClient,
     TrioRemotingServer,
-    _after_hooks,
-    _before_hooks,
-    _with_after_hooks,
+    run_after_hooks,
+    run_before_hooks,
+    with_after_hooks,
 )
 
 if TYPE_CHECKING:
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
 
     from ._channel import ChannelHandle
     from ._endpoint import Endpoint
+    from ._events import ChannelEventListener
     from ._future import ResponseFuture
     from ._hooks import RPCHook
     from ._statistics import EndpointStatistics
@@ -125,6 +130,10 @@ class _BlockingBase:
         """Run ``hook`` around every call."""
         self._core.register_rpc_hook(hook)
 
+    def register_channel_event_listener(self, listener: ChannelEventListener) -> None:
+        """Receive connect/close/exception/idle events, in order, off the event loop."""
+        self._core.register_channel_event_listener(listener)
+
     def statistics(self) -> EndpointStatistics:
         """Return a frozen snapshot of the counters."""
         return self._core.statistics()
@@ -196,30 +205,59 @@ class RemotingClient(_BlockingBase):
         """True between `start` and `shutdown`."""
         return self._loop is not None and self._loop.alive
 
-    def invoke_sync(self, addr: str, request: RemotingCommand,
-                    timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
-        """Send ``request`` to ``addr`` (``"host:port"``) and wait for the response.
+    def update_name_server_address_list(self, addrs: list[str]) -> None:
+        """Set the addresses used by calls with ``addr=None`` (round-robin, failover)."""
+        self.endpoint.update_name_server_address_list(addrs)
+
+    def get_name_server_address_list(self) -> list[str]:
+        """Return the address list."""
+        return list(self.endpoint.name_servers)
+
+    def invoke_sync(self, addr: str | None, request: RemotingCommand,
+                    timeout: float = DEFAULT_TIMEOUT, *, retry_busy: bool = False
+                    ) -> RemotingCommand:
+        """Send ``request`` to ``addr`` and wait for the response.
+
+        Args:
+            addr: ``"host:port"``, or None for the address list (with failover).
+            request: the command; its opaque is replaced if already in flight.
+            timeout: seconds for the whole call, connect included.
+            retry_busy: resend after SYSTEM_BUSY replies, with backoff, within the timeout
+                (only for requests that are safe to repeat).
 
         Returns the response whatever its code (a non-SUCCESS code is data).
 
         Raises:
             RemotingConnectError: no connection could be made; nothing was sent.
             RemotingTimeoutError: no response within ``timeout`` seconds (connect included).
+                With ``close_socket_if_timeout`` the connection is closed (as RocketMQ).
             RemotingSendRequestError: the write failed or the connection broke.
-            RemotingTooManyRequestsError: no in-flight permit within the timeout.
+            RemotingTooManyRequestsError: no permit, or the peer does not drain its socket.
             RemotingCommandError: the request cannot be encoded.
             RemotingError: the client is closed or not started.
         """
         self._check_caller()
         ep = self.endpoint
         if ep.hooks:
-            _before_hooks(ep, addr, request)
-        response = ep.submit_from_thread(addr, request, timeout, "sync").result()
+            run_before_hooks(ep, addr, request)
+        deadline = time.monotonic() + timeout
+        attempt = 0
+        while True:
+            remaining = timeout if not attempt else deadline - time.monotonic()
+            fut = ep.submit_from_thread(addr, request, remaining, "sync")
+            response = fut.result()
+            if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
+                break
+            attempt += 1
+            pause = busy_backoff(attempt)
+            if time.monotonic() + pause >= deadline:
+                break
+            time.sleep(pause)
         if ep.hooks:
-            _after_hooks(ep, addr, request, response)
+            run_after_hooks(ep, fut.addr, request, response)
         return response
 
-    def invoke_async(self, addr: str, request: RemotingCommand,
+    def invoke_async(self, addr: str | None, request: RemotingCommand,
                      timeout: float = DEFAULT_TIMEOUT,
                      callback: Callable[[ResponseFuture], object] | None = None
                      ) -> ResponseFuture:
@@ -231,11 +269,11 @@ class RemotingClient(_BlockingBase):
         self._check_caller()
         ep = self.endpoint
         if ep.hooks:
-            _before_hooks(ep, addr, request)
-            callback = _with_after_hooks(ep, addr, request, callback)
+            run_before_hooks(ep, addr, request)
+            callback = with_after_hooks(ep, request, callback)
         return ep.submit_from_thread(addr, request, timeout, "async", callback)
 
-    def invoke_oneway(self, addr: str, request: RemotingCommand,
+    def invoke_oneway(self, addr: str | None, request: RemotingCommand,
                       timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send ``request`` with no answer expected; returns once the frame is queued.
 
@@ -246,10 +284,10 @@ class RemotingClient(_BlockingBase):
         self._check_caller()
         ep = self.endpoint
         if ep.hooks:
-            _before_hooks(ep, addr, request)
+            run_before_hooks(ep, addr, request)
         ep.submit_from_thread(addr, request, timeout, "oneway").result()
 
-    def invoke_many(self, addr: str, requests: Sequence[RemotingCommand],
+    def invoke_many(self, addr: str | None, requests: Sequence[RemotingCommand],
                     timeout: float = DEFAULT_TIMEOUT, limit: int = 64
                     ) -> list[RemotingCommand | RemotingError]:
         """Send all ``requests`` in one hand-off to the loop, at most ``limit`` in flight.
@@ -310,15 +348,40 @@ class RemotingServer(_BlockingBase):
                 self._loop = loop
         return self
 
-    def shutdown(self) -> None:
-        """Stop serving, fail pending calls, join the threads (idempotent)."""
+    def shutdown(self, grace: float | None = None) -> None:
+        """Stop gracefully and join every thread (idempotent; fast when idle).
+
+        Stops accepting, answers GO_AWAY to new requests, lets running processors finish for
+        up to ``grace`` seconds (default ``config.shutdown_grace_seconds``), then closes the
+        connections and fails whatever is still pending.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             loop, self._loop = self._loop, None
-        if loop is not None:
-            loop.stop()
+        if loop is None:
+            return
+        if loop.token is not None:
+            try:
+                trio.from_thread.run(self._core.shutdown, grace, trio_token=loop.token)
+            except trio.RunFinishedError:
+                pass
+        loop.stop()
+
+    def broadcast_oneway(self, channels: Sequence[ChannelHandle], request: RemotingCommand
+                         ) -> int:
+        """Send one oneway ``request`` to every channel; return how many got it."""
+        self._check_caller()
+        conns = [c._conn for c in channels]
+        box: list[int] = []
+        assert self._loop is not None
+        assert self._loop.token is not None
+        trio.from_thread.run_sync(
+            lambda: box.append(self.endpoint.broadcast_oneway(conns, request)),
+            trio_token=self._loop.token,
+        )
+        return box[0]
 
     def channels(self) -> list[ChannelHandle]:
         """Return the live connections (for server push)."""

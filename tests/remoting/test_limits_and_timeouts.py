@@ -26,8 +26,10 @@ def req(code: int, body: bytes = b"x") -> RemotingCommand:
 
 
 async def test_timeout_raises_and_late_response_is_orphaned(
-    server: TrioRemotingServer, client: TrioRemotingClient,
+    server: TrioRemotingServer, nursery: trio.Nursery,
 ) -> None:
+    client = TrioRemotingClient(ClientConfig(close_socket_if_timeout=False))
+    await nursery.start(client.serve)
     gate = AsyncGate()
     server.register_processor(GATED_ASYNC, gate)
     start = trio.current_time()
@@ -45,6 +47,33 @@ async def test_timeout_raises_and_late_response_is_orphaned(
     assert ok.code == ResponseCode.SUCCESS
     assert client.statistics().orphaned_responses == 1
     assert [e["event"] for e in logs].count("response.orphaned") == 1
+
+
+async def test_sync_timeout_closes_the_connection_by_default(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    """As RocketMQ's clientCloseSocketIfTimeout: the next call gets a fresh connection."""
+    gate = AsyncGate()
+    server.register_processor(GATED_ASYNC, gate)
+    await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)
+    [first] = client.endpoint.connections
+    with pytest.raises(RemotingTimeoutError):
+        await client.invoke_sync(addr_of(server), req(GATED_ASYNC), timeout=0.2)
+    assert first.closed
+    assert (await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)).code == 0
+    assert client.statistics().connections_opened == 2
+    gate.event.set()
+
+
+async def test_async_timeout_keeps_the_connection(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    server.register_processor(GATED_ASYNC, AsyncGate())
+    fut = await client.invoke_async(addr_of(server), req(GATED_ASYNC), timeout=0.2)
+    with pytest.raises(RemotingTimeoutError):
+        await fut.wait()
+    assert client.statistics().connections == 1
+    assert client.statistics().connections_opened == 1
 
 
 async def test_async_callback_fires_once_on_timeout(

@@ -1,0 +1,95 @@
+"""Channel events (RocketMQ's ChannelEventListener), delivered in order off the event loop.
+
+The loop only appends to a bounded queue (10,000 events, as RocketMQ's NettyEventExecutor);
+one daemon thread delivers them in order. Events beyond the bound are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import TYPE_CHECKING, Final, Literal, Protocol
+
+from ._log import log
+
+if TYPE_CHECKING:
+    from ._channel import ChannelHandle
+
+__all__ = ["ChannelEventListener", "EventDispatcher", "EventKind"]
+
+MAX_QUEUED_EVENTS: Final = 10_000  # NettyEventExecutor's maxSize
+
+EventKind = Literal["connect", "close", "exception", "idle"]
+
+
+class ChannelEventListener(Protocol):
+    """Receives connection events; each method runs on the event thread, never the loop."""
+
+    def on_channel_connect(self, remote_addr: str, channel: ChannelHandle) -> None: ...
+
+    def on_channel_close(self, remote_addr: str, channel: ChannelHandle) -> None: ...
+
+    def on_channel_exception(self, remote_addr: str, channel: ChannelHandle) -> None: ...
+
+    def on_channel_idle(self, remote_addr: str, channel: ChannelHandle) -> None: ...
+
+
+_METHODS: Final = {
+    "connect": "on_channel_connect",
+    "close": "on_channel_close",
+    "exception": "on_channel_exception",
+    "idle": "on_channel_idle",
+}
+
+
+class EventDispatcher:
+    """A bounded queue and one thread that calls the listeners."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.listeners: list[ChannelEventListener] = []
+        self.dropped = 0
+        self._queue: queue.Queue[tuple[str, str, ChannelHandle] | None] = queue.Queue(
+            MAX_QUEUED_EVENTS
+        )
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def add(self, listener: ChannelEventListener) -> None:
+        """Register a listener and start the delivery thread if needed."""
+        with self._lock:
+            self.listeners.append(listener)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._deliver, name=self.name,
+                                                daemon=True)
+                self._thread.start()
+
+    def emit(self, kind: EventKind, remote_addr: str, channel: ChannelHandle) -> None:
+        """Queue an event (never blocks; counts a drop when the queue is full)."""
+        if not self.listeners:
+            return
+        try:
+            self._queue.put_nowait((_METHODS[kind], remote_addr, channel))
+        except queue.Full:
+            self.dropped += 1
+            log.warning("event.dropped", kind=kind, peer=remote_addr, dropped=self.dropped)
+
+    def _deliver(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            method, addr, channel = item
+            for listener in list(self.listeners):
+                try:
+                    getattr(listener, method)(addr, channel)
+                except Exception:
+                    log.error("listener.failed", method=method, peer=addr, exc_info=True)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Deliver what is queued, then stop the thread."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout)

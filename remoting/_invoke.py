@@ -1,0 +1,335 @@
+"""The sending half of `Endpoint`: permits, back-pressure, registration, and calls from threads.
+
+Once a connection and a permit are in hand, sending is synchronous (`send`): encode, register
+the future, queue the frame. Awaiting happens only before that: connecting, waiting for a
+permit, or waiting for the outbound buffer to drain below its high water mark, all under the
+call's single deadline.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any, Literal
+
+import trio
+
+from codec import CodecError, RemotingCommand, ResponseCode, encode_frame, next_opaque
+
+from ._batch import Batch
+from ._connection import Connection
+from ._errors import (
+    RemotingCommandError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTooManyRequestsError,
+)
+from ._future import ResponseFuture
+from ._log import log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from concurrent.futures import Executor
+
+    from ._response_table import ResponseTable
+
+__all__ = ["InvokeKind", "Invoker"]
+
+InvokeKind = Literal["sync", "async", "oneway"]
+Target = str | Connection | None
+
+BUSY_BACKOFF_FIRST = 0.01  # seconds; doubles up to BUSY_BACKOFF_MAX, with jitter
+BUSY_BACKOFF_MAX = 0.2
+
+
+def target_addr(target: Target) -> str | None:
+    """Return the address a call goes to, as far as known before connecting."""
+    return target.remote_addr if isinstance(target, Connection) else target
+
+
+def busy_backoff(attempt: int) -> float:
+    """Return the pause before retry number ``attempt`` (1-based) of a SYSTEM_BUSY reply."""
+    base: float = min(BUSY_BACKOFF_MAX, BUSY_BACKOFF_FIRST * 2.0 ** (attempt - 1))
+    return base * random.uniform(0.5, 1.0)
+
+
+class Invoker:
+    """Mixin for `Endpoint`: everything that sends requests."""
+
+    role: str
+    closed: bool
+    table: ResponseTable
+    async_permits: trio.Semaphore
+    oneway_permits: trio.Semaphore
+    _nursery: trio.Nursery | None
+    _sent: dict[int, int]
+    go_away_retry: bool
+    close_on_sync_timeout: bool
+
+    def get_callback_executor(self) -> Executor:
+        raise NotImplementedError
+
+    def _arm_timer(self, deadline: float) -> None:
+        raise NotImplementedError
+
+    async def resolve(self, target: Target, deadline: float, timeout: float) -> Connection:
+        raise NotImplementedError
+
+    def live_connection(self, target: Target) -> Connection | None:
+        raise NotImplementedError
+
+    def forget_channel(self, conn: Connection) -> None:
+        raise NotImplementedError
+
+    @property
+    def inbox(self) -> Any:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ waiting phases
+
+    async def _acquire(self, sem: trio.Semaphore, deadline: float, addr: str | None,
+                       timeout: float) -> None:
+        try:
+            sem.acquire_nowait()
+            return
+        except trio.WouldBlock:
+            pass
+        with trio.move_on_at(deadline):
+            await sem.acquire()
+            return
+        raise RemotingTooManyRequestsError(
+            f"no in-flight permit within {timeout}s ({sem.statistics().tasks_waiting} waiting); "
+            "slow down or raise the *_semaphore_value setting", addr,
+        )
+
+    async def _wait_writable(self, conn: Connection, deadline: float, timeout: float) -> None:
+        if conn.queued_bytes <= conn.high_water:
+            return
+        with trio.move_on_at(deadline):
+            await conn.wait_writable()
+        if conn.closed:
+            raise RemotingSendRequestError(conn.remote_addr, "connection is closed")
+        if conn.queued_bytes > conn.high_water:
+            raise RemotingTooManyRequestsError(
+                f"{conn.queued_bytes} bytes wait to be sent to a peer that is not reading "
+                f"(high water mark {conn.high_water}); gave up after {timeout}s",
+                conn.remote_addr,
+            )
+
+    async def _prepare(self, target: Target, sem: trio.Semaphore, deadline: float,
+                       timeout: float) -> Connection:
+        conn = await self.resolve(target, deadline, timeout)
+        await self._acquire(sem, deadline, conn.remote_addr, timeout)
+        try:
+            await self._wait_writable(conn, deadline, timeout)
+        except BaseException:
+            sem.release()
+            raise
+        return conn
+
+    # ------------------------------------------------------------------ sending (sync)
+
+    def send(self, conn: Connection, request: RemotingCommand, fut: ResponseFuture,
+             deadline: float, sem: trio.Semaphore) -> None:
+        """Register ``fut`` and queue ``request`` (trio thread; the permit is held)."""
+        fut._permit_release = sem.release
+        fut.addr = conn.remote_addr
+        fut.deadline = deadline
+        self._register_and_write(conn, request, fut)
+
+    def _register_and_write(self, conn: Connection, request: RemotingCommand,
+                            fut: ResponseFuture) -> None:
+        if request.opaque in self.table:
+            request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
+        fut.opaque = request.opaque
+        fut.conn = conn
+        try:
+            frame = encode_frame(request)
+        except CodecError as exc:
+            err = RemotingCommandError(f"request cannot be encoded: {exc}", fut.addr)
+            err.__cause__ = exc
+            fut._fail(err)
+            return
+        self.table.add(fut)
+        self._arm_timer(fut.deadline)
+        code = request.code
+        self._sent[code] = self._sent.get(code, 0) + 1
+        if not conn.write_frame(frame) and self.table.pop_for(fut.opaque, conn) is fut:
+            fut._fail_send("connection is closed")
+
+    def send_oneway(self, conn: Connection, request: RemotingCommand,
+                    sem: trio.Semaphore) -> None:
+        """Queue a oneway request; the permit comes back once it reached the socket.
+
+        Raises:
+            RemotingCommandError: it cannot be encoded.
+            RemotingSendRequestError: the connection is closed.
+        """
+        request.flag |= 2
+        try:
+            frame = encode_frame(request)
+        except CodecError as exc:
+            sem.release()
+            raise RemotingCommandError(f"request cannot be encoded: {exc}",
+                                       conn.remote_addr) from exc
+        if not conn.write_frame(frame, on_sent=sem.release):
+            sem.release()
+            raise RemotingSendRequestError(conn.remote_addr, "connection is closed")
+        self._sent[request.code] = self._sent.get(request.code, 0) + 1
+
+    def on_go_away(self, fut: ResponseFuture, conn: Connection) -> bool:
+        """Handle a GO_AWAY reply: True if the request is being sent again elsewhere."""
+        self.forget_channel(conn)  # new calls open a new connection; this one drains
+        if not self.go_away_retry or fut.retry_target is False or self._nursery is None:
+            return False
+        target = fut.retry_target
+        assert target is not True
+        fut.retry_target = False  # resend once (NettyRemotingClient)
+        self._nursery.start_soon(self._resend, target, fut)
+        return True
+
+    async def _resend(self, target: Target, fut: ResponseFuture) -> None:
+        try:
+            conn = await self.resolve(target, fut.deadline, fut.timeout)
+        except RemotingError as exc:
+            fut._fail(exc)
+            return
+        request = fut.request
+        request.opaque = next_opaque()
+        fut.addr = conn.remote_addr
+        log.info("request.resent", reason="go_away", opaque=request.opaque, peer=fut.addr)
+        self._register_and_write(conn, request, fut)
+
+    # ------------------------------------------------------------------ trio-native calls
+
+    def new_future(self, target: Target, request: RemotingCommand, timeout: float,
+                   kind: InvokeKind,
+                   callback: Callable[[ResponseFuture], object] | None = None) -> ResponseFuture:
+        """Create the future of a call (any thread)."""
+        fut = ResponseFuture(request, target_addr(target), timeout, self.get_callback_executor)
+        if not isinstance(target, Connection):
+            fut.retry_target = target
+        fut.close_on_timeout = kind == "sync" and self.close_on_sync_timeout
+        if callback is not None:
+            fut.add_done_callback(callback)
+        return fut
+
+    async def start_invoke(self, target: Target, request: RemotingCommand, timeout: float,
+                           callback: Callable[[ResponseFuture], object] | None = None,
+                           kind: InvokeKind = "async") -> ResponseFuture:
+        """Send ``request``; return its future. Failures are recorded in the future."""
+        deadline = trio.current_time() + timeout
+        fut = self.new_future(target, request, timeout, kind, callback)
+        try:
+            conn = await self._prepare(target, self.async_permits, deadline, timeout)
+        except RemotingError as exc:
+            fut._fail(exc)
+            return fut
+        self.send(conn, request, fut, deadline, self.async_permits)
+        return fut
+
+    async def invoke(self, target: Target, request: RemotingCommand, timeout: float,
+                     retry_busy: bool = False) -> RemotingCommand:
+        """Send ``request`` and wait for its response (see TrioRemotingClient.invoke_sync)."""
+        deadline = trio.current_time() + timeout
+        attempt = 0
+        while True:
+            remaining = timeout if not attempt else deadline - trio.current_time()
+            fut = await self.start_invoke(target, request, remaining, kind="sync")
+            try:
+                response = await fut.wait()
+            except BaseException:
+                if not fut.done() and self.table.pop_for(fut.opaque, fut.conn) is fut:
+                    fut._fail(RemotingError("the call was cancelled", fut.addr))
+                raise
+            if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
+                return response
+            attempt += 1
+            pause = busy_backoff(attempt)
+            if trio.current_time() + pause >= deadline:
+                return response
+            await trio.sleep(pause)
+            request.opaque = next_opaque()
+
+    async def invoke_oneway(self, target: Target, request: RemotingCommand,
+                            timeout: float) -> None:
+        """Queue a oneway request (see TrioRemotingClient.invoke_oneway)."""
+        deadline = trio.current_time() + timeout
+        conn = await self._prepare(target, self.oneway_permits, deadline, timeout)
+        self.send_oneway(conn, request, self.oneway_permits)
+
+    async def invoke_many(self, target: Target, requests: Sequence[RemotingCommand],
+                          timeout: float, limit: int) -> list[RemotingCommand | RemotingError]:
+        """Send all ``requests`` with at most ``limit`` in flight; results in order."""
+        done = trio.Event()
+        batch = Batch(self, target, requests, timeout, limit, lambda _: done.set())  # type: ignore[arg-type]
+        batch.start()
+        await done.wait()
+        return batch.results
+
+    # ------------------------------------------------------------------ calls from threads
+
+    def submit_from_thread(
+        self, target: Target, request: RemotingCommand, timeout: float,
+        kind: InvokeKind, callback: Callable[[ResponseFuture], object] | None = None,
+    ) -> ResponseFuture:
+        """Hand a call to the trio thread; return its future (any thread but the loop's).
+
+        For ``kind="oneway"`` the future completes (with the request) once the frame is queued.
+        """
+        fut = self.new_future(target, request, timeout, kind, callback)
+        try:
+            self.inbox.post(self._start_from_thread, (target, request, timeout, kind, fut))
+        except RuntimeError as exc:  # trio.RunFinishedError
+            raise RemotingError(f"the {self.role} is shut down", fut.addr) from exc
+        return fut
+
+    def _start_from_thread(self, args: tuple[Any, ...]) -> None:
+        target, request, timeout, kind, fut = args
+        if self.closed or self._nursery is None:
+            fut._fail(RemotingError(f"the {self.role} is shut down", fut.addr))
+            return
+        deadline = trio.current_time() + timeout
+        conn = self.live_connection(target)
+        if conn is not None:
+            sem = self.oneway_permits if kind == "oneway" else self.async_permits
+            try:
+                sem.acquire_nowait()
+            except trio.WouldBlock:
+                pass
+            else:
+                self._send_kind(conn, request, fut, deadline, sem, kind)
+                return
+        self._nursery.start_soon(self._start_slow, target, request, timeout, deadline, kind, fut)
+
+    async def _start_slow(self, target: Target, request: RemotingCommand, timeout: float,
+                          deadline: float, kind: InvokeKind, fut: ResponseFuture) -> None:
+        sem = self.oneway_permits if kind == "oneway" else self.async_permits
+        try:
+            conn = await self._prepare(target, sem, deadline, timeout)
+        except RemotingError as exc:
+            fut._fail(exc)
+            return
+        self._send_kind(conn, request, fut, deadline, sem, kind)
+
+    def _send_kind(self, conn: Connection, request: RemotingCommand, fut: ResponseFuture,
+                   deadline: float, sem: trio.Semaphore, kind: InvokeKind) -> None:
+        if kind != "oneway":
+            self.send(conn, request, fut, deadline, sem)
+            return
+        try:
+            self.send_oneway(conn, request, sem)
+        except RemotingError as exc:
+            fut._fail(exc)
+        else:
+            fut._complete(request)  # "queued": the blocking caller may return
+
+    def submit_many_from_thread(
+        self, target: Target, requests: Sequence[RemotingCommand], timeout: float,
+        limit: int, on_done: Callable[[list[Any]], None],
+    ) -> None:
+        """Start a batch from a thread; ``on_done(results)`` runs on the trio thread."""
+        batch = Batch(self, target, requests, timeout, limit, on_done)  # type: ignore[arg-type]
+        try:
+            self.inbox.post(lambda _: batch.start(), None)
+        except RuntimeError as exc:
+            raise RemotingError(f"the {self.role} is shut down") from exc

@@ -1,0 +1,119 @@
+"""One `RemotingClient` per process and config: the client a Spark Python worker uses.
+
+Theory of operation:
+- `get_client(config)` returns this process's client for ``config``, creating and starting it
+  on first use (under a lock). Nothing runs at import: no thread, no socket.
+- The registry remembers the pid that filled it. After ``fork()`` the child drops the inherited
+  entries without touching them (`os.register_at_fork`), because their loop threads do not
+  exist in the child and their sockets are shared with the parent. `get_client` also compares
+  pids, for forks that bypass the at-fork hooks.
+- A client whose loop thread died, or that was shut down, is replaced on the next call; its
+  connections reconnect lazily on the next request, so a fresh client is cheap.
+- `atexit` shuts this process's clients down. Spark workers leave with ``os._exit`` and never
+  run it; the OS then closes the sockets and the server sees the connections close.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+
+import structlog
+
+from ._config import ClientConfig
+from .blocking import RemotingClient
+
+__all__ = ["configure_worker_logging", "get_client", "shutdown_clients"]
+
+_lock = threading.Lock()
+_clients: dict[ClientConfig, RemotingClient] = {}
+_pid = os.getpid()
+_logging_done = False
+
+
+def configure_worker_logging(level: int) -> None:
+    """Filter structlog below ``level`` in this process, unless it is already configured.
+
+    The library logs connection events at info; unconfigured structlog prints them to stdout,
+    which in a Spark worker ends up in the executor's log, once per worker and connection.
+    """
+    global _logging_done
+    if _logging_done:
+        return
+    _logging_done = True
+    if not structlog.is_configured():
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+
+
+def get_client(config: ClientConfig | None = None, *, log_level: int | None = None
+               ) -> RemotingClient:
+    """Return this process's started client for ``config`` (created on first use).
+
+    Args:
+        config: the client settings; equal configs share one client.
+        log_level: when not None, first filter structlog below this level (see
+            `configure_worker_logging`); the Spark helpers pass ``logging.WARNING``.
+
+    Raises:
+        RemotingError: the client's loop could not start.
+    """
+    global _pid
+    if log_level is not None and not _logging_done:
+        configure_worker_logging(log_level)
+    key = config or ClientConfig()
+    client = _clients.get(key)
+    if client is not None and client.is_running and _pid == os.getpid():
+        return client
+    with _lock:
+        if _pid != os.getpid():
+            _forget_inherited()
+        client = _clients.get(key)
+        if client is None or not client.is_running:
+            if client is not None:
+                client.shutdown()
+            client = RemotingClient(key).start()
+            _clients[key] = client
+        return client
+
+
+def shutdown_clients() -> None:
+    """Shut down this process's clients (idempotent; runs at exit)."""
+    with _lock:
+        if _pid != os.getpid():
+            _forget_inherited()
+            return
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.shutdown()
+
+
+def _forget_inherited() -> None:
+    """Drop the parent's clients in a forked child, without touching them."""
+    global _pid
+    _clients.clear()
+    _pid = os.getpid()
+
+
+def _before_fork() -> None:
+    _lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _lock.release()
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _logging_done
+    _lock = threading.Lock()  # the parent's may have been held by another thread
+    _logging_done = False
+    _forget_inherited()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
+atexit.register(shutdown_clients)
