@@ -21,6 +21,7 @@ from ._errors import RemotingError as RemotingError
 from ._errors import RemotingSendRequestError as RemotingSendRequestError
 from ._errors import RemotingTimeoutError as RemotingTimeoutError
 from ._errors import RemotingTooManyRequestsError as RemotingTooManyRequestsError
+from ._events import ChannelEventListener as ChannelEventListener
 from ._future import ResponseFuture as ResponseFuture
 from ._hooks import AbortProcessError as AbortProcessError
 from ._hooks import RPCHook as RPCHook
@@ -34,6 +35,7 @@ from .blocking import RemotingServer as RemotingServer
 
 __all__ = [
     "AbortProcessError",
+    "ChannelEventListener",
     "ChannelHandle",
     "ClientConfig",
     "EndpointStatistics",

@@ -65,6 +65,8 @@ class Connection:
         self._on_sent: list[Callable[[], None]] = []
         self._writer_lot = trio.lowlevel.ParkingLot()
         self._drain_lot = trio.lowlevel.ParkingLot()
+        self._flush_lot = trio.lowlevel.ParkingLot()
+        self._sending = False
         self._scope: trio.CancelScope | None = None
         self.attributes: dict[str, Any] = {}
 
@@ -107,6 +109,11 @@ class Connection:
         while self._out_bytes > self.high_water and not self.closed:
             await self._drain_lot.park()
 
+    async def wait_flushed(self) -> None:
+        """Wait until everything queued so far reached the socket (or the connection closed)."""
+        while (self._out or self._sending) and not self.closed:
+            await self._flush_lot.park()
+
     async def _writer(self) -> None:
         stream = self.stream
         while True:
@@ -118,7 +125,9 @@ class Connection:
             on_sent = self._on_sent
             if on_sent:
                 self._on_sent = []
+            self._sending = True
             await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+            self._sending = False
             self.writes += 1
             self.frames_written += len(out)
             self.last_activity = trio.current_time()
@@ -126,6 +135,8 @@ class Connection:
                 fn()
             if self._out_bytes <= self.low_water:
                 self._drain_lot.unpark_all()
+            if not self._out:
+                self._flush_lot.unpark_all()
 
     # ------------------------------------------------------------------ receiving
 
@@ -165,6 +176,7 @@ class Connection:
             self.closed = True
             self._writer_lot.unpark_all()
             self._drain_lot.unpark_all()
+            self._flush_lot.unpark_all()
             on_sent, self._on_sent, self._out = self._on_sent, [], []
             for fn in on_sent:
                 fn()

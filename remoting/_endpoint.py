@@ -209,11 +209,14 @@ class Endpoint(ChannelTable, Invoker):
         self.shutting_down = True
 
     async def wait_processing_done(self, grace: float) -> bool:
-        """Wait up to ``grace`` seconds for running processors; True if all finished."""
+        """Wait up to ``grace`` seconds for running processors and for their responses to
+        reach the sockets; True if all finished."""
         with trio.move_on_after(grace):
             while self.processing:
                 self._processing_done = trio.Event()
                 await self._processing_done.wait()
+            for conn in list(self.connections):
+                await conn.wait_flushed()
             return True
         return False
 

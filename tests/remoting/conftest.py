@@ -58,9 +58,11 @@ class AsyncGate(AsyncRequestProcessor):
 
     def __init__(self) -> None:
         self.event = trio.Event()
+        self.entered = trio.Event()
 
     async def process_request(self, ctx: RequestContext, request: RemotingCommand
                               ) -> RemotingCommand:
+        self.entered.set()
         await self.event.wait()
         return RemotingCommand.create_response(ResponseCode.SUCCESS)
 

@@ -1,0 +1,391 @@
+"""Connections and lifecycle: failover, idle close and events, back-pressure, busy retry,
+broadcast, graceful shutdown, reconnect loops."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import tracemalloc
+from functools import partial
+
+import pytest
+import trio
+
+from codec import RemotingCommand, ResponseCode
+from processors import AsyncEchoProcessor, AsyncRequestProcessor, RequestContext
+from remoting import (
+    ChannelHandle,
+    ClientConfig,
+    RemotingClient,
+    RemotingConnectError,
+    RemotingError,
+    RemotingServer,
+    RemotingTooManyRequestsError,
+    ServerConfig,
+    TrioRemotingClient,
+    TrioRemotingServer,
+)
+
+from .conftest import ASYNC_ECHO, ECHO, GATED_ASYNC, AsyncGate, addr_of
+
+
+def req(code: int, body: bytes = b"x") -> RemotingCommand:
+    return RemotingCommand.create_request(code, body=body)
+
+
+async def dead_port() -> int:
+    sock = trio.socket.socket()
+    await sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+async def test_address_list_fails_over_to_a_live_server(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    dead = f"127.0.0.1:{await dead_port()}"
+    client.update_name_server_address_list([dead, addr_of(server)])
+    for _ in range(10):  # whatever the random start, every call lands on the live server
+        response = await client.invoke_sync(None, req(ASYNC_ECHO, b"ns"), timeout=5)
+        assert response.body == b"ns"
+    assert client.endpoint.current_name_server == addr_of(server)
+    assert client.get_name_server_address_list() == [dead, addr_of(server)]
+
+
+async def test_address_list_with_every_server_down_is_a_connect_error(
+    client: TrioRemotingClient,
+) -> None:
+    client.update_name_server_address_list([f"127.0.0.1:{await dead_port()}"])
+    with pytest.raises(RemotingConnectError, match="no address reachable"):
+        await client.invoke_sync(None, req(ECHO), timeout=3)
+
+
+async def test_empty_address_list_is_a_clear_error(client: TrioRemotingClient) -> None:
+    with pytest.raises(RemotingConnectError, match="address list is empty"):
+        await client.invoke_sync(None, req(ECHO), timeout=1)
+
+
+def test_failover_after_one_of_two_servers_stops() -> None:
+    first, second = RemotingServer().start(), RemotingServer().start()
+    for s in (first, second):
+        s.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+    client = RemotingClient().start()
+    try:
+        client.update_name_server_address_list([first.addr, second.addr])
+        assert client.invoke_sync(None, req(ASYNC_ECHO), 5).code == 0
+        used = client.endpoint.current_name_server
+        (first if used == first.addr else second).shutdown()
+        # the broken connection is noticed; the next calls fail over within their deadline
+        results = []
+        for _ in range(5):
+            try:
+                results.append(client.invoke_sync(None, req(ASYNC_ECHO, b"fo"), 5).body)
+            except RemotingError as exc:  # at most the call racing the close may fail
+                results.append(type(exc).__name__.encode())
+        assert results[-3:] == [b"fo"] * 3
+        assert client.endpoint.current_name_server != used
+    finally:
+        client.shutdown()
+        first.shutdown()
+        second.shutdown()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.closed = threading.Event()
+        self.threads: set[str] = set()
+
+    def _add(self, kind: str, addr: str) -> None:
+        self.events.append((kind, addr))
+        self.threads.add(threading.current_thread().name)
+        if kind == "close":
+            self.closed.set()
+
+    def on_channel_connect(self, remote_addr: str, channel: ChannelHandle) -> None:
+        self._add("connect", remote_addr)
+
+    def on_channel_close(self, remote_addr: str, channel: ChannelHandle) -> None:
+        self._add("close", remote_addr)
+
+    def on_channel_exception(self, remote_addr: str, channel: ChannelHandle) -> None:
+        self._add("exception", remote_addr)
+
+    def on_channel_idle(self, remote_addr: str, channel: ChannelHandle) -> None:
+        self._add("idle", remote_addr)
+
+
+async def test_idle_connection_is_closed_and_events_arrive_in_order(
+    nursery: trio.Nursery,
+) -> None:
+    server = TrioRemotingServer(ServerConfig(max_idle_seconds=0.3))
+    server.register_processor(ECHO, AsyncEchoProcessor())
+    server_events, client_events = Recorder(), Recorder()
+    server.register_channel_event_listener(server_events)
+    await nursery.start(server.serve)
+    client = TrioRemotingClient(ClientConfig(max_idle_seconds=0))  # only the server times out
+    client.register_channel_event_listener(client_events)
+    await nursery.start(client.serve)
+    await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)
+    assert await trio.to_thread.run_sync(server_events.closed.wait, 5)
+    assert await trio.to_thread.run_sync(client_events.closed.wait, 5)
+    assert [k for k, _ in server_events.events] == ["connect", "idle", "close"]
+    assert [k for k, _ in client_events.events] == ["connect", "close"]
+    assert client_events.events[0][1] == addr_of(server)
+    assert server_events.threads == {"remoting-server-events"}  # off the event loop
+    assert client.statistics().connections == 0
+    # the next call simply reconnects
+    assert (await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)).code == 0
+
+
+async def test_broken_connection_emits_exception_then_close(
+    server: TrioRemotingServer,
+) -> None:
+    events = Recorder()
+    server.register_channel_event_listener(events)
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    await stream.send_all(b"\xff\xff\xff\xff garbage")
+    assert await trio.to_thread.run_sync(events.closed.wait, 5)
+    await stream.aclose()
+    assert [k for k, _ in events.events] == ["connect", "exception", "close"]
+
+
+async def test_client_waits_then_fails_against_a_peer_that_never_reads(
+    nursery: trio.Nursery,
+) -> None:
+    """The outbound buffer stays bounded: callers get TooManyRequests within their deadline."""
+    accepted: list[trio.SocketStream] = []
+    never_read = trio.Event()
+
+    async def hold(stream: trio.SocketStream) -> None:
+        accepted.append(stream)
+        await never_read.wait()
+
+    listeners = await nursery.start(partial(trio.serve_tcp, hold, 0, host="127.0.0.1"))
+    port = listeners[0].socket.getsockname()[1]
+    high = 256 * 1024
+    client = TrioRemotingClient(ClientConfig(write_buffer_high_water_mark=high,
+                                             write_buffer_low_water_mark=high // 4))
+    await nursery.start(client.serve)
+    body = b"z" * 64 * 1024
+    with pytest.raises(RemotingTooManyRequestsError, match="not reading"):
+        for _ in range(10_000):  # far more than socket buffers + the high water mark
+            await client.invoke_oneway(f"127.0.0.1:{port}", req(ECHO, body), timeout=0.5)
+    [conn] = client.endpoint.connections
+    assert conn.queued_bytes <= high + len(body) + 1024
+    never_read.set()
+
+
+async def test_server_stops_reading_from_a_client_that_does_not_drain_responses(
+    nursery: trio.Nursery,
+) -> None:
+    high = 128 * 1024
+    server = TrioRemotingServer(ServerConfig(write_buffer_high_water_mark=high,
+                                             write_buffer_low_water_mark=high // 4))
+    server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+    await nursery.start(server.serve)
+    from codec import encode_frame
+
+    frame = encode_frame(req(ASYNC_ECHO, b"y" * 32 * 1024))
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    sent = 0
+    with trio.move_on_after(2):  # our sends stall once the server stops reading
+        while True:
+            await stream.send_all(frame)
+            sent += 1
+    [conn] = server.endpoint.connections
+    received = server.statistics().requests_received[ASYNC_ECHO]
+    assert received < sent + 1  # not everything we pushed was read
+    # bounded: the high water mark plus the responses to one receive buffer of requests
+    from remoting._connection import RECEIVE_BYTES
+
+    assert conn.queued_bytes <= high + RECEIVE_BYTES + len(frame)
+    # another client is served meanwhile
+    client = TrioRemotingClient()
+    await nursery.start(client.serve)
+    assert (await client.invoke_sync(addr_of(server), req(ASYNC_ECHO, b"ok"), 5)).body == b"ok"
+    await stream.aclose()
+
+
+class FlakyBusy(AsyncRequestProcessor):
+    def __init__(self, busy_times: int) -> None:
+        self.left = busy_times
+
+    def reject_request(self) -> bool:
+        self.left -= 1
+        return self.left >= 0
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
+async def test_busy_replies_are_retried_only_when_asked(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    server.register_processor(70, FlakyBusy(busy_times=3))
+    first = await client.invoke_sync(addr_of(server), req(70), timeout=5)
+    assert first.code == ResponseCode.SYSTEM_BUSY
+    retried = await client.invoke_sync(addr_of(server), req(70), timeout=5, retry_busy=True)
+    assert retried.code == ResponseCode.SUCCESS
+    assert server.statistics().requests_received[70] == 4
+
+
+def test_blocking_busy_retry(blocking_server: RemotingServer,
+                             blocking_client: RemotingClient) -> None:
+    blocking_server.register_processor(70, FlakyBusy(busy_times=2))
+    response = blocking_client.invoke_sync(blocking_server.addr, req(70), 5, retry_busy=True)
+    assert response.code == ResponseCode.SUCCESS
+
+
+async def test_broadcast_reaches_every_member_of_a_group(
+    server: TrioRemotingServer, nursery: trio.Nursery,
+) -> None:
+    groups: dict[str, list[ChannelHandle]] = {}
+
+    class Join(AsyncRequestProcessor):
+        async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                                  ) -> RemotingCommand:
+            group = (request.ext_fields or {})["group"] or ""
+            groups.setdefault(group, []).append(ctx.channel)  # type: ignore[arg-type]
+            return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+    server.register_processor(80, Join())
+    received: dict[int, list[bytes | None]] = {}
+    done = trio.Event()
+
+    def make_sink(i: int) -> AsyncRequestProcessor:
+        class Sink(AsyncRequestProcessor):
+            async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                                      ) -> None:
+                received.setdefault(i, []).append(request.body)
+                if sum(len(v) for v in received.values()) == 3:
+                    done.set()
+        return Sink()
+
+    for i in range(4):
+        client = TrioRemotingClient()
+        client.register_processor(81, make_sink(i))
+        await nursery.start(client.serve)
+        await client.invoke_sync(addr_of(server), RemotingCommand.create_request(
+            80, header={"group": "blue" if i < 3 else "red"}), 5)
+    sent = server.broadcast_oneway(groups["blue"], req(81, b"news"))
+    assert sent == 3
+    with trio.fail_after(5):
+        await done.wait()
+    assert received == {0: [b"news"], 1: [b"news"], 2: [b"news"]}
+
+
+def test_graceful_shutdown_lets_running_processors_finish() -> None:
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=10)).start()
+    release = threading.Event()
+    started = threading.Event()
+
+    from processors import RequestProcessor
+
+    class Slow(RequestProcessor):
+        def process_request(self, ctx: RequestContext, request: RemotingCommand
+                            ) -> RemotingCommand:
+            started.set()
+            release.wait(10)
+            return RemotingCommand.create_response(ResponseCode.SUCCESS, "finished")
+
+    server.register_processor(90, Slow())
+    server.register_processor(ECHO, AsyncEchoProcessor())
+    client = RemotingClient().start()
+    try:
+        fut = client.invoke_async(server.addr, req(90), timeout=15)
+        assert started.wait(5)
+        stopper = threading.Thread(target=server.shutdown)
+        stopper.start()
+        # while draining: new requests from our clients get GO_AWAY (resent once, then fail)
+        while not server.endpoint.shutting_down:
+            assert stopper.is_alive()
+            stopper.join(0.01)
+        with pytest.raises(RemotingError):
+            client.invoke_sync(server.addr, req(ECHO), timeout=3)
+        release.set()
+        assert fut.result(10).remark == "finished"  # nothing lost
+        stopper.join(10)
+        assert not stopper.is_alive()
+    finally:
+        release.set()
+        client.shutdown()
+        server.shutdown()
+    assert not [t for t in threading.enumerate() if t.name.startswith("remoting-server")]
+
+
+def test_shutdown_is_fast_when_idle() -> None:
+    import time
+
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=30)).start()
+    start = time.monotonic()
+    server.shutdown()
+    server.shutdown()
+    assert time.monotonic() - start < 2
+
+
+async def test_go_away_resends_to_another_server_in_the_address_list(
+    nursery: trio.Nursery,
+) -> None:
+    servers = []
+    for _ in range(2):
+        s = TrioRemotingServer(ServerConfig(shutdown_grace_seconds=10))
+        s.register_processor(ECHO, AsyncEchoProcessor())
+        s.register_processor(GATED_ASYNC, gate := AsyncGate())
+        await nursery.start(s.serve)
+        servers.append((s, gate))
+    client = TrioRemotingClient()
+    await nursery.start(client.serve)
+    client.update_name_server_address_list([addr_of(s) for s, _ in servers])
+    await client.invoke_sync(None, req(ECHO), 5)
+    current = next(s for s, g in servers if addr_of(s) == client.endpoint.current_name_server)
+    gate = next(g for s, g in servers if s is current)
+    held = await client.invoke_async(None, req(GATED_ASYNC), 10)  # keeps `current` draining
+    with trio.fail_after(5):
+        await gate.entered.wait()
+    async with trio.open_nursery() as inner:
+        inner.start_soon(current.shutdown)
+        with trio.fail_after(5):
+            while not current.endpoint.shutting_down:
+                await trio.testing.wait_all_tasks_blocked()
+        response = await client.invoke_sync(None, req(ECHO, b"moved"), 5)
+        assert response.body == b"moved"  # GO_AWAY, then resent to the other server
+        assert client.endpoint.current_name_server != addr_of(current)
+        gate.event.set()
+    assert (await held.wait()).code == ResponseCode.SUCCESS
+
+
+async def test_reconnect_loop_against_a_dead_port_keeps_memory_and_tables_flat(
+    client: TrioRemotingClient,
+) -> None:
+    addr = f"127.0.0.1:{await dead_port()}"
+
+    async def attempts(n: int) -> None:
+        for _ in range(n):
+            with pytest.raises(RemotingConnectError):
+                await client.invoke_sync(addr, req(ECHO), timeout=1)
+
+    await attempts(200)  # warm up caches
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    await attempts(1000)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert after - before < 200_000, f"grew by {after - before} bytes over 1000 attempts"
+    ep = client.endpoint
+    assert (len(ep.channels), len(ep._connecting), len(ep.table), len(ep.connections)) == (
+        0, 0, 0, 0)
+
+
+async def test_statistics_report_latency_percentiles(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    for _ in range(50):
+        await client.invoke_sync(addr_of(server), req(ASYNC_ECHO), 5)
+    lat = client.statistics().latency[ASYNC_ECHO]
+    assert lat["count"] == 50
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"] < 1.0
