@@ -12,6 +12,9 @@ from codec import RequestCode as RequestCode
 from codec import ResponseCode as ResponseCode
 from codec import SerializeType as SerializeType
 
+from ._acl import AclClientRPCHook as AclClientRPCHook
+from ._acl import AclServerRPCHook as AclServerRPCHook
+from ._acl import Credential as Credential
 from ._channel import ChannelHandle as ChannelHandle
 from ._config import ClientConfig as ClientConfig
 from ._config import ServerConfig as ServerConfig
@@ -35,6 +38,9 @@ from .blocking import RemotingServer as RemotingServer
 
 __all__ = [
     "AbortProcessError",
+    "AclClientRPCHook",
+    "AclServerRPCHook",
+    "Credential",
     "ChannelEventListener",
     "ChannelHandle",
     "ClientConfig",

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import random
+import ssl
 from typing import TYPE_CHECKING
 
 import trio
@@ -52,6 +53,7 @@ class ChannelTable:
     role: str
     closed: bool
     _nursery: trio.Nursery | None
+    tls_context: ssl.SSLContext | None
 
     def _init_channel_table(self) -> None:
         self.channels: dict[str, Connection] = {}
@@ -114,7 +116,14 @@ class ChannelTable:
             pending.event.set()
 
     async def _open_stream(self, host: str, port: int) -> trio.abc.Stream:
-        return await trio.open_tcp_stream(host, port)
+        stream = await trio.open_tcp_stream(host, port)
+        ctx = self.tls_context
+        if ctx is None:
+            return stream
+        from ._tls import tls_client_stream
+
+        return await tls_client_stream(stream, ctx, host, self.config,  # type: ignore[arg-type]
+                                       f"{host}:{port}")
 
     def forget_channel(self, conn: Connection) -> None:
         """Stop handing out ``conn`` to new calls (it may still finish what it carries)."""

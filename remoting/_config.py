@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 from codec import DEFAULT_MAX_FRAME_BYTES, SerializeType
 
@@ -36,6 +37,9 @@ class _CommonConfig:
     write_buffer_low_water_mark: int = 1024 * 1024
     default_processor_threads: int = 4  # serverCallbackExecutorThreads (0 -> 4)
     processor_queue_capacity: int = 10_000  # bounded queue per pool: OVERLOAD reply beyond
+    # A connection holding part of a frame for this long is closed (slowloris); 0 disables.
+    partial_frame_timeout: float = 30.0
+    tls_handshake_timeout: float = 10.0
 
     def callback_threads(self) -> int:
         """Return the callback executor size (0 means one per CPU)."""
@@ -60,6 +64,17 @@ class ServerConfig(_CommonConfig):
     shutdown_grace_seconds: float = 5.0  # RocketMQ waits 30 s when enableShutdownGracefully
     backlog: int = 1024
     reuse_port: bool = False  # SO_REUSEPORT: several processes serve one port (--workers)
+    max_connections: int = 10_000  # new connections beyond are closed at once; 0: no limit
+    max_connections_per_ip: int = 1_000  # per remote IP; 0: no limit
+    # Requests of one connection being processed at once; beyond, its reads pause.
+    max_requests_per_connection: int = 4_096
+    # TLS (SPEC 8): "disabled", "permissive" (TLS and plaintext on one port, told apart by the
+    # first byte) or "enforcing". RocketMQ defaults to permissive with a self-signed test
+    # certificate; we need real certificates, so TLS is off until configured.
+    tls_mode: Literal["disabled", "permissive", "enforcing"] = "disabled"
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_ca_file: str | None = None  # set: clients must present a certificate signed by it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,3 +91,9 @@ class ClientConfig(_CommonConfig):
     client_oneway_semaphore_value: int = 65535
     close_socket_if_timeout: bool = True
     enable_reconnect_for_go_away: bool = True
+    use_tls: bool = False
+    tls_ca_file: str | None = None  # None: the system's trusted CAs
+    tls_cert_file: str | None = None  # client certificate, for mutual TLS
+    tls_key_file: str | None = None
+    tls_server_hostname: str | None = None  # name to verify; default: the host dialled
+    tls_check_hostname: bool = True

@@ -40,7 +40,7 @@ class Connection:
     """A live connection to a peer, owned by an `Endpoint`."""
 
     def __init__(
-        self, endpoint: Endpoint, stream: trio.SocketStream, remote_addr: str,
+        self, endpoint: Endpoint, stream: trio.abc.Stream, remote_addr: str,
         addr_key: str | None = None,
     ) -> None:
         cfg = endpoint.config
@@ -54,6 +54,11 @@ class Connection:
         self.low_water = cfg.write_buffer_low_water_mark
         self.closed = False
         self.broken = False
+        self.got_data = False
+        self.processing = 0  # requests of this connection handed to processors
+        self.max_processing = getattr(cfg, "max_requests_per_connection", 0)
+        self.partial_frame_timeout = cfg.partial_frame_timeout
+        self._processing_lot = trio.lowlevel.ParkingLot()
         self.close_reason: str | None = None
         self.last_activity = trio.current_time()
         self.channel = ChannelHandle(self)
@@ -140,6 +145,12 @@ class Connection:
 
     # ------------------------------------------------------------------ receiving
 
+    def processing_done(self) -> None:
+        """One of this connection's requests finished processing (trio thread)."""
+        self.processing -= 1
+        if self.processing < self.max_processing:
+            self._processing_lot.unpark_all()
+
     async def _reader(self) -> None:
         stream = self.stream
         decoder = self.decoder
@@ -147,10 +158,31 @@ class Connection:
         while True:
             if self._out_bytes > self.high_water:
                 await self.wait_writable()
-            data = await stream.receive_some(RECEIVE_BYTES)
+            while self.max_processing and self.processing >= self.max_processing:
+                await self._processing_lot.park()  # the peer has enough requests in progress
+            data: bytes | bytearray = b""
+            if decoder.buffered_bytes and self.partial_frame_timeout:
+                with trio.move_on_after(self.partial_frame_timeout):
+                    data = await stream.receive_some(RECEIVE_BYTES)
+                    if not data:
+                        self.close("peer closed the connection mid-frame")
+                        return
+                if not data:
+                    log.warning("connection.stalled", conn_id=self.id, peer=self.remote_addr,
+                                buffered_bytes=decoder.buffered_bytes,
+                                timeout=self.partial_frame_timeout)
+                    self.close(f"partial frame stalled for {self.partial_frame_timeout}s")
+                    return
+            else:
+                data = await stream.receive_some(RECEIVE_BYTES)
             if not data:
-                self.close("peer closed the connection")
+                if not self.got_data and self.endpoint.role == "client":
+                    self.close("peer closed the connection without answering "
+                               "(does the server require TLS? see ClientConfig.use_tls)")
+                else:
+                    self.close("peer closed the connection")
                 return
+            self.got_data = True
             self.last_activity = trio.current_time()
             decoder.feed(data)
             while True:

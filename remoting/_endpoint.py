@@ -45,6 +45,7 @@ from ._log import log
 from ._pool import ExecutorPool, LoopInbox, ProcessorPool
 from ._response_table import ResponseTable
 from ._statistics import EndpointStatistics
+from ._tls import client_context
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -71,11 +72,13 @@ class Endpoint(ChannelTable, Invoker):
             oneway_permits = config.client_oneway_semaphore_value
             self.go_away_retry = config.enable_reconnect_for_go_away
             self.close_on_sync_timeout = config.close_socket_if_timeout
+            self.tls_context = client_context(config)
         else:
             async_permits = config.server_async_semaphore_value
             oneway_permits = config.server_oneway_semaphore_value
             self.go_away_retry = False
             self.close_on_sync_timeout = False
+            self.tls_context = None
         self.async_permits = trio.Semaphore(async_permits, max_value=async_permits)
         self.oneway_permits = trio.Semaphore(oneway_permits, max_value=oneway_permits)
         self.processors: dict[int, ProcessorEntry] = {}
@@ -311,6 +314,7 @@ class Endpoint(ChannelTable, Invoker):
         if isinstance(processor, AsyncRequestProcessor):
             assert self._nursery is not None
             self.processing += 1
+            conn.processing += 1
             self._nursery.start_soon(self._run_async, conn, processor, cmd)
             return
         assert entry.pool is not None
@@ -319,6 +323,7 @@ class Endpoint(ChannelTable, Invoker):
             partial(self._processed, conn),
         ):
             self.processing += 1
+            conn.processing += 1
         else:
             log.warning("processor.overloaded", code=code, pool=entry.pool.name)
             self._reply_error(conn, cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
@@ -341,6 +346,7 @@ class Endpoint(ChannelTable, Invoker):
 
     def _processed(self, conn: Connection, frame: bytes | None) -> None:
         self.processing -= 1
+        conn.processing_done()
         conn.write_response_frame(frame)
         if not self.processing and self._processing_done is not None:
             self._processing_done.set()

@@ -10,7 +10,8 @@ import trio
 from ._config import ClientConfig, ServerConfig
 from ._connection import Connection
 from ._endpoint import Endpoint
-from ._listen import open_listeners
+from ._listen import Admission, open_listeners
+from ._tls import server_context, tls_server_stream
 from ._log import log
 
 if TYPE_CHECKING:
@@ -217,6 +218,9 @@ class TrioRemotingServer(_Invoker):
         self.endpoint = Endpoint(self.config, "server")
         self.port: int | None = None
         self._listeners: list[trio.SocketListener] = []
+        self._tls_context = server_context(self.config)
+        self._admission = Admission(self.config.max_connections,
+                                    self.config.max_connections_per_ip)
         self._scope: trio.CancelScope | None = None
         self._accept_scope: trio.CancelScope | None = None
 
@@ -249,9 +253,28 @@ class TrioRemotingServer(_Invoker):
         except OSError:
             await stream.aclose()
             return
-        conn = Connection(self.endpoint, stream, f"{host}:{port}")
-        self.endpoint.connection_opened(conn)
-        await conn.run()
+        cfg = self.config
+        refusal = self._admission.admit(host)
+        try:
+            if refusal is not None:
+                log.warning("connection.refused", peer=f"{host}:{port}", reason=refusal)
+                await stream.aclose()
+                return
+            served: trio.abc.Stream | None = stream
+            if self._tls_context is not None:
+                served = None
+                with trio.move_on_after(cfg.tls_handshake_timeout):
+                    served = await tls_server_stream(stream, self._tls_context, cfg.tls_mode)
+            if served is None:
+                log.warning("connection.refused", peer=f"{host}:{port}",
+                            reason=f"TLS handshake failed (tls_mode={cfg.tls_mode})")
+                await stream.aclose()
+                return
+            conn = Connection(self.endpoint, served, f"{host}:{port}")
+            self.endpoint.connection_opened(conn)
+            await conn.run()
+        finally:
+            self._admission.release(host)
 
     async def _close_listeners(self) -> None:
         for listener in self._listeners:

@@ -1,0 +1,94 @@
+"""TLS with `trio.SSLStream` (SPEC 8): contexts, the client handshake, and the server's mode.
+
+Permissive mode tells TLS from plaintext by peeking (MSG_PEEK) at the first byte of a new
+connection: 0x16 is a TLS handshake record. Nothing is consumed, so a plaintext peer's first
+frame is read normally.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from ._errors import RemotingConnectError
+
+if TYPE_CHECKING:
+    from ._config import ClientConfig, ServerConfig
+
+__all__ = ["client_context", "server_context", "tls_client_stream", "tls_server_stream"]
+
+TLS_HANDSHAKE_RECORD: Final = 0x16
+
+
+def server_context(config: ServerConfig) -> ssl.SSLContext | None:
+    """Build the server's context, or None when TLS is disabled.
+
+    Raises:
+        ValueError: TLS is on but the certificate or key file is missing.
+    """
+    if config.tls_mode == "disabled":
+        return None
+    if not config.tls_cert_file or not config.tls_key_file:
+        raise ValueError(
+            f"tls_mode={config.tls_mode!r} needs tls_cert_file and tls_key_file"
+        )
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(config.tls_cert_file, config.tls_key_file)
+    if config.tls_ca_file:
+        ctx.load_verify_locations(config.tls_ca_file)
+        ctx.verify_mode = ssl.CERT_REQUIRED  # mutual TLS
+    return ctx
+
+
+def client_context(config: ClientConfig) -> ssl.SSLContext | None:
+    """Build the client's context, or None when ``use_tls`` is off."""
+    if not config.use_tls:
+        return None
+    ctx = ssl.create_default_context(cafile=config.tls_ca_file)
+    ctx.check_hostname = config.tls_check_hostname
+    if config.tls_cert_file:
+        ctx.load_cert_chain(config.tls_cert_file, config.tls_key_file)
+    return ctx
+
+
+async def tls_client_stream(stream: trio.SocketStream, ctx: ssl.SSLContext, host: str,
+                            config: ClientConfig, addr: str) -> trio.SSLStream[trio.SocketStream]:
+    """Wrap ``stream`` and complete the handshake (inside the connect timeout).
+
+    Raises:
+        RemotingConnectError: the handshake failed (certificate, protocol, or plaintext peer).
+    """
+    tls = trio.SSLStream(stream, ctx, server_hostname=config.tls_server_hostname or host)
+    try:
+        await tls.do_handshake()
+    except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
+        await stream.aclose()
+        cause = exc.__cause__ or exc
+        raise RemotingConnectError(
+            addr, f"TLS handshake failed: {cause} (does the server have TLS on, and is its "
+            "certificate trusted by tls_ca_file?)"
+        ) from exc
+    return tls
+
+
+async def tls_server_stream(stream: trio.SocketStream, ctx: ssl.SSLContext | None,
+                            mode: str) -> trio.abc.Stream | None:
+    """Apply the server's TLS mode to a new connection; None means close it.
+
+    Returns the stream to serve: plaintext, or TLS after a completed handshake.
+    """
+    if ctx is None:
+        return stream
+    if mode == "permissive":
+        first = await stream.socket.recv(1, socket.MSG_PEEK)
+        if not first or first[0] != TLS_HANDSHAKE_RECORD:
+            return stream
+    tls = trio.SSLStream(stream, ctx, server_side=True)
+    try:
+        await tls.do_handshake()
+    except (trio.BrokenResourceError, ssl.SSLError, OSError):
+        return None
+    return tls
