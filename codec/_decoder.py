@@ -107,6 +107,9 @@ def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:
     if length < 4 or length > _MAX_LENGTH_FIELD:
         raise _length_error(length, data[:4], 2**31)
     if length + 4 != len(data):
+        foreign = sniff_foreign_protocol(data)
+        if foreign is not None:
+            raise foreign
         raise MalformedFrameError(
             f"frame length field says {length + 4} bytes in all, got {len(data)}"
         )

@@ -1,4 +1,7 @@
-"""Processor base classes that services subclass, and the built-in processors."""
+"""Processor base classes that services subclass, and the built-in processors.
+
+`BatchProcessor` (Arrow record batches) needs pyarrow only when it runs, not at import.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +9,14 @@ from ._base import AsyncRequestProcessor as AsyncRequestProcessor
 from ._base import Channel as Channel
 from ._base import RequestContext as RequestContext
 from ._base import RequestProcessor as RequestProcessor
+from .batch import BatchProcessor as BatchProcessor
 from .echo import AsyncEchoProcessor as AsyncEchoProcessor
 from .echo import EchoProcessor as EchoProcessor
 
 __all__ = [
     "AsyncEchoProcessor",
     "AsyncRequestProcessor",
+    "BatchProcessor",
     "Channel",
     "EchoProcessor",
     "RequestContext",
