@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from codec import DEFAULT_MAX_FRAME_BYTES, SerializeType
+from codec import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = ["ClientConfig", "ServerConfig"]
 
@@ -21,7 +21,6 @@ def _cpu_count() -> int:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _CommonConfig:
-    serialize_type: SerializeType = SerializeType.JSON  # RocketMQ's default
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # NettyDecoder frameMaxLength
     max_idle_seconds: float = 120.0  # *ChannelMaxIdleTimeSeconds; 0 disables
     # Response-table scanner (NettyRemotingAbstract.scanResponseTable): a safety net. Each
@@ -39,7 +38,6 @@ class _CommonConfig:
     processor_queue_capacity: int = 10_000  # bounded queue per pool: OVERLOAD reply beyond
     # A connection holding part of a frame for this long is closed (slowloris); 0 disables.
     partial_frame_timeout: float = 30.0
-    tls_handshake_timeout: float = 10.0
 
     def callback_threads(self) -> int:
         """Return the callback executor size (0 means one per CPU)."""
@@ -75,6 +73,7 @@ class ServerConfig(_CommonConfig):
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_ca_file: str | None = None  # set: clients must present a certificate signed by it
+    tls_handshake_timeout: float = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -155,11 +155,19 @@ class Connection:
         stream = self.stream
         decoder = self.decoder
         handle = self.endpoint.handle_command
+        limit = self.max_processing
         while True:
+            # handle what is decodable, pausing while the peer has enough requests in progress
+            while True:
+                if limit and self.processing >= limit:
+                    await self._processing_lot.park()
+                    continue
+                cmd = decoder.next_command()
+                if cmd is None:
+                    break
+                handle(self, cmd)
             if self._out_bytes > self.high_water:
                 await self.wait_writable()
-            while self.max_processing and self.processing >= self.max_processing:
-                await self._processing_lot.park()  # the peer has enough requests in progress
             data: bytes | bytearray = b""
             if decoder.buffered_bytes and self.partial_frame_timeout:
                 with trio.move_on_after(self.partial_frame_timeout):
@@ -185,11 +193,6 @@ class Connection:
             self.got_data = True
             self.last_activity = trio.current_time()
             decoder.feed(data)
-            while True:
-                cmd = decoder.next_command()
-                if cmd is None:
-                    break
-                handle(self, cmd)
 
     # ------------------------------------------------------------------ lifecycle
 
