@@ -1,0 +1,131 @@
+"""``remoting serve``: run a server from a processor factory, on one or several processes.
+
+A factory is ``"module:callable"``; the callable returns a mapping of request code to processor
+(the key ``None`` is the default processor). With ``workers > 1`` the parent reserves the port
+with a bound, non-listening SO_REUSEPORT socket and starts that many worker processes, each
+listening on the same port (the kernel spreads connections across them). The parent restarts a
+worker that dies and stops them all on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+from ._listen import reserve_port
+from ._stats import STATS_REQUEST_CODE, StatsProcessor
+
+if TYPE_CHECKING:
+    from processors import AsyncRequestProcessor, RequestProcessor
+
+    from ._config import ServerConfig
+
+__all__ = ["load_factory", "run_server", "supervise"]
+
+RESTART_BACKOFF: Final = 0.5  # seconds between restarts of a crashing worker
+STOP_TIMEOUT: Final = 10.0
+
+
+class FactoryError(Exception):
+    """The factory spec cannot be loaded or returned something unusable."""
+
+
+def load_factory(spec: str) -> Mapping[int | None, RequestProcessor | AsyncRequestProcessor]:
+    """Import ``module:callable`` and call it.
+
+    Raises:
+        FactoryError: with a message saying what is wrong.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise FactoryError(f"factory must be 'module:callable', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise FactoryError(f"cannot import {module_name!r}: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise FactoryError(f"{module_name!r} has no callable {attr!r}")
+    processors = factory()
+    if not isinstance(processors, Mapping):
+        raise FactoryError(f"{spec} must return a mapping of request code to processor")
+    return processors
+
+
+def run_server(spec: str, config: ServerConfig, ready: threading.Event | None = None,
+               stop: threading.Event | None = None) -> None:
+    """Serve the factory's processors (plus the stats processor) until SIGTERM/SIGINT."""
+    from .blocking import RemotingServer
+
+    processors = load_factory(spec)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    server = RemotingServer(config)
+    for code, processor in processors.items():
+        if code is None:
+            server.register_default_processor(processor)
+        else:
+            server.register_processor(code, processor)
+    if STATS_REQUEST_CODE not in processors:
+        server.register_processor(STATS_REQUEST_CODE, StatsProcessor(server.statistics))
+    server.start()
+    print(f"serving {spec} on {config.bind_address}:{server.port} (pid {os.getpid()})",
+          flush=True)
+    if ready is not None:
+        ready.set()
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+
+
+def supervise(spec: str, config: ServerConfig, workers: int,
+              stop: threading.Event | None = None) -> int:
+    """Run ``workers`` processes on one port; restart the ones that die; return 0 on stop."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    holder = reserve_port(config.bind_address, config.listen_port)
+    port = holder.getsockname()[1]
+    argv = [sys.executable, "-m", "remoting", "serve", spec, "--port", str(port),
+            "--bind", config.bind_address, "--reuse-port"]
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    print(f"serving {spec} on {config.bind_address}:{port} with {workers} workers", flush=True)
+
+    def launch(i: int) -> None:
+        procs[i] = subprocess.Popen(argv)
+        print(f"worker {procs[i].pid} started", flush=True)
+
+    try:
+        for i in range(workers):
+            launch(i)
+        while not stop.wait(0.2):
+            for i, proc in list(procs.items()):
+                code = proc.poll()
+                if code is not None and not stop.is_set():
+                    print(f"worker {proc.pid} exited with {code}; restarting", flush=True)
+                    time.sleep(RESTART_BACKOFF)
+                    launch(i)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.monotonic() + STOP_TIMEOUT
+        for proc in procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        holder.close()
+    return 0
