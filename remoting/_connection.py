@@ -127,17 +127,20 @@ class Connection:
             out = self._out
             self._out = []
             self._out_bytes = 0
-            on_sent = self._on_sent
-            if on_sent:
-                self._on_sent = []
+            # take the callbacks of exactly these frames (a fresh list for later ones)
+            on_sent: list[Callable[[], None]] | tuple[()] = ()
+            if self._on_sent:
+                on_sent, self._on_sent = self._on_sent, []
             self._sending = True
-            await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
-            self._sending = False
+            try:
+                await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+            finally:
+                self._sending = False
+                for fn in on_sent:  # sent, or never will be: either way the permit is free
+                    fn()
             self.writes += 1
             self.frames_written += len(out)
             self.last_activity = trio.current_time()
-            for fn in on_sent:
-                fn()
             if self._out_bytes <= self.low_water:
                 self._drain_lot.unpark_all()
             if not self._out:

@@ -68,24 +68,32 @@ def error_reply(request: RemotingCommand, code: int, remark: str) -> bytes | Non
     return finish_response(request, response)
 
 
-def finish_response(request: RemotingCommand, response: RemotingCommand) -> bytes | None:
-    """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway)."""
+def finish_response(request: RemotingCommand, response: object) -> bytes | None:
+    """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway).
+
+    A response that is not a `RemotingCommand`, or cannot be encoded, becomes a SYSTEM_ERROR
+    reply saying so (logged once as ``processor.bad_response``).
+    """
     if request.is_oneway:
         return None
-    response.opaque = request.opaque
-    response.flag |= 1
-    response.serialize_type = request.serialize_type  # mirror the request, as RocketMQ 4.9
-    try:
-        return encode_frame(response)
-    except CodecError as exc:
-        log.error("processor.bad_response", opaque=request.opaque, code=request.code,
-                  error=str(exc))
-        fallback = RemotingCommand.create_response(
-            ResponseCode.SYSTEM_ERROR, f"response could not be encoded: {exc}"
-        )
-        fallback.opaque = request.opaque
-        fallback.serialize_type = request.serialize_type
-        return encode_frame(fallback)
+    if not isinstance(response, RemotingCommand):
+        problem = f"processor returned {type(response).__name__}, not a RemotingCommand"
+    else:
+        response.opaque = request.opaque
+        response.flag |= 1
+        response.serialize_type = request.serialize_type  # mirror the request, as 4.9
+        try:
+            return encode_frame(response)
+        except CodecError as exc:
+            problem = f"response could not be encoded: {exc}"
+        except (TypeError, ValueError, AttributeError) as exc:  # e.g. a str body
+            problem = f"response could not be encoded: {type(exc).__name__}: {exc}"
+    log.error("processor.bad_response", opaque=request.opaque, code=request.code,
+              error=problem)
+    fallback = RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, problem)
+    fallback.opaque = request.opaque
+    fallback.serialize_type = request.serialize_type
+    return encode_frame(fallback)
 
 
 def _failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:

@@ -17,6 +17,8 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from ._log import log
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from concurrent.futures import Executor
@@ -112,7 +114,12 @@ class ProcessorPool:
                 return
             fn, args = item
             *call_args, on_result = args
-            result = contextvars.copy_context().run(fn, *call_args)
+            try:
+                result = contextvars.copy_context().run(fn, *call_args)
+            except BaseException:  # the task wrappers contain errors; this guards the thread
+                log.error("processor.failed", pool=self.name, during="pool task",
+                          exc_info=True)
+                result = None
             try:
                 post(finish, (on_result, result))
             except RuntimeError:  # the loop is gone (trio.RunFinishedError): nobody to tell
