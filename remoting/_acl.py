@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -21,6 +20,8 @@ from ._hooks import AbortProcessError
 from ._log import log
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
     from codec import ExtFields, RemotingCommand
 
 __all__ = ["AclClientRPCHook", "AclServerRPCHook", "Credential", "sign"]

@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING
 import trio
 
 from ._connection import Connection
-from ._errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+from ._errors import (
+    RemotingConnectError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
 
 if TYPE_CHECKING:
     from ._config import ClientConfig, ServerConfig
@@ -187,8 +192,6 @@ class ChannelTable:
     async def resolve(self, target: str | Connection | None, deadline: float, timeout: float
                       ) -> Connection:
         """Return a live connection for a call's target (address, channel or None)."""
-        from ._errors import RemotingSendRequestError
-
         if isinstance(target, Connection):
             if target.closed:
                 raise RemotingSendRequestError(target.remote_addr, "connection is closed")

@@ -100,7 +100,8 @@ class Connection:
         self._out_bytes += len(frame)
         if on_sent is not None:
             self._on_sent.append(on_sent)
-        self._writer_lot.unpark()
+        if self._writer_lot:
+            self._writer_lot.unpark()
         return True
 
     def write_response_frame(self, frame: bytes | None) -> None:
@@ -141,9 +142,9 @@ class Connection:
             self.writes += 1
             self.frames_written += len(out)
             self.last_activity = trio.current_time()
-            if self._out_bytes <= self.low_water:
+            if self._drain_lot and self._out_bytes <= self.low_water:
                 self._drain_lot.unpark_all()
-            if not self._out:
+            if self._flush_lot and not self._out:
                 self._flush_lot.unpark_all()
 
     # ------------------------------------------------------------------ receiving
@@ -151,7 +152,7 @@ class Connection:
     def processing_done(self) -> None:
         """One of this connection's requests finished processing (trio thread)."""
         self.processing -= 1
-        if self.processing < self.max_processing:
+        if self._processing_lot and self.processing < self.max_processing:
             self._processing_lot.unpark_all()
 
     async def _reader(self) -> None:

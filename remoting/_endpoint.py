@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["Endpoint"]
 
 GO_AWAY_MIN_VERSION: Final = 475  # RocketMQ V5_3_1: later Java clients understand GO_AWAY
+MAX_IDLE_ASYNC_WORKERS: Final = 16  # parked async-processor workers kept for the next burst
 
 
 class Endpoint(ChannelTable, Invoker):
@@ -94,6 +96,9 @@ class Endpoint(ChannelTable, Invoker):
         self.closed = False
         self.shutting_down = False
         self.processing = 0  # requests handed to processors and not finished
+        self._async_queue: deque[tuple[Connection, AsyncRequestProcessor, RemotingCommand]] = (
+            deque())
+        self._async_idle = trio.lowlevel.ParkingLot()
         self._processing_done: trio.Event | None = None
         self._nursery: trio.Nursery | None = None
         self._timer_scope: trio.CancelScope | None = None
@@ -311,11 +316,15 @@ class Endpoint(ChannelTable, Invoker):
             log.debug("processor.rejected", code=code, opaque=cmd.opaque)
             self._reply_error(conn, cmd, ResponseCode.SYSTEM_BUSY, REJECT_REMARK)
             return
-        if isinstance(processor, AsyncRequestProcessor):
-            assert self._nursery is not None
+        if entry.is_async:
             self.processing += 1
             conn.processing += 1
-            self._nursery.start_soon(self._run_async, conn, processor, cmd)
+            self._async_queue.append((conn, processor, cmd))  # type: ignore[arg-type]
+            if self._async_idle:
+                self._async_idle.unpark()
+            else:
+                assert self._nursery is not None
+                self._nursery.start_soon(self._async_worker)
             return
         assert entry.pool is not None
         if entry.pool.try_submit(
@@ -355,14 +364,25 @@ class Endpoint(ChannelTable, Invoker):
         self._error_replies[cmd.code] = self._error_replies.get(cmd.code, 0) + 1
         conn.write_response_frame(error_reply(cmd, code, remark))
 
-    async def _run_async(
-        self, conn: Connection, processor: AsyncRequestProcessor, cmd: RemotingCommand
-    ) -> None:
-        frame = None
-        try:
-            frame = await run_async_request(processor, conn.ctx, cmd, self.hooks)
-        finally:
-            self._processed(conn, frame)
+    async def _async_worker(self) -> None:
+        """Run queued async processors; park when idle, exit when enough others are idle.
+
+        Long-lived workers instead of a task per request: spawning a task costs more than a
+        trivial processor. A worker blocked in a slow processor is simply not idle, and a new
+        request then starts a new worker, so slow processors never hold up others.
+        """
+        queue = self._async_queue
+        while True:
+            while queue:
+                conn, processor, cmd = queue.popleft()
+                frame = None
+                try:
+                    frame = await run_async_request(processor, conn.ctx, cmd, self.hooks)
+                finally:
+                    self._processed(conn, frame)
+            if len(self._async_idle) >= MAX_IDLE_ASYNC_WORKERS:
+                return
+            await self._async_idle.park()
 
     # ------------------------------------------------------------------ server push
 

@@ -6,14 +6,17 @@ Theory of operation:
   scanner, a connection loss, a send failure or shutdown. ``_complete`` is idempotent.
 - Completion releases the in-flight permit exactly once: at once when there are no user
   callbacks, else after they ran (as RocketMQ since ROCKETMQ-323, so slow callbacks push back).
-- Waiters: trio tasks await a lazily created `trio.Event`; threads block on a lock that is
-  held from creation until completion; internal completion hooks run synchronously on the trio
-  thread; user callbacks run on the callback executor, never on the event loop.
+- Waiters: trio tasks park themselves (`wait_task_rescheduled`) and are rescheduled at
+  completion; a future made for a thread's call holds a lock from creation until completion,
+  which the thread blocks on; other threads fall back to a lazily made `threading.Event`.
+  Internal completion hooks run synchronously on the trio thread; user callbacks run on the
+  callback executor, never on the event loop.
 """
 
 from __future__ import annotations
 
 import _thread
+import threading
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -31,6 +34,7 @@ __all__ = ["ResponseFuture"]
 
 # Extra seconds a thread waits past the deadline before it stops trusting the loop's timer.
 THREAD_WAIT_SLACK = 5.0
+_EVENT_LOCK = threading.Lock()
 
 
 class ResponseFuture:
@@ -51,6 +55,7 @@ class ResponseFuture:
         "_callbacks",
         "_done",
         "_event",
+        "_waiters",
         "_executor",
         "_hooks",
         "_lock",
@@ -75,6 +80,7 @@ class ResponseFuture:
         addr: str | None,
         timeout: float,
         executor: Callable[[], Executor] | None = None,
+        threaded: bool = False,
     ) -> None:
         self.request = request
         self.opaque = request.opaque
@@ -87,9 +93,12 @@ class ResponseFuture:
         self.is_send_request_ok = True
         self.is_timeout = False
         self._done = False
-        self._event: trio.Event | None = None
-        self._lock = _thread.allocate_lock()
-        self._lock.acquire()
+        self._waiters: list[trio.lowlevel.Task] | None = None
+        self._event: threading.Event | None = None
+        self._lock: Any = None
+        if threaded:  # a thread will block on it: cheaper than an Event
+            self._lock = _thread.allocate_lock()
+            self._lock.acquire()
         self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
         self._hooks: list[Callable[[ResponseFuture], None]] | None = None
         self._permit_release: Callable[[], None] | None = None
@@ -122,12 +131,21 @@ class ResponseFuture:
             TimeoutError: ``timeout`` elapsed while the call is still pending.
         """
         if not self._done:
-            wait = self.timeout + THREAD_WAIT_SLACK if timeout is None else timeout
-            if self._lock.acquire(timeout=max(wait, 0.0)):
-                self._lock.release()  # let other waiters through
-            elif timeout is not None:
-                raise TimeoutError(f"request {self.opaque} still pending after {timeout}s")
+            wait = max(self.timeout + THREAD_WAIT_SLACK if timeout is None else timeout, 0.0)
+            lock = self._lock
+            if lock is not None:
+                if lock.acquire(timeout=wait):
+                    lock.release()  # let other waiters through
             else:
+                with _EVENT_LOCK:
+                    if self._event is None:
+                        self._event = threading.Event()
+                    event = self._event
+                if not self._done:  # re-check: the completer may have missed the new event
+                    event.wait(wait)
+            if not self._done:
+                if timeout is not None:
+                    raise TimeoutError(f"request {self.opaque} still pending after {timeout}s")
                 raise RemotingTimeoutError(self.addr, self.timeout, "response (loop stalled)")
         return self._outcome()
 
@@ -137,9 +155,17 @@ class ResponseFuture:
         Cancelling the wait does not cancel the request; it still completes by its deadline.
         """
         if not self._done:
-            if self._event is None:
-                self._event = trio.Event()
-            await self._event.wait()
+            task = trio.lowlevel.current_task()
+            if self._waiters is None:
+                self._waiters = []
+            waiters = self._waiters
+            waiters.append(task)
+
+            def abort(_: object) -> trio.lowlevel.Abort:
+                waiters.remove(task)
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
         return self._outcome()
 
     def add_done_callback(self, fn: Callable[[ResponseFuture], object]) -> None:
@@ -179,7 +205,12 @@ class ResponseFuture:
         if send_failed:
             self.is_send_request_ok = False
         self._done = True
-        self._lock.release()
+        if self._lock is not None:
+            self._lock.release()
+        if self._waiters:
+            for task in self._waiters:
+                trio.lowlevel.reschedule(task)
+            self._waiters = None
         if self._event is not None:
             self._event.set()
         if self._hooks is not None:

@@ -203,9 +203,11 @@ class Invoker:
 
     def new_future(self, target: Target, request: RemotingCommand, timeout: float,
                    kind: InvokeKind,
-                   callback: Callable[[ResponseFuture], object] | None = None) -> ResponseFuture:
-        """Create the future of a call (any thread)."""
-        fut = ResponseFuture(request, target_addr(target), timeout, self.get_callback_executor)
+                   callback: Callable[[ResponseFuture], object] | None = None,
+                   threaded: bool = False) -> ResponseFuture:
+        """Create the future of a call (``threaded``: a thread will block on it)."""
+        fut = ResponseFuture(request, target_addr(target), timeout, self.get_callback_executor,
+                             threaded)
         if not isinstance(target, Connection):
             fut.retry_target = target
         fut.close_on_timeout = kind == "sync" and self.close_on_sync_timeout
@@ -216,9 +218,21 @@ class Invoker:
     async def start_invoke(self, target: Target, request: RemotingCommand, timeout: float,
                            callback: Callable[[ResponseFuture], object] | None = None,
                            kind: InvokeKind = "async") -> ResponseFuture:
-        """Send ``request``; return its future. Failures are recorded in the future."""
+        """Send ``request``; return its future. Failures are recorded in the future.
+
+        On the fast path (live connection, free permit, socket draining) nothing is awaited.
+        """
         deadline = trio.current_time() + timeout
         fut = self.new_future(target, request, timeout, kind, callback)
+        conn = self.live_connection(target)
+        if conn is not None:
+            try:
+                self.async_permits.acquire_nowait()
+            except trio.WouldBlock:
+                pass
+            else:
+                self.send(conn, request, fut, deadline, self.async_permits)
+                return fut
         try:
             conn = await self._prepare(target, self.async_permits, deadline, timeout)
         except RemotingError as exc:
@@ -276,7 +290,7 @@ class Invoker:
 
         For ``kind="oneway"`` the future completes (with the request) once the frame is queued.
         """
-        fut = self.new_future(target, request, timeout, kind, callback)
+        fut = self.new_future(target, request, timeout, kind, callback, threaded=True)
         try:
             self.inbox.post(self._start_from_thread, (target, request, timeout, kind, fut))
         except RuntimeError as exc:  # trio.RunFinishedError

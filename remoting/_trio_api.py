@@ -11,8 +11,8 @@ from ._config import ClientConfig, ServerConfig
 from ._connection import Connection
 from ._endpoint import Endpoint
 from ._listen import Admission, open_listeners
-from ._tls import server_context, tls_server_stream
 from ._log import log
+from ._tls import server_context, tls_server_stream
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Sequence
