@@ -159,17 +159,22 @@ class Connection:
         stream = self.stream
         decoder = self.decoder
         handle = self.endpoint.handle_command
+        flush = self.endpoint.flush_dispatch
         limit = self.max_processing
         while True:
             # handle what is decodable, pausing while the peer has enough requests in progress
-            while True:
-                if limit and self.processing >= limit:
-                    await self._processing_lot.park()
-                    continue
-                cmd = decoder.next_command()
-                if cmd is None:
-                    break
-                handle(self, cmd)
+            try:
+                while True:
+                    if limit and self.processing >= limit:
+                        flush()
+                        await self._processing_lot.park()
+                        continue
+                    cmd = decoder.next_command()
+                    if cmd is None:
+                        break
+                    handle(self, cmd)
+            finally:
+                flush()  # the requests of this read go to their pools together
             if self._out_bytes > self.high_water:
                 await self.wait_writable()
             data: bytes | bytearray = b""

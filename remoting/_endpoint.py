@@ -105,6 +105,7 @@ class Endpoint(ChannelTable, Invoker):
         self._callback_executor: ThreadPoolExecutor | None = None
         self._callback_lock = threading.Lock()
         self._pools: list[ProcessorPool | ExecutorPool] = []
+        self._pools_to_flush: list[ProcessorPool] = []
         self._sent: dict[int, int] = {}
         self._received: dict[int, int] = {}
         self._error_replies: dict[int, int] = {}
@@ -141,6 +142,7 @@ class Endpoint(ChannelTable, Invoker):
                 pool = ProcessorPool(
                     name, threads or self.config.default_processor_threads,
                     self.config.processor_queue_capacity, self._inbox,
+                    self._pools_to_flush.append,
                 )
             self._pools.append(pool)
             entry = ProcessorEntry(processor=processor, pool=pool, is_async=False)
@@ -336,6 +338,14 @@ class Endpoint(ChannelTable, Invoker):
         else:
             log.warning("processor.overloaded", code=code, pool=entry.pool.name)
             self._reply_error(conn, cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+
+    def flush_dispatch(self) -> None:
+        """Hand the requests recorded since the last flush to their pools (reader, per read)."""
+        pools = self._pools_to_flush
+        if pools:
+            for pool in pools:
+                pool.flush()
+            pools.clear()
 
     def _handle_response(self, conn: Connection, cmd: RemotingCommand) -> None:
         fut = self.table.pop_for(cmd.opaque, conn)

@@ -58,11 +58,20 @@ class LoopInbox:
             fn(arg)
 
 
+Task = tuple["Callable[..., Any]", tuple[Any, ...], "Callable[[Any], object]"]
+
+
 class ProcessorPool:
-    """A named, bounded pool of daemon threads running processor tasks."""
+    """A named, bounded pool of daemon threads running processor tasks, in batches.
+
+    `try_submit` only records a task; `flush` hands what was recorded to the threads in at most
+    one chunk per thread. The reader flushes after each read, so the requests of one read cost
+    one wake-up per thread instead of one per request, and their results come back together.
+    """
 
     def __init__(
-        self, name: str, threads: int, queue_capacity: int, inbox: LoopInbox
+        self, name: str, threads: int, queue_capacity: int, inbox: LoopInbox,
+        on_pending: Callable[[ProcessorPool], None] | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError("a processor pool needs at least one thread")
@@ -71,26 +80,46 @@ class ProcessorPool:
         self.capacity = threads + queue_capacity
         self.in_pool = 0  # trio thread only
         self._inbox = inbox
-        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._on_pending = on_pending
+        self._pending: list[Task] = []
+        self._queue: queue.SimpleQueue[list[Task] | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._closed = False
 
     def try_submit(
         self, fn: Callable[..., Any], args: tuple[Any, ...], on_result: Callable[[Any], object]
     ) -> bool:
-        """Queue ``fn(*args)``; its result goes to ``on_result`` on the trio thread.
-
-        Returns False (nothing queued) when the pool is full or closed.
+        """Record ``fn(*args)`` to run at the next `flush`; its result goes to ``on_result``
+        on the trio thread. Returns False (nothing recorded) when the pool is full or closed.
         """
         if self.in_pool >= self.capacity or self._closed:
             return False
         self.in_pool += 1
-        if len(self._workers) < self.threads and len(self._workers) < self.in_pool:
-            self._spawn()
-        self._queue.put((fn, (*args, on_result)))
+        pending = self._pending
+        pending.append((fn, args, on_result))
+        if len(pending) == 1:
+            if self._on_pending is None:
+                self.flush()
+            else:
+                self._on_pending(self)
         return True
+
+    def flush(self) -> None:
+        """Hand the recorded tasks to the threads (trio thread)."""
+        items = self._pending
+        if not items:
+            return
+        self._pending = []
+        while len(self._workers) < min(self.threads, self.in_pool):
+            self._spawn()
+        n = len(items)
+        size = -(-n // min(len(self._workers), n))
+        put = self._queue.put
+        if size >= n:
+            put(items)
+        else:
+            for i in range(0, n, size):
+                put(items[i : i + size])
 
     def _spawn(self) -> None:
         t = threading.Thread(
@@ -99,29 +128,31 @@ class ProcessorPool:
         self._workers.append(t)
         t.start()
 
-    def _finish(self, payload: tuple[Callable[[Any], object], Any]) -> None:
-        self.in_pool -= 1
-        on_result, result = payload
-        on_result(result)
+    def _finish(self, results: list[tuple[Callable[[Any], object], Any]]) -> None:
+        self.in_pool -= len(results)
+        for on_result, result in results:
+            on_result(result)
 
     def _work(self) -> None:
         get = self._queue.get
         post = self._inbox.post
         finish = self._finish
+        copy_context = contextvars.copy_context
         while True:
-            item = get()
-            if item is None:
+            batch = get()
+            if batch is None:
                 return
-            fn, args = item
-            *call_args, on_result = args
+            results = []
+            for fn, args, on_result in batch:
+                try:  # a fresh context per call: bindings never leak between requests
+                    result = copy_context().run(fn, *args)
+                except BaseException:  # the task wrappers contain errors; this guards the thread
+                    log.error("processor.failed", pool=self.name, during="pool task",
+                              exc_info=True)
+                    result = None
+                results.append((on_result, result))
             try:
-                result = contextvars.copy_context().run(fn, *call_args)
-            except BaseException:  # the task wrappers contain errors; this guards the thread
-                log.error("processor.failed", pool=self.name, during="pool task",
-                          exc_info=True)
-                result = None
-            try:
-                post(finish, (on_result, result))
+                post(finish, results)
             except RuntimeError:  # the loop is gone (trio.RunFinishedError): nobody to tell
                 return
 
@@ -130,6 +161,7 @@ class ProcessorPool:
         if self._closed:
             return
         self._closed = True
+        self.flush()
         for _ in self._workers:
             self._queue.put(None)
         for t in self._workers:
@@ -138,6 +170,9 @@ class ProcessorPool:
 
 class ExecutorPool:
     """Adapter for a user-supplied `concurrent.futures.Executor` (unbounded by us)."""
+
+    def flush(self) -> None:
+        """Tasks go to the executor at once: nothing to flush."""
 
     def __init__(self, name: str, executor: Executor, inbox: LoopInbox) -> None:
         self.name = name

@@ -98,7 +98,8 @@ async def test_burst_of_timeouts_does_not_leak_permits(nursery: trio.Nursery) ->
     server.register_processor(GATED_ASYNC, gate)
     server.register_processor(ECHO, EchoProcessor())
     await nursery.start(server.serve)
-    client = TrioRemotingClient(ClientConfig(client_async_semaphore_value=10))
+    client = TrioRemotingClient(ClientConfig(client_async_semaphore_value=10,
+                                             close_socket_if_timeout=False))
     await nursery.start(client.serve)
 
     async def call() -> None:
