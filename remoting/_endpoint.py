@@ -99,6 +99,7 @@ class Endpoint(ChannelTable, Invoker):
         self._async_queue: deque[tuple[Connection, AsyncRequestProcessor, RemotingCommand]] = (
             deque())
         self._async_idle = trio.lowlevel.ParkingLot()
+        self._async_spawning = False
         self._processing_done: trio.Event | None = None
         self._nursery: trio.Nursery | None = None
         self._timer_scope: trio.CancelScope | None = None
@@ -324,9 +325,8 @@ class Endpoint(ChannelTable, Invoker):
             self._async_queue.append((conn, processor, cmd))  # type: ignore[arg-type]
             if self._async_idle:
                 self._async_idle.unpark()
-            else:
-                assert self._nursery is not None
-                self._nursery.start_soon(self._async_worker)
+            elif not self._async_spawning:
+                self._spawn_async_worker()
             return
         assert entry.pool is not None
         if entry.pool.try_submit(
@@ -374,6 +374,11 @@ class Endpoint(ChannelTable, Invoker):
         self._error_replies[cmd.code] = self._error_replies.get(cmd.code, 0) + 1
         conn.write_response_frame(error_reply(cmd, code, remark))
 
+    def _spawn_async_worker(self) -> None:
+        assert self._nursery is not None
+        self._async_spawning = True
+        self._nursery.start_soon(self._async_worker)
+
     async def _async_worker(self) -> None:
         """Run queued async processors; park when idle, exit when enough others are idle.
 
@@ -381,10 +386,13 @@ class Endpoint(ChannelTable, Invoker):
         trivial processor. A worker blocked in a slow processor is simply not idle, and a new
         request then starts a new worker, so slow processors never hold up others.
         """
+        self._async_spawning = False
         queue = self._async_queue
         while True:
             while queue:
                 conn, processor, cmd = queue.popleft()
+                if queue and not self._async_idle and not self._async_spawning:
+                    self._spawn_async_worker()  # someone takes the rest if this one blocks
                 frame = None
                 try:
                     frame = await run_async_request(processor, conn.ctx, cmd, self.hooks)
