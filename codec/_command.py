@@ -120,8 +120,9 @@ class RemotingCommand:
 
     def __repr__(self) -> str:
         body = "None" if self.body is None else f"<{len(self.body)} bytes>"
+        language = None if self.language is None else self.language.name
         return (
-            f"RemotingCommand(code={self.code}, language={None if self.language is None else self.language.name}, "
+            f"RemotingCommand(code={self.code}, language={language}, "
             f"version={self.version}, opaque={self.opaque}, flag={self.flag}, "
             f"remark={self.remark!r}, ext_fields={self.ext_fields!r}, body={body}, "
             f"serialize_type={self.serialize_type.name})"

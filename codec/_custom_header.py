@@ -32,7 +32,9 @@ def _wire_str(value: object) -> str:
 def pack_custom_header(header: object) -> dict[str, str]:
     """Return the ``ext_fields`` entries of a dataclass header (None fields omitted)."""
     if not dataclasses.is_dataclass(header) or isinstance(header, type):
-        raise TypeError(f"a custom header must be a dataclass instance, got {type(header).__name__}")
+        raise TypeError(
+            f"a custom header must be a dataclass instance, got {type(header).__name__}"
+        )
     return {
         f.name: _wire_str(value)
         for f in dataclasses.fields(header)

@@ -12,10 +12,9 @@ Theory of operation (FrameDecoder):
 from __future__ import annotations
 
 import struct
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ._codes import SerializeType
-from ._command import RemotingCommand
 from ._errors import (
     CodecError,
     ForeignProtocolError,
@@ -26,7 +25,10 @@ from ._errors import (
 from ._header_binary import decode_binary_header
 from ._header_json import decode_json_header
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "decode_frame"]
+if TYPE_CHECKING:
+    from ._command import RemotingCommand
+
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "decode_frame", "sniff_foreign_protocol"]
 
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # RocketMQ NettyDecoder FRAME_MAX_LENGTH
 _PREFIX_UNPACK: Final = struct.Struct(">iI").unpack_from  # length, header word
@@ -68,7 +70,7 @@ def _length_error(length: int, prefix: bytes, max_frame_bytes: int) -> CodecErro
 
 
 def _header_word_error(word: int, length: int, prefix: bytes) -> CodecError:
-    """Return the error for a header word that failed the checks of `_split_header_word`."""
+    """Return the error for a header word with a bad header length or serialize type."""
     header_length = word & 0xFFFFFF
     if header_length > length - 4:
         return MalformedFrameError(
@@ -153,11 +155,11 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes (copied unless ``data`` is immutable ``bytes``)."""
         buf = self._buf
-        pos = self._pos
-        if pos == len(buf):
+        if not buf:  # nothing buffered (next_command resets to b"" and 0 when drained)
             self._buf = data if type(data) is bytes else bytes(data)
-            self._pos = 0
-        elif type(buf) is bytes:
+            return
+        pos = self._pos
+        if isinstance(buf, bytes):
             grown = bytearray(memoryview(buf)[pos:])
             grown += data
             self._buf = grown
@@ -166,7 +168,7 @@ class FrameDecoder:
             if pos >= _COMPACT_AT:
                 del buf[:pos]
                 self._pos = 0
-            buf += data  # type: ignore[operator]  # bytearray: in place
+            buf += data  # bytearray: in place
 
     def next_command(self) -> RemotingCommand | None:
         """Return the next complete command, or None if more bytes are needed.
@@ -194,8 +196,7 @@ class FrameDecoder:
             self._error = _length_error(length, bytes(buf[pos : pos + 4]), self.max_frame_bytes)
             raise self._error
         header_length = word & 0xFFFFFF
-        st_byte = word >> 24
-        if header_length > length - 4 or st_byte > 1:
+        if header_length > length - 4 or word >= 0x2000000:  # serialize type byte > 1
             self._error = _header_word_error(word, length, bytes(buf[pos : pos + 4]))
             raise self._error
         if available < 4 + length:
@@ -214,7 +215,7 @@ class FrameDecoder:
         else:
             self._pos = end
         try:
-            if st_byte == 0:
+            if word < 0x1000000:  # serialize type byte 0
                 return decode_json_header(header, body, _JSON)
             return decode_binary_header(header, body, _ROCKETMQ)
         except CodecError as exc:

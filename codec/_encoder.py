@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import struct
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ._codes import SerializeType
-from ._command import RemotingCommand
 from ._errors import InvalidCommandError
 from ._header_binary import encode_binary_header
 from ._header_json import encode_json_header
+
+if TYPE_CHECKING:
+    from ._command import RemotingCommand
 
 __all__ = ["MAX_HEADER_BYTES", "encode_frame"]
 
@@ -38,7 +40,8 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
     header_length = len(header)
     body = cmd.body
     length = 4 + header_length + (len(body) if body else 0)
-    if header_length > MAX_HEADER_BYTES or length > _MAX_LENGTH_FIELD:
+    # Literals, not the module constants: this runs per frame (see _header_json).
+    if header_length > 0xFFFFFF or length > 0x7FFFFFFF:
         raise InvalidCommandError(
             f"command too large for a frame: header {header_length} bytes "
             f"(max {MAX_HEADER_BYTES}), frame {length} bytes"

@@ -11,7 +11,7 @@ import struct
 from typing import TYPE_CHECKING, Final
 
 from ._codes import LANGUAGE_BY_VALUE, LanguageCode, SerializeType
-from ._command import RemotingCommand, new_command
+from ._command import RemotingCommand
 from ._errors import InvalidCommandError, MalformedFrameError
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ _I16_UNPACK: Final = struct.Struct(">h").unpack_from
 _EMPTY_STRING: Final = b"\x00\x00\x00\x00"
 _EMPTY_STRINGS: Final = _EMPTY_STRING * 2  # remark length 0, extFields length 0
 _LANGUAGE_GET: Final = LANGUAGE_BY_VALUE.get
+_new: Final = object.__new__
+_SHORT_I16: Final = [_I16_PACK(n) for n in range(256)]
+_SHORT_I32: Final = [_I32_PACK(n) for n in range(256)]
 
 
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -55,9 +58,11 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
         if remark is None or type(remark) is str:
             return fixed + _EMPTY_STRINGS
         raise InvalidCommandError(f"remark must be a str, got {type(remark).__name__}")
+    if not remark and remark is not None and type(remark) is not str:
+        raise InvalidCommandError(f"remark must be a str, got {type(remark).__name__}")
     try:
         r = remark.encode() if remark else b""
-        parts = [fixed, _I32_PACK(len(r)), r, b""]
+        parts = [fixed, _I32_PACK(len(r)), r, _EMPTY_STRING]
         if ext:
             ext_length = 0
             for key, value in ext.items():
@@ -67,11 +72,11 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
                 v = value.encode() if value is not None else b""
                 kn = len(k)
                 vn = len(v)
-                parts += (_I16_PACK(kn), k, _I32_PACK(vn), v)
+                # Short lengths come from tables: a list index is ~3x cheaper than a pack call.
+                parts += (_SHORT_I16[kn] if kn < 256 else _I16_PACK(kn), k,
+                          _SHORT_I32[vn] if vn < 256 else _I32_PACK(vn), v)
                 ext_length += 6 + kn + vn
             parts[3] = _I32_PACK(ext_length)
-        else:
-            parts[3] = _EMPTY_STRING
     except AttributeError:
         raise InvalidCommandError("remark and ext_fields keys/values must be str") from None
     except UnicodeEncodeError as exc:
@@ -105,7 +110,8 @@ def _truncated(what: str, pos: int, limit: int) -> MalformedFrameError:
 
 def _overrun(what: str, n: int, pos: int, limit: int) -> MalformedFrameError:
     return MalformedFrameError(
-        f"ROCKETMQ header {what} length {n} at byte {pos} exceeds the header ({limit} bytes)"
+        f"ROCKETMQ header {what} length {n} at byte {pos} runs past byte {limit} "
+        "(the end of its section)"
     )
 
 
@@ -156,8 +162,17 @@ def decode_binary_header(
                 ext[key] = header[key_end + 4 : pos].decode() if n else None
     except UnicodeDecodeError:
         raise MalformedFrameError(
-            f"ROCKETMQ header: the string after byte {pos} is not valid UTF-8"
+            f"ROCKETMQ header: a string near byte {pos} is not valid UTF-8"
         ) from None
-    return new_command(
-        code, _LANGUAGE_GET(language), version, opaque, flag, remark, ext, body, serialize_type
-    )
+    # new_command inlined (hot path); tests compare every field after a round trip.
+    cmd: RemotingCommand = _new(RemotingCommand)
+    cmd.code = code
+    cmd.language = _LANGUAGE_GET(language)
+    cmd.version = version
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.remark = remark
+    cmd.ext_fields = ext
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd

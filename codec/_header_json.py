@@ -231,7 +231,7 @@ def _decode_slow(obj: dict[str, object], body: bytes | None,
         _as_int(obj, "version", 0),  # type: ignore[arg-type]
         next_opaque() if opaque is None else opaque,
         _as_int(obj, "flag", 0),  # type: ignore[arg-type]
-        remark,  # type: ignore[arg-type]
+        remark,
         None if ext is None else _as_ext_fields(ext),
         body,
         serialize_type,
@@ -254,14 +254,16 @@ def decode_json_header(
         raise MalformedFrameError(f"JSON header must be an object, got {type(obj).__name__}")
     # Fast path: what fastjson and we write (ints in range, language by name, str values).
     # Anything else goes through the field-by-field coercions of _decode_slow.
-    get = obj.get
-    code = get("code", 0)
-    opaque = get("opaque")
-    flag = get("flag", 0)
-    version = get("version", 0)
-    language = get("language")
-    remark = get("remark")
-    ext = get("extFields")
+    try:  # subscripts are cheaper than .get(); fastjson always writes these five keys
+        code = obj["code"]
+        opaque = obj["opaque"]
+        flag = obj["flag"]
+        version = obj["version"]
+        language = obj["language"]
+    except KeyError:
+        return _decode_slow(obj, body, serialize_type)
+    remark = obj.get("remark")
+    ext = obj.get("extFields")
     if not (  # int32 limits as literals: see encode_json_header
         type(code) is int and type(opaque) is int and type(flag) is int
         and type(version) is int and type(language) is str
@@ -277,12 +279,21 @@ def decode_json_header(
             if type(v) is not str:
                 ext = _as_ext_fields(ext)
                 break
-    return new_command(
-        code, _LANGUAGE_BY_NAME_GET(language), version, opaque, flag, remark, ext, body,
-        serialize_type,
-    )
+    # new_command inlined (hot path); tests compare every field after a round trip.
+    cmd: RemotingCommand = _new(RemotingCommand)
+    cmd.code = code
+    cmd.language = _LANGUAGE_BY_NAME_GET(language)
+    cmd.version = version
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.remark = remark
+    cmd.ext_fields = ext
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd
 
 
+_new: Final = object.__new__
 _LOADS: Final = orjson.loads
 _LANGUAGE_BY_NAME_GET: Final = LANGUAGE_BY_NAME.get
 
