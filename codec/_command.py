@@ -62,7 +62,7 @@ class RemotingCommand:
     ) -> RemotingCommand:
         """Return a request with a fresh opaque; ``header`` is a dataclass or a str mapping."""
         ext = _header_fields(header) if header is not None else None
-        return cls(code=code, ext_fields=ext, body=body)
+        return cls(code=int(code), ext_fields=ext, body=body)
 
     @classmethod
     def create_response(
@@ -70,14 +70,14 @@ class RemotingCommand:
     ) -> RemotingCommand:
         """Return a response (flag bit 0 set); the transport copies the request's opaque."""
         ext = _header_fields(header) if header is not None else None
-        return cls(code=code, remark=remark, ext_fields=ext, flag=FLAG_RESPONSE)
+        return cls(code=int(code), remark=remark, ext_fields=ext, flag=FLAG_RESPONSE)
 
     @classmethod
     def response_to(
         cls, request: RemotingCommand, code: int, remark: str | None = None
     ) -> RemotingCommand:
         """Return a response to ``request``: same opaque, response flag set."""
-        return cls(code=code, remark=remark, opaque=request.opaque, flag=FLAG_RESPONSE)
+        return cls(code=int(code), remark=remark, opaque=request.opaque, flag=FLAG_RESPONSE)
 
     @property
     def is_response(self) -> bool:

@@ -39,6 +39,9 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
         raise InvalidCommandError(f"unknown serialize_type {st!r}")
     header_length = len(header)
     body = cmd.body
+    if body is not None and type(body) is not bytes and not isinstance(
+            body, bytearray | memoryview):
+        raise InvalidCommandError(f"body must be bytes, got {type(body).__name__}")
     length = 4 + header_length + (len(body) if body else 0)
     # Literals, not the module constants: this runs per frame (see _header_json).
     if header_length > 0xFFFFFF or length > 0x7FFFFFFF:

@@ -48,7 +48,8 @@ def _fastjson_str(value: str) -> str:
 def _check_int32(cmd: RemotingCommand) -> None:
     for name in ("code", "version", "opaque", "flag"):
         value = getattr(cmd, name)
-        if not isinstance(value, int) or not INT32_MIN <= value <= INT32_MAX:
+        if (not isinstance(value, int) or isinstance(value, bool)
+                or not INT32_MIN <= value <= INT32_MAX):
             raise InvalidCommandError(f"{name}={value!r} does not fit the wire's int32")
 
 
@@ -105,10 +106,13 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
                     and -0x80000000 <= version <= 0x7FFFFFFF)
     except TypeError:
         in_range = False
-    if not in_range:
+    if not in_range or not (type(code) is int and type(opaque) is int and type(flag) is int
+                            and type(version) is int):
         _check_int32(cmd)
     ext = cmd.ext_fields
     if ext is not None:
+        if type(ext) is not dict:
+            raise InvalidCommandError(f"ext_fields must be a dict, got {type(ext).__name__}")
         for v in ext.values():
             if type(v) is not str:
                 ext = _checked_ext(ext)

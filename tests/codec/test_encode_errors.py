@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from codec import CodecError, InvalidCommandError, RequestCode, SerializeType, encode_frame
+from codec import (
+    CodecError,
+    InvalidCommandError,
+    RemotingCommand,
+    RequestCode,
+    SerializeType,
+    encode_frame,
+)
 from tests.factories import make_command
 
 JSON = SerializeType.JSON
@@ -113,3 +120,17 @@ def test_encode_errors_are_codec_errors_and_leave_the_command_unchanged() -> Non
     assert (cmd.code, cmd.ext_fields) == (40000, {"k": "v"})
     cmd.serialize_type = JSON
     assert encode_frame(cmd)  # the same command is fine as JSON
+
+
+@pytest.mark.parametrize("st", list(SerializeType))
+@pytest.mark.parametrize("fields", [
+    {"body": "a str body"}, {"body": 5}, {"flag": 1.5}, {"ext_fields": ["a", "list"]},
+], ids=["str-body", "int-body", "float-flag", "list-ext"])
+def test_wrong_field_types_are_invalid_command_errors(st: SerializeType, fields: dict) -> None:
+    with pytest.raises(InvalidCommandError):
+        encode_frame(RemotingCommand(serialize_type=st, **fields))
+
+
+def test_json_rejects_a_bool_where_an_int_goes() -> None:
+    with pytest.raises(InvalidCommandError, match="version=True"):
+        encode_frame(RemotingCommand(version=True))  # type: ignore[arg-type]
