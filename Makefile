@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
-	$(PY) bench/codec.py
+	-$(PY) bench/codec.py
 	$(PY) bench/rpc.py
 
 clean:

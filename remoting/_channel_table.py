@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import random
-import ssl
 from typing import TYPE_CHECKING
 
 import trio
@@ -25,6 +24,8 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
+    import ssl
+
     from ._config import ClientConfig, ServerConfig
 
 __all__ = ["ChannelTable", "parse_addr"]

@@ -3,7 +3,8 @@
 Requests: a str is sent as UTF-8, bytes as they are, anything else as JSON (orjson; a struct
 column arrives as one dict per row). Responses are decoded according to the UDF's return
 type: strings as UTF-8, binary as is, numbers and booleans from their text (JSON numbers are
-text too), decimals exactly, and everything else (struct, array, map, date...) from JSON.
+text too), decimals exactly, dates and timestamps from ISO 8601 text, and everything else
+(struct, array, map) from JSON.
 """
 
 from __future__ import annotations
@@ -15,20 +16,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 import pandas as pd
 from pyspark.sql.types import (
-    ArrayType,
     BinaryType,
     BooleanType,
     ByteType,
     DataType,
+    DateType,
     DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
     LongType,
-    MapType,
     ShortType,
     StringType,
     StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
 if TYPE_CHECKING:
@@ -98,6 +100,18 @@ def _decode_str(body: bytes) -> str:
     return body.decode("utf-8")
 
 
+def _iso_text(body: bytes) -> str:
+    return body.decode("ascii").strip().strip('"')
+
+
+def _decode_date(body: bytes) -> datetime.date:
+    return datetime.date.fromisoformat(_iso_text(body))
+
+
+def _decode_timestamp(body: bytes) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(_iso_text(body))
+
+
 def _decoder_for(data_type: DataType) -> Callable[[bytes], Any]:
     if isinstance(data_type, StringType):
         return _decode_str
@@ -111,6 +125,10 @@ def _decoder_for(data_type: DataType) -> Callable[[bytes], Any]:
         return _decode_bool
     if isinstance(data_type, DecimalType):
         return _decode_decimal
+    if isinstance(data_type, DateType):
+        return _decode_date
+    if isinstance(data_type, TimestampType | TimestampNTZType):
+        return _decode_timestamp
     return orjson.loads
 
 
@@ -137,8 +155,40 @@ class DefaultSerializer:
         return self._decode(body)
 
 
+def _arrow_bodies(column: pd.Series) -> list[bytes | None] | None:
+    """Return the default bodies of a string, integer or boolean column, or None.
+
+    Arrow casts the whole column in C (0.02-0.04 us a row, against 0.1-3 us for a Python
+    loop); the text of an integer or a boolean is also its JSON. Nulls come back as None.
+    """
+    import pyarrow as pa
+
+    kind = column.dtype.kind
+    if kind == "O" and pd.api.types.infer_dtype(column, skipna=True) not in ("string", "empty"):
+        return None
+    if kind not in "iubOU" and not isinstance(column.dtype, pd.StringDtype):
+        return None
+    try:
+        arr = pa.Array.from_pandas(column)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    if pa.types.is_integer(arr.type) or pa.types.is_boolean(arr.type):
+        arr = arr.cast(pa.string())
+    if pa.types.is_string(arr.type):
+        bodies: list[bytes | None] = arr.cast(pa.binary()).to_pylist()
+        return bodies
+    if pa.types.is_large_string(arr.type):
+        large: list[bytes | None] = arr.cast(pa.large_binary()).to_pylist()
+        return large
+    return None
+
+
 def bodies_of(column: pd.Series | pd.DataFrame, serializer: Serializer) -> list[bytes | None]:
     """Return one body per row; null rows (and all-null struct rows) get None: not sent."""
+    if isinstance(serializer, DefaultSerializer) and isinstance(column, pd.Series):
+        bodies = _arrow_bodies(column)
+        if bodies is not None:
+            return bodies
     if isinstance(column, pd.DataFrame):
         nulls = column.isna().all(axis=1).tolist()
         values: list[Any] = column.to_dict("records")
@@ -166,8 +216,4 @@ def to_pandas_column(values: Sequence[Any], data_type: DataType) -> pd.Series | 
         None not in values
     ):
         return pd.Series(values, dtype="bool" if isinstance(data_type, BooleanType) else "int64")
-    if isinstance(data_type, MapType):
-        return pd.Series([None if v is None else list(v.items()) for v in values], dtype=object)
-    if isinstance(data_type, ArrayType):
-        return pd.Series(list(values), dtype=object)
     return pd.Series(list(values), dtype=object)

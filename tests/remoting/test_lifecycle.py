@@ -169,9 +169,12 @@ async def test_client_waits_then_fails_against_a_peer_that_never_reads(
                                              write_buffer_low_water_mark=high // 4))
     await nursery.start(client.serve)
     body = b"z" * 64 * 1024
-    with pytest.raises(RemotingTooManyRequestsError, match="not reading"):
+    async def flood() -> None:
         for _ in range(10_000):  # far more than socket buffers + the high water mark
             await client.invoke_oneway(f"127.0.0.1:{port}", req(ECHO, body), timeout=0.5)
+
+    with pytest.raises(RemotingTooManyRequestsError, match="not reading"):
+        await flood()
     [conn] = client.endpoint.connections
     assert conn.queued_bytes <= high + len(body) + 1024
     never_read.set()

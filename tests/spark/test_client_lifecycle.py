@@ -1,0 +1,164 @@
+"""The worker's client: one per process, never pickled, fresh after fork, reuse on and off."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import uuid
+import warnings
+from pathlib import Path
+
+import pytest
+
+from remoting import ClientConfig, RemotingCommand, RemotingError
+from remoting.spark import get_client, remote_batch_udf, remote_udf
+
+from .service import BATCH_UPPER, UPPER, WHO, upper
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def strings(spark, rows: int, partitions: int):
+    from pyspark.sql import functions as F
+
+    return spark.range(rows, numPartitions=partitions).select(
+        "id", F.concat(F.lit("row-"), F.col("id").cast("string")).alias("s"))
+
+
+def test_one_client_per_worker_process_with_reuse_on(spark, service):
+    tag = uuid.uuid4().hex
+    udf = remote_udf(service.addr, WHO, header={"tag": tag})
+
+    rows = strings(spark, 2_000, partitions=8).withColumn("echo", udf("s")).collect()
+
+    assert all(r["echo"] == r["s"] for r in rows)
+    # 8 tasks on 2 slots: the 2 reused workers each keep one client (one connection).
+    assert 1 <= len(service.recorder.clients[tag]) <= 2
+
+
+def test_worker_reuse_off_gives_one_client_per_task(service):
+    tag = uuid.uuid4().hex
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.spark.reuse_off_job", service.addr, tag, "4"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "rows=1000 bad=0" in done.stdout
+    # Every task ran in a fresh worker process, which made its own client.
+    assert len(service.recorder.clients[tag]) == 4
+
+
+def test_udf_closure_pickles_without_a_client(service):
+    import pandas as pd
+    from pyspark import cloudpickle
+
+    config = ClientConfig(connect_timeout=2.0)
+    client = get_client(config)  # a live client in this process must not leak into the UDF
+    udf = remote_udf(service.addr, UPPER, config=config)
+
+    data = cloudpickle.dumps(udf.func)
+
+    assert b"RemotingClient" not in data
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(client)
+    fn = pickle.loads(data)
+    out = list(fn(iter([pd.Series(["a", None, "b"])])))
+    assert out[0].tolist() == ["A", None, "B"]
+    assert get_client(config) is client  # the unpickled UDF found this process's client
+
+
+def test_batch_udf_closure_pickles_without_a_client(service):
+    from pyspark import cloudpickle
+
+    get_client()
+    data = cloudpickle.dumps(remote_batch_udf(service.addr, BATCH_UPPER).func)
+
+    assert b"RemotingClient" not in data
+
+
+def test_get_client_is_one_per_config_and_replaces_a_shut_down_client(service):
+    config = ClientConfig(connect_timeout=1.5)
+    first = get_client(config)
+    assert get_client(config) is first
+    assert get_client(ClientConfig(connect_timeout=1.25)) is not first
+
+    first.shutdown()
+    second = get_client(config)
+
+    assert second is not first and second.is_running
+    response = second.invoke_sync(service.addr, RemotingCommand.create_request(UPPER, body=b"x"))
+    assert response.body == b"X"
+
+
+def test_fork_gives_a_fresh_client(service):
+    config = ClientConfig(connect_timeout=1.75)
+    parent_client = get_client(config)
+    read_end, write_end = os.pipe()
+
+    with warnings.catch_warnings():  # 3.12+ warns about forking a threaded process
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # child: report, then leave without running pytest's teardown
+        status = 1
+        try:
+            child_client = get_client(config)
+            response = child_client.invoke_sync(
+                service.addr, RemotingCommand.create_request(UPPER, body=b"child"), timeout=5)
+            fresh = child_client is not parent_client and child_client.pid == os.getpid()
+            os.write(write_end, f"{fresh} {response.body!r}".encode())
+            child_client.shutdown()
+            status = 0
+        finally:
+            os._exit(status)
+
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    report = os.read(read_end, 1000).decode()
+    os.close(read_end)
+
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert report == "True b'CHILD'"
+    assert get_client(config) is parent_client  # the parent's client is untouched
+    assert parent_client.invoke_sync(
+        service.addr, RemotingCommand.create_request(UPPER, body=b"p")).body == b"P"
+
+
+def test_importing_remoting_and_processors_imports_neither_pyspark_nor_pyarrow():
+    code = ("import sys, remoting, processors; "
+            "bad = [m for m in ('pyspark', 'pyarrow', 'pandas') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_large_batches_are_split_to_fit_the_frame_limit(spark, service):
+    from pyspark.sql import functions as F
+
+    before = service.recorder.count(BATCH_UPPER)
+    config = ClientConfig(max_frame_bytes=100_000)  # 36 KB bodies after the header slack
+    udf = remote_batch_udf(service.addr, BATCH_UPPER, config=config)
+    df = spark.range(200, numPartitions=1).select(
+        "id", F.repeat(F.concat(F.lit("row-"), F.col("id").cast("string"), F.lit(";")), 200)
+        .alias("s"))  # ~1.5 KB per row: ~150 KB per Arrow batch of 100 rows
+
+    rows = df.withColumn("up", udf("s")).collect()
+
+    assert all(r["up"] == upper(r["s"]) for r in rows)
+    assert service.recorder.count(BATCH_UPPER) - before > 2  # more requests than batches
+
+
+def test_closed_client_raises_clearly():
+    client = get_client(ClientConfig(connect_timeout=1.1))
+    client.shutdown()
+    with pytest.raises(RemotingError, match="closed"):
+        client.invoke_many("127.0.0.1:1", [RemotingCommand.create_request(UPPER)])

@@ -1,0 +1,48 @@
+"""``remoting demo``: the main job of the README, on a small size, in its own process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remoting.cli import build_parser, main
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_scores_every_row_in_both_modes_and_exits_0(tmp_path):
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "remoting", "demo", "--rows", "20000", "--partitions", "2",
+         "--output", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    for mode in ("per-row", "batch"):
+        row = next(line for line in lines if line.startswith(mode))
+        fields = row.split()
+        assert fields[1] == "20,000"  # rows
+        assert fields[5] == "0" and fields[-1] == "0"  # errors, wrong
+    assert (tmp_path / "demo" / "per_row").is_dir()
+    assert any((tmp_path / "demo" / "batch").glob("*.parquet"))
+    assert "connection.opened" not in done.stdout  # structlog is quiet in the driver
+
+
+def test_cli_rejects_a_bad_row_count(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "--rows", "0"])
+    assert "must be >= 1" in capsys.readouterr().err
+
+
+def test_cli_parses_demo_options():
+    args = build_parser().parse_args(["demo", "--rows", "1_000", "--partitions", "3"])
+    assert (args.rows, args.partitions, str(args.output)) == (1000, 3, "output")
