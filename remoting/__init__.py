@@ -29,6 +29,8 @@ from ._future import ResponseFuture as ResponseFuture
 from ._hooks import AbortProcessError as AbortProcessError
 from ._hooks import RPCHook as RPCHook
 from ._statistics import EndpointStatistics as EndpointStatistics
+from ._stats import STATS_REQUEST_CODE as STATS_REQUEST_CODE
+from ._stats import StatsProcessor as StatsProcessor
 from ._trio_api import TrioRemotingClient as TrioRemotingClient
 from ._trio_api import TrioRemotingServer as TrioRemotingServer
 from ._trio_api import open_client as open_client
@@ -37,6 +39,7 @@ from .blocking import RemotingClient as RemotingClient
 from .blocking import RemotingServer as RemotingServer
 
 __all__ = [
+    "STATS_REQUEST_CODE",
     "AbortProcessError",
     "AclClientRPCHook",
     "AclServerRPCHook",
@@ -60,6 +63,7 @@ __all__ = [
     "ResponseFuture",
     "SerializeType",
     "ServerConfig",
+    "StatsProcessor",
     "TrioRemotingClient",
     "TrioRemotingServer",
     "open_client",

@@ -10,24 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._cli_command import Command
+from ._cli_tools import TOOL_COMMANDS
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One subcommand of ``remoting``."""
-
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
 
 
 def _positive_int(text: str) -> int:
@@ -69,6 +61,7 @@ COMMANDS: list[Command] = [
         run=_run_demo,
     ),
 ]
+COMMANDS += TOOL_COMMANDS()
 
 
 def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:

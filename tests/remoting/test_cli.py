@@ -1,0 +1,174 @@
+"""The ``remoting`` command line: call, ping, stats in-process; serve and workers as real
+processes (started and stopped by these tests, by pid)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codec import RemotingCommand, ResponseCode
+from processors import AsyncEchoProcessor
+from remoting import (
+    STATS_REQUEST_CODE,
+    RemotingClient,
+    RemotingServer,
+    ServerConfig,
+    StatsProcessor,
+)
+from remoting.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def echo_server() -> Iterator[RemotingServer]:
+    with RemotingServer(ServerConfig()) as server:
+        server.register_processor(1, AsyncEchoProcessor())
+        server.register_processor(STATS_REQUEST_CODE, StatsProcessor(server.statistics))
+        yield server
+
+
+def test_call_prints_the_response_as_json(echo_server: RemotingServer,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["call", echo_server.addr, "1", "--body", "héllo", "--ext", "k=v", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["code_name"] == "SUCCESS"
+    assert out["body"] == "héllo"
+    assert out["ext_fields"] == {"k": "v"}
+
+
+def test_call_with_an_unknown_code_exits_1(echo_server: RemotingServer,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["call", echo_server.addr, "999", "--rocketmq"]) == 1
+    assert "REQUEST_CODE_NOT_SUPPORTED" in capsys.readouterr().out
+
+
+def test_call_to_a_dead_address_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["call", "127.0.0.1:1", "1", "--timeout", "2"]) == 2
+    assert "RemotingConnectError" in capsys.readouterr().err
+
+
+def test_ping_counts_round_trips(echo_server: RemotingServer,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ping", echo_server.addr, "--count", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("seq=") == 4
+    assert "4 answered, 0 failed" in out
+
+
+def test_stats_shows_the_servers_counters(echo_server: RemotingServer,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with RemotingClient() as client:
+        for _ in range(3):
+            client.invoke_sync(echo_server.addr, RemotingCommand.create_request(1), 5)
+    assert main(["stats", echo_server.addr, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["requests_received"]["1"] == 3
+    assert main(["stats", echo_server.addr]) == 0
+    assert "connections:" in capsys.readouterr().out
+
+
+def test_stats_against_a_server_without_the_processor_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with RemotingServer() as server:
+        assert main(["stats", server.addr]) == 1
+    assert "no stats processor" in capsys.readouterr().err
+
+
+class Proc:
+    """A child process whose stdout lines are read with deadlines."""
+
+    def __init__(self, *args: str) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.popen = subprocess.Popen([sys.executable, "-m", "remoting", *args], cwd=ROOT,
+                                      env=env, stdout=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
+
+    def _pump(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.put(line)
+
+    def expect(self, pattern: str, timeout: float = 20) -> re.Match[str]:
+        while True:
+            line = self.lines.get(timeout=timeout)
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+    def stop(self) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        try:
+            code = self.popen.wait(20)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            code = self.popen.wait()
+        self._pump_thread.join(5)
+        assert self.popen.stdout is not None
+        self.popen.stdout.close()
+        return code
+
+
+def echo(addr: str, body: bytes) -> RemotingCommand:
+    with RemotingClient() as client:
+        return client.invoke_sync(addr, RemotingCommand.create_request(2, body=body), 5)
+
+
+def test_serve_runs_a_factory_and_stops_on_sigterm() -> None:
+    proc = Proc("serve", "examples.echo_service:processors", "--port", "0")
+    try:
+        port = proc.expect(r"on 127\.0\.0\.1:(\d+)").group(1)
+        assert echo(f"127.0.0.1:{port}", b"served").body == b"served"
+    finally:
+        code = proc.stop()
+    assert code == 0
+
+
+def test_serve_with_a_bad_factory_exits_2() -> None:
+    result = subprocess.run([sys.executable, "-m", "remoting", "serve", "no_such_module:f"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=30,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert result.returncode == 2
+    assert "cannot import 'no_such_module'" in result.stderr
+
+
+@pytest.mark.skipif(not hasattr(__import__("socket"), "SO_REUSEPORT"),
+                    reason="SO_REUSEPORT is not available on this platform")
+def test_workers_share_a_port_and_a_dead_worker_is_restarted() -> None:
+    proc = Proc("serve", "examples.echo_service:processors", "--workers", "2")
+    pids: list[int] = []
+    try:
+        port = proc.expect(r"on 127\.0\.0\.1:(\d+) with 2 workers").group(1)
+        pids = [int(proc.expect(r"worker (\d+) started").group(1)) for _ in range(2)]
+        for _ in range(2):
+            proc.expect(r"serving .* \(pid \d+\)")  # both workers listen
+        addr = f"127.0.0.1:{port}"
+        assert echo(addr, b"before").body == b"before"
+        os.kill(pids[0], signal.SIGKILL)  # a worker we started dies
+        proc.expect(rf"worker {pids[0]} exited")
+        new_pid = int(proc.expect(r"worker (\d+) started").group(1))
+        proc.expect(r"serving .* \(pid \d+\)")
+        pids.append(new_pid)
+        for i in range(5):  # new connections land on either worker
+            assert echo(addr, b"after%d" % i).body == b"after%d" % i
+    finally:
+        code = proc.stop()
+    assert code == 0
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
