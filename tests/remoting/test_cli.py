@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from codec import RemotingCommand, ResponseCode
+from codec import RemotingCommand
 from processors import AsyncEchoProcessor
 from remoting import (
     STATS_REQUEST_CODE,
@@ -95,6 +95,7 @@ class Proc:
         self.popen = subprocess.Popen([sys.executable, "-m", "remoting", *args], cwd=ROOT,
                                       env=env, stdout=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
         self._pump_thread.start()
 
@@ -103,12 +104,17 @@ class Proc:
         for line in self.popen.stdout:
             self.lines.put(line)
 
-    def expect(self, pattern: str, timeout: float = 20) -> re.Match[str]:
+    def expect_all(self, pattern: str, count: int = 1, timeout: float = 20
+                   ) -> list[re.Match[str]]:
+        """Return the first ``count`` matches among all lines so far, waiting for more."""
         while True:
-            line = self.lines.get(timeout=timeout)
-            match = re.search(pattern, line)
-            if match:
-                return match
+            matches = [m for line in self.seen if (m := re.search(pattern, line))]
+            if len(matches) >= count:
+                return matches[:count]
+            self.seen.append(self.lines.get(timeout=timeout))
+
+    def expect(self, pattern: str, timeout: float = 20) -> re.Match[str]:
+        return self.expect_all(pattern, 1, timeout)[0]
 
     def stop(self) -> int:
         if self.popen.poll() is None:
@@ -154,15 +160,14 @@ def test_workers_share_a_port_and_a_dead_worker_is_restarted() -> None:
     pids: list[int] = []
     try:
         port = proc.expect(r"on 127\.0\.0\.1:(\d+) with 2 workers").group(1)
-        pids = [int(proc.expect(r"worker (\d+) started").group(1)) for _ in range(2)]
-        for _ in range(2):
-            proc.expect(r"serving .* \(pid \d+\)")  # both workers listen
+        pids = [int(m.group(1)) for m in proc.expect_all(r"worker (\d+) started", 2)]
+        proc.expect_all(r"serving .* \(pid \d+\)", 2)  # both workers listen
         addr = f"127.0.0.1:{port}"
         assert echo(addr, b"before").body == b"before"
         os.kill(pids[0], signal.SIGKILL)  # a worker we started dies
         proc.expect(rf"worker {pids[0]} exited")
-        new_pid = int(proc.expect(r"worker (\d+) started").group(1))
-        proc.expect(r"serving .* \(pid \d+\)")
+        new_pid = int(proc.expect_all(r"worker (\d+) started", 3)[2].group(1))
+        proc.expect_all(r"serving .* \(pid \d+\)", 3)
         pids.append(new_pid)
         for i in range(5):  # new connections land on either worker
             assert echo(addr, b"after%d" % i).body == b"after%d" % i
