@@ -206,9 +206,10 @@ class FrameDecoder:
         if type(buf) is bytes:
             header = buf[pos + 8 : start]
             body = buf[start:end] if end > start else None
-        else:
-            header = bytes(buf[pos + 8 : start])
-            body = bytes(buf[start:end]) if end > start else None
+        else:  # one copy each (slicing a bytearray first would copy twice)
+            with memoryview(buf) as view:
+                header = bytes(view[pos + 8 : start])
+                body = bytes(view[start:end]) if end > start else None
         if end == len(buf):
             self._buf = b""
             self._pos = 0
