@@ -253,6 +253,7 @@ def main() -> int:
 
     warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # all traffic stays on loopback
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     busy0, mine0 = cpu_seconds()
     wall0 = time.perf_counter()

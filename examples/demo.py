@@ -78,6 +78,7 @@ def _spark(partitions: int) -> SparkSession:
 
     # Spark runs `python3` from PATH for its workers unless told (ANCHORS.md).
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # all traffic stays on loopback
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     log4j = HERE / "log4j2.properties"
     builder = (

@@ -103,9 +103,22 @@ def _failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
     return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
 
 
-def _before(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand) -> None:
-    for hook in hooks:
-        hook.do_before_request(addr, request)
+def _refused_by_hooks(
+    hooks: Sequence[RPCHook], addr: str, request: RemotingCommand
+) -> RemotingCommand | None:
+    """Run the before-hooks; if one raises, run the after-hooks with the failure response and
+    return it (the processor is skipped), else return None."""
+    try:
+        for hook in hooks:
+            hook.do_before_request(addr, request)
+    except Exception as exc:
+        placeholder = _failure(request, exc)
+        try:
+            _after(hooks, addr, request, placeholder)
+        except Exception as after_exc:
+            placeholder = _failure(request, after_exc)
+        return placeholder
+    return None
 
 
 def _after(
@@ -113,6 +126,22 @@ def _after(
 ) -> None:
     for hook in hooks:
         hook.do_after_response(addr, request, response)
+
+
+def _answer(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand,
+            response: RemotingCommand | None) -> bytes | None:
+    """Run the after-hooks on a processor's response and encode it (None: nothing to send).
+
+    An after-hook that raises replaces the response with SYSTEM_ERROR (SPEC 6.1).
+    """
+    if hooks:
+        try:
+            _after(hooks, addr, request, response)
+        except Exception as exc:
+            response = _failure(request, exc)
+    if response is None:
+        return None
+    return finish_response(request, response)
 
 
 def run_sync_request(
@@ -123,22 +152,13 @@ def run_sync_request(
 ) -> bytes | None:
     """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
     addr = ctx.remote_addr
+    if hooks and (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
+        return finish_response(request, refusal)
     try:
-        if hooks:
-            try:
-                _before(hooks, addr, request)
-            except Exception as exc:
-                placeholder = _failure(request, exc)
-                _after(hooks, addr, request, placeholder)
-                return finish_response(request, placeholder)
         response = processor.process_request(ctx, request)
-        if hooks:
-            _after(hooks, addr, request, response)
     except Exception as exc:
-        response = _failure(request, exc)
-    if response is None:
-        return None
-    return finish_response(request, response)
+        return finish_response(request, _failure(request, exc))
+    return _answer(hooks, addr, request, response)
 
 
 async def run_async_request(
@@ -149,19 +169,10 @@ async def run_async_request(
 ) -> bytes | None:
     """Run hooks and an async processor on the loop; return the frame to send or None."""
     addr = ctx.remote_addr
+    if hooks and (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
+        return finish_response(request, refusal)
     try:
-        if hooks:
-            try:
-                _before(hooks, addr, request)
-            except Exception as exc:
-                placeholder = _failure(request, exc)
-                _after(hooks, addr, request, placeholder)
-                return finish_response(request, placeholder)
         response = await processor.process_request(ctx, request)
-        if hooks:
-            _after(hooks, addr, request, response)
     except Exception as exc:
-        response = _failure(request, exc)
-    if response is None:
-        return None
-    return finish_response(request, response)
+        return finish_response(request, _failure(request, exc))
+    return _answer(hooks, addr, request, response)

@@ -22,6 +22,7 @@ from .service import Recorder, register
 
 # Spark starts `python3` from PATH for its workers unless told otherwise (ANCHORS.md).
 os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # all traffic stays on loopback
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 ROWS_PER_ARROW_BATCH = 100
