@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["Connection"]
 
 RECEIVE_BYTES = 256 * 1024
+LARGE_FRAME_BYTES = 256 * 1024  # frames this big are sent as they are, never copied together
 _ids = itertools.count(1)
 
 
@@ -121,7 +122,7 @@ class Connection:
                     on_sent()
                 return True
             if sent:
-                frame = frame[sent:]
+                frame = memoryview(frame)[sent:]  # type: ignore[assignment]  # no copy
         self._out.append(frame)
         self._out_bytes += len(frame)
         if on_sent is not None:
@@ -152,6 +153,7 @@ class Connection:
             while not self._out:
                 await self._writer_lot.park()
             out = self._out
+            queued = self._out_bytes
             self._out = []
             self._out_bytes = 0
             # take the callbacks of exactly these frames (a fresh list for later ones)
@@ -160,7 +162,12 @@ class Connection:
                 on_sent, self._on_sent = self._on_sent, []
             self._sending = True
             try:
-                await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+                if len(out) == 1:
+                    await stream.send_all(out[0])
+                elif queued < LARGE_FRAME_BYTES:
+                    await stream.send_all(b"".join(out))  # one system call for many frames
+                else:
+                    await _send_pieces(stream, out)
             finally:
                 self._sending = False
                 for fn in on_sent:  # sent, or never will be: either way the permit is free
@@ -292,3 +299,18 @@ class Connection:
             self._scope.cancel()
         self._writer_lot.unpark_all()
         self._drain_lot.unpark_all()
+
+
+async def _send_pieces(stream: trio.abc.Stream, out: list[bytes]) -> None:
+    """Send ``out`` joining runs of small frames, but each large frame on its own (no copy)."""
+    small: list[bytes] = []
+    for piece in out:
+        if len(piece) < LARGE_FRAME_BYTES:
+            small.append(piece)
+            continue
+        if small:
+            await stream.send_all(b"".join(small))
+            small = []
+        await stream.send_all(piece)
+    if small:
+        await stream.send_all(b"".join(small))
