@@ -177,13 +177,18 @@ class Invoker:
         self._sent[request.code] = self._sent.get(request.code, 0) + 1
 
     def on_go_away(self, fut: ResponseFuture, conn: Connection) -> bool:
-        """Handle a GO_AWAY reply: True if the request is being sent again elsewhere."""
+        """Handle a GO_AWAY reply; True if it was handled (resent, or failed), False if the
+        reply is to be returned as data (resending disabled, as RocketMQ without
+        ``enableReconnectForGoAway``)."""
         self.forget_channel(conn)  # new calls open a new connection; this one drains
-        if not self.go_away_retry or fut.retry_target is False or self._nursery is None:
+        if not self.go_away_retry:
             return False
         target = fut.retry_target
-        assert target is not True
-        fut.retry_target = False  # resend once (NettyRemotingClient)
+        if target is False or target is True or self._nursery is None:
+            # as NettyRemotingClient: one resend only; a second GO_AWAY is a send failure
+            fut._fail_send("the peer is shutting down (GO_AWAY), also after one resend")
+            return True
+        fut.retry_target = False
         self._nursery.start_soon(self._resend, target, fut)
         return True
 

@@ -19,6 +19,7 @@ from remoting import (
     RemotingClient,
     RemotingConnectError,
     RemotingError,
+    RemotingSendRequestError,
     RemotingServer,
     RemotingTooManyRequestsError,
     ServerConfig,
@@ -396,3 +397,73 @@ async def test_statistics_report_latency_percentiles(
     lat = client.statistics().latency[ASYNC_ECHO]
     assert lat["count"] == 50
     assert 0 < lat["p50"] <= lat["p99"] <= lat["max"] < 1.0
+
+
+def test_shutdown_during_traffic_loses_nothing_and_hangs_nothing() -> None:
+    """Eight threads call while the server shuts down: every call ends, in time, with its own
+    response or a documented error; responses that did come back are the right ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=5)).start()
+    server.register_processor(ECHO, AsyncEchoProcessor())
+    client = RemotingClient(ClientConfig(close_socket_if_timeout=False)).start()
+    started = threading.Barrier(9)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    flowing = threading.Event()
+
+    def caller(t: int) -> None:
+        started.wait(10)
+        for i in range(300):
+            body = b"%d-%d" % (t, i)
+            try:
+                response = client.invoke_sync(server.addr, req(ECHO, body), timeout=3)
+            except RemotingError as exc:
+                outcome = type(exc).__name__
+            else:
+                assert response.body == body  # never someone else's answer
+                outcome = "ok" if response.code == ResponseCode.SUCCESS else f"code{response.code}"
+            with lock:
+                outcomes.append(outcome)
+                if outcomes.count("ok") >= 200:
+                    flowing.set()
+
+    import time
+
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(caller, t) for t in range(8)]
+        started.wait(10)
+        assert flowing.wait(30)  # traffic is flowing when the shutdown begins
+        start = time.monotonic()
+        server.shutdown()
+        shutdown_took = time.monotonic() - start
+        for f in futures:
+            f.result(timeout=60)  # no call hangs
+    client.shutdown()
+    assert len(outcomes) == 8 * 300
+    assert outcomes.count("ok") > 0
+    allowed = {"ok", "RemotingConnectError", "RemotingSendRequestError", "RemotingError",
+               "RemotingTimeoutError"}
+    assert set(outcomes) <= allowed, set(outcomes) - allowed
+    assert shutdown_took < 6
+
+
+async def test_a_second_go_away_is_a_send_failure(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    await client.invoke_sync(addr_of(server), req(ECHO), 5)
+    server.endpoint.begin_shutdown()  # draining, but still accepting: GO_AWAY to everything
+    with pytest.raises(RemotingSendRequestError, match="GO_AWAY"):
+        await client.invoke_sync(addr_of(server), req(ECHO), 5)
+    assert client.statistics().connections_opened == 2  # it reconnected once to resend
+
+
+async def test_go_away_is_data_when_resending_is_disabled(
+    server: TrioRemotingServer, nursery: trio.Nursery,
+) -> None:
+    client = TrioRemotingClient(ClientConfig(enable_reconnect_for_go_away=False))
+    await nursery.start(client.serve)
+    server.endpoint.begin_shutdown()
+    response = await client.invoke_sync(addr_of(server), req(ECHO), 5)
+    assert response.code == ResponseCode.GO_AWAY
