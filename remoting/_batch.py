@@ -68,13 +68,20 @@ class Batch:
         except RemotingError as exc:
             self._fail_rest(exc)
             return
+        except BaseException:  # shutdown (or a bug): the batch must still end
+            self._fail_rest(RemotingError("the endpoint shut down before the batch was sent"))
+            raise
         self._pump()
 
     async def _wait_then_pump(self) -> None:
         conn = self.conn
         assert conn is not None
-        with trio.move_on_after(self.timeout):
-            await conn.wait_writable()
+        try:
+            with trio.move_on_after(self.timeout):
+                await conn.wait_writable()
+        except BaseException:
+            self._fail_rest(RemotingError("the endpoint shut down before the batch was sent"))
+            raise
         self._waiting = False
         if conn.queued_bytes > conn.high_water and not conn.closed:
             self._fail_rest(RemotingTooManyRequestsError(
@@ -113,8 +120,11 @@ class Batch:
                 try:
                     sem.acquire_nowait()
                 except trio.WouldBlock:
+                    if self._in_flight:  # one of ours frees a permit soon and pumps again
+                        self._next -= 1
+                        break
                     self._record(i, RemotingTooManyRequestsError(
-                        "no in-flight permit for a batch request; lower the batch limit",
+                        "no in-flight permit for a batch request; other calls hold them all",
                         conn.remote_addr))
                     continue
                 fut = ResponseFuture(self.requests[i], conn.remote_addr, self.timeout)

@@ -37,6 +37,8 @@ def parse_addr(addr: str) -> tuple[str, int]:
     Raises:
         RemotingConnectError: the address is not of that form.
     """
+    if not isinstance(addr, str):
+        raise RemotingConnectError(repr(addr), "address must be a 'host:port' string")
     host, sep, port = addr.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise RemotingConnectError(addr, "address must be 'host:port'")

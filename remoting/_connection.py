@@ -55,6 +55,7 @@ class Connection:
         self._raw: socket.socket | None = None
         if isinstance(stream, trio.SocketStream):
             self._raw = socket.socket(fileno=stream.socket.fileno())
+            self._raw.settimeout(0.0)  # never block the loop, whatever the default timeout
         self._direct_budget = 1
         self.remote_addr = remote_addr
         self.addr_key = addr_key  # the "host:port" a client dialled, else None
@@ -287,6 +288,11 @@ class Connection:
                 self.broken = True
                 log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
                          during=what, error=repr(exc))
+            self.close(f"{what} failed: {exc!r}")
+        except Exception as exc:  # a bug (ours or a hook's): lose this connection, not all
+            self.broken = True
+            log.error("connection.failed", conn_id=self.id, peer=self.remote_addr,
+                      during=what, exc_info=True)
             self.close(f"{what} failed: {exc!r}")
 
     def close(self, reason: str = "closed locally") -> None:

@@ -35,6 +35,7 @@ __all__ = ["ResponseFuture"]
 # Extra seconds a thread waits past the deadline before it stops trusting the loop's timer.
 THREAD_WAIT_SLACK = 5.0
 _EVENT_LOCK = threading.Lock()
+_CALLBACK_LOCK = threading.Lock()  # callbacks are added from any thread
 
 
 class ResponseFuture:
@@ -170,15 +171,16 @@ class ResponseFuture:
 
     def add_done_callback(self, fn: Callable[[ResponseFuture], object]) -> None:
         """Call ``fn(self)`` once when done, on the callback executor (or now, if done)."""
-        if self._done:
-            if self._executor is not None:
-                self._executor().submit(_run_callback, fn, self)
-            else:
-                _run_callback(fn, self)
-            return
-        if self._callbacks is None:
-            self._callbacks = []
-        self._callbacks.append(fn)
+        with _CALLBACK_LOCK:  # against _complete on the loop's thread
+            if not self._done:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        if self._executor is not None:
+            self._executor().submit(_run_callback, fn, self)
+        else:
+            _run_callback(fn, self)
 
     # ------------------------------------------------------------------ completing (trio thread)
 
@@ -204,7 +206,12 @@ class ResponseFuture:
         self.is_timeout = timed_out
         if send_failed:
             self.is_send_request_ok = False
-        self._done = True
+        with _CALLBACK_LOCK:  # fields first: whoever sees _done may read them
+            self._done = True
+            callbacks = self._callbacks
+        deferred = bool(callbacks) and self._executor is not None
+        if not deferred:
+            self._release_permit()  # before the hooks: a batch may send its next request
         if self._lock is not None:
             self._lock.release()
         if self._waiters:
@@ -216,13 +223,12 @@ class ResponseFuture:
         if self._hooks is not None:
             for hook in self._hooks:
                 hook(self)
-        callbacks = self._callbacks
-        if callbacks and self._executor is not None:
+        if deferred:
+            assert callbacks is not None
+            assert self._executor is not None
             self._executor().submit(self._run_callbacks, callbacks)
-        else:
-            self._release_permit()
-            if callbacks:  # no executor (a bare future): run them here as a last resort
-                self._run_callbacks(callbacks)
+        elif callbacks:  # no executor (a bare future): run them here as a last resort
+            self._run_callbacks(callbacks)
         return True
 
     def _fail_timeout(self) -> bool:

@@ -41,6 +41,16 @@ BUSY_BACKOFF_FIRST = 0.01  # seconds; doubles up to BUSY_BACKOFF_MAX, with jitte
 BUSY_BACKOFF_MAX = 0.2
 
 
+def _unexpected(exc: BaseException, addr: str | None) -> RemotingError:
+    """Turn a cancellation (shutdown) or a bug into the error a caller's future ends with."""
+    if isinstance(exc, Exception):
+        log.error("request.failed", addr=addr, exc_info=exc)
+        err = RemotingError(f"the call failed unexpectedly: {exc!r}", addr)
+        err.__cause__ = exc
+        return err
+    return RemotingError("the endpoint shut down before the request was sent", addr)
+
+
 def target_addr(target: Target) -> str | None:
     """Return the address a call goes to, as far as known before connecting."""
     return target.remote_addr if isinstance(target, Connection) else target
@@ -198,6 +208,11 @@ class Invoker:
         except RemotingError as exc:
             fut._fail(exc)
             return
+        except BaseException as exc:  # a bug, or shutdown: the future must still end
+            fut._fail(_unexpected(exc, fut.addr))
+            if not isinstance(exc, Exception):
+                raise
+            return
         request = fut.request
         request.opaque = next_opaque()
         fut.addr = conn.remote_addr
@@ -327,6 +342,11 @@ class Invoker:
             conn = await self._prepare(target, sem, deadline, timeout)
         except RemotingError as exc:
             fut._fail(exc)
+            return
+        except BaseException as exc:  # a bug, or shutdown: the future must still end
+            fut._fail(_unexpected(exc, fut.addr))
+            if not isinstance(exc, Exception):
+                raise
             return
         self._send_kind(conn, request, fut, deadline, sem, kind)
 

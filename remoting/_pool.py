@@ -47,7 +47,12 @@ class LoopInbox:
         self._items.append((fn, arg))
         if not self._scheduled:
             self._scheduled = True
-            self._token.run_sync_soon(self._drain)
+            try:
+                self._token.run_sync_soon(self._drain)
+            except BaseException:  # the loop is gone: keep refusing, never swallow silently
+                self._scheduled = False
+                self._items.clear()
+                raise
 
     def _drain(self) -> None:
         # Clear the flag first: an item appended after this line schedules a new drain.
@@ -55,7 +60,11 @@ class LoopInbox:
         items = self._items
         while items:
             fn, arg = items.popleft()
-            fn(arg)
+            try:
+                fn(arg)
+            except Exception:  # one bad hand-off must not take the event loop down
+                log.error("inbox.failed", fn=getattr(fn, "__qualname__", repr(fn)),
+                          exc_info=True)
 
 
 Task = tuple["Callable[..., Any]", tuple[Any, ...], "Callable[[Any], object]"]
@@ -128,7 +137,7 @@ class ProcessorPool:
         self._workers.append(t)
         t.start()
 
-    def _finish(self, results: list[tuple[Callable[[Any], object], Any]]) -> None:
+    def _finish(self, results: tuple[tuple[Callable[[Any], object], Any], ...]) -> None:
         self.in_pool -= len(results)
         for on_result, result in results:
             on_result(result)
@@ -142,7 +151,6 @@ class ProcessorPool:
             batch = get()
             if batch is None:
                 return
-            results = []
             for fn, args, on_result in batch:
                 try:  # a fresh context per call: bindings never leak between requests
                     result = copy_context().run(fn, *args)
@@ -150,11 +158,10 @@ class ProcessorPool:
                     log.error("processor.failed", pool=self.name, during="pool task",
                               exc_info=True)
                     result = None
-                results.append((on_result, result))
-            try:
-                post(finish, results)
-            except RuntimeError:  # the loop is gone (trio.RunFinishedError): nobody to tell
-                return
+                try:  # each result at once; the inbox merges the loop's wake-ups
+                    post(finish, ((on_result, result),))
+                except RuntimeError:  # the loop is gone (trio.RunFinishedError)
+                    return
 
     def close(self, join_timeout: float | None = 5.0) -> None:
         """Stop the threads once the queued tasks are done, and join them."""
@@ -187,13 +194,17 @@ class ExecutorPool:
         ctx = contextvars.copy_context()
         try:
             future = self._executor.submit(ctx.run, fn, *args)
-        except RuntimeError:
+        except Exception:  # shut down, or a bounded executor that refuses
             return False
         self.in_pool += 1
 
         def done(f: Any) -> None:
             try:
-                self._inbox.post(self._finish, (on_result, f.result()))
+                result = f.result()
+            except BaseException:  # cancelled by the executor's owner: free the slot anyway
+                result = None
+            try:
+                self._inbox.post(self._finish, (on_result, result))
             except RuntimeError:
                 pass
 

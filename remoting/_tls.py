@@ -71,6 +71,10 @@ async def tls_client_stream(stream: trio.SocketStream, ctx: ssl.SSLContext, host
             addr, f"TLS handshake failed: {cause} (does the server have TLS on, and is its "
             "certificate trusted by tls_ca_file?)"
         ) from exc
+    except BaseException:  # connect timeout or shutdown: do not leave the socket behind
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        raise
     return tls
 
 

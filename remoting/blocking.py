@@ -143,6 +143,8 @@ class _BlockingBase:
             raise RemotingError(f"{type(self).__name__} is closed")
         if self._loop is None:
             raise RemotingError(f"{type(self).__name__} is not started: call start() first")
+        if not self._loop.alive:
+            raise RemotingError(f"{type(self).__name__}'s event loop has stopped; create a new one")
         if threading.get_ident() == self.endpoint.loop_thread_id:
             raise RuntimeError(
                 "blocking remoting calls cannot be made from the event loop's thread "
