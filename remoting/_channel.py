@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from ._dispatch import finish_response
 from ._errors import RemotingError
 
 if TYPE_CHECKING:
@@ -51,8 +52,6 @@ class ChannelHandle:
 
     def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Send ``response`` to ``request`` (long polling); thread-safe, never blocks."""
-        from ._dispatch import finish_response
-
         frame = finish_response(request, response)
         if frame is not None:
             self._call_in_loop(lambda _: self._conn.write_response_frame(frame))
@@ -67,8 +66,16 @@ class ChannelHandle:
             except RuntimeError as exc:
                 raise RemotingError("the endpoint is shut down", self.remote_addr) from exc
 
+    def _check_thread(self) -> None:
+        if threading.get_ident() == self._conn.endpoint.loop_thread_id:
+            raise RuntimeError(
+                "blocking channel calls cannot be made from the event loop's thread: in an "
+                "async processor use `await ctx.channel.invoke_sync_async(...)`"
+            )
+
     def invoke_sync(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Call the peer over this connection and wait (from a thread, not the loop)."""
+        self._check_thread()
         return self.invoke_async(request, timeout).result()
 
     def invoke_async(self, request: RemotingCommand, timeout: float = 3.0) -> ResponseFuture:
@@ -77,6 +84,7 @@ class ChannelHandle:
 
     def invoke_oneway(self, request: RemotingCommand, timeout: float = 3.0) -> None:
         """Send a oneway request over this connection (from a thread)."""
+        self._check_thread()
         self._conn.endpoint.submit_from_thread(self._conn, request, timeout, "oneway").result()
 
     async def invoke_sync_async(

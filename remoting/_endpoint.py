@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -50,7 +50,6 @@ from ._tls import client_context
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from concurrent.futures import Executor
 
     from ._config import ServerConfig
     from ._connection import Connection
@@ -61,6 +60,21 @@ __all__ = ["Endpoint"]
 
 GO_AWAY_MIN_VERSION: Final = 475  # RocketMQ V5_3_1: later Java clients understand GO_AWAY
 MAX_IDLE_ASYNC_WORKERS: Final = 16  # parked async-processor workers kept for the next burst
+
+
+class _InlineExecutor(Executor):
+    """Runs a callback at once in the calling thread (used once the endpoint has stopped)."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+
+_INLINE: Final = _InlineExecutor()
 
 
 class Endpoint(ChannelTable, Invoker):
@@ -105,6 +119,7 @@ class Endpoint(ChannelTable, Invoker):
         self._timer_scope: trio.CancelScope | None = None
         self._callback_executor: ThreadPoolExecutor | None = None
         self._callback_lock = threading.Lock()
+        self._callbacks_closed = False
         self._pools: list[ProcessorPool | ExecutorPool] = []
         self._pools_to_flush: list[ProcessorPool] = []
         self._sent: dict[int, int] = {}
@@ -166,10 +181,13 @@ class Endpoint(ChannelTable, Invoker):
         self.events.add(listener)
 
     def get_callback_executor(self) -> Executor:
-        """Return the executor that runs user callbacks (created on first use)."""
+        """Return the executor that runs user callbacks (created on first use; after shutdown,
+        one that runs them at once in the calling thread, as the loop is gone)."""
         executor = self._callback_executor
         if executor is None:
             with self._callback_lock:
+                if self._callbacks_closed:
+                    return _INLINE
                 if self._callback_executor is None:
                     self._callback_executor = ThreadPoolExecutor(
                         self.config.callback_threads(),
@@ -209,9 +227,15 @@ class Endpoint(ChannelTable, Invoker):
         self.events.close()
         self.close_callback_executor()
 
-    def close_callback_executor(self) -> None:
-        """Run the callbacks still queued, then stop their threads."""
-        executor, self._callback_executor = self._callback_executor, None
+    def close_callback_executor(self, final: bool = True) -> None:
+        """Run the callbacks still queued, then stop their threads.
+
+        With ``final=False`` (tests) a new executor is made on next use; otherwise later
+        callbacks run at once in the thread that completes or registers them.
+        """
+        with self._callback_lock:
+            executor, self._callback_executor = self._callback_executor, None
+            self._callbacks_closed = final
         if executor is not None:
             executor.shutdown(wait=True)
 

@@ -70,6 +70,7 @@ class ResponseFuture:
         "is_timeout",
         "opaque",
         "request",
+        "resent",
         "response_command",
         "retry_target",
         "timeout",
@@ -105,8 +106,9 @@ class ResponseFuture:
         self._permit_release: Callable[[], None] | None = None
         self._executor = executor
         self.close_on_timeout = False
-        # where to resend once after a GO_AWAY reply; False: never (a channel, or done once)
+        # where to resend once after a GO_AWAY reply; False: not resendable (a channel)
         self.retry_target: str | None | bool = False
+        self.resent = False
 
     # ------------------------------------------------------------------ reading
 

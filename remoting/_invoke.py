@@ -194,11 +194,12 @@ class Invoker:
         if not self.go_away_retry:
             return False
         target = fut.retry_target
-        if target is False or target is True or self._nursery is None:
+        if fut.resent or target is False or target is True or self._nursery is None:
             # as NettyRemotingClient: one resend only; a second GO_AWAY is a send failure
-            fut._fail_send("the peer is shutting down (GO_AWAY), also after one resend")
+            fut._fail_send("the peer is shutting down (GO_AWAY)"
+                           + (", also after one resend" if fut.resent else ""))
             return True
-        fut.retry_target = False
+        fut.resent = True
         self._nursery.start_soon(self._resend, target, fut)
         return True
 

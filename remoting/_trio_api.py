@@ -10,6 +10,7 @@ import trio
 from ._config import ClientConfig, ServerConfig
 from ._connection import Connection
 from ._endpoint import Endpoint
+from ._invoke import target_addr
 from ._listen import Admission, open_listeners
 from ._log import log
 from ._tls import server_context, tls_server_stream
@@ -104,7 +105,7 @@ class _Invoker(_Base):
     async def _invoke_sync(self, target: Target, request: RemotingCommand, timeout: float,
                            retry_busy: bool) -> RemotingCommand:
         ep = self.endpoint
-        addr = target.remote_addr if isinstance(target, Connection) else target
+        addr = target_addr(target)
         if ep.hooks:
             run_before_hooks(ep, addr, request)
         response = await ep.invoke(target, request, timeout, retry_busy)
@@ -117,8 +118,7 @@ class _Invoker(_Base):
                             ) -> ResponseFuture:
         ep = self.endpoint
         if ep.hooks:
-            run_before_hooks(ep, target.remote_addr if isinstance(target, Connection)
-                             else target, request)
+            run_before_hooks(ep, target_addr(target), request)
             callback = with_after_hooks(ep, request, callback)
         return await ep.start_invoke(target, request, timeout, callback)
 
@@ -126,8 +126,7 @@ class _Invoker(_Base):
                              timeout: float) -> None:
         ep = self.endpoint
         if ep.hooks:
-            run_before_hooks(ep, target.remote_addr if isinstance(target, Connection)
-                             else target, request)
+            run_before_hooks(ep, target_addr(target), request)
         await ep.invoke_oneway(target, request, timeout)
 
 

@@ -87,7 +87,7 @@ async def test_async_callback_fires_once_on_timeout(
         await fut.wait()
     assert fut.is_timeout
     # shutting the callback executor down runs every queued callback first
-    await trio.to_thread.run_sync(client.endpoint.close_callback_executor)
+    await trio.to_thread.run_sync(client.endpoint.close_callback_executor, False)
     assert calls == [fut]
 
 
