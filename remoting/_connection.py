@@ -82,6 +82,7 @@ class Connection:
         self._drain_lot = trio.lowlevel.ParkingLot()
         self._flush_lot = trio.lowlevel.ParkingLot()
         self._sending = False
+        self._in_send = 0  # bytes of the write in progress: they count for back-pressure too
         self._scope: trio.CancelScope | None = None
         self.attributes: dict[str, Any] = {}
 
@@ -94,8 +95,8 @@ class Connection:
 
     @property
     def queued_bytes(self) -> int:
-        """Bytes queued for sending and not yet handed to the socket."""
-        return self._out_bytes
+        """Bytes queued for sending, or being sent, and not yet taken by the socket."""
+        return self._out_bytes + self._in_send
 
     # ------------------------------------------------------------------ sending
 
@@ -140,7 +141,7 @@ class Connection:
 
     async def wait_writable(self) -> None:
         """Wait until the outbound queue is below the high water mark (or closed)."""
-        while self._out_bytes > self.high_water and not self.closed:
+        while self._out_bytes + self._in_send > self.high_water and not self.closed:
             await self._drain_lot.park()
 
     async def wait_flushed(self) -> None:
@@ -162,6 +163,7 @@ class Connection:
             if self._on_sent:
                 on_sent, self._on_sent = self._on_sent, []
             self._sending = True
+            self._in_send = queued
             try:
                 if len(out) == 1:
                     await stream.send_all(out[0])
@@ -171,6 +173,7 @@ class Connection:
                     await _send_pieces(stream, out)
             finally:
                 self._sending = False
+                self._in_send = 0
                 for fn in on_sent:  # sent, or never will be: either way the permit is free
                     fn()
             self.writes += 1
@@ -209,7 +212,7 @@ class Connection:
                     handle(self, cmd)
             finally:
                 flush()  # the requests of this read go to their pools together
-            if self._out_bytes > self.high_water:
+            if self._out_bytes + self._in_send > self.high_water:
                 await self.wait_writable()
             data: bytes | bytearray = b""
             if decoder.buffered_bytes and self.partial_frame_timeout:

@@ -15,6 +15,7 @@ import contextvars
 import queue
 import threading
 from collections import deque
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from ._log import log
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     import trio
 
 __all__ = ["ExecutorPool", "LoopInbox", "ProcessorPool"]
+
+RESULT_HOLD_SECONDS = 0.001  # longest a finished result waits for its chunk-mates
 
 
 class LoopInbox:
@@ -137,20 +140,21 @@ class ProcessorPool:
         self._workers.append(t)
         t.start()
 
-    def _finish(self, results: tuple[tuple[Callable[[Any], object], Any], ...]) -> None:
+    def _finish(self, results: list[tuple[Callable[[Any], object], Any]]) -> None:
         self.in_pool -= len(results)
         for on_result, result in results:
             on_result(result)
 
     def _work(self) -> None:
         get = self._queue.get
-        post = self._inbox.post
         finish = self._finish
         copy_context = contextvars.copy_context
         while True:
             batch = get()
             if batch is None:
                 return
+            results: list[tuple[Callable[[Any], object], Any]] = []
+            posted_at = monotonic()
             for fn, args, on_result in batch:
                 try:  # a fresh context per call: bindings never leak between requests
                     result = copy_context().run(fn, *args)
@@ -158,10 +162,23 @@ class ProcessorPool:
                     log.error("processor.failed", pool=self.name, during="pool task",
                               exc_info=True)
                     result = None
-                try:  # each result at once; the inbox merges the loop's wake-ups
-                    post(finish, ((on_result, result),))
-                except RuntimeError:  # the loop is gone (trio.RunFinishedError)
-                    return
+                results.append((on_result, result))
+                # Results go back together (one loop wake-up), but a slow task never holds
+                # finished ones back for more than RESULT_HOLD_SECONDS.
+                if monotonic() - posted_at >= RESULT_HOLD_SECONDS:
+                    if not self._post(finish, results):
+                        return
+                    results = []
+                    posted_at = monotonic()
+            if results and not self._post(finish, results):
+                return
+
+    def _post(self, finish: Callable[[Any], object], results: Any) -> bool:
+        try:
+            self._inbox.post(finish, results)
+        except RuntimeError:  # the loop is gone (trio.RunFinishedError)
+            return False
+        return True
 
     def close(self, join_timeout: float | None = 5.0) -> None:
         """Stop the threads once the queued tasks are done, and join them."""

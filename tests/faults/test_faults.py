@@ -469,7 +469,9 @@ async def test_oneway_queued_during_a_write_releases_its_permit_once() -> None:
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(partial(trio.serve_tcp, slow_peer, 0, host="127.0.0.1"))
         addr = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
-        client = await start_client(nursery)
+        # a high water mark above the big write below, so the oneway is queued, not held back
+        client = await start_client(nursery, write_buffer_high_water_mark=32 << 20,
+                                    write_buffer_low_water_mark=8 << 20)
         permits = client.endpoint.oneway_permits
         # a request larger than the socket buffers: the writer sits in send_all
         await client.invoke_async(addr, req(ECHO, b"x" * (8 << 20)), LONG)
