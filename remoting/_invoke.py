@@ -27,7 +27,7 @@ from ._future import ResponseFuture
 from ._log import log
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
     from concurrent.futures import Executor
 
     from ._response_table import ResponseTable
@@ -49,6 +49,23 @@ def _unexpected(exc: BaseException, addr: str | None) -> RemotingError:
         err.__cause__ = exc
         return err
     return RemotingError("the endpoint shut down before the request was sent", addr)
+
+
+async def _connection_or_fail(fut: ResponseFuture, pending: Awaitable[Connection]
+                              ) -> Connection | None:
+    """Await the connection for ``fut``'s call; on any failure end ``fut`` and return None.
+
+    Cancellation (shutdown) also ends the future, then propagates.
+    """
+    try:
+        return await pending
+    except RemotingError as exc:
+        fut._fail(exc)
+    except BaseException as exc:  # a bug, or shutdown: the future must still end
+        fut._fail(_unexpected(exc, fut.addr))
+        if not isinstance(exc, Exception):
+            raise
+    return None
 
 
 def target_addr(target: Target) -> str | None:
@@ -204,15 +221,8 @@ class Invoker:
         return True
 
     async def _resend(self, target: Target, fut: ResponseFuture) -> None:
-        try:
-            conn = await self.resolve(target, fut.deadline, fut.timeout)
-        except RemotingError as exc:
-            fut._fail(exc)
-            return
-        except BaseException as exc:  # a bug, or shutdown: the future must still end
-            fut._fail(_unexpected(exc, fut.addr))
-            if not isinstance(exc, Exception):
-                raise
+        conn = await _connection_or_fail(fut, self.resolve(target, fut.deadline, fut.timeout))
+        if conn is None:
             return
         request = fut.request
         request.opaque = next_opaque()
@@ -339,17 +349,9 @@ class Invoker:
     async def _start_slow(self, target: Target, request: RemotingCommand, timeout: float,
                           deadline: float, kind: InvokeKind, fut: ResponseFuture) -> None:
         sem = self.oneway_permits if kind == "oneway" else self.async_permits
-        try:
-            conn = await self._prepare(target, sem, deadline, timeout)
-        except RemotingError as exc:
-            fut._fail(exc)
-            return
-        except BaseException as exc:  # a bug, or shutdown: the future must still end
-            fut._fail(_unexpected(exc, fut.addr))
-            if not isinstance(exc, Exception):
-                raise
-            return
-        self._send_kind(conn, request, fut, deadline, sem, kind)
+        conn = await _connection_or_fail(fut, self._prepare(target, sem, deadline, timeout))
+        if conn is not None:
+            self._send_kind(conn, request, fut, deadline, sem, kind)
 
     def _send_kind(self, conn: Connection, request: RemotingCommand, fut: ResponseFuture,
                    deadline: float, sem: trio.Semaphore, kind: InvokeKind) -> None:
