@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -73,6 +74,7 @@ class Connection:
         self.last_activity = trio.current_time()
         self.channel = ChannelHandle(self)
         self.ctx = RequestContext(remote_addr=remote_addr, channel=self.channel)
+        self.processed = partial(endpoint._processed, self)  # made once, used per request
         self._out: list[bytes] = []
         self._out_bytes = 0
         self.writes = 0  # send_all calls

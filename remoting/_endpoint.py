@@ -19,7 +19,6 @@ import math
 import threading
 from collections import deque
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
@@ -354,8 +353,7 @@ class Endpoint(ChannelTable, Invoker):
             return
         assert entry.pool is not None
         if entry.pool.try_submit(
-            run_sync_request, (processor, conn.ctx, cmd, self.hooks),
-            partial(self._processed, conn),
+            run_sync_request, (processor, conn.ctx, cmd, self.hooks), conn.processed,
         ):
             self.processing += 1
             conn.processing += 1

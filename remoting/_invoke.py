@@ -255,21 +255,8 @@ class Invoker:
         """
         deadline = trio.current_time() + timeout
         fut = self.new_future(target, request, timeout, kind, callback)
-        conn = self.live_connection(target)
-        if conn is not None:
-            try:
-                self.async_permits.acquire_nowait()
-            except trio.WouldBlock:
-                pass
-            else:
-                self.send(conn, request, fut, deadline, self.async_permits)
-                return fut
-        try:
-            conn = await self._prepare(target, self.async_permits, deadline, timeout)
-        except RemotingError as exc:
-            fut._fail(exc)
-            return fut
-        self.send(conn, request, fut, deadline, self.async_permits)
+        if not self._send_now(target, request, fut, deadline, kind):
+            await self._start_slow(target, request, timeout, deadline, kind, fut)
         return fut
 
     async def invoke(self, target: Target, request: RemotingCommand, timeout: float,
@@ -334,17 +321,23 @@ class Invoker:
             fut._fail(RemotingError(f"the {self.role} is shut down", fut.addr))
             return
         deadline = trio.current_time() + timeout
+        if not self._send_now(target, request, fut, deadline, kind):
+            self._nursery.start_soon(self._start_slow, target, request, timeout, deadline, kind,
+                                     fut)
+
+    def _send_now(self, target: Target, request: RemotingCommand, fut: ResponseFuture,
+                  deadline: float, kind: InvokeKind) -> bool:
+        """Send at once if a live connection and a permit are at hand; False if not."""
         conn = self.live_connection(target)
-        if conn is not None:
-            sem = self.oneway_permits if kind == "oneway" else self.async_permits
-            try:
-                sem.acquire_nowait()
-            except trio.WouldBlock:
-                pass
-            else:
-                self._send_kind(conn, request, fut, deadline, sem, kind)
-                return
-        self._nursery.start_soon(self._start_slow, target, request, timeout, deadline, kind, fut)
+        if conn is None:
+            return False
+        sem = self.oneway_permits if kind == "oneway" else self.async_permits
+        try:
+            sem.acquire_nowait()
+        except trio.WouldBlock:
+            return False
+        self._send_kind(conn, request, fut, deadline, sem, kind)
+        return True
 
     async def _start_slow(self, target: Target, request: RemotingCommand, timeout: float,
                           deadline: float, kind: InvokeKind, fut: ResponseFuture) -> None:
