@@ -4,7 +4,11 @@ Theory of operation:
 - The reader decodes frames and hands each command to the endpoint synchronously; it never
   awaits a processor, so requests on one connection are pipelined.
 - Frames to send are appended to ``_out`` (sync, from the trio thread) and the writer task sends
-  everything queued in one ``send_all`` (write coalescing).
+  everything queued in one ``send_all`` (write coalescing). Two shortcuts on plain TCP: the
+  first frame after a read is sent directly (latency), and once ``FLUSH_FRAMES`` frames are
+  queued they are sent at once with a non-blocking send, so that during a long burst of work
+  (a read of many requests or responses) the peer gets the first results and works in
+  parallel instead of waiting for the whole burst (both processes busy, not ping-pong).
 - Back-pressure: when more than the high water mark is queued, `wait_writable` blocks senders
   until the writer has brought it under the low water mark, and the reader stops reading new
   requests (the peer is not draining its responses).
@@ -36,6 +40,9 @@ __all__ = ["Connection"]
 
 RECEIVE_BYTES = 256 * 1024
 LARGE_FRAME_BYTES = 256 * 1024  # frames this big are sent as they are, never copied together
+# Frames queued by one burst of work that are sent at once instead of after the burst: the peer
+# starts on them while we go on (pipelined throughput ~1.7x, bench/rpc.py; docs/performance.md).
+FLUSH_FRAMES = 16
 _ids = itertools.count(1)
 
 
@@ -127,13 +134,42 @@ class Connection:
                 return True
             if sent:
                 frame = memoryview(frame)[sent:]  # type: ignore[assignment]  # no copy
-        self._out.append(frame)
+        out = self._out
+        out.append(frame)
         self._out_bytes += len(frame)
         if on_sent is not None:
             self._on_sent.append(on_sent)
-        if self._writer_lot:
+        if len(out) >= FLUSH_FRAMES and self._raw is not None and not self._sending:
+            self._flush_now()
+        elif self._writer_lot:
             self._writer_lot.unpark()
         return True
+
+    def _flush_now(self) -> None:
+        """Send what is queued at once, without waiting (the peer starts on it sooner)."""
+        assert self._raw is not None
+        data = b"".join(self._out)
+        try:
+            sent = self._raw.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            sent = 0  # let the writer meet the error and close the connection
+        if sent == len(data):
+            self.frames_written += len(self._out)
+            self._out = []
+            self._out_bytes = 0
+            on_sent, self._on_sent = self._on_sent, []
+            for fn in on_sent:
+                fn()
+        else:
+            self._out = [memoryview(data)[sent:]]  # type: ignore[list-item]
+            self._out_bytes = len(data) - sent
+            if self._writer_lot:
+                self._writer_lot.unpark()
+        if sent:
+            self.writes += 1
+            self.last_activity = trio.current_time()
 
     def write_response_frame(self, frame: bytes | None) -> None:
         """Queue a response frame produced by a processor (None means nothing to send)."""
