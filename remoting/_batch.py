@@ -7,7 +7,6 @@ water mark, one task waits for it to drain and resumes sending.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -45,6 +44,7 @@ class Batch:
         self._completed = 0
         self._pumping = False
         self._waiting = False
+        self.release_permit = endpoint.async_permits.release
 
     def start(self) -> None:
         """Begin sending (trio thread)."""
@@ -127,10 +127,10 @@ class Batch:
                         "no in-flight permit for a batch request; other calls hold them all",
                         conn.remote_addr))
                     continue
-                fut = ResponseFuture(self.requests[i], conn.remote_addr, self.timeout)
-                fut._add_completion_hook(partial(self._done_one, i))
+                request = self.requests[i]
                 self._in_flight += 1
-                ep.send(conn, self.requests[i], fut, trio.current_time() + self.timeout, sem)
+                ep._register_and_write(conn, request, _BatchFuture(
+                    self, i, request, conn, trio.current_time() + self.timeout))
         finally:
             self._pumping = False
         if self._completed == n:
@@ -140,9 +140,10 @@ class Batch:
         self.results[i] = result
         self._completed += 1
 
-    def _done_one(self, i: int, fut: ResponseFuture) -> None:
+    def _done_one(self, i: int, result: object) -> None:
         self._in_flight -= 1
-        self._record(i, fut.response_command if fut.cause is None else fut.cause)
+        self.results[i] = result
+        self._completed += 1
         if self._completed == len(self.requests):
             self._finish()
         else:
@@ -152,3 +153,53 @@ class Batch:
         on_done, self.on_done = self.on_done, None
         if on_done is not None:
             on_done(self.results)
+
+
+class _BatchFuture(ResponseFuture):
+    """The table entry of one batch request: a `ResponseFuture` that only tells its batch.
+
+    It is never handed to users (no waiters, callbacks or threads), so it skips what those need;
+    the endpoint completes it like any other future.
+    """
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: Batch, index: int, request: RemotingCommand, conn: Connection,
+                 deadline: float) -> None:
+        self._batch = batch
+        self._index = index
+        self.request = request
+        self.opaque = request.opaque
+        self.conn = conn
+        self.addr = conn.remote_addr
+        self.timeout = batch.timeout
+        self.deadline = deadline
+        self.response_command = None
+        self.cause = None
+        self.is_send_request_ok = True
+        self.is_timeout = False
+        self._done = False
+        self.close_on_timeout = False
+        self.retry_target = False
+        self.resent = False
+
+    def _complete(
+        self,
+        response: RemotingCommand | None = None,
+        cause: BaseException | None = None,
+        *,
+        timed_out: bool = False,
+        send_failed: bool = False,
+    ) -> bool:
+        if self._done:
+            return False
+        self._done = True
+        self.response_command = response
+        self.cause = cause
+        self.is_timeout = timed_out
+        if send_failed:
+            self.is_send_request_ok = False
+        batch = self._batch
+        batch.release_permit()
+        batch._done_one(self._index, response if cause is None else cause)
+        return True
