@@ -8,18 +8,20 @@ or hook failure: that becomes a SYSTEM_ERROR reply, logged once as ``processor.f
 from __future__ import annotations
 
 import traceback
+import types
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from codec import CodecError, RemotingCommand, ResponseCode, encode_frame
+from processors import AsyncRequestProcessor, RequestProcessor
 
 from ._hooks import AbortProcessError
 from ._log import log
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Coroutine, Generator, Sequence
 
-    from processors import AsyncRequestProcessor, RequestContext, RequestProcessor
+    from processors import RequestContext
 
     from ._hooks import RPCHook
     from ._pool import ExecutorPool, ProcessorPool
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ProcessorEntry",
     "error_reply",
+    "overrides_reject",
+    "resume_suspended",
     "run_async_request",
     "run_sync_request",
 ]
@@ -48,6 +52,16 @@ class ProcessorEntry:
     processor: RequestProcessor | AsyncRequestProcessor
     pool: ProcessorPool | ExecutorPool | None
     is_async: bool
+    may_reject: bool = True  # False: reject_request is the base class's (always False)
+
+
+def overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bool:
+    """Return False if ``processor.reject_request`` is the base class's (never rejects), so
+    dispatch can skip the call."""
+    base = AsyncRequestProcessor if isinstance(processor, AsyncRequestProcessor) else (
+        RequestProcessor)
+    return (type(processor).reject_request is not base.reject_request
+            or "reject_request" in getattr(processor, "__dict__", ()))
 
 
 def exception_simple_desc(exc: BaseException) -> str:
@@ -74,7 +88,7 @@ def finish_response(request: RemotingCommand, response: object) -> bytes | None:
     A response that is not a `RemotingCommand`, or cannot be encoded, becomes a SYSTEM_ERROR
     reply saying so (logged once as ``processor.bad_response``).
     """
-    if request.is_oneway:
+    if request.flag & 2:  # oneway (is_oneway, inlined: this runs per request)
         return None
     if not isinstance(response, RemotingCommand):
         problem = f"processor returned {type(response).__name__}, not a RemotingCommand"
@@ -151,14 +165,20 @@ def run_sync_request(
     hooks: Sequence[RPCHook],
 ) -> bytes | None:
     """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
-    addr = ctx.remote_addr
-    if hooks and (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
-        return finish_response(request, refusal)
+    if hooks:
+        addr = ctx.remote_addr
+        if (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
+            return finish_response(request, refusal)
+        try:
+            response = processor.process_request(ctx, request)
+        except Exception as exc:
+            return finish_response(request, _failure(request, exc))
+        return _answer(hooks, addr, request, response)
     try:
         response = processor.process_request(ctx, request)
     except Exception as exc:
         return finish_response(request, _failure(request, exc))
-    return _answer(hooks, addr, request, response)
+    return None if response is None else finish_response(request, response)
 
 
 async def run_async_request(
@@ -168,11 +188,45 @@ async def run_async_request(
     hooks: Sequence[RPCHook],
 ) -> bytes | None:
     """Run hooks and an async processor on the loop; return the frame to send or None."""
-    addr = ctx.remote_addr
-    if hooks and (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
-        return finish_response(request, refusal)
+    if hooks:
+        addr = ctx.remote_addr
+        if (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
+            return finish_response(request, refusal)
+        try:
+            response = await processor.process_request(ctx, request)
+        except Exception as exc:
+            return finish_response(request, _failure(request, exc))
+        return _answer(hooks, addr, request, response)
     try:
         response = await processor.process_request(ctx, request)
     except Exception as exc:
         return finish_response(request, _failure(request, exc))
-    return _answer(hooks, addr, request, response)
+    return None if response is None else finish_response(request, response)
+
+
+@types.coroutine
+def resume_suspended(coro: Coroutine[Any, Any, bytes | None], trap: Any
+                     ) -> Generator[Any, Any, bytes | None]:
+    """Await ``coro`` after its first step was run by hand and yielded ``trap``.
+
+    The caller ran ``coro.send(None)`` itself to learn whether the coroutine suspends; this
+    passes that first trap on to trio and relays every later step (``yield from`` cannot
+    resume a coroutine that already started).
+    """
+    message = trap
+    while True:
+        try:
+            value = yield message
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # thrown in by the runner: forward it
+            try:
+                message = coro.throw(exc)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]
+        else:
+            try:
+                message = coro.send(value)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]

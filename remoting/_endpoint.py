@@ -35,6 +35,8 @@ from ._dispatch import (
     ProcessorEntry,
     error_reply,
     not_supported_remark,
+    overrides_reject,
+    resume_suspended,
     run_async_request,
     run_sync_request,
 )
@@ -112,7 +114,7 @@ class Endpoint(ChannelTable, Invoker):
         self._async_queue: deque[tuple[Connection, AsyncRequestProcessor, RemotingCommand]] = (
             deque())
         self._async_idle = trio.lowlevel.ParkingLot()
-        self._async_spawning = False
+        self._async_woken = 0  # workers unparked or spawned that have not started yet
         self._processing_done: trio.Event | None = None
         self._nursery: trio.Nursery | None = None
         self._timer_scope: trio.CancelScope | None = None
@@ -147,7 +149,8 @@ class Endpoint(ChannelTable, Invoker):
         if isinstance(processor, AsyncRequestProcessor):
             if executor is not None:
                 raise ValueError("an AsyncRequestProcessor runs on the event loop: no executor")
-            entry = ProcessorEntry(processor=processor, pool=None, is_async=True)
+            entry = ProcessorEntry(processor=processor, pool=None, is_async=True,
+                                   may_reject=overrides_reject(processor))
         elif isinstance(processor, RequestProcessor):
             name = f"remoting-{self.role}-{'default' if code is None else code}"
             pool: ProcessorPool | ExecutorPool
@@ -160,7 +163,8 @@ class Endpoint(ChannelTable, Invoker):
                     self._pools_to_flush.append,
                 )
             self._pools.append(pool)
-            entry = ProcessorEntry(processor=processor, pool=pool, is_async=False)
+            entry = ProcessorEntry(processor=processor, pool=pool, is_async=False,
+                                   may_reject=overrides_reject(processor))
         else:
             raise TypeError(
                 "processor must subclass processors.RequestProcessor or AsyncRequestProcessor"
@@ -333,23 +337,22 @@ class Endpoint(ChannelTable, Invoker):
             self._reply_error(conn, cmd, ResponseCode.GO_AWAY, GO_AWAY_REMARK)
             return
         processor = entry.processor
-        try:
-            rejected = processor.reject_request()
-        except Exception:
-            log.error("processor.failed", code=code, during="reject_request", exc_info=True)
-            rejected = False
-        if rejected:
-            log.debug("processor.rejected", code=code, opaque=cmd.opaque)
-            self._reply_error(conn, cmd, ResponseCode.SYSTEM_BUSY, REJECT_REMARK)
-            return
+        if entry.may_reject:
+            try:
+                rejected = processor.reject_request()
+            except Exception:
+                log.error("processor.failed", code=code, during="reject_request", exc_info=True)
+                rejected = False
+            if rejected:
+                log.debug("processor.rejected", code=code, opaque=cmd.opaque)
+                self._reply_error(conn, cmd, ResponseCode.SYSTEM_BUSY, REJECT_REMARK)
+                return
         if entry.is_async:
             self.processing += 1
             conn.processing += 1
             self._async_queue.append((conn, processor, cmd))  # type: ignore[arg-type]
-            if self._async_idle:
-                self._async_idle.unpark()
-            elif not self._async_spawning:
-                self._spawn_async_worker()
+            if not self._async_woken:  # a worker on its way takes everything queued
+                self._wake_async_worker()
             return
         assert entry.pool is not None
         if entry.pool.try_submit(
@@ -396,33 +399,47 @@ class Endpoint(ChannelTable, Invoker):
         self._error_replies[cmd.code] = self._error_replies.get(cmd.code, 0) + 1
         conn.write_response_frame(error_reply(cmd, code, remark))
 
-    def _spawn_async_worker(self) -> None:
-        assert self._nursery is not None
-        self._async_spawning = True
-        self._nursery.start_soon(self._async_worker)
+    def _wake_async_worker(self) -> None:
+        """Get one more worker on its way to the async queue: an idle one, else a new one."""
+        self._async_woken += 1
+        if self._async_idle:
+            self._async_idle.unpark()
+        else:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._async_worker)
 
     async def _async_worker(self) -> None:
         """Run queued async processors; park when idle, exit when enough others are idle.
 
         Long-lived workers instead of a task per request: spawning a task costs more than a
-        trivial processor. A worker blocked in a slow processor is simply not idle, and a new
-        request then starts a new worker, so slow processors never hold up others.
+        trivial processor. Exactly one worker is woken for a burst of requests; it runs each
+        processor's first step itself and, only when a processor really suspends, wakes
+        another worker for the rest of the queue. So slow processors never hold up others,
+        and a burst of quick ones costs one task switch, not one per idle worker.
         """
-        self._async_spawning = False
+        self._async_woken -= 1
         queue = self._async_queue
+        hooks = self.hooks
         while True:
             while queue:
                 conn, processor, cmd = queue.popleft()
-                if queue and not self._async_idle and not self._async_spawning:
-                    self._spawn_async_worker()  # someone takes the rest if this one blocks
                 frame = None
                 try:
-                    frame = await run_async_request(processor, conn.ctx, cmd, self.hooks)
+                    coro = run_async_request(processor, conn.ctx, cmd, hooks)
+                    try:
+                        trap = coro.send(None)
+                    except StopIteration as finished:  # done without suspending
+                        frame = finished.value
+                    else:
+                        if queue and not self._async_woken:
+                            self._wake_async_worker()  # this one waits: another takes the rest
+                        frame = await resume_suspended(coro, trap)
                 finally:
                     self._processed(conn, frame)
             if len(self._async_idle) >= MAX_IDLE_ASYNC_WORKERS:
                 return
             await self._async_idle.park()
+            self._async_woken -= 1
 
     # ------------------------------------------------------------------ server push
 

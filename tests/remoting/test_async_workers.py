@@ -1,0 +1,97 @@
+"""Async processors on the shared workers: a worker runs each processor's first step itself and
+hands the rest of the queue on only when a processor suspends (real sockets, no sleeps)."""
+
+from __future__ import annotations
+
+import trio
+
+from codec import RemotingCommand, ResponseCode
+from processors import AsyncRequestProcessor, RequestContext
+from remoting import TrioRemotingClient, TrioRemotingServer
+
+from .conftest import ASYNC_ECHO, GATED_ASYNC, AsyncGate, addr_of
+
+STEPS = 50
+STEPS_THEN_RAISE = 51
+TOGGLED = 52
+
+
+class Steps(AsyncRequestProcessor):
+    """Suspends several times (checkpoints and a short wait), then answers or raises."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        for _ in range(3):
+            await trio.lowlevel.checkpoint()
+        with trio.move_on_after(0.001):
+            await trio.Event().wait()
+        if self.fail:
+            raise LookupError("after suspending")
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = request.body
+        return response
+
+
+class Plain(AsyncRequestProcessor):
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
+def req(code: int, body: bytes = b"") -> RemotingCommand:
+    return RemotingCommand.create_request(code, body=body)
+
+
+async def test_a_suspended_processor_does_not_hold_up_the_rest_of_its_burst(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    gate = AsyncGate()
+    server.register_processor(GATED_ASYNC, gate)
+    addr = addr_of(server)
+    # Written without yielding in between: the first frame goes out at once, the next ones
+    # together, so the gated request (third) shares a read with the echoes behind it.
+    futures = [await client.invoke_async(addr, req(ASYNC_ECHO, b"%d" % i), timeout=30)
+               for i in range(2)]
+    held = await client.invoke_async(addr, req(GATED_ASYNC), timeout=30)
+    futures += [await client.invoke_async(addr, req(ASYNC_ECHO, b"%d" % i), timeout=30)
+                for i in range(2, 30)]
+    with trio.fail_after(10):
+        bodies = [(await f.wait()).body for f in futures]
+    assert bodies == [b"%d" % i for i in range(30)]
+    assert not held.done()  # still parked in its processor
+    gate.event.set()
+    with trio.fail_after(10):
+        assert (await held.wait()).code == ResponseCode.SUCCESS
+
+
+async def test_processors_that_suspend_many_times_answer_or_fail_cleanly(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    server.register_processor(STEPS, Steps())
+    server.register_processor(STEPS_THEN_RAISE, Steps(fail=True))
+    reqs = [req(STEPS if i % 3 else STEPS_THEN_RAISE, b"%d" % i) for i in range(60)]
+    with trio.fail_after(20):
+        results = await client.invoke_many(addr_of(server), reqs, timeout=10, limit=60)
+    for i, r in enumerate(results):
+        assert isinstance(r, RemotingCommand)
+        if i % 3:
+            assert r.code == ResponseCode.SUCCESS
+            assert r.body == b"%d" % i
+        else:
+            assert r.code == ResponseCode.SYSTEM_ERROR
+            assert "LookupError: after suspending" in (r.remark or "")
+    assert server.endpoint.processing == 0
+
+
+async def test_reject_request_set_on_the_instance_is_honoured(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    processor = Plain()
+    processor.reject_request = lambda: True  # type: ignore[method-assign]
+    server.register_processor(TOGGLED, processor)
+    response = await client.invoke_sync(addr_of(server), req(TOGGLED), timeout=10)
+    assert response.code == ResponseCode.SYSTEM_BUSY
+    assert (response.remark or "").startswith("[REJECTREQUEST]")
