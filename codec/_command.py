@@ -20,6 +20,7 @@ T = TypeVar("T")
 ExtFields = dict[str, str | None]
 
 _opaque_counter = itertools.count()  # next() on a count is atomic under the GIL
+_new = object.__new__
 
 
 def next_opaque() -> int:
@@ -61,16 +62,43 @@ class RemotingCommand:
         cls, code: int, header: object = None, body: bytes | None = None
     ) -> RemotingCommand:
         """Return a request with a fresh opaque; ``header`` is a dataclass or a str mapping."""
-        ext = _header_fields(header) if header is not None else None
-        return cls(code=int(code), ext_fields=ext, body=body)
+        if cls is not RemotingCommand:
+            return cls(code=int(code), ext_fields=_header_fields(header) if header is not None
+                       else None, body=body)
+        # Hot path (a request per call): fields set directly, as the decoders do.
+        cmd = _new(RemotingCommand)
+        cmd.code = code if type(code) is int else int(code)
+        cmd.language = _PYTHON
+        cmd.version = 0
+        n = next(_opaque_counter)  # next_opaque, inlined
+        cmd.opaque = n if n <= 0x7FFFFFFF else ((n + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        cmd.flag = 0
+        cmd.remark = None
+        cmd.ext_fields = _header_fields(header) if header is not None else None
+        cmd.body = body
+        cmd.serialize_type = _JSON
+        return cmd
 
     @classmethod
     def create_response(
         cls, code: int, remark: str | None = None, header: object = None
     ) -> RemotingCommand:
         """Return a response (flag bit 0 set); the transport copies the request's opaque."""
-        ext = _header_fields(header) if header is not None else None
-        return cls(code=int(code), remark=remark, ext_fields=ext, flag=FLAG_RESPONSE)
+        if cls is not RemotingCommand:
+            return cls(code=int(code), remark=remark, ext_fields=_header_fields(header)
+                       if header is not None else None, flag=FLAG_RESPONSE)
+        cmd = _new(RemotingCommand)  # hot path, as create_request
+        cmd.code = code if type(code) is int else int(code)
+        cmd.language = _PYTHON
+        cmd.version = 0
+        n = next(_opaque_counter)
+        cmd.opaque = n if n <= 0x7FFFFFFF else ((n + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        cmd.flag = FLAG_RESPONSE
+        cmd.remark = remark
+        cmd.ext_fields = _header_fields(header) if header is not None else None
+        cmd.body = None
+        cmd.serialize_type = _JSON
+        return cmd
 
     @classmethod
     def response_to(
@@ -161,3 +189,7 @@ def new_command(
     cmd.body = body
     cmd.serialize_type = serialize_type
     return cmd
+
+
+_PYTHON = LanguageCode.PYTHON
+_JSON = SerializeType.JSON

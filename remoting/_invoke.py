@@ -88,6 +88,7 @@ class Invoker:
     async_permits: trio.Semaphore
     oneway_permits: trio.Semaphore
     _nursery: trio.Nursery | None
+    _timer_scope: trio.CancelScope | None
     _sent: dict[int, int]
     go_away_retry: bool
     close_on_sync_timeout: bool
@@ -165,7 +166,7 @@ class Invoker:
 
     def _register_and_write(self, conn: Connection, request: RemotingCommand,
                             fut: ResponseFuture) -> None:
-        if request.opaque in self.table:
+        if request.opaque in self.table.entries:
             request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
         fut.opaque = request.opaque
         fut.conn = conn
@@ -177,7 +178,9 @@ class Invoker:
             fut._fail(err)
             return
         self.table.add(fut)
-        self._arm_timer(fut.deadline)
+        scope = self._timer_scope  # _arm_timer, inlined (per request)
+        if scope is not None and fut.deadline < scope.deadline:
+            scope.deadline = fut.deadline
         code = request.code
         self._sent[code] = self._sent.get(code, 0) + 1
         if not conn.write_frame(frame) and self.table.pop_for(fut.opaque, conn) is fut:

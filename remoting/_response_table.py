@@ -3,7 +3,7 @@
 Sync bookkeeping with an injected ``now`` (the trio layer calls it); it never does I/O and never
 completes a future itself: it returns the entries it removed, and the caller completes them.
 Invariants:
-- an opaque is in ``_entries`` at most once; removing it (``pop``, ``expire``, ``pop_connection``,
+- an opaque is in ``entries`` at most once; removing it (``pop``, ``expire``, ``pop_connection``,
   ``pop_all``) is the only way to own its completion, so each entry completes exactly once;
 - ``_heap`` may hold entries already removed (lazy deletion); it is rebuilt when it grows to
   more than twice the live entries.
@@ -25,45 +25,47 @@ _COMPACT_SLACK = 1024
 class ResponseTable:
     """Pending `ResponseFuture` objects by opaque."""
 
-    __slots__ = ("_entries", "_heap")
+    __slots__ = ("_heap", "entries")
 
     def __init__(self) -> None:
-        self._entries: dict[int, ResponseFuture] = {}
+        # pending futures by opaque: read it directly on hot paths (a dict lookup is cheaper
+        # than a method call); change it only through the methods below
+        self.entries: dict[int, ResponseFuture] = {}
         self._heap: list[tuple[float, int, ResponseFuture]] = []
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def __contains__(self, opaque: int) -> bool:
-        return opaque in self._entries
+        return opaque in self.entries
 
     def add(self, fut: ResponseFuture) -> None:
         """Register ``fut`` under its opaque (which must not be pending already)."""
-        if fut.opaque in self._entries:
+        if fut.opaque in self.entries:
             raise ValueError(f"opaque {fut.opaque} is already pending")
-        self._entries[fut.opaque] = fut
+        self.entries[fut.opaque] = fut
         heap = self._heap
         heapq.heappush(heap, (fut.deadline, fut.opaque, fut))
-        if len(heap) > 2 * len(self._entries) + _COMPACT_SLACK:
-            self._heap = [(f.deadline, o, f) for o, f in self._entries.items()]
+        if len(heap) > 2 * len(self.entries) + _COMPACT_SLACK:
+            self._heap = [(f.deadline, o, f) for o, f in self.entries.items()]
             heapq.heapify(self._heap)
 
     def pop(self, opaque: int) -> ResponseFuture | None:
         """Remove and return the entry for ``opaque``, or None if it is not pending."""
-        return self._entries.pop(opaque, None)
+        return self.entries.pop(opaque, None)
 
     def pop_for(self, opaque: int, conn: object) -> ResponseFuture | None:
         """Remove and return the entry for ``opaque`` only if it was sent on ``conn``."""
-        fut = self._entries.get(opaque)
+        fut = self.entries.get(opaque)
         if fut is None or fut.conn is not conn:
             return None
-        del self._entries[opaque]
+        del self.entries[opaque]
         return fut
 
     def expire(self, now: float) -> list[ResponseFuture]:
         """Remove and return every entry whose deadline is at or before ``now``."""
         heap = self._heap
-        entries = self._entries
+        entries = self.entries
         expired: list[ResponseFuture] = []
         while heap and heap[0][0] <= now:
             _, opaque, fut = heapq.heappop(heap)
@@ -75,7 +77,7 @@ class ResponseTable:
     def next_deadline(self) -> float | None:
         """Return the earliest deadline still pending, or None."""
         heap = self._heap
-        entries = self._entries
+        entries = self.entries
         while heap:
             deadline, opaque, fut = heap[0]
             if entries.get(opaque) is fut:
@@ -85,14 +87,14 @@ class ResponseTable:
 
     def pop_connection(self, conn: object) -> list[ResponseFuture]:
         """Remove and return every entry sent on ``conn``."""
-        gone = [f for f in self._entries.values() if f.conn is conn]
+        gone = [f for f in self.entries.values() if f.conn is conn]
         for fut in gone:
-            del self._entries[fut.opaque]
+            del self.entries[fut.opaque]
         return gone
 
     def pop_all(self) -> list[ResponseFuture]:
         """Remove and return every entry."""
-        gone = list(self._entries.values())
-        self._entries.clear()
+        gone = list(self.entries.values())
+        self.entries.clear()
         self._heap.clear()
         return gone
