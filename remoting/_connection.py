@@ -1,8 +1,10 @@
 """`Connection`: one stream, one decoder, one reader task, one writer task.
 
 Theory of operation:
-- The reader decodes frames and hands each command to the endpoint synchronously; it never
-  awaits a processor, so requests on one connection are pipelined.
+- The reader decodes frames and hands each command to the endpoint synchronously, so requests
+  on one connection are pipelined. An async processor runs its first step right there; if it
+  suspends, this task keeps it (a suspended coroutine belongs to its task) and a new reader
+  task is started, so the requests behind it are not held up.
 - Frames to send are appended to ``_out`` (sync, from the trio thread) and the writer task sends
   everything queued in one ``send_all`` (write coalescing). Two shortcuts on plain TCP: the
   first frame after a read is sent directly (latency), and once ``FLUSH_FRAMES`` frames are
@@ -93,6 +95,7 @@ class Connection:
         self._sending = False
         self._in_send = 0  # bytes of the write in progress: they count for back-pressure too
         self._scope: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
         self.attributes: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -238,6 +241,7 @@ class Connection:
         limit = self.max_processing
         while True:
             # handle what is decodable, pausing while the peer has enough requests in progress
+            suspended = None
             try:
                 while True:
                     if limit and self.processing >= limit:
@@ -247,9 +251,18 @@ class Connection:
                     cmd = decoder.next_command()
                     if cmd is None:
                         break
-                    handle(self, cmd)
+                    suspended = handle(self, cmd)
+                    if suspended is not None:
+                        break
             finally:
                 flush()  # the requests of this read go to their pools together
+            if suspended is not None:
+                # An async processor suspended in this task, which now owns it and must finish
+                # it; a new task takes over reading (more of this read may be buffered).
+                assert self._nursery is not None
+                self._nursery.start_soon(self._guard, self._reader, "read")
+                await self.endpoint.finish_suspended(self, *suspended)
+                return
             if self._out_bytes + self._in_send > self.high_water:
                 await self.wait_writable()
             data: bytes | bytearray = b""
@@ -287,6 +300,7 @@ class Connection:
         try:
             if not self.closed:
                 async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
                     self._scope = nursery.cancel_scope
                     if self.closed:  # closed between creation and start
                         nursery.cancel_scope.cancel()

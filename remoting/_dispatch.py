@@ -20,6 +20,7 @@ from ._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Generator, Sequence
+    from contextvars import Context
 
     from processors import RequestContext
 
@@ -205,14 +206,15 @@ async def run_async_request(
 
 
 @types.coroutine
-def resume_suspended(coro: Coroutine[Any, Any, bytes | None], trap: Any
+def resume_suspended(coro: Coroutine[Any, Any, bytes | None], trap: Any, context: Context
                      ) -> Generator[Any, Any, bytes | None]:
     """Await ``coro`` after its first step was run by hand and yielded ``trap``.
 
-    The caller ran ``coro.send(None)`` itself to learn whether the coroutine suspends; this
-    passes that first trap on to trio and relays every later step (``yield from`` cannot
-    resume a coroutine that already started).
+    The caller ran ``context.run(coro.send, None)`` itself to learn whether the coroutine
+    suspends; this passes that first trap on to trio and relays every later step, each in
+    ``context`` (``yield from`` cannot resume a coroutine that already started).
     """
+    run = context.run
     message = trap
     while True:
         try:
@@ -222,11 +224,11 @@ def resume_suspended(coro: Coroutine[Any, Any, bytes | None], trap: Any
             raise
         except BaseException as exc:  # thrown in by the runner: forward it
             try:
-                message = coro.throw(exc)
+                message = run(coro.throw, exc)
             except StopIteration as finished:
                 return finished.value  # type: ignore[no-any-return]
         else:
             try:
-                message = coro.send(value)
+                message = run(coro.send, value)
             except StopIteration as finished:
                 return finished.value  # type: ignore[no-any-return]

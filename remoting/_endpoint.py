@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import deque
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
@@ -50,7 +50,7 @@ from ._statistics import EndpointStatistics
 from ._tls import client_context
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Coroutine, Iterable
 
     from ._config import ServerConfig
     from ._connection import Connection
@@ -60,8 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["Endpoint"]
 
 GO_AWAY_MIN_VERSION: Final = 475  # RocketMQ V5_3_1: later Java clients understand GO_AWAY
+Suspended = tuple["Coroutine[Any, Any, bytes | None]", object, Context]
 _GO_AWAY: Final = int(ResponseCode.GO_AWAY)  # a plain int compares faster than the enum
-MAX_IDLE_ASYNC_WORKERS: Final = 16  # parked async-processor workers kept for the next burst
 
 
 class _InlineExecutor(Executor):
@@ -112,10 +112,6 @@ class Endpoint(ChannelTable, Invoker):
         self.closed = False
         self.shutting_down = False
         self.processing = 0  # requests handed to processors and not finished
-        self._async_queue: deque[tuple[Connection, AsyncRequestProcessor, RemotingCommand]] = (
-            deque())
-        self._async_idle = trio.lowlevel.ParkingLot()
-        self._async_woken = 0  # workers unparked or spawned that have not started yet
         self._processing_done: trio.Event | None = None
         self._nursery: trio.Nursery | None = None
         self._timer_scope: trio.CancelScope | None = None
@@ -321,22 +317,26 @@ class Endpoint(ChannelTable, Invoker):
 
     # ------------------------------------------------------------------ receiving
 
-    def handle_command(self, conn: Connection, cmd: RemotingCommand) -> None:
-        """Route one received command (reader task, sync)."""
+    def handle_command(self, conn: Connection, cmd: RemotingCommand) -> Suspended | None:
+        """Route one received command (reader task, sync).
+
+        Returns None, or an async processor that suspended in its first step: the calling
+        task must then ``await finish_suspended(conn, *suspended)`` at once.
+        """
         if cmd.flag & 1:
             self._handle_response(conn, cmd)
-            return
+            return None
         code = cmd.code
         self._received[code] = self._received.get(code, 0) + 1
         entry = self.processors.get(code) or self.default_entry
         if entry is None:
             self._reply_error(conn, cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                               not_supported_remark(code))
-            return
+            return None
         if self.shutting_down and (cmd.version > GO_AWAY_MIN_VERSION
                                    or cmd.language is LanguageCode.PYTHON):
             self._reply_error(conn, cmd, ResponseCode.GO_AWAY, GO_AWAY_REMARK)
-            return
+            return None
         processor = entry.processor
         if entry.may_reject:
             try:
@@ -347,14 +347,23 @@ class Endpoint(ChannelTable, Invoker):
             if rejected:
                 log.debug("processor.rejected", code=code, opaque=cmd.opaque)
                 self._reply_error(conn, cmd, ResponseCode.SYSTEM_BUSY, REJECT_REMARK)
-                return
+                return None
         if entry.is_async:
+            # Run it right here, in the reader; most processors finish without suspending.
             self.processing += 1
             conn.processing += 1
-            self._async_queue.append((conn, processor, cmd))  # type: ignore[arg-type]
-            if not self._async_woken:  # a worker on its way takes everything queued
-                self._wake_async_worker()
-            return
+            # A fresh context per request, as on the pools: bindings never leak between them.
+            context = copy_context()
+            coro = run_async_request(processor, conn.ctx, cmd, self.hooks)  # type: ignore[arg-type]
+            try:
+                trap = context.run(coro.send, None)
+            except StopIteration as finished:
+                self._processed(conn, finished.value)
+                return None
+            except BaseException:
+                self._processed(conn, None)
+                raise
+            return coro, trap, context  # it suspended: the reader finishes it (Connection._reader)
         assert entry.pool is not None
         if entry.pool.try_submit(
             run_sync_request, (processor, conn.ctx, cmd, self.hooks), conn.processed,
@@ -364,6 +373,7 @@ class Endpoint(ChannelTable, Invoker):
         else:
             log.warning("processor.overloaded", code=code, pool=entry.pool.name)
             self._reply_error(conn, cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        return None
 
     def flush_dispatch(self) -> None:
         """Hand the requests recorded since the last flush to their pools (reader, per read)."""
@@ -401,47 +411,15 @@ class Endpoint(ChannelTable, Invoker):
         self._error_replies[cmd.code] = self._error_replies.get(cmd.code, 0) + 1
         conn.write_response_frame(error_reply(cmd, code, remark))
 
-    def _wake_async_worker(self) -> None:
-        """Get one more worker on its way to the async queue: an idle one, else a new one."""
-        self._async_woken += 1
-        if self._async_idle:
-            self._async_idle.unpark()
-        else:
-            assert self._nursery is not None
-            self._nursery.start_soon(self._async_worker)
-
-    async def _async_worker(self) -> None:
-        """Run queued async processors; park when idle, exit when enough others are idle.
-
-        Long-lived workers instead of a task per request: spawning a task costs more than a
-        trivial processor. Exactly one worker is woken for a burst of requests; it runs each
-        processor's first step itself and, only when a processor really suspends, wakes
-        another worker for the rest of the queue. So slow processors never hold up others,
-        and a burst of quick ones costs one task switch, not one per idle worker.
-        """
-        self._async_woken -= 1
-        queue = self._async_queue
-        hooks = self.hooks
-        while True:
-            while queue:
-                conn, processor, cmd = queue.popleft()
-                frame = None
-                try:
-                    coro = run_async_request(processor, conn.ctx, cmd, hooks)
-                    try:
-                        trap = coro.send(None)
-                    except StopIteration as finished:  # done without suspending
-                        frame = finished.value
-                    else:
-                        if queue and not self._async_woken:
-                            self._wake_async_worker()  # this one waits: another takes the rest
-                        frame = await resume_suspended(coro, trap)
-                finally:
-                    self._processed(conn, frame)
-            if len(self._async_idle) >= MAX_IDLE_ASYNC_WORKERS:
-                return
-            await self._async_idle.park()
-            self._async_woken -= 1
+    async def finish_suspended(self, conn: Connection, coro: Coroutine[Any, Any, bytes | None],
+                               trap: object, context: Context) -> None:
+        """Finish an async processor that suspended in its first step (in the task that ran
+        that step, which owns it), then send its response."""
+        frame = None
+        try:
+            frame = await resume_suspended(coro, trap, context)
+        finally:
+            self._processed(conn, frame)
 
     # ------------------------------------------------------------------ server push
 

@@ -3,11 +3,14 @@ hands the rest of the queue on only when a processor suspends (real sockets, no 
 
 from __future__ import annotations
 
+import contextvars
+
+import pytest
 import trio
 
 from codec import RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, RequestContext
-from remoting import TrioRemotingClient, TrioRemotingServer
+from remoting import RemotingSendRequestError, TrioRemotingClient, TrioRemotingServer
 
 from .conftest import ASYNC_ECHO, GATED_ASYNC, AsyncGate, addr_of
 
@@ -95,3 +98,71 @@ async def test_reject_request_set_on_the_instance_is_honoured(
     response = await client.invoke_sync(addr_of(server), req(TOGGLED), timeout=10)
     assert response.code == ResponseCode.SYSTEM_BUSY
     assert (response.remark or "").startswith("[REJECTREQUEST]")
+
+
+LISTENS = 53
+REMEMBERS = 54
+REQUEST_ID: contextvars.ContextVar[bytes] = contextvars.ContextVar("request_id", default=b"")
+
+
+class Listens(AsyncRequestProcessor):
+    """Waits forever; records how it ended."""
+
+    def __init__(self) -> None:
+        self.entered = trio.Event()
+        self.cancelled = trio.Event()
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        self.entered.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.cancelled.set()
+
+
+class Remembers(AsyncRequestProcessor):
+    """Answers with what the context var held on entry, then sets it (and maybe suspends)."""
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        seen = REQUEST_ID.get()
+        REQUEST_ID.set(request.body or b"")
+        if request.ext_fields:  # suspend, then check the value survived the suspension
+            await trio.lowlevel.checkpoint()
+            assert REQUEST_ID.get() == request.body
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = seen
+        return response
+
+
+async def test_a_suspended_processor_is_cancelled_when_its_connection_closes(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    listens = Listens()
+    server.register_processor(LISTENS, listens)
+    fut = await client.invoke_async(addr_of(server), req(LISTENS), timeout=30)
+    with trio.fail_after(10):
+        await listens.entered.wait()
+        assert server.endpoint.processing == 1
+        assert fut.conn is not None
+        fut.conn.close("test: the client goes away")
+        await listens.cancelled.wait()  # the peer is gone: its answer could not be delivered
+        while server.endpoint.processing:  # the cancellation is counted right after
+            await trio.lowlevel.checkpoint()
+        with pytest.raises(RemotingSendRequestError):  # the client's side of it
+            await fut.wait()
+
+
+async def test_context_variables_never_leak_between_requests(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    server.register_processor(REMEMBERS, Remembers())
+    addr = addr_of(server)
+    for i in range(6):  # alternately finishing at once and suspending, on one connection
+        request = req(REMEMBERS, b"r%d" % i)
+        if i % 2:
+            request.ext_fields = {"suspend": "1"}
+        response = await client.invoke_sync(addr, request, timeout=10)
+        assert response.body in (None, b"")  # never the previous request's value
+    assert client.statistics().connections == 1
