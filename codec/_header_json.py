@@ -100,6 +100,18 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     opaque = cmd.opaque
     flag = cmd.flag
     version = cmd.version
+    remark = cmd.remark
+    ext = cmd.ext_fields
+    # Fastest path: no ext fields and no remark (most requests and responses). The header then
+    # differs from one with the same code/flag/language/version only by the opaque, so it is
+    # a cached template around the opaque's digits. Templates are made below, by this same
+    # function, so they hold exactly what it writes; exact int types keep 1.0 and True out.
+    if (ext is None and remark is None and type(opaque) is int and type(code) is int
+            and type(flag) is int and type(version) is int
+            and -0x80000000 <= opaque <= 0x7FFFFFFF):
+        template = _TEMPLATES.get((code, flag, cmd.language, version))
+        if template is not None:
+            return b"%b%d%b" % (template[0], opaque, template[1])
     try:
         in_range = (-0x80000000 <= code <= 0x7FFFFFFF and -0x80000000 <= opaque <= 0x7FFFFFFF
                     and -0x80000000 <= flag <= 0x7FFFFFFF
@@ -109,7 +121,6 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     if not in_range or not (type(code) is int and type(opaque) is int and type(flag) is int
                             and type(version) is int):
         _check_int32(cmd)
-    ext = cmd.ext_fields
     if ext is not None:
         if type(ext) is not dict:
             raise InvalidCommandError(f"ext_fields must be a dict, got {type(ext).__name__}")
@@ -117,7 +128,6 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
             if type(v) is not str:
                 ext = _checked_ext(ext)
                 break
-    remark = cmd.remark
     language = _LANGUAGE_NAMES.get(cmd.language)
     # fastjson omits null properties; keys are written sorted.
     d: dict[str, object]
@@ -153,7 +163,16 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         (0xC2 in out or 0xE2 in out) and _NEEDS_FASTJSON_ESCAPE.search(out) is not None
     ):
         out = _slow_encode(d)
+    elif ext is None and remark is None and len(_TEMPLATES) < _MAX_TEMPLATES:
+        marker = b'"opaque":%d,' % opaque  # keys are sorted: "serializeTypeCurrentRPC" follows
+        at = out.index(marker) + 9
+        _TEMPLATES[(code, flag, cmd.language, version)] = (out[:at], out[at + len(marker) - 10:])
     return out
+
+
+# (code, flag, language, version) -> the header bytes before and after the opaque's digits
+_TEMPLATES: Final[dict[tuple[object, ...], tuple[bytes, bytes]]] = {}
+_MAX_TEMPLATES: Final = 4096  # a few per request code in practice; beyond, the normal path
 
 
 # --------------------------------------------------------------------------- decoding

@@ -268,3 +268,49 @@ def test_json_reader_reads_what_the_writer_wrote_with_escapes() -> None:
     remark = "".join(chr(c) for c in range(0xA0)) + "\u2028\u2029é"
     cmd = make_command(remark=remark, ext_fields={"\t": "\x7f"})
     assert decode_frame(encode_frame(cmd)).remark == remark
+
+
+# --------------------------------------------------------------------------- header templates
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@given(code=INT32, flag=INT32, version=INT32, opaques=st.lists(INT32, min_size=2, max_size=5),
+       language=st.sampled_from([*LanguageCode, None]))
+def test_cached_header_template_writes_what_the_full_path_writes(
+    code: int, flag: int, version: int, opaques: list[int], language: LanguageCode | None,
+) -> None:
+    """Headers without ext fields or remark come from a per-(code, flag, language, version)
+    template after the first one: the bytes must be those of the full path every time."""
+    import codec._header_json as hj
+
+    def fresh(opaque: int) -> bytes:
+        saved = dict(hj._TEMPLATES)
+        hj._TEMPLATES.clear()  # no template: the full path
+        try:
+            return encode_json_header(make_command(code=code, flag=flag, version=version,
+                                                   opaque=opaque, language=language))
+        finally:
+            hj._TEMPLATES.clear()
+            hj._TEMPLATES.update(saved)
+
+    for opaque in opaques:
+        cmd = make_command(code=code, flag=flag, version=version, opaque=opaque,
+                           language=language)
+        expected = fresh(opaque)
+        assert encode_json_header(cmd) == expected  # makes the template, or uses it
+        assert encode_json_header(cmd) == expected  # uses it
+        assert json.loads(expected)["opaque"] == opaque
+
+
+@pytest.mark.parametrize("field", ["code", "flag", "version", "opaque"])
+@pytest.mark.parametrize("bad", [True, 1.0, 2**31])
+def test_header_template_never_admits_a_value_the_full_path_rejects(
+    field: str, bad: object,
+) -> None:
+    good = make_command(code=1, flag=1, version=1, opaque=1)
+    encode_json_header(good)
+    encode_json_header(good)  # a template for (1, 1, PYTHON, 1) now exists
+    with pytest.raises(CodecError):
+        encode_json_header(make_command(**{"code": 1, "flag": 1, "version": 1, "opaque": 1,
+                                           field: bad}))
