@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import itertools
 import socket
+import threading
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
@@ -95,6 +96,9 @@ class Connection:
         self._sending = False
         self._in_send = 0  # bytes of the write in progress: they count for back-pressure too
         self._scope: trio.CancelScope | None = None
+        # Taken by every change to the outbound state (_out, _sending, _raw): the loop's
+        # writes, and calls that send straight from a caller's thread (send_from_thread).
+        self._write_lock = threading.Lock()
         self._nursery: trio.Nursery | None = None
         self.attributes: dict[str, Any] = {}
 
@@ -117,6 +121,10 @@ class Connection:
 
         ``on_sent`` runs once the frame was handed to the socket, or when the connection closes.
         """
+        with self._write_lock:
+            return self._write_frame(frame, on_sent)
+
+    def _write_frame(self, frame: bytes, on_sent: Callable[[], None] | None) -> bool:
         if self.closed:
             return False
         if (self._direct_budget and self._raw is not None and not self._out
@@ -174,6 +182,43 @@ class Connection:
             self.writes += 1
             self.last_activity = trio.current_time()
 
+    def send_from_thread(self, frame: bytes, register: Callable[[], None]
+                         ) -> Literal["sent", "queued"] | None:
+        """Send ``frame`` from a thread other than the loop's, if nothing else is being sent.
+
+        ``register()`` (the response table entry) runs first, under the write lock. Returns
+        "sent", "queued" (the socket took part of it: the rest waits in the queue and the
+        caller must have the loop call `kick_writer`), or None (nothing done: not possible now).
+        """
+        with self._write_lock:
+            raw = self._raw
+            if raw is None or self.closed or self._out or self._sending:
+                return None
+            try:
+                register()
+            except ValueError:  # the same opaque is pending (one command sent twice at once)
+                return None
+            try:
+                sent = raw.send(frame)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                sent = 0  # the writer meets the error and closes the connection
+            clock = self.endpoint.clock
+            if clock is not None:
+                self.last_activity = clock.current_time()
+            if sent == len(frame):
+                return "sent"
+            rest = memoryview(frame)[sent:]
+            self._out.append(rest)  # type: ignore[arg-type]
+            self._out_bytes += len(rest)
+            return "queued"
+
+    def kick_writer(self) -> None:
+        """Wake the writer for frames queued by `send_from_thread` (trio thread)."""
+        if self._out and self._writer_lot:
+            self._writer_lot.unpark()
+
     def write_response_frame(self, frame: bytes | None) -> None:
         """Queue a response frame produced by a processor (None means nothing to send)."""
         if frame is not None and not self.write_frame(frame):
@@ -195,16 +240,17 @@ class Connection:
         while True:
             while not self._out:
                 await self._writer_lot.park()
-            out = self._out
-            queued = self._out_bytes
-            self._out = []
-            self._out_bytes = 0
-            # take the callbacks of exactly these frames (a fresh list for later ones)
-            on_sent: list[Callable[[], None]] | tuple[()] = ()
-            if self._on_sent:
-                on_sent, self._on_sent = self._on_sent, []
-            self._sending = True
-            self._in_send = queued
+            with self._write_lock:
+                out = self._out
+                queued = self._out_bytes
+                self._out = []
+                self._out_bytes = 0
+                # take the callbacks of exactly these frames (a fresh list for later ones)
+                on_sent: list[Callable[[], None]] | tuple[()] = ()
+                if self._on_sent:
+                    on_sent, self._on_sent = self._on_sent, []
+                self._sending = True
+                self._in_send = queued
             try:
                 if len(out) == 1:
                     await stream.send_all(out[0])
@@ -213,8 +259,9 @@ class Connection:
                 else:
                     await _send_pieces(stream, out)
             finally:
-                self._sending = False
-                self._in_send = 0
+                with self._write_lock:
+                    self._sending = False
+                    self._in_send = 0
                 for fn in on_sent:  # sent, or never will be: either way the permit is free
                     fn()
             self.writes += 1
@@ -314,9 +361,10 @@ class Connection:
             on_sent, self._on_sent, self._out = self._on_sent, [], []
             for fn in on_sent:
                 fn()
-            if self._raw is not None:
-                self._raw.detach()  # the fd belongs to the trio socket, closed just below
-                self._raw = None
+            with self._write_lock:  # never while a caller's thread sends (send_from_thread)
+                if self._raw is not None:
+                    self._raw.detach()  # the fd belongs to the trio socket, closed just below
+                    self._raw = None
             with trio.CancelScope(shield=True):
                 try:
                     await self.stream.aclose()

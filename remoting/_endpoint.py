@@ -121,6 +121,9 @@ class Endpoint(ChannelTable, Invoker):
         self._pools: list[ProcessorPool | ExecutorPool] = []
         self._pools_to_flush: list[ProcessorPool] = []
         self._sent: dict[int, int] = {}
+        self._sent_from_threads: dict[int, int] = {}  # by _thread_calls, under the lock below
+        self._sent_lock = threading.Lock()
+        self.clock: trio.abc.Clock | None = None  # the loop's clock, readable from any thread
         self._received: dict[int, int] = {}
         self._error_replies: dict[int, int] = {}
         self._latency: dict[int, LatencyHistogram] = {}
@@ -202,6 +205,7 @@ class Endpoint(ChannelTable, Invoker):
         """Run the core until cancelled; on exit every pending request has failed."""
         self._inbox._token = trio.lowlevel.current_trio_token()
         self.loop_thread_id = threading.get_ident()
+        self.clock = trio.lowlevel.current_clock()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -446,6 +450,18 @@ class Endpoint(ChannelTable, Invoker):
 
     # ------------------------------------------------------------------ statistics
 
+    def count_sent_from_thread(self, code: int) -> None:
+        """Count a request sent by a caller's thread (`_thread_calls`); any thread."""
+        with self._sent_lock:
+            self._sent_from_threads[code] = self._sent_from_threads.get(code, 0) + 1
+
+    def _requests_sent(self) -> dict[int, int]:
+        sent = dict(self._sent)
+        with self._sent_lock:
+            for code, n in self._sent_from_threads.items():
+                sent[code] = sent.get(code, 0) + n
+        return sent
+
     def statistics(self) -> EndpointStatistics:
         """Return a snapshot of the counters (trio thread, or tolerate slight tearing)."""
         queue: dict[int, int] = {
@@ -456,7 +472,7 @@ class Endpoint(ChannelTable, Invoker):
             connections=len(self.connections),
             connections_opened=self._connections_opened,
             in_flight=len(self.table),
-            requests_sent=dict(self._sent),
+            requests_sent=self._requests_sent(),
             requests_received=dict(self._received),
             error_replies=dict(self._error_replies),
             timeouts=self._timeouts,

@@ -12,6 +12,7 @@ Invariants:
 from __future__ import annotations
 
 import heapq
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,13 +26,14 @@ _COMPACT_SLACK = 1024
 class ResponseTable:
     """Pending `ResponseFuture` objects by opaque."""
 
-    __slots__ = ("_heap", "entries")
+    __slots__ = ("_heap", "_thread_lock", "entries")
 
     def __init__(self) -> None:
         # pending futures by opaque: read it directly on hot paths (a dict lookup is cheaper
         # than a method call); change it only through the methods below
         self.entries: dict[int, ResponseFuture] = {}
         self._heap: list[tuple[float, int, ResponseFuture]] = []
+        self._thread_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -40,15 +42,28 @@ class ResponseTable:
         return opaque in self.entries
 
     def add(self, fut: ResponseFuture) -> None:
-        """Register ``fut`` under its opaque (which must not be pending already)."""
+        """Register ``fut`` under its opaque (which must not be pending already). Loop only."""
         if fut.opaque in self.entries:
             raise ValueError(f"opaque {fut.opaque} is already pending")
         self.entries[fut.opaque] = fut
         heap = self._heap
         heapq.heappush(heap, (fut.deadline, fut.opaque, fut))
         if len(heap) > 2 * len(self.entries) + _COMPACT_SLACK:
-            self._heap = [(f.deadline, o, f) for o, f in self.entries.items()]
-            heapq.heapify(self._heap)
+            with self._thread_lock:  # no insert from a thread may fall between the two lines
+                self._heap = [(f.deadline, o, f) for o, f in self.entries.items()]
+                heapq.heapify(self._heap)
+
+    def add_from_thread(self, fut: ResponseFuture) -> None:
+        """`add` from a thread other than the loop's (see `_thread_calls`).
+
+        The dict insert and the heap push are each atomic under the GIL; the lock keeps them
+        out of a heap rebuild, the one loop-side step that reads the whole dict.
+        """
+        with self._thread_lock:
+            if fut.opaque in self.entries:
+                raise ValueError(f"opaque {fut.opaque} is already pending")
+            self.entries[fut.opaque] = fut
+            heapq.heappush(self._heap, (fut.deadline, fut.opaque, fut))
 
     def pop(self, opaque: int) -> ResponseFuture | None:
         """Remove and return the entry for ``opaque``, or None if it is not pending."""
@@ -87,7 +102,8 @@ class ResponseTable:
 
     def pop_connection(self, conn: object) -> list[ResponseFuture]:
         """Remove and return every entry sent on ``conn``."""
-        gone = [f for f in self.entries.values() if f.conn is conn]
+        # list() first: a snapshot taken atomically, even while a thread inserts
+        gone = [f for f in list(self.entries.values()) if f.conn is conn]
         for fut in gone:
             del self.entries[fut.opaque]
         return gone

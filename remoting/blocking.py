@@ -21,6 +21,7 @@ from codec import ResponseCode
 from ._config import ClientConfig, ServerConfig
 from ._errors import RemotingError
 from ._invoke import busy_backoff
+from ._thread_calls import try_invoke_sync_from_thread
 from ._trio_api import (
     DEFAULT_TIMEOUT,
     TrioRemotingClient,
@@ -246,7 +247,8 @@ class RemotingClient(_BlockingBase):
         attempt = 0
         while True:
             remaining = timeout if not attempt else deadline - time.monotonic()
-            fut = ep.submit_from_thread(addr, request, remaining, "sync")
+            fut = (try_invoke_sync_from_thread(ep, addr, request, remaining)
+                   or ep.submit_from_thread(addr, request, remaining, "sync"))
             response = fut.result()
             if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
                 break

@@ -1,0 +1,164 @@
+"""`RemotingClient.invoke_sync` sends from the calling thread when it can (no hop into the
+loop's thread): every call still completes exactly once, whatever ends it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from codec import RemotingCommand, SerializeType
+from processors import AsyncRequestProcessor, RequestContext
+from remoting import (
+    ClientConfig,
+    RemotingClient,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingServer,
+    RemotingTimeoutError,
+    ServerConfig,
+)
+
+from .conftest import ASYNC_ECHO, ECHO, GATED, Gate, install_standard_processors
+
+HANG_UP = 41
+
+
+class HangUp(AsyncRequestProcessor):
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand | None:
+        ctx.channel.close()
+        return None
+
+
+def req(code: int, body: bytes = b"x", st: SerializeType = SerializeType.JSON
+        ) -> RemotingCommand:
+    cmd = RemotingCommand.create_request(code, body=body)
+    cmd.serialize_type = st
+    return cmd
+
+
+def sent_from_threads(client: RemotingClient) -> int:
+    return sum(client.endpoint._sent_from_threads.values())
+
+
+def test_threads_send_directly_and_every_answer_matches(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+) -> None:
+    addr = blocking_server.addr
+    blocking_client.invoke_sync(addr, req(ECHO), timeout=5)  # connect first
+
+    def work(t: int) -> list[bytes]:
+        out = []
+        for i in range(200):
+            code = ECHO if i % 2 else ASYNC_ECHO
+            st = SerializeType.JSON if i % 3 else SerializeType.ROCKETMQ
+            body = b"%d-%d" % (t, i)
+            out.append(blocking_client.invoke_sync(addr, req(code, body, st), timeout=10).body)
+            if i % 50 == 0:  # an async call in between goes through the loop
+                fut = blocking_client.invoke_async(addr, req(ASYNC_ECHO, b"a"), timeout=10)
+                assert fut.result(10).body == b"a"
+        return out
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(work, range(8)))
+    for t, bodies in enumerate(results):
+        assert bodies == [b"%d-%d" % (t, i) for i in range(200)]
+    stats = blocking_client.statistics()
+    assert stats.in_flight == 0
+    assert stats.connections == 1
+    assert sum(stats.requests_sent.values()) == 1 + 8 * 200 + 8 * 4
+    assert sent_from_threads(blocking_client) > 0  # the direct path was taken
+
+
+def test_the_same_command_from_many_threads_gets_its_answers(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+) -> None:
+    addr = blocking_server.addr
+    same = req(ASYNC_ECHO, b"same")
+    with ThreadPoolExecutor(8) as pool:
+        bodies = list(pool.map(lambda _: blocking_client.invoke_sync(addr, same, 10).body,
+                               range(400)))
+    assert bodies == [b"same"] * 400
+    assert blocking_client.statistics().in_flight == 0
+
+
+def test_a_direct_call_times_out_on_time(blocking_client: RemotingClient) -> None:
+    server = RemotingServer(ServerConfig())
+    gate = Gate()
+    server.register_processor(GATED, gate)
+    install_standard_processors(server)
+    with server:
+        blocking_client.invoke_sync(server.addr, req(ECHO), timeout=5)  # connected, idle timer
+        start = time.monotonic()
+        with pytest.raises(RemotingTimeoutError):
+            blocking_client.invoke_sync(server.addr, req(GATED), timeout=0.3)
+        assert 0.3 <= time.monotonic() - start < 1.3  # the loop's timer, not the scanner
+        gate.release()
+    assert blocking_client.statistics().in_flight == 0
+
+
+def test_a_connection_closed_under_a_direct_call_fails_it_fast(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+) -> None:
+    blocking_server.register_processor(HANG_UP, HangUp())
+    addr = blocking_server.addr
+    blocking_client.invoke_sync(addr, req(ECHO), timeout=5)
+    start = time.monotonic()
+    with pytest.raises(RemotingSendRequestError):
+        blocking_client.invoke_sync(addr, req(HANG_UP), timeout=30)
+    assert time.monotonic() - start < 3
+    assert blocking_client.invoke_sync(addr, req(ECHO, b"again"), timeout=5).body == b"again"
+
+
+def test_a_large_frame_from_a_thread_takes_the_usual_path(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+) -> None:
+    addr = blocking_server.addr
+    body = bytes(range(256)) * 1024  # 256 KiB
+    assert blocking_client.invoke_sync(addr, req(ASYNC_ECHO, body), timeout=10).body == body
+
+
+def test_threads_calling_while_the_server_stops_all_return() -> None:
+    server = RemotingServer(ServerConfig())
+    install_standard_processors(server)
+    server.start()
+    client = RemotingClient(ClientConfig()).start()
+    addr = server.addr
+    client.invoke_sync(addr, req(ECHO), timeout=5)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    going = threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                client.invoke_sync(addr, req(ASYNC_ECHO), timeout=3)
+                kind = "ok"
+            except RemotingError as exc:
+                kind = type(exc).__name__
+            with lock:
+                outcomes.append(kind)
+                if len(outcomes) >= 300:
+                    going.set()
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    try:
+        for t in threads:
+            t.start()
+        assert going.wait(10)  # the callers are in full swing
+        server.shutdown(grace=0.5)
+        stop.set()
+        deadline = time.monotonic() + 10
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in threads)  # nobody hangs
+    finally:
+        stop.set()
+        client.shutdown()
+    assert "ok" in outcomes
+    # a lost call would end as RemotingTimeoutError: none may
+    assert set(outcomes) <= {"ok", "RemotingSendRequestError", "RemotingConnectError"}
