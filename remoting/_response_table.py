@@ -6,7 +6,10 @@ Invariants:
 - an opaque is in ``_entries`` at most once; removing it (``pop``, ``expire``, ``pop_connection``,
   ``pop_all``) is the only way to own its completion, so each entry completes exactly once;
 - ``_heap`` may hold entries already removed (lazy deletion); it is rebuilt when it grows to
-  more than twice the live entries.
+  more than twice the live entries. It holds (deadline, opaque) only, never the future: a
+  completed future (its response body included) must not stay alive until the next rebuild,
+  up to 1024 calls later. A heap entry is live while the opaque maps to a future with the
+  same deadline.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class ResponseTable:
 
     def __init__(self) -> None:
         self._entries: dict[int, ResponseFuture] = {}
-        self._heap: list[tuple[float, int, ResponseFuture]] = []
+        self._heap: list[tuple[float, int]] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -43,9 +46,9 @@ class ResponseTable:
             raise ValueError(f"opaque {fut.opaque} is already pending")
         self._entries[fut.opaque] = fut
         heap = self._heap
-        heapq.heappush(heap, (fut.deadline, fut.opaque, fut))
+        heapq.heappush(heap, (fut.deadline, fut.opaque))
         if len(heap) > 2 * len(self._entries) + _COMPACT_SLACK:
-            self._heap = [(f.deadline, o, f) for o, f in self._entries.items()]
+            self._heap = [(f.deadline, o) for o, f in self._entries.items()]
             heapq.heapify(self._heap)
 
     def pop(self, opaque: int) -> ResponseFuture | None:
@@ -66,8 +69,9 @@ class ResponseTable:
         entries = self._entries
         expired: list[ResponseFuture] = []
         while heap and heap[0][0] <= now:
-            _, opaque, fut = heapq.heappop(heap)
-            if entries.get(opaque) is fut:
+            deadline, opaque = heapq.heappop(heap)
+            fut = entries.get(opaque)
+            if fut is not None and fut.deadline == deadline:
                 del entries[opaque]
                 expired.append(fut)
         return expired
@@ -77,8 +81,9 @@ class ResponseTable:
         heap = self._heap
         entries = self._entries
         while heap:
-            deadline, opaque, fut = heap[0]
-            if entries.get(opaque) is fut:
+            deadline, opaque = heap[0]
+            fut = entries.get(opaque)
+            if fut is not None and fut.deadline == deadline:
                 return deadline
             heapq.heappop(heap)
         return None
