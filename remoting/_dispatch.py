@@ -11,7 +11,7 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from codec import CodecError, RemotingCommand, ResponseCode, encode_frame
+from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
 
 from ._hooks import AbortProcessError
 from ._log import log
@@ -19,6 +19,7 @@ from ._log import log
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from codec import EncodedFrame
     from processors import AsyncRequestProcessor, RequestContext, RequestProcessor
 
     from ._hooks import RPCHook
@@ -60,7 +61,7 @@ def exception_simple_desc(exc: BaseException) -> str:
     return desc
 
 
-def error_reply(request: RemotingCommand, code: int, remark: str) -> bytes | None:
+def error_reply(request: RemotingCommand, code: int, remark: str) -> EncodedFrame | None:
     """Return the encoded error response to ``request``, or None for a oneway request."""
     if request.is_oneway:
         return None
@@ -68,7 +69,7 @@ def error_reply(request: RemotingCommand, code: int, remark: str) -> bytes | Non
     return finish_response(request, response)
 
 
-def finish_response(request: RemotingCommand, response: object) -> bytes | None:
+def finish_response(request: RemotingCommand, response: object) -> EncodedFrame | None:
     """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway).
 
     A response that is not a `RemotingCommand`, or cannot be encoded, becomes a SYSTEM_ERROR
@@ -83,7 +84,7 @@ def finish_response(request: RemotingCommand, response: object) -> bytes | None:
         response.flag |= 1
         response.serialize_type = request.serialize_type  # mirror the request, as 4.9
         try:
-            return encode_frame(response)
+            return encode_frame_parts(response)
         except CodecError as exc:
             problem = f"response could not be encoded: {exc}"
         except (TypeError, ValueError, AttributeError) as exc:  # e.g. a str body
@@ -93,7 +94,7 @@ def finish_response(request: RemotingCommand, response: object) -> bytes | None:
     fallback = RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, problem)
     fallback.opaque = request.opaque
     fallback.serialize_type = request.serialize_type
-    return encode_frame(fallback)
+    return encode_frame_parts(fallback)
 
 
 def _failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
@@ -129,7 +130,7 @@ def _after(
 
 
 def _answer(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand,
-            response: RemotingCommand | None) -> bytes | None:
+            response: RemotingCommand | None) -> EncodedFrame | None:
     """Run the after-hooks on a processor's response and encode it (None: nothing to send).
 
     An after-hook that raises replaces the response with SYSTEM_ERROR (SPEC 6.1).
@@ -149,7 +150,7 @@ def run_sync_request(
     ctx: RequestContext,
     request: RemotingCommand,
     hooks: Sequence[RPCHook],
-) -> bytes | None:
+) -> EncodedFrame | None:
     """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
     addr = ctx.remote_addr
     if hooks and (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
@@ -166,7 +167,7 @@ async def run_async_request(
     ctx: RequestContext,
     request: RemotingCommand,
     hooks: Sequence[RPCHook],
-) -> bytes | None:
+) -> EncodedFrame | None:
     """Run hooks and an async processor on the loop; return the frame to send or None."""
     addr = ctx.remote_addr
     if hooks and (refusal := _refused_by_hooks(hooks, addr, request)) is not None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
 
-from codec import LanguageCode, RemotingCommand, ResponseCode, encode_frame
+from codec import LanguageCode, RemotingCommand, ResponseCode, encode_frame_parts
 from processors import AsyncRequestProcessor, RequestProcessor
 
 from ._channel_table import ChannelTable
@@ -49,6 +49,8 @@ from ._tls import client_context
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from codec import EncodedFrame
 
     from ._config import ServerConfig
     from ._connection import Connection
@@ -385,7 +387,7 @@ class Endpoint(ChannelTable, Invoker):
         hist.record(trio.current_time() - (fut.deadline - fut.timeout))
         fut._complete(cmd)
 
-    def _processed(self, conn: Connection, frame: bytes | None) -> None:
+    def _processed(self, conn: Connection, frame: EncodedFrame | None) -> None:
         self.processing -= 1
         conn.processing_done()
         conn.write_response_frame(frame)
@@ -433,7 +435,7 @@ class Endpoint(ChannelTable, Invoker):
         slow consumer cannot stall the others) and logged.
         """
         request.flag |= 2
-        frame = encode_frame(request)
+        frame = encode_frame_parts(request)
         sent = 0
         for conn in conns:
             if conn.closed:
