@@ -30,7 +30,10 @@ from ._decoder import DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
 from ._decoder import FrameDecoder as FrameDecoder
 from ._decoder import decode_frame as decode_frame
 from ._decoder import sniff_foreign_protocol as sniff_foreign_protocol
+from ._encoder import LARGE_BODY_BYTES as LARGE_BODY_BYTES
+from ._encoder import EncodedFrame as EncodedFrame
 from ._encoder import encode_frame as encode_frame
+from ._encoder import encode_frame_parts as encode_frame_parts
 from ._errors import CodecError as CodecError
 from ._errors import ForeignProtocolError as ForeignProtocolError
 from ._errors import FrameTooLargeError as FrameTooLargeError
@@ -46,7 +49,9 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "FLAG_ONEWAY",
     "FLAG_RESPONSE",
+    "LARGE_BODY_BYTES",
     "CodecError",
+    "EncodedFrame",
     "ExtFields",
     "ForeignProtocolError",
     "FrameDecoder",
@@ -63,6 +68,7 @@ __all__ = [
     "decode_frame",
     "encode_command",
     "encode_frame",
+    "encode_frame_parts",
     "next_opaque",
     "sniff_foreign_protocol",
 ]

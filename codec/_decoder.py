@@ -7,6 +7,13 @@ Theory of operation (FrameDecoder):
   checks the serialize type and ``header_length <= length - 4`` (RocketMQ ``decode``).
 - Once a `CodecError` is raised the stream is desynchronised: the decoder keeps raising it and
   the owner must close the connection.
+- Large frames can skip the growing buffer: once a frame's 8-byte prefix is buffered and valid,
+  ``missing_bytes`` says how much of it is still to come, and ``get_buffer`` hands out memory
+  of exactly that size (the caller's, or allocated on the first call) for the caller to
+  receive into, reporting each fill with ``buffer_updated`` (the ``asyncio.BufferedProtocol``
+  pattern). The frame is then the buffered head plus that memory, and ``next_command`` copies
+  header and body out of the two once. ``feed`` stays valid meanwhile: it fills the same
+  memory, and bytes past the frame's end wait in ``_after`` until the frame has been returned.
 """
 
 from __future__ import annotations
@@ -137,7 +144,9 @@ class FrameDecoder:
     # keeps the caller's ``bytes`` as the buffer instead of copying it (the common case: a
     # recv() chunk holding whole frames); a partial frame is moved into a bytearray that
     # later chunks are appended to, and its consumed prefix is dropped every _COMPACT_AT bytes.
-    __slots__ = ("_buf", "_error", "_pos", "max_frame_bytes")
+    # While ``_rest`` is set (see get_buffer), ``_buf[_pos:]`` is the head of one frame (8 bytes
+    # or more) and ``_rest[:_filled]`` its next bytes; ``_after`` holds bytes fed past its end.
+    __slots__ = ("_after", "_buf", "_error", "_filled", "_pos", "_rest", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 8:
@@ -146,14 +155,93 @@ class FrameDecoder:
         self._buf: bytes | bytearray = b""
         self._pos = 0
         self._error: CodecError | None = None
+        self._rest: memoryview | None = None  # exactly the frame's missing bytes
+        self._filled = 0
+        self._after: list[bytes] = []
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received but not yet returned as commands."""
-        return len(self._buf) - self._pos
+        if self._rest is None:
+            return len(self._buf) - self._pos
+        return (len(self._buf) - self._pos + self._filled
+                + sum(len(chunk) for chunk in self._after))
+
+    @property
+    def missing_bytes(self) -> int:
+        """Bytes still to receive to complete the frame in progress.
+
+        0 unless the frame's 8-byte prefix is buffered and valid: no frame in progress, its
+        prefix incomplete or one `next_command` rejects, or a complete frame not yet returned.
+        """
+        rest = self._rest
+        if rest is not None:
+            return len(rest) - self._filled
+        buf = self._buf
+        pos = self._pos
+        available = len(buf) - pos
+        if available < 8 or self._error is not None:
+            return 0
+        length, word = _PREFIX_UNPACK(buf, pos)
+        if (length < 4 or length + 4 > self.max_frame_bytes
+                or word & 0xFFFFFF > length - 4 or word >= 0x2000000):
+            return 0
+        missing: int = 4 + length - available
+        return missing if missing > 0 else 0
+
+    def get_buffer(self, memory: bytearray | None = None) -> memoryview:
+        """Return writable memory for the next bytes of the frame in progress.
+
+        For receiving a large frame in place (as `asyncio.BufferedProtocol.get_buffer`): the
+        first call sets aside exactly `missing_bytes` bytes for the rest of the frame, at the
+        start of ``memory`` if given (so that a caller can reuse one buffer for many frames),
+        else in a new bytearray; later calls return the part not yet filled. Write received
+        bytes at the start of the returned memory, then call `buffer_updated` with their
+        count. The memory ends where the frame ends, so no byte of the next frame can land in
+        it. Once it is full, `next_command` returns the frame, copying its header and body out
+        once, where feeding chunk by chunk would have grown a buffer and then copied it.
+
+        Args:
+            memory: used by the first call only; at least `missing_bytes` long. The decoder
+                holds it until `next_command` has returned this frame (or raised): after that
+                the caller may reuse it.
+
+        Raises:
+            RuntimeError: `missing_bytes` is 0: no frame in progress with a valid 8-byte
+                prefix, or the frame is complete (call `next_command`).
+            ValueError: ``memory`` is shorter than `missing_bytes`.
+        """
+        rest = self._rest
+        if rest is None:
+            missing = self.missing_bytes
+            if not missing:
+                raise RuntimeError("no frame in progress is missing bytes")
+            if memory is None:
+                memory = bytearray(missing)
+            elif len(memory) < missing:
+                raise ValueError(f"memory of {len(memory)} bytes cannot hold {missing}")
+            rest = self._rest = memoryview(memory)[:missing]
+            self._filled = 0
+        elif self._filled == len(rest):
+            raise RuntimeError("no frame in progress is missing bytes")
+        return rest[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """Record that ``nbytes`` were written at the start of the last `get_buffer` memory.
+
+        Raises:
+            ValueError: no buffer is in use, or ``nbytes`` is negative or more than it holds.
+        """
+        rest = self._rest
+        if rest is None or not 0 <= nbytes <= len(rest) - self._filled:
+            raise ValueError(f"buffer_updated({nbytes}) does not fit the buffer in use")
+        self._filled += nbytes
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes (copied unless ``data`` is immutable ``bytes``)."""
+        if self._rest is not None:
+            self._feed_rest(data)
+            return
         buf = self._buf
         if not buf:  # nothing buffered (next_command resets to b"" and 0 when drained)
             self._buf = data if type(data) is bytes else bytes(data)
@@ -200,7 +288,10 @@ class FrameDecoder:
             self._error = _header_word_error(word, length, bytes(buf[pos : pos + 4]))
             raise self._error
         if available < 4 + length:
-            return None
+            rest = self._rest
+            if rest is None or self._filled < len(rest):
+                return None
+            return self._assemble(length, header_length, word)
         end = pos + 4 + length
         start = pos + 8 + header_length
         if type(buf) is bytes:
@@ -222,3 +313,55 @@ class FrameDecoder:
         except CodecError as exc:
             self._error = exc
             raise
+
+    def _feed_rest(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed while a `get_buffer` buffer is in use: fill it, keep what is past the frame."""
+        rest = self._rest
+        assert rest is not None
+        filled = self._filled
+        n = min(len(rest) - filled, len(data))
+        if n:
+            rest[filled : filled + n] = memoryview(data)[:n]
+            self._filled = filled + n
+            if n == len(data):
+                return
+            data = memoryview(data)[n:]
+        self._after.append(bytes(data))
+
+    def _assemble(self, length: int, header_length: int, word: int) -> RemotingCommand:
+        """Return the frame made of ``_buf[_pos:]`` and the full ``_rest``; then reset."""
+        rest = self._rest
+        assert rest is not None
+        start = 8 + header_length  # offsets in the frame
+        end = 4 + length
+        with memoryview(self._buf) as whole:
+            head = whole[self._pos :]
+            header = _span(head, rest, 8, start)
+            body = _span(head, rest, start, end) if end > start else None
+            head.release()
+        rest.release()  # the caller's memory is free again
+        self._buf = b""
+        self._pos = 0
+        self._rest = None
+        self._filled = 0
+        if self._after:
+            after, self._after = self._after, []
+            for chunk in after:
+                self.feed(chunk)
+        try:
+            if word < 0x1000000:  # serialize type byte 0
+                return decode_json_header(header, body, _JSON)
+            return decode_binary_header(header, body, _ROCKETMQ)
+        except CodecError as exc:
+            self._error = exc
+            raise
+
+
+def _span(head: memoryview, tail: memoryview, start: int, end: int) -> bytes:
+    """Return bytes ``start:end`` of ``head`` followed by ``tail``, copying each byte once."""
+    split = len(head)
+    if end <= split:
+        return bytes(head[start:end])
+    if start >= split:
+        return bytes(tail[start - split : end - split])
+    return b"".join((head[start:], tail[: end - split]))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from ._codes import SerializeType
 from ._errors import InvalidCommandError
@@ -13,11 +13,21 @@ from ._header_json import encode_json_header
 if TYPE_CHECKING:
     from ._command import RemotingCommand
 
-__all__ = ["MAX_HEADER_BYTES", "encode_frame"]
+__all__ = ["LARGE_BODY_BYTES", "MAX_HEADER_BYTES", "EncodedFrame", "encode_frame",
+           "encode_frame_parts"]
 
 MAX_HEADER_BYTES: Final = 0xFFFFFF  # 24-bit header length field
+# Bodies this big are not copied next to their header by `encode_frame_parts`. Measured on
+# loopback TCP (CPU time of the sender, join + send vs sendmsg of the two pieces): no
+# difference up to 64 KiB, then sendmsg wins by 7 us at 128 KiB and 75 us at 1 MiB, the
+# joined copy being fresh memory that page-faults (docs/performance.md).
+LARGE_BODY_BYTES: Final = 64 * 1024
 _MAX_LENGTH_FIELD: Final = 2**31 - 1
 _PREFIX_PACK: Final = struct.Struct(">II").pack  # length, serialize type << 24 | header length
+
+# A frame as `encode_frame_parts` returns it: whole, or (length prefix + header, body) to be
+# written one after the other.
+EncodedFrame: TypeAlias = "bytes | tuple[bytes, bytes]"
 
 
 def encode_frame(cmd: RemotingCommand) -> bytes:
@@ -26,6 +36,37 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
     Raises:
         InvalidCommandError: a field cannot be represented on the wire.
     """
+    prefix, header, body = _encode(cmd)
+    if body:
+        return b"".join((prefix, header, body))
+    return prefix + header
+
+
+def encode_frame_parts(cmd: RemotingCommand) -> EncodedFrame:
+    """Return the frame for ``cmd``, leaving a large body uncopied.
+
+    Returns:
+        The frame as one ``bytes`` (what `encode_frame` returns), except when the body is
+        immutable ``bytes`` of at least `LARGE_BODY_BYTES`: then ``(head, body)`` where
+        ``head`` is the length prefix and header and ``body`` is ``cmd.body`` itself. The
+        concatenation is always ``encode_frame(cmd)``. A ``bytearray`` or ``memoryview`` body
+        is always copied, so changing it after this call cannot change what is sent.
+
+    Raises:
+        InvalidCommandError: a field cannot be represented on the wire.
+    """
+    prefix, header, body = _encode(cmd)
+    if body:
+        if type(body) is bytes and len(body) >= LARGE_BODY_BYTES:
+            return prefix + header, body
+        return b"".join((prefix, header, body))
+    return prefix + header
+
+
+def _encode(
+    cmd: RemotingCommand,
+) -> tuple[bytes, bytes, bytes | bytearray | memoryview | None]:
+    """Return (length prefix and header word, header, body) for ``cmd``."""
     st = cmd.serialize_type
     if st is _JSON:
         header = encode_json_header(cmd)
@@ -49,10 +90,7 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
             f"command too large for a frame: header {header_length} bytes "
             f"(max {MAX_HEADER_BYTES}), frame {length} bytes"
         )
-    prefix = _PREFIX_PACK(length, (st << 24) | header_length)
-    if body:
-        return b"".join((prefix, header, body))
-    return prefix + header
+    return _PREFIX_PACK(length, (st << 24) | header_length), header, body
 
 
 _JSON: Final = SerializeType.JSON

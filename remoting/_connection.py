@@ -6,11 +6,22 @@ Theory of operation:
   suspends, this task keeps it (a suspended coroutine belongs to its task) and a new reader
   task is started, so the requests behind it are not held up.
 - Frames to send are appended to ``_out`` (sync, from the trio thread) and the writer task sends
-  everything queued in one ``send_all`` (write coalescing). Two shortcuts on plain TCP: the
+  everything queued at once (write coalescing). A frame is ``bytes``, or (head, body) pieces
+  from `encode_frame_parts` for a large body, which are never copied together: on plain TCP
+  every queued piece goes out in one ``sendmsg`` (scatter/gather), over TLS large pieces go to
+  ``send_all`` on their own and runs of small ones joined. Two shortcuts on plain TCP: the
   first frame after a read is sent directly (latency), and once ``FLUSH_FRAMES`` frames are
   queued they are sent at once with a non-blocking send, so that during a long burst of work
   (a read of many requests or responses) the peer gets the first results and works in
   parallel instead of waiting for the whole burst (both processes busy, not ping-pong).
+- Every change to the outbound state (``_out``, ``_sending``, ``_raw``) happens under
+  ``_write_lock``: `send_from_thread` lets a blocking caller's thread send an idle
+  connection's next frame itself (`_thread_calls`).
+- Receiving: the reader reads chunks with ``receive_some`` and feeds the decoder; on plain TCP,
+  once the decoder knows the frame in progress still misses at least `RECEIVE_INTO_MIN_BYTES`,
+  the reader receives the rest with ``recv_into`` straight into place
+  (`FrameDecoder.get_buffer`), in a buffer borrowed from `_RECEIVE_BUFFERS` and given back
+  once the frame is decoded.
 - Back-pressure: when more than the high water mark is queued, `wait_writable` blocks senders
   until the writer has brought it under the low water mark, and the reader stops reading new
   requests (the peer is not draining its responses).
@@ -28,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from codec import CodecError, ForeignProtocolError, FrameDecoder
+from codec import LARGE_BODY_BYTES, CodecError, ForeignProtocolError, FrameDecoder
 from processors import RequestContext
 
 from ._channel import ChannelHandle
@@ -37,16 +48,71 @@ from ._log import log
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from codec import EncodedFrame
+
     from ._endpoint import Endpoint
 
 __all__ = ["Connection"]
 
 RECEIVE_BYTES = 256 * 1024
-LARGE_FRAME_BYTES = 256 * 1024  # frames this big are sent as they are, never copied together
+# Over TLS, pieces this big are sent as they are, never copied together (the size from which
+# encode_frame_parts leaves a body apart, for the same measured reason).
+LARGE_FRAME_BYTES = LARGE_BODY_BYTES
+# A frame still missing this much is received in place (FrameDecoder.get_buffer); below it
+# the usual chunked read costs no more, and reads whole runs of small frames at once.
+RECEIVE_INTO_MIN_BYTES = 64 * 1024
+_IOV_MAX = 1024  # buffers per sendmsg: Linux UIO_MAXIOV (POSIX guarantees only 16)
+_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)  # EPIPE as an error, never SIGPIPE
+_HAS_SENDMSG = hasattr(socket.socket, "sendmsg")  # not on Windows
 # Frames queued by one burst of work that are sent at once instead of after the burst: the peer
 # starts on them while we go on (pipelined throughput ~1.7x, bench/rpc.py; docs/performance.md).
 FLUSH_FRAMES = 16
 _ids = itertools.count(1)
+
+
+class _BufferPool:
+    """Receive buffers for the rest of large frames, reused across frames and connections.
+
+    Why: a fresh buffer of 1 MiB or more per frame is what glibc hands back to the kernel
+    once it and the frame's body are both freed (heap trimming), so every frame page-faults
+    all of it in again: about 1.2 ms of CPU per MiB measured here, against 35 us with a
+    reused buffer (docs/performance.md). Thread-safe: blocking clients run loops in threads.
+    """
+
+    def __init__(self, max_kept_bytes: int) -> None:
+        self.max_kept_bytes = max_kept_bytes
+        self._free: list[bytearray] = []
+        self._kept_bytes = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bytearray:
+        """Return a buffer of at least ``size`` bytes (stale contents)."""
+        with self._lock:
+            for i, buf in enumerate(self._free):
+                if len(buf) >= size:
+                    del self._free[i]
+                    self._kept_bytes -= len(buf)
+                    return buf
+        return bytearray(size)
+
+    def give(self, buf: bytearray) -> None:
+        """Keep ``buf`` for reuse if there is room; drop the smallest kept ones to make it."""
+        with self._lock:
+            free = self._free
+            if len(buf) > self.max_kept_bytes:
+                return
+            free.sort(key=len)
+            while free and self._kept_bytes + len(buf) > self.max_kept_bytes:
+                if len(free[0]) >= len(buf):
+                    return  # everything kept is bigger: keep those
+                self._kept_bytes -= len(free.pop(0))
+            free.append(buf)
+            self._kept_bytes += len(buf)
+
+
+# At most this much memory stays kept between frames, process-wide: one buffer for the
+# largest default frame (RocketMQ's 16 MiB), or several for smaller ones received at once.
+_RECEIVE_BUFFERS = _BufferPool(16 * 1024 * 1024)
 
 
 class Connection:
@@ -64,7 +130,7 @@ class Connection:
         # saving the writer task's scheduling pass (latency). It is used once per wake-up by
         # incoming data (`_direct_budget`), so bursts still go through the coalescing writer.
         self._raw: socket.socket | None = None
-        if isinstance(stream, trio.SocketStream):
+        if isinstance(stream, trio.SocketStream) and _HAS_SENDMSG:
             self._raw = socket.socket(fileno=stream.socket.fileno())
             self._raw.settimeout(0.0)  # never block the loop, whatever the default timeout
         self._direct_budget = 1
@@ -85,9 +151,10 @@ class Connection:
         self.channel = ChannelHandle(self)
         self.ctx = RequestContext(remote_addr=remote_addr, channel=self.channel)
         self.processed = partial(endpoint._processed, self)  # made once, used per request
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []  # the pieces of the queued frames
         self._out_bytes = 0
-        self.writes = 0  # send_all calls
+        self._out_frames = 0
+        self.writes = 0  # writer passes and write-through sends
         self.frames_written = 0
         self._on_sent: list[Callable[[], None]] = []
         self._writer_lot = trio.lowlevel.ParkingLot()
@@ -116,27 +183,39 @@ class Connection:
 
     # ------------------------------------------------------------------ sending
 
-    def write_frame(self, frame: bytes, on_sent: Callable[[], None] | None = None) -> bool:
+    def write_frame(self, frame: EncodedFrame,
+                    on_sent: Callable[[], None] | None = None) -> bool:
         """Queue ``frame`` for the writer (trio thread only); False if the connection is closed.
 
-        ``on_sent`` runs once the frame was handed to the socket, or when the connection closes.
+        ``frame`` is what `encode_frame_parts` returns: bytes, or (head, body) pieces sent one
+        after the other without being copied together. ``on_sent`` runs once the frame was
+        handed to the socket, or when the connection closes.
         """
         with self._write_lock:
             return self._write_frame(frame, on_sent)
 
-    def _write_frame(self, frame: bytes, on_sent: Callable[[], None] | None) -> bool:
+    def _write_frame(self, frame: EncodedFrame, on_sent: Callable[[], None] | None) -> bool:
         if self.closed:
             return False
+        if type(frame) is tuple:
+            pieces: list[bytes | memoryview] | None = list(frame)
+            size = len(frame[0]) + len(frame[1])
+        else:
+            pieces = None
+            size = len(frame)
         if (self._direct_budget and self._raw is not None and not self._out
                 and not self._sending):
             self._direct_budget = 0
             try:
-                sent = self._raw.send(frame)
+                if pieces is None:
+                    sent = self._raw.send(frame, _SEND_FLAGS)  # type: ignore[arg-type]
+                else:
+                    sent = self._raw.sendmsg(pieces, (), _SEND_FLAGS)
             except (BlockingIOError, InterruptedError):
                 sent = 0
             except OSError:
                 sent = 0  # let the writer meet the error and close the connection
-            if sent == len(frame):
+            if sent == size:
                 self.writes += 1
                 self.frames_written += 1
                 self.last_activity = trio.current_time()
@@ -144,13 +223,20 @@ class Connection:
                     on_sent()
                 return True
             if sent:
-                frame = memoryview(frame)[sent:]  # type: ignore[assignment]  # no copy
+                if pieces is None:
+                    pieces = [frame]  # type: ignore[list-item]
+                del pieces[: _consume(pieces, sent)]  # the rest of the frame, not copied
+                size -= sent
         out = self._out
-        out.append(frame)
-        self._out_bytes += len(frame)
+        if pieces is None:
+            out.append(frame)  # type: ignore[arg-type]
+        else:
+            out += pieces
+        self._out_bytes += size
+        self._out_frames += 1
         if on_sent is not None:
             self._on_sent.append(on_sent)
-        if len(out) >= FLUSH_FRAMES and self._raw is not None and not self._sending:
+        if self._out_frames >= FLUSH_FRAMES and self._raw is not None and not self._sending:
             self._flush_now()
         elif self._writer_lot:
             self._writer_lot.unpark()
@@ -159,23 +245,24 @@ class Connection:
     def _flush_now(self) -> None:
         """Send what is queued at once, without waiting (the peer starts on it sooner)."""
         assert self._raw is not None
-        data = b"".join(self._out)
+        out = self._out
         try:
-            sent = self._raw.send(data)
+            sent = self._raw.sendmsg(out[:_IOV_MAX], (), _SEND_FLAGS)  # no copy, as the writer
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError:
             sent = 0  # let the writer meet the error and close the connection
-        if sent == len(data):
-            self.frames_written += len(self._out)
+        if sent == self._out_bytes:
+            self.frames_written += self._out_frames
             self._out = []
             self._out_bytes = 0
+            self._out_frames = 0
             on_sent, self._on_sent = self._on_sent, []
             for fn in on_sent:
                 fn()
         else:
-            self._out = [memoryview(data)[sent:]]  # type: ignore[list-item]
-            self._out_bytes = len(data) - sent
+            del out[: _consume(out, sent)]  # the writer sends the rest
+            self._out_bytes -= sent
             if self._writer_lot:
                 self._writer_lot.unpark()
         if sent:
@@ -199,7 +286,7 @@ class Connection:
             except ValueError:  # the same opaque is pending (one command sent twice at once)
                 return None
             try:
-                sent = raw.send(frame)
+                sent = raw.send(frame, _SEND_FLAGS)
             except (BlockingIOError, InterruptedError):
                 sent = 0
             except OSError:
@@ -210,8 +297,9 @@ class Connection:
             if sent == len(frame):
                 return "sent"
             rest = memoryview(frame)[sent:]
-            self._out.append(rest)  # type: ignore[arg-type]
+            self._out.append(rest)
             self._out_bytes += len(rest)
+            self._out_frames += 1
             return "queued"
 
     def kick_writer(self) -> None:
@@ -219,7 +307,7 @@ class Connection:
         if self._out and self._writer_lot:
             self._writer_lot.unpark()
 
-    def write_response_frame(self, frame: bytes | None) -> None:
+    def write_response_frame(self, frame: EncodedFrame | None) -> None:
         """Queue a response frame produced by a processor (None means nothing to send)."""
         if frame is not None and not self.write_frame(frame):
             log.debug("response.dropped", conn_id=self.id, peer=self.remote_addr,
@@ -237,14 +325,17 @@ class Connection:
 
     async def _writer(self) -> None:
         stream = self.stream
+        raw = self._raw
         while True:
             while not self._out:
                 await self._writer_lot.park()
             with self._write_lock:
                 out = self._out
                 queued = self._out_bytes
+                frames = self._out_frames
                 self._out = []
                 self._out_bytes = 0
+                self._out_frames = 0
                 # take the callbacks of exactly these frames (a fresh list for later ones)
                 on_sent: list[Callable[[], None]] | tuple[()] = ()
                 if self._on_sent:
@@ -252,7 +343,9 @@ class Connection:
                 self._sending = True
                 self._in_send = queued
             try:
-                if len(out) == 1:
+                if raw is not None:
+                    await _send_buffers(raw, out)
+                elif len(out) == 1:
                     await stream.send_all(out[0])
                 elif queued < LARGE_FRAME_BYTES:
                     await stream.send_all(b"".join(out))  # one system call for many frames
@@ -265,7 +358,7 @@ class Connection:
                 for fn in on_sent:  # sent, or never will be: either way the permit is free
                     fn()
             self.writes += 1
-            self.frames_written += len(out)
+            self.frames_written += frames
             self.last_activity = trio.current_time()
             if self._drain_lot and self._out_bytes <= self.low_water:
                 self._drain_lot.unpark_all()
@@ -282,10 +375,16 @@ class Connection:
 
     async def _reader(self) -> None:
         stream = self.stream
+        # plain TCP: the trio socket, to receive the rest of a large frame in place
+        sock: trio.socket.SocketType | None = None
+        if self._raw is not None:
+            assert isinstance(stream, trio.SocketStream)
+            sock = stream.socket
         decoder = self.decoder
         handle = self.endpoint.handle_command
         flush = self.endpoint.flush_dispatch
         limit = self.max_processing
+        lent: bytearray | None = None  # the pool's buffer the decoder holds
         while True:
             # handle what is decodable, pausing while the peer has enough requests in progress
             suspended = None
@@ -306,16 +405,33 @@ class Connection:
             if suspended is not None:
                 # An async processor suspended in this task, which now owns it and must finish
                 # it; a new task takes over reading (more of this read may be buffered).
+                if lent is not None and not decoder.missing_bytes:
+                    _RECEIVE_BUFFERS.give(lent)  # its frame was decoded: the new reader starts
+                    # without one (a lent buffer only ever holds one frame's rest)
                 assert self._nursery is not None
                 self._nursery.start_soon(self._guard, self._reader, "read")
                 await self.endpoint.finish_suspended(self, *suspended)
                 return
+            if lent is not None and not decoder.missing_bytes:
+                _RECEIVE_BUFFERS.give(lent)  # its frame was decoded just above
+                lent = None
             if self._out_bytes + self._in_send > self.high_water:
                 await self.wait_writable()
-            data: bytes | bytearray = b""
+            # the rest of a large frame goes straight into place (plain TCP only)
+            into = None
+            if lent is not None:
+                into = decoder.get_buffer()
+            elif sock is not None and decoder.missing_bytes >= RECEIVE_INTO_MIN_BYTES:
+                lent = _RECEIVE_BUFFERS.take(decoder.missing_bytes)
+                into = decoder.get_buffer(lent)
+            data: bytes | bytearray | int = b""
             if decoder.buffered_bytes and self.partial_frame_timeout:
                 with trio.move_on_after(self.partial_frame_timeout):
-                    data = await stream.receive_some(RECEIVE_BYTES)
+                    if into is None:
+                        data = await stream.receive_some(RECEIVE_BYTES)
+                    else:
+                        assert sock is not None
+                        data = await sock.recv_into(into)
                     if not data:
                         self.close("peer closed the connection mid-frame")
                         return
@@ -325,8 +441,11 @@ class Connection:
                                 timeout=self.partial_frame_timeout)
                     self.close(f"partial frame stalled for {self.partial_frame_timeout}s")
                     return
-            else:
+            elif into is None:
                 data = await stream.receive_some(RECEIVE_BYTES)
+            else:
+                assert sock is not None
+                data = await sock.recv_into(into)
             if not data:
                 if not self.got_data and self.endpoint.role == "client":
                     self.close("peer closed the connection without answering "
@@ -337,7 +456,11 @@ class Connection:
             self.got_data = True
             self._direct_budget = 1
             self.last_activity = trio.current_time()
-            decoder.feed(data)
+            if into is None:
+                decoder.feed(data)  # type: ignore[arg-type]
+            else:
+                decoder.buffer_updated(data)  # type: ignore[arg-type]
+                into = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -410,9 +533,45 @@ class Connection:
         self._drain_lot.unpark_all()
 
 
-async def _send_pieces(stream: trio.abc.Stream, out: list[bytes]) -> None:
-    """Send ``out`` joining runs of small frames, but each large frame on its own (no copy)."""
-    small: list[bytes] = []
+async def _send_buffers(raw: socket.socket, out: list[bytes | memoryview]) -> None:
+    """Send ``out`` on a plain TCP socket with ``sendmsg``: no copy, partial sends resumed.
+
+    Raises:
+        OSError: the socket failed; what was sent of ``out`` is unknown, the stream broken.
+        trio.Cancelled: as for ``send_all``: part of ``out`` may have been sent.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()  # as trio's send_all: nothing after a cancel
+    first = 0
+    while True:
+        try:
+            sent = raw.sendmsg(out[first : first + _IOV_MAX] if first or len(out) > _IOV_MAX
+                               else out, (), _SEND_FLAGS)
+        except (BlockingIOError, InterruptedError):
+            await trio.lowlevel.wait_writable(raw)
+            continue
+        first = _consume(out, sent, first)
+        if first == len(out):
+            return
+
+
+def _consume(pieces: list[bytes | memoryview], sent: int, first: int = 0) -> int:
+    """Drop ``sent`` bytes from ``pieces[first:]``; return the index of the first piece left.
+
+    A piece sent in part is replaced by a memoryview of its rest (no copy).
+    """
+    while sent:
+        size = len(pieces[first])
+        if sent < size:
+            pieces[first] = memoryview(pieces[first])[sent:]
+            return first
+        sent -= size
+        first += 1
+    return first
+
+
+async def _send_pieces(stream: trio.abc.Stream, out: list[bytes | memoryview]) -> None:
+    """Send ``out`` (TLS) joining runs of small pieces, but each large one on its own (no copy)."""
+    small: list[bytes | memoryview] = []
     for piece in out:
         if len(piece) < LARGE_FRAME_BYTES:
             small.append(piece)

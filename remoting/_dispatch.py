@@ -12,7 +12,7 @@ import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from codec import CodecError, RemotingCommand, ResponseCode, encode_frame
+from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
 from processors import AsyncRequestProcessor, RequestProcessor
 
 from ._hooks import AbortProcessError
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Coroutine, Generator, Sequence
     from contextvars import Context
 
+    from codec import EncodedFrame
     from processors import RequestContext
 
     from ._hooks import RPCHook
@@ -75,7 +76,7 @@ def exception_simple_desc(exc: BaseException) -> str:
     return desc
 
 
-def error_reply(request: RemotingCommand, code: int, remark: str) -> bytes | None:
+def error_reply(request: RemotingCommand, code: int, remark: str) -> EncodedFrame | None:
     """Return the encoded error response to ``request``, or None for a oneway request."""
     if request.is_oneway:
         return None
@@ -83,7 +84,7 @@ def error_reply(request: RemotingCommand, code: int, remark: str) -> bytes | Non
     return finish_response(request, response)
 
 
-def finish_response(request: RemotingCommand, response: object) -> bytes | None:
+def finish_response(request: RemotingCommand, response: object) -> EncodedFrame | None:
     """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway).
 
     A response that is not a `RemotingCommand`, or cannot be encoded, becomes a SYSTEM_ERROR
@@ -98,7 +99,7 @@ def finish_response(request: RemotingCommand, response: object) -> bytes | None:
         response.flag |= 1
         response.serialize_type = request.serialize_type  # mirror the request, as 4.9
         try:
-            return encode_frame(response)
+            return encode_frame_parts(response)
         except CodecError as exc:
             problem = f"response could not be encoded: {exc}"
         except (TypeError, ValueError, AttributeError) as exc:  # e.g. a str body
@@ -108,7 +109,7 @@ def finish_response(request: RemotingCommand, response: object) -> bytes | None:
     fallback = RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, problem)
     fallback.opaque = request.opaque
     fallback.serialize_type = request.serialize_type
-    return encode_frame(fallback)
+    return encode_frame_parts(fallback)
 
 
 def _failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
@@ -144,7 +145,7 @@ def _after(
 
 
 def _answer(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand,
-            response: RemotingCommand | None) -> bytes | None:
+            response: RemotingCommand | None) -> EncodedFrame | None:
     """Run the after-hooks on a processor's response and encode it (None: nothing to send).
 
     An after-hook that raises replaces the response with SYSTEM_ERROR (SPEC 6.1).
@@ -164,7 +165,7 @@ def run_sync_request(
     ctx: RequestContext,
     request: RemotingCommand,
     hooks: Sequence[RPCHook],
-) -> bytes | None:
+) -> EncodedFrame | None:
     """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
     if hooks:
         addr = ctx.remote_addr
@@ -187,7 +188,7 @@ async def run_async_request(
     ctx: RequestContext,
     request: RemotingCommand,
     hooks: Sequence[RPCHook],
-) -> bytes | None:
+) -> EncodedFrame | None:
     """Run hooks and an async processor on the loop; return the frame to send or None."""
     if hooks:
         addr = ctx.remote_addr
@@ -206,8 +207,8 @@ async def run_async_request(
 
 
 @types.coroutine
-def resume_suspended(coro: Coroutine[Any, Any, bytes | None], trap: Any, context: Context
-                     ) -> Generator[Any, Any, bytes | None]:
+def resume_suspended(coro: Coroutine[Any, Any, EncodedFrame | None], trap: Any, context: Context
+                     ) -> Generator[Any, Any, EncodedFrame | None]:
     """Await ``coro`` after its first step was run by hand and yielded ``trap``.
 
     The caller ran ``context.run(coro.send, None)`` itself to learn whether the coroutine

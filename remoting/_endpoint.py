@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
 
-from codec import LanguageCode, RemotingCommand, ResponseCode, encode_frame
+from codec import LanguageCode, RemotingCommand, ResponseCode, encode_frame_parts
 from processors import AsyncRequestProcessor, RequestProcessor
 
 from ._channel_table import ChannelTable
@@ -52,6 +52,8 @@ from ._tls import client_context
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable
 
+    from codec import EncodedFrame
+
     from ._config import ServerConfig
     from ._connection import Connection
     from ._events import ChannelEventListener
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["Endpoint"]
 
 GO_AWAY_MIN_VERSION: Final = 475  # RocketMQ V5_3_1: later Java clients understand GO_AWAY
-Suspended = tuple["Coroutine[Any, Any, bytes | None]", object, Context]
+Suspended = tuple["Coroutine[Any, Any, EncodedFrame | None]", object, Context]
 _GO_AWAY: Final = int(ResponseCode.GO_AWAY)  # a plain int compares faster than the enum
 
 
@@ -404,7 +406,7 @@ class Endpoint(ChannelTable, Invoker):
         hist.record(conn.last_activity - (fut.deadline - fut.timeout))
         fut._complete(cmd)
 
-    def _processed(self, conn: Connection, frame: bytes | None) -> None:
+    def _processed(self, conn: Connection, frame: EncodedFrame | None) -> None:
         self.processing -= 1
         conn.processing_done()
         conn.write_response_frame(frame)
@@ -415,7 +417,8 @@ class Endpoint(ChannelTable, Invoker):
         self._error_replies[cmd.code] = self._error_replies.get(cmd.code, 0) + 1
         conn.write_response_frame(error_reply(cmd, code, remark))
 
-    async def finish_suspended(self, conn: Connection, coro: Coroutine[Any, Any, bytes | None],
+    async def finish_suspended(self, conn: Connection,
+                               coro: Coroutine[Any, Any, EncodedFrame | None],
                                trap: object, context: Context) -> None:
         """Finish an async processor that suspended in its first step (in the task that ran
         that step, which owns it), then send its response."""
@@ -434,7 +437,7 @@ class Endpoint(ChannelTable, Invoker):
         slow consumer cannot stall the others) and logged.
         """
         request.flag |= 2
-        frame = encode_frame(request)
+        frame = encode_frame_parts(request)
         sent = 0
         for conn in conns:
             if conn.closed:

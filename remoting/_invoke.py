@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from codec import CodecError, RemotingCommand, ResponseCode, encode_frame, next_opaque
+from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
 
 from ._batch import Batch
 from ._connection import Connection
@@ -171,7 +171,7 @@ class Invoker:
         fut.opaque = request.opaque
         fut.conn = conn
         try:
-            frame = encode_frame(request)
+            frame = encode_frame_parts(request)
         except CodecError as exc:
             err = RemotingCommandError(f"request cannot be encoded: {exc}", fut.addr)
             err.__cause__ = exc
@@ -196,7 +196,7 @@ class Invoker:
         """
         request.flag |= 2
         try:
-            frame = encode_frame(request)
+            frame = encode_frame_parts(request)
         except CodecError as exc:
             sem.release()
             raise RemotingCommandError(f"request cannot be encoded: {exc}",

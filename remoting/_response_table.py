@@ -6,7 +6,10 @@ Invariants:
 - an opaque is in ``entries`` at most once; removing it (``pop``, ``expire``, ``pop_connection``,
   ``pop_all``) is the only way to own its completion, so each entry completes exactly once;
 - ``_heap`` may hold entries already removed (lazy deletion); it is rebuilt when it grows to
-  more than twice the live entries.
+  more than twice the live entries. It holds (deadline, opaque) only, never the future: a
+  completed future (its response body included) must not stay alive until the next rebuild,
+  up to 1024 calls later. A heap entry is live while the opaque maps to a future with the
+  same deadline.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ class ResponseTable:
         # pending futures by opaque: read it directly on hot paths (a dict lookup is cheaper
         # than a method call); change it only through the methods below
         self.entries: dict[int, ResponseFuture] = {}
-        self._heap: list[tuple[float, int, ResponseFuture]] = []
+        self._heap: list[tuple[float, int]] = []
         self._thread_lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -47,10 +50,10 @@ class ResponseTable:
             raise ValueError(f"opaque {fut.opaque} is already pending")
         self.entries[fut.opaque] = fut
         heap = self._heap
-        heapq.heappush(heap, (fut.deadline, fut.opaque, fut))
+        heapq.heappush(heap, (fut.deadline, fut.opaque))
         if len(heap) > 2 * len(self.entries) + _COMPACT_SLACK:
             with self._thread_lock:  # no insert from a thread may fall between the two lines
-                self._heap = [(f.deadline, o, f) for o, f in self.entries.items()]
+                self._heap = [(f.deadline, o) for o, f in self.entries.items()]
                 heapq.heapify(self._heap)
 
     def add_from_thread(self, fut: ResponseFuture) -> None:
@@ -63,7 +66,7 @@ class ResponseTable:
             if fut.opaque in self.entries:
                 raise ValueError(f"opaque {fut.opaque} is already pending")
             self.entries[fut.opaque] = fut
-            heapq.heappush(self._heap, (fut.deadline, fut.opaque, fut))
+            heapq.heappush(self._heap, (fut.deadline, fut.opaque))
 
     def pop(self, opaque: int) -> ResponseFuture | None:
         """Remove and return the entry for ``opaque``, or None if it is not pending."""
@@ -83,8 +86,9 @@ class ResponseTable:
         entries = self.entries
         expired: list[ResponseFuture] = []
         while heap and heap[0][0] <= now:
-            _, opaque, fut = heapq.heappop(heap)
-            if entries.get(opaque) is fut:
+            deadline, opaque = heapq.heappop(heap)
+            fut = entries.get(opaque)
+            if fut is not None and fut.deadline == deadline:
                 del entries[opaque]
                 expired.append(fut)
         return expired
@@ -94,8 +98,9 @@ class ResponseTable:
         heap = self._heap
         entries = self.entries
         while heap:
-            deadline, opaque, fut = heap[0]
-            if entries.get(opaque) is fut:
+            deadline, opaque = heap[0]
+            fut = entries.get(opaque)
+            if fut is not None and fut.deadline == deadline:
                 return deadline
             heapq.heappop(heap)
         return None

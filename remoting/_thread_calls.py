@@ -47,14 +47,15 @@ def try_invoke_sync_from_thread(ep: Endpoint, target: object, request: RemotingC
     conn = ep.channels.get(target)
     if conn is None or conn.closed or conn._raw is None:
         return None
+    body = request.body
+    if body is not None and len(body) > MAX_DIRECT_FRAME_BYTES:
+        return None  # sent as pieces, never joined, by the loop's writer
     if request.opaque in ep.table.entries:
         request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
     try:
         frame = encode_frame(request)
-    except CodecError:
+    except (CodecError, TypeError):
         return None  # the usual path reports it
-    if len(frame) > MAX_DIRECT_FRAME_BYTES:
-        return None
     fut = ep.new_future(target, request, timeout, "sync", threaded=True)
     fut.conn = conn
     fut.addr = conn.remote_addr

@@ -1,0 +1,239 @@
+"""Large bodies over real 127.0.0.1 sockets: zero-copy send, in-place receive, limits kept."""
+
+from __future__ import annotations
+
+import random
+from functools import partial
+
+import pytest
+import trio
+from structlog.testing import capture_logs
+
+from codec import LARGE_BODY_BYTES, RemotingCommand, SerializeType, encode_frame
+from processors import AsyncEchoProcessor
+from remoting import (
+    ClientConfig,
+    RemotingClient,
+    RemotingServer,
+    RemotingTooManyRequestsError,
+    ServerConfig,
+    TrioRemotingClient,
+    TrioRemotingServer,
+)
+from remoting._connection import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES, _BufferPool
+
+from .conftest import ASYNC_ECHO, ECHO, addr_of
+
+MIB = 1 << 20
+SIZES = [LARGE_BODY_BYTES - 1, LARGE_BODY_BYTES, LARGE_BODY_BYTES + 1,
+         RECEIVE_BYTES + RECEIVE_INTO_MIN_BYTES + 1, MIB, 4 * MIB]
+
+
+def payload(size: int, seed: int = 0) -> bytes:
+    """Bytes that differ everywhere (a misplaced or repeated chunk cannot go unnoticed)."""
+    return random.Random(size * 7919 + seed).randbytes(size)
+
+
+def req(code: int, body: bytes, st: SerializeType = SerializeType.JSON) -> RemotingCommand:
+    cmd = RemotingCommand.create_request(code, body=body)
+    cmd.serialize_type = st
+    cmd.ext_fields = {"size": str(len(body))}
+    return cmd
+
+
+@pytest.mark.parametrize("st", list(SerializeType))
+@pytest.mark.parametrize("code", [ECHO, ASYNC_ECHO])
+@pytest.mark.parametrize("size", SIZES)
+async def test_large_bodies_round_trip_byte_exact(
+    server: TrioRemotingServer, client: TrioRemotingClient, size: int, code: int,
+    st: SerializeType,
+) -> None:
+    body = payload(size)
+    response = await client.invoke_sync(addr_of(server), req(code, body, st), 20)
+    assert response.code == 0
+    assert type(response.body) is bytes
+    assert response.body == body
+    assert response.ext_fields == {"size": str(size)}
+    assert response.serialize_type is st
+
+
+@pytest.mark.parametrize("st", list(SerializeType))
+@pytest.mark.parametrize("code", [ECHO, ASYNC_ECHO])
+@pytest.mark.parametrize("size", [LARGE_BODY_BYTES, MIB, 4 * MIB])
+def test_large_bodies_round_trip_with_the_blocking_client(
+    blocking_server: RemotingServer, blocking_client: RemotingClient, size: int, code: int,
+    st: SerializeType,
+) -> None:
+    body = payload(size)
+    response = blocking_client.invoke_sync(blocking_server.addr, req(code, body, st),
+                                           timeout=20)
+    assert response.body == body
+    assert response.serialize_type is st
+
+
+async def test_pipelined_large_and_small_requests_share_one_connection(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    """Large frames queued behind, and in front of, small ones: every answer is its own.
+
+    In flight at once: about 3 MiB, under the 4 MiB high water mark: with more, both peers
+    can stop reading at once (a back-pressure deadlock that predates zero-copy sends).
+    """
+    addr = addr_of(server)
+    sizes = [MIB, 10, LARGE_BODY_BYTES, 0, 300_000, 200, LARGE_BODY_BYTES + 1, 5] * 2
+    results: dict[int, bytes | None] = {}
+
+    async def call(i: int, size: int) -> None:
+        body = payload(size, seed=i)
+        code = ECHO if i % 2 else ASYNC_ECHO
+        response = await client.invoke_sync(addr, req(code, body, SerializeType(i % 2)), 30)
+        results[i] = response.body
+        assert (response.body or b"") == body
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for i, size in enumerate(sizes):
+                nursery.start_soon(call, i, size)
+    assert len(results) == len(sizes)
+    [conn] = client.endpoint.connections
+    assert conn.frames_written == len(sizes)
+    assert conn.queued_bytes == 0
+
+
+async def test_oneway_large_frames_free_their_permits(
+    server: TrioRemotingServer, nursery: trio.Nursery,
+) -> None:
+    client = TrioRemotingClient(ClientConfig(client_oneway_semaphore_value=2))
+    await nursery.start(client.serve)
+    addr = addr_of(server)
+    for i in range(10):  # more than the permits: each comes back once its frame is sent
+        await client.invoke_oneway(addr, req(ASYNC_ECHO, payload(MIB, seed=i)), timeout=10)
+    response = await client.invoke_sync(addr, req(ASYNC_ECHO, b"after"), 10)
+    assert response.body == b"after"
+
+
+async def test_client_flooding_a_peer_that_never_reads_stays_bounded(
+    nursery: trio.Nursery,
+) -> None:
+    """Back-pressure counts every byte of large frames, pieces and partial sends included."""
+    accepted: list[trio.SocketStream] = []
+    never_read = trio.Event()
+
+    async def hold(stream: trio.SocketStream) -> None:
+        accepted.append(stream)
+        await never_read.wait()
+
+    listeners = await nursery.start(partial(trio.serve_tcp, hold, 0, host="127.0.0.1"))
+    port = listeners[0].socket.getsockname()[1]
+    high = 2 * MIB
+    client = TrioRemotingClient(ClientConfig(write_buffer_high_water_mark=high,
+                                             write_buffer_low_water_mark=high // 4))
+    await nursery.start(client.serve)
+    body = payload(MIB)
+    frame_bytes = len(encode_frame(req(ECHO, body)))
+
+    async def flood() -> None:
+        for _ in range(1000):  # far more than socket buffers + the high water mark
+            await client.invoke_oneway(f"127.0.0.1:{port}", req(ECHO, body), timeout=0.5)
+
+    with pytest.raises(RemotingTooManyRequestsError, match="not reading"):
+        await flood()
+    [conn] = client.endpoint.connections
+    assert high < conn.queued_bytes <= high + frame_bytes
+    never_read.set()
+
+
+async def test_server_stops_reading_large_requests_whose_responses_are_not_drained(
+    nursery: trio.Nursery,
+) -> None:
+    high = MIB
+    server = TrioRemotingServer(ServerConfig(write_buffer_high_water_mark=high,
+                                             write_buffer_low_water_mark=high // 4))
+    server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+    await nursery.start(server.serve)
+    frame = encode_frame(req(ASYNC_ECHO, payload(300 * 1024)))
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    sent = 0
+    with trio.move_on_after(2):  # our sends stall once the server stops reading
+        while True:
+            await stream.send_all(frame)
+            sent += 1
+    [conn] = server.endpoint.connections
+    received = server.statistics().requests_received[ASYNC_ECHO]
+    assert received < sent + 1
+    assert conn.queued_bytes <= high + RECEIVE_BYTES + len(frame)
+    other = TrioRemotingClient()
+    await nursery.start(other.serve)
+    assert (await other.invoke_sync(addr_of(server), req(ASYNC_ECHO, b"ok"), 5)).body == b"ok"
+    await stream.aclose()
+
+
+async def test_stalled_large_frame_is_closed_after_the_partial_frame_timeout(
+    nursery: trio.Nursery,
+) -> None:
+    """The in-place receive of a frame's rest is bounded by partial_frame_timeout too."""
+    server = TrioRemotingServer(ServerConfig(partial_frame_timeout=0.3))
+    server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+    await nursery.start(server.serve)
+    frame = encode_frame(req(ASYNC_ECHO, payload(MIB)))
+    with capture_logs() as logs:
+        slow = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+        await slow.send_all(frame[: RECEIVE_BYTES + 1000])  # the prefix and then some
+        start = trio.current_time()
+        with trio.fail_after(5):
+            try:
+                while await slow.receive_some(10):
+                    pass
+            except trio.BrokenResourceError:
+                pass
+    elapsed = trio.current_time() - start
+    assert 0.3 <= elapsed < 3
+    [stalled] = [e for e in logs if e["event"] == "connection.stalled"]
+    assert stalled["buffered_bytes"] >= RECEIVE_BYTES
+    await slow.aclose()
+
+
+async def test_peer_closing_mid_large_frame_closes_the_connection(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    frame = encode_frame(req(ASYNC_ECHO, payload(MIB)))
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    await stream.send_all(frame[: len(frame) // 2])
+    with trio.fail_after(5):
+        while not server.endpoint.connections:
+            await trio.testing.wait_all_tasks_blocked()
+        [conn] = server.endpoint.connections
+        while conn.decoder.missing_bytes == 0:  # wait until the server is inside the frame
+            await trio.testing.wait_all_tasks_blocked()
+        await stream.aclose()
+        while server.endpoint.connections:
+            await trio.testing.wait_all_tasks_blocked()
+    assert conn.close_reason == "peer closed the connection mid-frame"
+    # the server is fine
+    body = payload(MIB, seed=3)
+    assert (await client.invoke_sync(addr_of(server), req(ASYNC_ECHO, body), 10)).body == body
+
+
+def test_buffer_pool_keeps_at_most_its_budget() -> None:
+    pool = _BufferPool(3 * MIB)
+    a, b = pool.take(MIB), pool.take(2 * MIB)
+    assert len(a) == MIB and len(b) == 2 * MIB
+    pool.give(a)
+    pool.give(b)
+    assert pool.take(MIB + 1) is b  # big enough: reused
+    assert pool.take(100) is a
+    assert len(pool.take(10)) == 10  # none left: a fresh one
+    pool.give(bytearray(4 * MIB))  # over the budget on its own: dropped
+    assert len(pool.take(4 * MIB)) == 4 * MIB
+    pool.give(a)
+    pool.give(b)
+    big = bytearray(2 * MIB + 10)
+    pool.give(big)  # room made by dropping the smaller buffers (a, then b)
+    assert pool.take(2 * MIB + 5) is big
+    fresh = pool.take(MIB)
+    assert fresh is not a and fresh is not b
+    pool.give(b)
+    pool.give(a)  # 3 MiB kept: exactly the budget
+    pool.give(bytearray(10))  # no room, and everything kept is bigger: dropped
+    assert pool.take(10) is a
+    assert pool.take(10) is b
