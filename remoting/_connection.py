@@ -302,6 +302,13 @@ class Connection:
             self._out_frames += 1
             return "queued"
 
+    def send_response_from_thread(self, frame: EncodedFrame) -> bool:
+        """Write a pool thread's response at once if the connection is idle (any thread but
+        the loop's); True if it was written or queued, False if the loop must write it."""
+        if type(frame) is not bytes or self.closed:
+            return False
+        return self.send_from_thread(frame, _nothing) is not None
+
     def kick_writer(self) -> None:
         """Wake the writer for frames queued by `send_from_thread` (trio thread)."""
         if self._out and self._writer_lot:
@@ -552,6 +559,10 @@ async def _send_buffers(raw: socket.socket, out: list[bytes | memoryview]) -> No
         first = _consume(out, sent, first)
         if first == len(out):
             return
+
+
+def _nothing() -> None:
+    """Nothing to register before a response is sent."""
 
 
 def _consume(pieces: list[bytes | memoryview], sent: int, first: int = 0) -> int:

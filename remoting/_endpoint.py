@@ -373,6 +373,7 @@ class Endpoint(ChannelTable, Invoker):
         assert entry.pool is not None
         if entry.pool.try_submit(
             run_sync_request, (processor, conn.ctx, cmd, self.hooks), conn.processed,
+            conn.send_response_from_thread,
         ):
             self.processing += 1
             conn.processing += 1
@@ -409,7 +410,10 @@ class Endpoint(ChannelTable, Invoker):
     def _processed(self, conn: Connection, frame: EncodedFrame | None) -> None:
         self.processing -= 1
         conn.processing_done()
-        conn.write_response_frame(frame)
+        if frame is None:
+            conn.kick_writer()  # a pool thread may have queued the rest of a response
+        else:
+            conn.write_response_frame(frame)
         if not self.processing and self._processing_done is not None:
             self._processing_done.set()
 

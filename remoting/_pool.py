@@ -70,7 +70,9 @@ class LoopInbox:
                           exc_info=True)
 
 
-Task = tuple["Callable[..., Any]", tuple[Any, ...], "Callable[[Any], object]"]
+# fn, args, on_result, send_early (see ProcessorPool.try_submit)
+Task = tuple["Callable[..., Any]", tuple[Any, ...], "Callable[[Any], object]",
+             "Callable[[Any], bool] | None"]
 
 
 class ProcessorPool:
@@ -99,16 +101,23 @@ class ProcessorPool:
         self._closed = False
 
     def try_submit(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], on_result: Callable[[Any], object]
+        self, fn: Callable[..., Any], args: tuple[Any, ...], on_result: Callable[[Any], object],
+        send_early: Callable[[Any], bool] | None = None,
     ) -> bool:
         """Record ``fn(*args)`` to run at the next `flush`; its result goes to ``on_result``
         on the trio thread. Returns False (nothing recorded) when the pool is full or closed.
+
+        ``send_early(result)``, if given, is tried on the worker thread when the task ran
+        alone (a request on its own, as in request/response ping-pong): if it returns True the
+        result was delivered there (a response written straight to the socket) and
+        ``on_result`` gets None, for the bookkeeping only. The latency then no longer includes
+        waking the event loop's thread.
         """
         if self.in_pool >= self.capacity or self._closed:
             return False
         self.in_pool += 1
         pending = self._pending
-        pending.append((fn, args, on_result))
+        pending.append((fn, args, on_result, send_early))
         if len(pending) == 1:
             if self._on_pending is None:
                 self.flush()
@@ -155,9 +164,13 @@ class ProcessorPool:
                 return
             results: list[tuple[Callable[[Any], object], Any]] = []
             posted_at = monotonic()
-            for fn, args, on_result in batch:
+            alone = len(batch) == 1
+            for fn, args, on_result, send_early in batch:
                 try:  # a fresh context per call: bindings never leak between requests
                     result = copy_context().run(fn, *args)
+                    if alone and send_early is not None and result is not None and send_early(
+                            result):
+                        result = None  # delivered from here; the loop does the bookkeeping
                 except BaseException:  # the task wrappers contain errors; this guards the thread
                     log.error("processor.failed", pool=self.name, during="pool task",
                               exc_info=True)
@@ -205,9 +218,13 @@ class ExecutorPool:
         self._inbox = inbox
 
     def try_submit(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], on_result: Callable[[Any], object]
+        self, fn: Callable[..., Any], args: tuple[Any, ...], on_result: Callable[[Any], object],
+        send_early: Callable[[Any], bool] | None = None,
     ) -> bool:
-        """Submit ``fn(*args)``; False when the executor refuses (shut down or saturated)."""
+        """Submit ``fn(*args)``; False when the executor refuses (shut down or saturated).
+
+        ``send_early`` is not used: results of a user's executor always go through the loop.
+        """
         ctx = contextvars.copy_context()
         try:
             future = self._executor.submit(ctx.run, fn, *args)

@@ -162,3 +162,27 @@ def test_threads_calling_while_the_server_stops_all_return() -> None:
     assert "ok" in outcomes
     # a lost call would end as RemotingTimeoutError: none may
     assert set(outcomes) <= {"ok", "RemotingSendRequestError", "RemotingConnectError"}
+
+
+def test_a_lone_pool_response_is_written_by_its_pool_thread(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remoting._connection import Connection
+
+    writers: list[str] = []
+    original = Connection.send_response_from_thread
+
+    def spy(self: Connection, frame: bytes) -> bool:
+        done = original(self, frame)
+        if done:
+            writers.append(threading.current_thread().name)
+        return done
+
+    monkeypatch.setattr(Connection, "send_response_from_thread", spy)
+    addr = blocking_server.addr
+    for i in range(50):  # one at a time: each request is alone in its pool batch
+        assert blocking_client.invoke_sync(addr, req(ECHO, b"%d" % i), timeout=5).body == (
+            b"%d" % i)
+    assert len(writers) >= 45  # nearly all (a frame may still be queued behind another)
+    assert all(name.startswith("remoting-server-") for name in writers)  # pool threads
