@@ -23,8 +23,9 @@ Theory of operation:
   (`FrameDecoder.get_buffer`), in a buffer borrowed from `_RECEIVE_BUFFERS` and given back
   once the frame is decoded.
 - Back-pressure: when more than the high water mark is queued, `wait_writable` blocks senders
-  until the writer has brought it under the low water mark, and the reader stops reading new
-  requests (the peer is not draining its responses).
+  until the writer has brought it under the low water mark, and a server's reader stops
+  reading new requests (the peer is not draining its responses). A client's reader never
+  stops: it reads responses, and pausing both sides would deadlock them.
 - Any failure of the stream (or a codec error) closes the connection; the endpoint then fails
   all its pending requests at once (RocketMQ ``failFast``).
 """
@@ -138,6 +139,11 @@ class Connection:
         self.addr_key = addr_key  # the "host:port" a client dialled, else None
         self.decoder = FrameDecoder(cfg.max_frame_bytes)
         self.high_water = cfg.write_buffer_high_water_mark
+        # A server stops reading a peer that does not drain its responses. A client never
+        # does: what it reads is mostly responses, which free the server's queue; were both
+        # to pause, each would wait for the other for ever. (A client's own sends wait for
+        # room instead, in wait_writable.)
+        self.pause_reading = endpoint.role == "server"
         self.low_water = cfg.write_buffer_low_water_mark
         self.closed = False
         self.broken = False
@@ -269,13 +275,14 @@ class Connection:
             self.writes += 1
             self.last_activity = trio.current_time()
 
-    def send_from_thread(self, frame: bytes, register: Callable[[], None]
+    def send_from_thread(self, frame: EncodedFrame, register: Callable[[], None]
                          ) -> Literal["sent", "queued"] | None:
         """Send ``frame`` from a thread other than the loop's, if nothing else is being sent.
 
         ``register()`` (the response table entry) runs first, under the write lock. Returns
         "sent", "queued" (the socket took part of it: the rest waits in the queue and the
         caller must have the loop call `kick_writer`), or None (nothing done: not possible now).
+        A (head, body) frame goes out with one ``sendmsg``, never copied together.
         """
         with self._write_lock:
             raw = self._raw
@@ -285,8 +292,13 @@ class Connection:
                 register()
             except ValueError:  # the same opaque is pending (one command sent twice at once)
                 return None
+            pieces: list[bytes | memoryview] | None = None
             try:
-                sent = raw.send(frame, _SEND_FLAGS)
+                if type(frame) is tuple:
+                    pieces = list(frame)
+                    sent = raw.sendmsg(pieces, (), _SEND_FLAGS)
+                else:
+                    sent = raw.send(frame, _SEND_FLAGS)  # type: ignore[arg-type]
             except (BlockingIOError, InterruptedError):
                 sent = 0
             except OSError:
@@ -294,18 +306,21 @@ class Connection:
             clock = self.endpoint.clock
             if clock is not None:
                 self.last_activity = clock.current_time()
-            if sent == len(frame):
+            size = len(frame) if pieces is None else len(pieces[0]) + len(pieces[1])
+            if sent == size:
                 return "sent"
-            rest = memoryview(frame)[sent:]
-            self._out.append(rest)
-            self._out_bytes += len(rest)
+            if pieces is None:
+                pieces = [frame]  # type: ignore[list-item]
+            del pieces[: _consume(pieces, sent)]  # the rest, not copied
+            self._out += pieces
+            self._out_bytes += size - sent
             self._out_frames += 1
             return "queued"
 
     def send_response_from_thread(self, frame: EncodedFrame) -> bool:
         """Write a pool thread's response at once if the connection is idle (any thread but
         the loop's); True if it was written or queued, False if the loop must write it."""
-        if type(frame) is not bytes or self.closed:
+        if self.closed:
             return False
         return self.send_from_thread(frame, _nothing) is not None
 
@@ -422,7 +437,7 @@ class Connection:
             if lent is not None and not decoder.missing_bytes:
                 _RECEIVE_BUFFERS.give(lent)  # its frame was decoded just above
                 lent = None
-            if self._out_bytes + self._in_send > self.high_water:
+            if self._out_bytes + self._in_send > self.high_water and self.pause_reading:
                 await self.wait_writable()
             # the rest of a large frame goes straight into place (plain TCP only)
             into = None

@@ -111,7 +111,8 @@ class ProcessorPool:
         alone (a request on its own, as in request/response ping-pong): if it returns True the
         result was delivered there (a response written straight to the socket) and
         ``on_result`` gets None, for the bookkeeping only. The latency then no longer includes
-        waking the event loop's thread.
+        waking the event loop's thread. Not done while the pool is full, so that the peer's
+        next request never finds this task's slot still taken.
         """
         if self.in_pool >= self.capacity or self._closed:
             return False
@@ -168,8 +169,10 @@ class ProcessorPool:
             for fn, args, on_result, send_early in batch:
                 try:  # a fresh context per call: bindings never leak between requests
                     result = copy_context().run(fn, *args)
-                    if alone and send_early is not None and result is not None and send_early(
-                            result):
+                    # Not when the pool is full: the peer's next request could then arrive
+                    # before the loop frees this slot, and be refused with [OVERLOAD].
+                    if (alone and send_early is not None and result is not None
+                            and self.in_pool < self.capacity and send_early(result)):
                         result = None  # delivered from here; the loop does the bookkeeping
                 except BaseException:  # the task wrappers contain errors; this guards the thread
                     log.error("processor.failed", pool=self.name, during="pool task",

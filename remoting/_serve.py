@@ -78,8 +78,11 @@ def run_server(spec: str, config: ServerConfig, ready: threading.Event | None = 
     if STATS_REQUEST_CODE not in processors:
         server.register_processor(STATS_REQUEST_CODE, StatsProcessor(server.statistics))
     server.start()
-    print(f"serving {spec} on {config.bind_address}:{server.port} (pid {os.getpid()})",
-          flush=True)
+    # One write of the whole line: workers share the supervisor's stdout, and print() may
+    # write the text and the newline separately, which let two workers' lines run together.
+    sys.stdout.write(f"serving {spec} on {config.bind_address}:{server.port} "
+                     f"(pid {os.getpid()})\n")
+    sys.stdout.flush()
     if ready is not None:
         ready.set()
     try:

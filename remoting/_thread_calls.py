@@ -15,24 +15,23 @@ plain-TCP connection with nothing queued) the calling thread can do the send its
 - the loop's precise timer is asked to wake earlier only when this call's deadline comes
   before the one it sleeps to (rare: deadlines of equal timeouts only grow).
 
-Anything else (no connection yet, queued frames, TLS, a large frame, hooks that must run on
-the loop) returns None and the caller takes the usual path. As RocketMQ's ``invokeSync``, these
-calls take no in-flight permit: each one already holds its thread.
+Anything else (no connection yet, queued frames, TLS) returns None and the caller takes the
+usual path. A large body is sent as (head, body) pieces with one ``sendmsg``, as by the loop.
+As RocketMQ's ``invokeSync``, these calls take no in-flight permit: each one already holds its
+thread.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from codec import CodecError, RemotingCommand, encode_frame, next_opaque
+from codec import CodecError, RemotingCommand, encode_frame_parts, next_opaque
 
 if TYPE_CHECKING:
     from ._endpoint import Endpoint
     from ._future import ResponseFuture
 
 __all__ = ["try_invoke_sync_from_thread"]
-
-MAX_DIRECT_FRAME_BYTES = 64 * 1024  # larger frames go through the loop's writer
 
 
 def try_invoke_sync_from_thread(ep: Endpoint, target: object, request: RemotingCommand,
@@ -47,13 +46,10 @@ def try_invoke_sync_from_thread(ep: Endpoint, target: object, request: RemotingC
     conn = ep.channels.get(target)
     if conn is None or conn.closed or conn._raw is None:
         return None
-    body = request.body
-    if body is not None and len(body) > MAX_DIRECT_FRAME_BYTES:
-        return None  # sent as pieces, never joined, by the loop's writer
     if request.opaque in ep.table.entries:
         request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
     try:
-        frame = encode_frame(request)
+        frame = encode_frame_parts(request)  # a large body stays apart: sendmsg, no copy
     except (CodecError, TypeError):
         return None  # the usual path reports it
     fut = ep.new_future(target, request, timeout, "sync", threaded=True)

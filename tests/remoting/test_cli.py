@@ -108,7 +108,8 @@ class Proc:
                    ) -> list[re.Match[str]]:
         """Return the first ``count`` matches among all lines so far, waiting for more."""
         while True:
-            matches = [m for line in self.seen if (m := re.search(pattern, line))]
+            # finditer: lines of several processes sharing the pipe may have run together
+            matches = [m for line in self.seen for m in re.finditer(pattern, line)]
             if len(matches) >= count:
                 return matches[:count]
             self.seen.append(self.lines.get(timeout=timeout))
@@ -161,13 +162,13 @@ def test_workers_share_a_port_and_a_dead_worker_is_restarted() -> None:
     try:
         port = proc.expect(r"on 127\.0\.0\.1:(\d+) with 2 workers").group(1)
         pids = [int(m.group(1)) for m in proc.expect_all(r"worker (\d+) started", 2)]
-        proc.expect_all(r"serving .* \(pid \d+\)", 2)  # both workers listen
+        proc.expect_all(r"serving .*? \(pid \d+\)", 2)  # both workers listen
         addr = f"127.0.0.1:{port}"
         assert echo(addr, b"before").body == b"before"
         os.kill(pids[0], signal.SIGKILL)  # a worker we started dies
         proc.expect(rf"worker {pids[0]} exited")
         new_pid = int(proc.expect_all(r"worker (\d+) started", 3)[2].group(1))
-        proc.expect_all(r"serving .* \(pid \d+\)", 3)
+        proc.expect_all(r"serving .*? \(pid \d+\)", 3)
         pids.append(new_pid)
         for i in range(5):  # new connections land on either worker
             assert echo(addr, b"after%d" % i).body == b"after%d" % i

@@ -237,3 +237,29 @@ def test_buffer_pool_keeps_at_most_its_budget() -> None:
     pool.give(bytearray(10))  # no room, and everything kept is bigger: dropped
     assert pool.take(10) is a
     assert pool.take(10) is b
+
+
+async def test_more_in_flight_than_both_high_water_marks_does_not_deadlock(
+    nursery: trio.Nursery,
+) -> None:
+    """Both sides over their high water mark at once: the server pauses reading requests, but
+    a client must keep reading responses, or each would wait for the other for ever."""
+    high = 256 * 1024
+    config = {"write_buffer_high_water_mark": high, "write_buffer_low_water_mark": high // 4}
+    server = TrioRemotingServer(ServerConfig(**config))  # type: ignore[arg-type]
+    server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+    await nursery.start(server.serve)
+    client = TrioRemotingClient(ClientConfig(**config))  # type: ignore[arg-type]
+    await nursery.start(client.serve)
+    bodies = [payload(MIB)[: MIB - i] for i in range(16)]  # 16 MiB in flight on one connection
+    results: dict[int, bytes | None] = {}
+
+    async def call(i: int) -> None:
+        response = await client.invoke_sync(addr_of(server), req(ASYNC_ECHO, bodies[i]), 30)
+        results[i] = response.body
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as calls:
+            for i in range(16):
+                calls.start_soon(call, i)
+    assert [results[i] for i in range(16)] == bodies

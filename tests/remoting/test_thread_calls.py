@@ -113,12 +113,22 @@ def test_a_connection_closed_under_a_direct_call_fails_it_fast(
     assert blocking_client.invoke_sync(addr, req(ECHO, b"again"), timeout=5).body == b"again"
 
 
-def test_a_large_frame_from_a_thread_takes_the_usual_path(
-    blocking_server: RemotingServer, blocking_client: RemotingClient,
+@pytest.mark.parametrize("code", [ECHO, ASYNC_ECHO])
+def test_large_frames_from_threads_arrive_whole(
+    blocking_server: RemotingServer, blocking_client: RemotingClient, code: int,
 ) -> None:
+    """Sent from the calling thread as (head, body) pieces, answered from the pool thread or
+    the loop; the socket takes part of each at once and the writer the rest."""
     addr = blocking_server.addr
-    body = bytes(range(256)) * 1024  # 256 KiB
-    assert blocking_client.invoke_sync(addr, req(ASYNC_ECHO, body), timeout=10).body == body
+    blocking_client.invoke_sync(addr, req(ECHO), timeout=5)  # connected: the direct path
+    bodies = [bytes([i]) * (3 << 20) for i in range(4)] + [bytes(range(256)) * 1024]
+
+    def call(body: bytes) -> bytes | None:
+        return blocking_client.invoke_sync(addr, req(code, body), timeout=20).body
+
+    with ThreadPoolExecutor(3) as pool:  # about 9 MiB in flight on one connection
+        assert list(pool.map(call, bodies)) == bodies
+    assert blocking_client.statistics().in_flight == 0
 
 
 def test_threads_calling_while_the_server_stops_all_return() -> None:
