@@ -167,6 +167,7 @@ class Connection:
         self._drain_lot = trio.lowlevel.ParkingLot()
         self._flush_lot = trio.lowlevel.ParkingLot()
         self._sending = False
+        self._flush_blocked = False  # an early flush found the socket full; the writer resets it
         self._in_send = 0  # bytes of the write in progress: they count for back-pressure too
         self._scope: trio.CancelScope | None = None
         # Taken by every change to the outbound state (_out, _sending, _raw): the loop's
@@ -242,7 +243,8 @@ class Connection:
         self._out_frames += 1
         if on_sent is not None:
             self._on_sent.append(on_sent)
-        if self._out_frames >= FLUSH_FRAMES and self._raw is not None and not self._sending:
+        if (self._out_frames >= FLUSH_FRAMES and self._raw is not None and not self._sending
+                and not self._flush_blocked):
             self._flush_now()
         elif self._writer_lot:
             self._writer_lot.unpark()
@@ -269,11 +271,17 @@ class Connection:
         else:
             del out[: _consume(out, sent)]  # the writer sends the rest
             self._out_bytes -= sent
+            self._flush_blocked = True  # the socket is full: no more early flushes for now
             if self._writer_lot:
                 self._writer_lot.unpark()
         if sent:
             self.writes += 1
             self.last_activity = trio.current_time()
+            # the writer may now find nothing to send: wake whoever waits on what it sent
+            if self._drain_lot and self._out_bytes <= self.low_water:
+                self._drain_lot.unpark_all()
+            if self._flush_lot and not self._out:
+                self._flush_lot.unpark_all()
 
     def send_from_thread(self, frame: EncodedFrame, register: Callable[[], None]
                          ) -> Literal["sent", "queued"] | None:
@@ -307,7 +315,10 @@ class Connection:
             if clock is not None:
                 self.last_activity = clock.current_time()
             size = len(frame) if pieces is None else len(pieces[0]) + len(pieces[1])
+            if sent:
+                self.writes += 1
             if sent == size:
+                self.frames_written += 1
                 return "sent"
             if pieces is None:
                 pieces = [frame]  # type: ignore[list-item]
@@ -377,10 +388,11 @@ class Connection:
                 with self._write_lock:
                     self._sending = False
                     self._in_send = 0
+                    self._flush_blocked = False  # the socket took a whole pass again
+                    self.writes += 1  # under the lock: caller threads count theirs too
+                    self.frames_written += frames
                 for fn in on_sent:  # sent, or never will be: either way the permit is free
                     fn()
-            self.writes += 1
-            self.frames_written += frames
             self.last_activity = trio.current_time()
             if self._drain_lot and self._out_bytes <= self.low_water:
                 self._drain_lot.unpark_all()
@@ -423,16 +435,21 @@ class Connection:
                     if suspended is not None:
                         break
             finally:
-                flush()  # the requests of this read go to their pools together
+                if suspended is None:
+                    flush()  # the requests of this read go to their pools together
             if suspended is not None:
                 # An async processor suspended in this task, which now owns it and must finish
-                # it; a new task takes over reading (more of this read may be buffered).
-                if lent is not None and not decoder.missing_bytes:
-                    _RECEIVE_BUFFERS.give(lent)  # its frame was decoded: the new reader starts
-                    # without one (a lent buffer only ever holds one frame's rest)
-                assert self._nursery is not None
-                self._nursery.start_soon(self._guard, self._reader, "read")
-                await self.endpoint.finish_suspended(self, *suspended)
+                # it (whatever happens here); a new task takes over reading (more of this read
+                # may be buffered).
+                try:
+                    flush()
+                    if lent is not None and not decoder.missing_bytes:
+                        _RECEIVE_BUFFERS.give(lent)  # its frame was decoded: the new reader
+                        # starts without one (a lent buffer only ever holds one frame's rest)
+                    assert self._nursery is not None
+                    self._nursery.start_soon(self._guard, self._reader, "read")
+                finally:
+                    await self.endpoint.finish_suspended(self, *suspended)
                 return
             if lent is not None and not decoder.missing_bytes:
                 _RECEIVE_BUFFERS.give(lent)  # its frame was decoded just above
@@ -503,13 +520,14 @@ class Connection:
             self._writer_lot.unpark_all()
             self._drain_lot.unpark_all()
             self._flush_lot.unpark_all()
-            on_sent, self._on_sent, self._out = self._on_sent, [], []
-            for fn in on_sent:
-                fn()
             with self._write_lock:  # never while a caller's thread sends (send_from_thread)
+                on_sent, self._on_sent, self._out = self._on_sent, [], []
+                self._out_bytes = self._out_frames = 0
                 if self._raw is not None:
                     self._raw.detach()  # the fd belongs to the trio socket, closed just below
                     self._raw = None
+            for fn in on_sent:
+                fn()
             with trio.CancelScope(shield=True):
                 try:
                     await self.stream.aclose()

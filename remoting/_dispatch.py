@@ -221,7 +221,7 @@ def resume_suspended(coro: Coroutine[Any, Any, EncodedFrame | None], trap: Any, 
         try:
             value = yield message
         except GeneratorExit:
-            coro.close()
+            run(coro.close)  # in the request's context: its finally blocks may reset vars
             raise
         except BaseException as exc:  # thrown in by the runner: forward it
             try:

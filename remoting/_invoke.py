@@ -166,18 +166,27 @@ class Invoker:
 
     def _register_and_write(self, conn: Connection, request: RemotingCommand,
                             fut: ResponseFuture) -> None:
-        if request.opaque in self.table.entries:
-            request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
-        fut.opaque = request.opaque
         fut.conn = conn
-        try:
-            frame = encode_frame_parts(request)
-        except CodecError as exc:
-            err = RemotingCommandError(f"request cannot be encoded: {exc}", fut.addr)
-            err.__cause__ = exc
-            fut._fail(err)
-            return
-        self.table.add(fut)
+        while True:
+            opaque = request.opaque
+            if opaque in self.table.entries:
+                opaque = request.opaque = next_opaque()  # the same command sent twice
+            try:
+                frame = encode_frame_parts(request)
+            except CodecError as exc:
+                err = RemotingCommandError(f"request cannot be encoded: {exc}", fut.addr)
+                err.__cause__ = exc
+                fut._fail(err)
+                return
+            if request.opaque != opaque:  # a thread sending it too changed it meanwhile
+                continue
+            fut.opaque = opaque
+            try:
+                self.table.add(fut)
+            except ValueError:  # a thread registered this opaque meanwhile
+                request.opaque = next_opaque()
+                continue
+            break
         scope = self._timer_scope  # _arm_timer, inlined (per request)
         if scope is not None and fut.deadline < scope.deadline:
             scope.deadline = fut.deadline

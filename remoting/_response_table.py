@@ -46,9 +46,11 @@ class ResponseTable:
 
     def add(self, fut: ResponseFuture) -> None:
         """Register ``fut`` under its opaque (which must not be pending already). Loop only."""
-        if fut.opaque in self.entries:
+        # setdefault: check and insert in one step, atomic even against add_from_thread (the
+        # first test only catches this very future added twice)
+        entries = self.entries
+        if entries.get(fut.opaque) is fut or entries.setdefault(fut.opaque, fut) is not fut:
             raise ValueError(f"opaque {fut.opaque} is already pending")
-        self.entries[fut.opaque] = fut
         heap = self._heap
         heapq.heappush(heap, (fut.deadline, fut.opaque))
         if len(heap) > 2 * len(self.entries) + _COMPACT_SLACK:
@@ -63,9 +65,8 @@ class ResponseTable:
         out of a heap rebuild, the one loop-side step that reads the whole dict.
         """
         with self._thread_lock:
-            if fut.opaque in self.entries:
+            if self.entries.setdefault(fut.opaque, fut) is not fut:
                 raise ValueError(f"opaque {fut.opaque} is already pending")
-            self.entries[fut.opaque] = fut
             heapq.heappush(self._heap, (fut.deadline, fut.opaque))
 
     def pop(self, opaque: int) -> ResponseFuture | None:
@@ -102,7 +103,9 @@ class ResponseTable:
             fut = entries.get(opaque)
             if fut is not None and fut.deadline == deadline:
                 return deadline
-            heapq.heappop(heap)
+            with self._thread_lock:  # a thread's push may have put an earlier entry on top
+                if heap and heap[0][1] == opaque and heap[0][0] == deadline:
+                    heapq.heappop(heap)
         return None
 
     def pop_connection(self, conn: object) -> list[ResponseFuture]:

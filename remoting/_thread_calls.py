@@ -46,13 +46,17 @@ def try_invoke_sync_from_thread(ep: Endpoint, target: object, request: RemotingC
     conn = ep.channels.get(target)
     if conn is None or conn.closed or conn._raw is None:
         return None
-    if request.opaque in ep.table.entries:
-        request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
+    opaque = request.opaque
+    if opaque in ep.table.entries:
+        opaque = request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
     try:
         frame = encode_frame_parts(request)  # a large body stays apart: sendmsg, no copy
     except (CodecError, TypeError):
         return None  # the usual path reports it
+    if request.opaque != opaque:  # another thread sending the same command changed it
+        return None
     fut = ep.new_future(target, request, timeout, "sync", threaded=True)
+    fut.opaque = opaque  # the one in the frame, whatever request.opaque is now
     fut.conn = conn
     fut.addr = conn.remote_addr
     fut.deadline = clock.current_time() + timeout
