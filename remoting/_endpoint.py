@@ -1,10 +1,15 @@
 """`Endpoint`: the trio core shared by client and server (RocketMQ's NettyRemotingAbstract).
 
 Theory of operation:
-- Everything here runs on the endpoint's trio thread. Other threads reach it only through
-  ``inbox.post`` (batched ``run_sync_soon``): calls from threads and results from pools.
+- Everything here runs on the endpoint's trio thread. Other threads reach it through
+  ``inbox.post`` (batched ``run_sync_soon``): calls from threads and results from pools. Two
+  exceptions, both under a connection's write lock: a blocking ``invoke_sync`` on an idle
+  connection registers and sends from its own thread (`_thread_calls`), and a pool thread
+  writes a lone response itself (its bookkeeping still comes through the inbox).
 - Sending is synchronous once a connection and a permit are in hand (`Invoker.send`), so the
-  blocking facade needs one hand-off per call and no task on its fast path.
+  blocking facade needs at most one hand-off per call and no task on its fast path.
+- Async processors run in the reader of their connection (`handle_command`); one that
+  suspends is finished by that task (`finish_suspended`) while a new task reads on.
 - Each pending request completes exactly once: whoever pops it from the `ResponseTable`
   (response, deadline timer, scanner, connection loss, send failure, shutdown) completes it.
 - Deadlines: the timer task sleeps until the earliest deadline in the table and expires what is
