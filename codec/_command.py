@@ -20,7 +20,6 @@ T = TypeVar("T")
 ExtFields = dict[str, str | None]
 
 _opaque_counter = itertools.count()  # next() on a count is atomic under the GIL
-_new = object.__new__
 
 
 def next_opaque() -> int:
@@ -65,19 +64,10 @@ class RemotingCommand:
         if cls is not RemotingCommand:
             return cls(code=int(code), ext_fields=_header_fields(header) if header is not None
                        else None, body=body)
-        # Hot path (a request per call): fields set directly, as the decoders do.
-        cmd = _new(RemotingCommand)
-        cmd.code = code if type(code) is int else int(code)
-        cmd.language = _PYTHON
-        cmd.version = 0
-        n = next(_opaque_counter)  # next_opaque, inlined
-        cmd.opaque = n if n <= 0x7FFFFFFF else ((n + 0x80000000) & 0xFFFFFFFF) - 0x80000000
-        cmd.flag = 0
-        cmd.remark = None
-        cmd.ext_fields = _header_fields(header) if header is not None else None
-        cmd.body = body
-        cmd.serialize_type = _JSON
-        return cmd
+        # Hot path (a request per call): the decoders' constructor, not the keyword __init__.
+        return new_command(code if type(code) is int else int(code), _PYTHON, 0, next_opaque(),
+                           0, None, _header_fields(header) if header is not None else None,
+                           body, _JSON)
 
     @classmethod
     def create_response(
@@ -87,18 +77,9 @@ class RemotingCommand:
         if cls is not RemotingCommand:
             return cls(code=int(code), remark=remark, ext_fields=_header_fields(header)
                        if header is not None else None, flag=FLAG_RESPONSE)
-        cmd = _new(RemotingCommand)  # hot path, as create_request
-        cmd.code = code if type(code) is int else int(code)
-        cmd.language = _PYTHON
-        cmd.version = 0
-        n = next(_opaque_counter)
-        cmd.opaque = n if n <= 0x7FFFFFFF else ((n + 0x80000000) & 0xFFFFFFFF) - 0x80000000
-        cmd.flag = FLAG_RESPONSE
-        cmd.remark = remark
-        cmd.ext_fields = _header_fields(header) if header is not None else None
-        cmd.body = None
-        cmd.serialize_type = _JSON
-        return cmd
+        return new_command(code if type(code) is int else int(code), _PYTHON, 0, next_opaque(),
+                           FLAG_RESPONSE, remark,
+                           _header_fields(header) if header is not None else None, None, _JSON)
 
     @classmethod
     def response_to(

@@ -167,19 +167,14 @@ def run_sync_request(
     hooks: Sequence[RPCHook],
 ) -> EncodedFrame | None:
     """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
-    if hooks:
-        addr = ctx.remote_addr
-        if (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
-            return finish_response(request, refusal)
-        try:
-            response = processor.process_request(ctx, request)
-        except Exception as exc:
-            return finish_response(request, _failure(request, exc))
-        return _answer(hooks, addr, request, response)
+    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
+        return finish_response(request, refusal)
     try:
         response = processor.process_request(ctx, request)
     except Exception as exc:
         return finish_response(request, _failure(request, exc))
+    if hooks:
+        return _answer(hooks, ctx.remote_addr, request, response)
     return None if response is None else finish_response(request, response)
 
 
@@ -190,19 +185,14 @@ async def run_async_request(
     hooks: Sequence[RPCHook],
 ) -> EncodedFrame | None:
     """Run hooks and an async processor on the loop; return the frame to send or None."""
-    if hooks:
-        addr = ctx.remote_addr
-        if (refusal := _refused_by_hooks(hooks, addr, request)) is not None:
-            return finish_response(request, refusal)
-        try:
-            response = await processor.process_request(ctx, request)
-        except Exception as exc:
-            return finish_response(request, _failure(request, exc))
-        return _answer(hooks, addr, request, response)
+    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
+        return finish_response(request, refusal)
     try:
         response = await processor.process_request(ctx, request)
     except Exception as exc:
         return finish_response(request, _failure(request, exc))
+    if hooks:
+        return _answer(hooks, ctx.remote_addr, request, response)
     return None if response is None else finish_response(request, response)
 
 
