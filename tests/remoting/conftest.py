@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import pytest
 import trio
+import trio.testing
 
 from codec import RemotingCommand, ResponseCode
 from processors import (
@@ -24,6 +26,7 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
+from remoting._connection import Connection
 
 ECHO = 1  # sync pool processor
 ASYNC_ECHO = 2  # event-loop processor
@@ -89,6 +92,35 @@ def install_standard_processors(server: TrioRemotingServer | RemotingServer) -> 
 
 def addr_of(server: TrioRemotingServer) -> str:
     return f"127.0.0.1:{server.port}"
+
+
+@asynccontextmanager
+async def stalled_flood(server: TrioRemotingServer, frame: bytes) -> AsyncIterator[Connection]:
+    """A raw connection that sends `frame` over and over and never reads a response.
+
+    Yields the server's side of it once the server stopped reading it: its responses piled up
+    past the write high water mark and every task is blocked. (How much more the flooder can
+    push into the kernel's socket buffers is the kernel's business.) Closes it on exit.
+    """
+    high = server.endpoint.config.write_buffer_high_water_mark
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def flood() -> None:
+                while True:
+                    await stream.send_all(frame)
+
+            nursery.start_soon(flood)
+            with trio.fail_after(10):
+                while not any(c.queued_bytes > high for c in server.endpoint.connections):
+                    await trio.testing.wait_all_tasks_blocked()
+            [conn] = server.endpoint.connections
+            await trio.testing.wait_all_tasks_blocked()
+            yield conn
+            nursery.cancel_scope.cancel()
+    finally:
+        await stream.aclose()
 
 
 @pytest.fixture

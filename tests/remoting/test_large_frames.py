@@ -22,7 +22,7 @@ from remoting import (
 )
 from remoting._connection import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES, _BufferPool
 
-from .conftest import ASYNC_ECHO, ECHO, addr_of
+from .conftest import ASYNC_ECHO, ECHO, addr_of, stalled_flood
 
 MIB = 1 << 20
 SIZES = [LARGE_BODY_BYTES - 1, LARGE_BODY_BYTES, LARGE_BODY_BYTES + 1,
@@ -152,20 +152,18 @@ async def test_server_stops_reading_large_requests_whose_responses_are_not_drain
     server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
     await nursery.start(server.serve)
     frame = encode_frame(req(ASYNC_ECHO, payload(300 * 1024)))
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
-    sent = 0
-    with trio.move_on_after(2):  # our sends stall once the server stops reading
-        while True:
-            await stream.send_all(frame)
-            sent += 1
-    [conn] = server.endpoint.connections
-    received = server.statistics().requests_received[ASYNC_ECHO]
-    assert received < sent + 1
-    assert conn.queued_bytes <= high + RECEIVE_BYTES + len(frame)
-    other = TrioRemotingClient()
-    await nursery.start(other.serve)
-    assert (await other.invoke_sync(addr_of(server), req(ASYNC_ECHO, b"ok"), 5)).body == b"ok"
-    await stream.aclose()
+    async with stalled_flood(server, frame) as conn:
+        received = server.statistics().requests_received[ASYNC_ECHO]
+        queued = conn.queued_bytes
+        assert received > 0
+        assert queued <= high + RECEIVE_BYTES + len(frame)
+        other = TrioRemotingClient()
+        await nursery.start(other.serve)
+        assert (await other.invoke_sync(addr_of(server), req(ASYNC_ECHO, b"ok"), 5)).body == b"ok"
+        # the stuck connection stayed stuck: nothing more read from it, nothing more queued
+        assert server.statistics().requests_received[ASYNC_ECHO] == received + 1
+        assert conn.queued_bytes == queued
+        assert not conn.closed
 
 
 async def test_stalled_large_frame_is_closed_after_the_partial_frame_timeout(
