@@ -145,7 +145,7 @@ class ChannelTable:
         for addr in addrs:
             parse_addr(addr)
         if addrs != self.name_servers:
-            self.name_servers = list(addrs)
+            self.name_servers = list(addrs)  # replaced, never mutated (read from the loop)
             self._ns_index = random.randrange(len(addrs)) if addrs else 0
             if self.current_name_server not in self.name_servers:
                 self.current_name_server = None
@@ -165,7 +165,8 @@ class ChannelTable:
             RemotingConnectError: no address is configured, or none could be reached.
             RemotingTimeoutError: the deadline passed while connecting.
         """
-        if not self.name_servers:
+        servers = self.name_servers  # one snapshot: a blocking facade may swap the list
+        if not servers:
             raise RemotingConnectError(
                 None, "no address given and the address list is empty "
                 "(call update_name_server_address_list)"
@@ -174,9 +175,9 @@ class ChannelTable:
         order: list[str] = []
         if current is not None:
             order.append(current)
-        n = len(self.name_servers)
+        n = len(servers)
         for _ in range(n):
-            addr = self.name_servers[self._ns_index % n]
+            addr = servers[self._ns_index % n]
             self._ns_index += 1
             if addr not in order:
                 order.append(addr)

@@ -236,9 +236,19 @@ async def test_cancelled_call_leaves_the_table_empty_and_connection_usable(
     gate = AsyncGate()
     server.register_processor(GATED_ASYNC, gate)
     await client.invoke_sync(addr_of(server), request(ECHO), timeout=5)  # connect first
-    with trio.move_on_after(0.2) as scope:
-        await client.invoke_sync(addr_of(server), request(GATED_ASYNC), timeout=30)
-    assert scope.cancelled_caught
+    async with trio.open_nursery() as nursery:
+
+        async def call_then_get_cancelled(task_status: trio.TaskStatus[trio.CancelScope]
+                                          ) -> None:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                await client.invoke_sync(addr_of(server), request(GATED_ASYNC), timeout=30)
+            assert scope.cancelled_caught
+
+        scope = await nursery.start(call_then_get_cancelled)
+        await gate.entered.wait()  # the request is in the server's processor
+        assert client.statistics().in_flight == 1
+        scope.cancel()
     assert client.statistics().in_flight == 0
     assert client.endpoint.async_permits.value == 65535
     gate.event.set()
