@@ -24,6 +24,7 @@ import math
 import threading
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextvars import Context, copy_context
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
@@ -49,7 +50,7 @@ from ._events import EventDispatcher
 from ._histogram import LatencyHistogram
 from ._invoke import Invoker
 from ._log import log
-from ._pool import ExecutorPool, LoopInbox, ProcessorPool
+from ._pool import THREAD_JOIN_SECONDS, ExecutorPool, LoopInbox, ProcessorPool
 from ._response_table import ResponseTable
 from ._statistics import EndpointStatistics
 from ._tls import client_context
@@ -233,8 +234,13 @@ class Endpoint(ChannelTable, Invoker):
                 await trio.to_thread.run_sync(self._join_threads)
 
     def _join_threads(self) -> None:
-        for pool in self._pools:
-            pool.close()
+        for pool in self._pools:  # every pool's threads wind down at once, one deadline
+            pool.stop()
+        deadline = monotonic() + THREAD_JOIN_SECONDS
+        left = [name for pool in self._pools for name in pool.join(deadline)]
+        if left:
+            log.warning("pool.threads_left_running", threads=left, seconds=THREAD_JOIN_SECONDS,
+                        reason="processors still running at shutdown (daemon threads)")
         self.events.close()
         self.close_callback_executor()
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["ExecutorPool", "LoopInbox", "ProcessorPool"]
 
 RESULT_HOLD_SECONDS = 0.001  # longest a finished result waits for its chunk-mates
+# At shutdown, all pools' threads together get this long to finish what they are running.
+THREAD_JOIN_SECONDS = 5.0
 
 
 class LoopInbox:
@@ -196,16 +198,26 @@ class ProcessorPool:
             return False
         return True
 
-    def close(self, join_timeout: float | None = 5.0) -> None:
-        """Stop the threads once the queued tasks are done, and join them."""
+    def stop(self) -> None:
+        """Take no more tasks; the threads end once the queued ones are done (trio thread)."""
         if self._closed:
             return
         self._closed = True
         self.flush()
         for _ in self._workers:
             self._queue.put(None)
+
+    def join(self, deadline: float) -> list[str]:
+        """Join the threads until ``deadline`` (`time.monotonic`); return the names of those
+        still running then (stuck in a processor: daemon threads, left behind)."""
         for t in self._workers:
-            t.join(join_timeout)
+            t.join(max(0.0, deadline - monotonic()))
+        return [t.name for t in self._workers if t.is_alive()]
+
+    def close(self, join_timeout: float = THREAD_JOIN_SECONDS) -> list[str]:
+        """`stop`, then `join` for up to ``join_timeout`` seconds in all."""
+        self.stop()
+        return self.join(monotonic() + join_timeout)
 
 
 class ExecutorPool:
@@ -253,5 +265,13 @@ class ExecutorPool:
         on_result, result = payload
         on_result(result)
 
-    def close(self, join_timeout: float | None = 5.0) -> None:
+    def stop(self) -> None:
         """The user owns the executor; nothing to stop."""
+
+    def join(self, deadline: float) -> list[str]:
+        """The user owns the executor's threads; nothing to join."""
+        return []
+
+    def close(self, join_timeout: float = THREAD_JOIN_SECONDS) -> list[str]:
+        """The user owns the executor; nothing to stop."""
+        return []

@@ -326,6 +326,48 @@ def test_shutdown_is_fast_when_idle() -> None:
     assert time.monotonic() - start < 2
 
 
+def test_threads_stuck_past_the_grace_share_one_join_deadline_then_are_logged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stuck processor threads of every pool are joined against one deadline in all (not
+    one per thread: 4 threads used to cost 4 x 5 s), then left behind and logged by name."""
+    import time
+
+    from structlog.testing import capture_logs
+
+    from remoting import _endpoint
+
+    from .conftest import Gate
+
+    monkeypatch.setattr(_endpoint, "THREAD_JOIN_SECONDS", 1.0)
+    gates = [Gate(), Gate()]
+    server = RemotingServer().start()
+    for code, gate in zip((30, 31), gates, strict=True):
+        server.register_processor(code, gate, threads=2)
+    client = RemotingClient().start()
+    try:
+        futures = [client.invoke_async(server.addr, req(code), 30) for code in (30, 30, 31, 31)]
+        for gate in gates:  # every pool thread is now stuck in a processor
+            assert gate.entered.acquire(timeout=10)
+            assert gate.entered.acquire(timeout=10)
+        start = time.monotonic()
+        with capture_logs() as logs:
+            server.shutdown(grace=0)
+        elapsed = time.monotonic() - start
+        assert 0.9 <= elapsed < 3.0  # waited for the one 1 s deadline, not 4 x 1 s
+        [left] = [e for e in logs if e["event"] == "pool.threads_left_running"]
+        assert sorted(left["threads"]) == ["remoting-server-30-0", "remoting-server-30-1",
+                                           "remoting-server-31-0", "remoting-server-31-1"]
+        for fut in futures:  # their calls failed at once with the connection
+            with pytest.raises(RemotingError):
+                fut.result(5)
+    finally:
+        for gate in gates:
+            gate.release()
+        client.shutdown()
+        server.shutdown()
+
+
 async def test_go_away_resends_to_another_server_in_the_address_list(
     nursery: trio.Nursery,
 ) -> None:
