@@ -181,24 +181,26 @@ async def test_client_waits_then_fails_against_a_peer_that_never_reads(
     never_read.set()
 
 
+@pytest.mark.parametrize(("high", "body_bytes"), [
+    (128 * 1024, 32 * 1024),
+    (1024 * 1024, 300 * 1024),  # large frames: their rest is received in place
+])
 async def test_server_stops_reading_from_a_client_that_does_not_drain_responses(
-    nursery: trio.Nursery,
+    nursery: trio.Nursery, high: int, body_bytes: int,
 ) -> None:
-    high = 128 * 1024
     server = TrioRemotingServer(ServerConfig(write_buffer_high_water_mark=high,
                                              write_buffer_low_water_mark=high // 4))
     server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
     await nursery.start(server.serve)
     from codec import encode_frame
+    from remoting._connection import RECEIVE_BYTES
 
-    frame = encode_frame(req(ASYNC_ECHO, b"y" * 32 * 1024))
+    frame = encode_frame(req(ASYNC_ECHO, bytes(range(256)) * (body_bytes // 256)))
     async with stalled_flood(server, frame) as conn:
         received = server.statistics().requests_received[ASYNC_ECHO]
         queued = conn.queued_bytes
         assert received > 0
         # bounded: the high water mark plus the responses to one receive buffer of requests
-        from remoting._connection import RECEIVE_BYTES
-
         assert queued <= high + RECEIVE_BYTES + len(frame)
         # another client is served meanwhile, and nothing more is read from the stuck one
         client = TrioRemotingClient()
@@ -206,6 +208,7 @@ async def test_server_stops_reading_from_a_client_that_does_not_drain_responses(
         assert (await client.invoke_sync(addr_of(server), req(ASYNC_ECHO, b"ok"), 5)).body == b"ok"
         assert server.statistics().requests_received[ASYNC_ECHO] == received + 1
         assert conn.queued_bytes == queued
+        assert not conn.closed
 
 
 class FlakyBusy(AsyncRequestProcessor):
