@@ -61,6 +61,7 @@ class ResponseFuture:
         "_hooks",
         "_lock",
         "_permit_release",
+        "_release_on_loop",
         "addr",
         "cause",
         "close_on_timeout",
@@ -104,6 +105,9 @@ class ResponseFuture:
         self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
         self._hooks: list[Callable[[ResponseFuture], None]] | None = None
         self._permit_release: Callable[[], None] | None = None
+        # runs the release on the trio thread (the permit is a trio.Semaphore, not
+        # thread-safe) when callbacks ran first on the callback executor; None: call it here
+        self._release_on_loop: Callable[[Callable[[], None]], None] | None = None
         self._executor = executor
         self.close_on_timeout = False
         # where to resend once after a GO_AWAY reply; False: not resendable (a channel)
@@ -256,7 +260,12 @@ class ResponseFuture:
             for fn in callbacks:
                 _run_callback(fn, self)
         finally:
-            self._release_permit()
+            release, self._permit_release = self._permit_release, None
+            if release is not None:
+                if self._release_on_loop is None:
+                    release()
+                else:  # on the callback executor's thread: hand it to the trio thread
+                    self._release_on_loop(release)
 
     def __repr__(self) -> str:
         state = "pending" if not self._done else ("ok" if self.cause is None else "failed")

@@ -9,6 +9,7 @@ call's single deadline.
 from __future__ import annotations
 
 import random
+import threading
 from typing import TYPE_CHECKING, Any, Literal
 
 import trio
@@ -68,6 +69,10 @@ async def _connection_or_fail(fut: ResponseFuture, pending: Awaitable[Connection
     return None
 
 
+def _call(fn: Callable[[], object]) -> None:
+    fn()
+
+
 def target_addr(target: Target) -> str | None:
     """Return the address a call goes to, as far as known before connecting."""
     return target.remote_addr if isinstance(target, Connection) else target
@@ -84,6 +89,7 @@ class Invoker:
 
     role: str
     closed: bool
+    loop_thread_id: int | None
     table: ResponseTable
     async_permits: trio.Semaphore
     oneway_permits: trio.Semaphore
@@ -111,6 +117,17 @@ class Invoker:
     @property
     def inbox(self) -> Any:
         raise NotImplementedError
+
+    def call_on_loop(self, fn: Callable[[], object]) -> None:
+        """Run ``fn()`` on the trio thread: now if called there, else through the inbox (any
+        thread). Dropped once the loop has ended (what it would release is gone with it)."""
+        if threading.get_ident() == self.loop_thread_id:
+            fn()
+            return
+        try:
+            self.inbox.post(_call, fn)
+        except RuntimeError:  # trio.RunFinishedError
+            pass
 
     # ------------------------------------------------------------------ waiting phases
 
@@ -254,6 +271,7 @@ class Invoker:
         if not isinstance(target, Connection):
             fut.retry_target = target
         fut.close_on_timeout = kind == "sync" and self.close_on_sync_timeout
+        fut._release_on_loop = self.call_on_loop  # a permit freed after callbacks (any thread)
         if callback is not None:
             fut.add_done_callback(callback)
         return fut

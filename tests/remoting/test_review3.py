@@ -1,0 +1,50 @@
+"""Regression tests for defects found in the third review (real sockets on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import threading
+
+import trio
+import trio.testing
+
+from codec import RemotingCommand, ResponseCode
+from remoting import ClientConfig, ResponseFuture, TrioRemotingClient, TrioRemotingServer
+
+from .conftest import ASYNC_ECHO, addr_of
+
+
+def req(code: int = ASYNC_ECHO, body: bytes = b"x") -> RemotingCommand:
+    return RemotingCommand.create_request(code, body=body)
+
+
+async def test_a_permit_freed_after_a_callback_wakes_a_waiting_call(
+    server: TrioRemotingServer, nursery: trio.Nursery,
+) -> None:
+    # The permit of a call with a callback comes back after the callback ran, on the callback
+    # thread. trio.Semaphore is not thread-safe: releasing it there must not touch the loop's
+    # scheduler (it raised in the callback thread, left the waiter parked, and at the
+    # waiter's deadline trio died with TrioInternalError).
+    client = TrioRemotingClient(ClientConfig(client_async_semaphore_value=1))
+    await nursery.start(client.serve)
+    addr = addr_of(server)
+    gate, entered = threading.Event(), threading.Event()
+
+    def slow_callback(_: ResponseFuture) -> None:
+        entered.set()
+        gate.wait(10)
+
+    await client.invoke_async(addr, req(), 5, slow_callback)
+    assert await trio.to_thread.run_sync(entered.wait, 10)
+    results: list[RemotingCommand] = []
+
+    async def second() -> None:
+        results.append(await client.invoke_sync(addr, req(body=b"2"), 3))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as inner:
+            inner.start_soon(second)
+            await trio.testing.wait_all_tasks_blocked()
+            assert client.endpoint.async_permits.statistics().tasks_waiting == 1
+            gate.set()
+    assert results[0].code == ResponseCode.SUCCESS and results[0].body == b"2"
+    assert client.endpoint.async_permits.value == 1
