@@ -296,8 +296,10 @@ class TrioRemotingServer(_Invoker):
         self._scope.cancel()
 
     def channels(self) -> list[ChannelHandle]:
-        """Return the live connections."""
-        return [c.channel for c in self.endpoint.connections if not c.closed]
+        """Return the live connections (any thread: the blocking server calls it from its
+        caller's)."""
+        # list() copies the set in one step; iterating it directly raced the loop's changes
+        return [c.channel for c in list(self.endpoint.connections) if not c.closed]
 
     async def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
                           timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import socket
+import sys
 import threading
+import time
 
 import trio
 import trio.testing
 
 from codec import RemotingCommand, ResponseCode
-from remoting import ClientConfig, ResponseFuture, TrioRemotingClient, TrioRemotingServer
+from remoting import (
+    ClientConfig,
+    RemotingServer,
+    ResponseFuture,
+    ServerConfig,
+    TrioRemotingClient,
+    TrioRemotingServer,
+)
 
 from .conftest import ASYNC_ECHO, addr_of
 
@@ -48,3 +58,33 @@ async def test_a_permit_freed_after_a_callback_wakes_a_waiting_call(
             gate.set()
     assert results[0].code == ResponseCode.SUCCESS and results[0].body == b"2"
     assert client.endpoint.async_permits.value == 1
+
+
+def test_blocking_server_channels_while_clients_come_and_go() -> None:
+    # RemotingServer.channels() runs in the caller's thread while the loop adds and removes
+    # connections: it iterated the loop's set and raised "Set changed size during iteration".
+    server = RemotingServer(ServerConfig()).start()
+    held = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(100)]
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+
+    churner = threading.Thread(target=churn, daemon=True)
+    churner.start()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: the race shows within a few thousand calls
+    try:
+        end = time.monotonic() + 3.0
+        calls = 0
+        while calls < 20_000 and time.monotonic() < end:
+            assert all(ch.remote_addr for ch in server.channels())
+            calls += 1
+    finally:
+        sys.setswitchinterval(interval)
+        stop.set()
+        churner.join(10)
+        for s in held:
+            s.close()
+        server.shutdown()
