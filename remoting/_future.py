@@ -7,8 +7,9 @@ Theory of operation:
 - Completion releases the in-flight permit exactly once: at once when there are no user
   callbacks, else after they ran (as RocketMQ since ROCKETMQ-323, so slow callbacks push back).
 - Waiters: trio tasks park themselves (`wait_task_rescheduled`) and are rescheduled at
-  completion; a future made for a thread's call holds a lock from creation until completion,
-  which the thread blocks on; other threads fall back to a lazily made `threading.Event`.
+  completion (a task of another loop through that loop's token); a future made for a
+  thread's call holds a lock from creation until completion, which the thread blocks on;
+  other threads fall back to a lazily made `threading.Event`.
   Internal completion hooks run synchronously on the trio thread; user callbacks run on the
   callback executor, never on the event loop.
 """
@@ -96,7 +97,7 @@ class ResponseFuture:
         self.is_send_request_ok = True
         self.is_timeout = False
         self._done = False
-        self._waiters: list[trio.lowlevel.Task] | None = None
+        self._waiters: list[_Waiter] | None = None
         self._event: threading.Event | None = None
         self._lock: Any = None
         if threaded:  # a thread will block on it: cheaper than an Event
@@ -162,17 +163,28 @@ class ResponseFuture:
         Cancelling the wait does not cancel the request; it still completes by its deadline.
         """
         if not self._done:
-            task = trio.lowlevel.current_task()
-            if self._waiters is None:
-                self._waiters = []
-            waiters = self._waiters
-            waiters.append(task)
+            # The waiter may run in a trio loop other than the one that completes the future
+            # (a blocking client's future awaited in the user's own loop): under the lock,
+            # so a completion on the other thread either sees this waiter or was seen first.
+            waiter = _Waiter(trio.lowlevel.current_task(), trio.lowlevel.current_trio_token())
+            with _CALLBACK_LOCK:
+                if not self._done:
+                    if self._waiters is None:
+                        self._waiters = []
+                    waiters = self._waiters
+                    waiters.append(waiter)
+                else:
+                    waiters = None
+            if waiters is not None:
 
-            def abort(_: object) -> trio.lowlevel.Abort:
-                waiters.remove(task)
-                return trio.lowlevel.Abort.SUCCEEDED
+                def abort(_: object) -> trio.lowlevel.Abort:
+                    with _CALLBACK_LOCK:
+                        waiter.aborted = True  # for a wake-up already on its way (_wake)
+                        if self._waiters is waiters:
+                            waiters.remove(waiter)
+                    return trio.lowlevel.Abort.SUCCEEDED
 
-            await trio.lowlevel.wait_task_rescheduled(abort)
+                await trio.lowlevel.wait_task_rescheduled(abort)
         return self._outcome()
 
     def add_done_callback(self, fn: Callable[[ResponseFuture], object]) -> None:
@@ -215,15 +227,22 @@ class ResponseFuture:
         with _CALLBACK_LOCK:  # fields first: whoever sees _done may read them
             self._done = True
             callbacks = self._callbacks
+            waiters, self._waiters = self._waiters, None
         deferred = bool(callbacks) and self._executor is not None
         if not deferred:
             self._release_permit()  # before the hooks: a batch may send its next request
         if self._lock is not None:
             self._lock.release()
-        if self._waiters:
-            for task in self._waiters:
-                trio.lowlevel.reschedule(task)
-            self._waiters = None
+        if waiters:
+            token = trio.lowlevel.current_trio_token()
+            for waiter in waiters:
+                if waiter.token is token:
+                    trio.lowlevel.reschedule(waiter.task)
+                else:  # a task of another loop: only that loop's thread may wake it
+                    try:
+                        waiter.token.run_sync_soon(_wake, waiter)
+                    except trio.RunFinishedError:
+                        pass
         if self._event is not None:
             self._event.set()
         if self._hooks is not None:
@@ -270,6 +289,23 @@ class ResponseFuture:
     def __repr__(self) -> str:
         state = "pending" if not self._done else ("ok" if self.cause is None else "failed")
         return f"<ResponseFuture opaque={self.opaque} addr={self.addr} {state}>"
+
+
+class _Waiter:
+    """A trio task waiting in `ResponseFuture.wait`, and the token of its loop."""
+
+    __slots__ = ("aborted", "task", "token")
+
+    def __init__(self, task: trio.lowlevel.Task, token: trio.lowlevel.TrioToken) -> None:
+        self.task = task
+        self.token = token
+        self.aborted = False
+
+
+def _wake(waiter: _Waiter) -> None:
+    """Wake a waiter of another loop (on that loop's thread) unless it was cancelled since."""
+    if not waiter.aborted:
+        trio.lowlevel.reschedule(waiter.task)
 
 
 def _run_callback(fn: Callable[[ResponseFuture], object], fut: ResponseFuture) -> None:

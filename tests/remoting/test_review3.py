@@ -13,6 +13,7 @@ import trio.testing
 from codec import RemotingCommand, ResponseCode
 from remoting import (
     ClientConfig,
+    RemotingClient,
     RemotingServer,
     ResponseFuture,
     ServerConfig,
@@ -20,7 +21,7 @@ from remoting import (
     TrioRemotingServer,
 )
 
-from .conftest import ASYNC_ECHO, addr_of
+from .conftest import ASYNC_ECHO, GATED, Gate, addr_of
 
 
 def req(code: int = ASYNC_ECHO, body: bytes = b"x") -> RemotingCommand:
@@ -88,3 +89,39 @@ def test_blocking_server_channels_while_clients_come_and_go() -> None:
         for s in held:
             s.close()
         server.shutdown()
+
+
+async def test_a_blocking_clients_future_awaited_from_another_trio_loop(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+) -> None:
+    # user-guide: ResponseFuture has `await wait()` (trio). Awaited from a trio loop other than
+    # the client's, completion rescheduled a foreign task from the client's loop thread:
+    # AssertionError in the client's reader, its connection lost, and the waiter never woke.
+    gate = Gate()
+    blocking_server.register_processor(GATED, gate)
+    addr = blocking_server.addr
+    warm = await trio.to_thread.run_sync(blocking_client.invoke_sync, addr, req(), 5)
+    assert warm.code == ResponseCode.SUCCESS
+    with trio.fail_after(10):
+        fut = blocking_client.invoke_async(addr, req(body=b"a"), 5)
+        assert (await fut.wait()).body == b"a"
+
+        # a waiter cancelled before completion, then one that stays: neither loop breaks
+        gated = blocking_client.invoke_async(addr, req(GATED, b"g"), 5)
+        assert await trio.to_thread.run_sync(gate.entered.acquire, True, 10)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await gated.wait()
+        async with trio.open_nursery() as nursery:
+            got: list[bytes | None] = []
+
+            async def waiter() -> None:
+                got.append((await gated.wait()).body)
+
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.release()
+        assert got == [b"g"]
+    assert blocking_client.statistics().connections == 1  # the connection survived
+    again = await trio.to_thread.run_sync(blocking_client.invoke_sync, addr, req(body=b"b"), 5)
+    assert again.body == b"b"
