@@ -196,7 +196,7 @@ class ResponseFuture:
                 self._callbacks.append(fn)
                 return
         if self._executor is not None:
-            self._executor().submit(_run_callback, fn, self)
+            _submit(self._executor, _run_callback, fn, self)
         else:
             _run_callback(fn, self)
 
@@ -251,7 +251,7 @@ class ResponseFuture:
         if deferred:
             assert callbacks is not None
             assert self._executor is not None
-            self._executor().submit(self._run_callbacks, callbacks)
+            _submit(self._executor, self._run_callbacks, callbacks)
         elif callbacks:  # no executor (a bare future): run them here as a last resort
             self._run_callbacks(callbacks)
         return True
@@ -289,6 +289,15 @@ class ResponseFuture:
     def __repr__(self) -> str:
         state = "pending" if not self._done else ("ok" if self.cause is None else "failed")
         return f"<ResponseFuture opaque={self.opaque} addr={self.addr} {state}>"
+
+
+def _submit(executor: Callable[[], Executor], fn: Callable[..., object], *args: Any) -> None:
+    """Run ``fn(*args)`` on the callback executor; here if it has just been shut down (the
+    endpoint stopped between the lookup and the submit: later callbacks run here anyway)."""
+    try:
+        executor().submit(fn, *args)
+    except RuntimeError:  # cannot schedule new futures after shutdown
+        fn(*args)
 
 
 class _Waiter:

@@ -125,3 +125,53 @@ async def test_a_blocking_clients_future_awaited_from_another_trio_loop(
     assert blocking_client.statistics().connections == 1  # the connection survived
     again = await trio.to_thread.run_sync(blocking_client.invoke_sync, addr, req(body=b"b"), 5)
     assert again.body == b"b"
+
+
+def _add_callbacks_during_shutdown(addr: str) -> tuple[list[Exception], int, int]:
+    """Two threads add callbacks to a done future while the client shuts down; return the
+    errors they met, how many callbacks were added and how many ran."""
+    client = RemotingClient().start()
+    fut = client.invoke_async(addr, req(), 5)
+    assert fut.result().code == ResponseCode.SUCCESS
+    added, ran, errors = [0, 0], [0], []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def count(_: ResponseFuture) -> None:
+        with lock:
+            ran[0] += 1
+
+    def add(i: int) -> None:
+        while not stop.is_set():
+            try:
+                fut.add_done_callback(count)
+            except Exception as exc:
+                errors.append(exc)
+                return
+            added[i] += 1
+
+    adders = [threading.Thread(target=add, args=(i,)) for i in range(2)]
+    for t in adders:
+        t.start()
+    client.shutdown()
+    stop.set()
+    for t in adders:
+        t.join(10)
+    return errors, sum(added), ran[0]
+
+
+def test_callbacks_added_while_the_client_shuts_down_run_once_and_never_raise(
+    blocking_server: RemotingServer,
+) -> None:
+    # add_done_callback on a done future submits to the callback executor; when shutdown
+    # stopped that executor between the lookup and the submit, the caller got
+    # RuntimeError('cannot schedule new futures after shutdown') and the callback never ran.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: the race shows in the first rounds
+    try:
+        for _ in range(10):
+            errors, added, ran = _add_callbacks_during_shutdown(blocking_server.addr)
+            assert errors == []
+            assert ran == added
+    finally:
+        sys.setswitchinterval(interval)
