@@ -85,6 +85,11 @@ class _InlineExecutor(Executor):
 
 
 _INLINE: Final = _InlineExecutor()
+_CALLBACK_THREAD = threading.local()  # .endpoint: the endpoint whose callbacks this thread runs
+
+
+def _mark_callback_thread(endpoint: Endpoint) -> None:
+    _CALLBACK_THREAD.endpoint = endpoint
 
 
 class Endpoint(ChannelTable, Invoker):
@@ -203,6 +208,7 @@ class Endpoint(ChannelTable, Invoker):
                     self._callback_executor = ThreadPoolExecutor(
                         self.config.callback_threads(),
                         thread_name_prefix=f"remoting-{self.role}-callback",
+                        initializer=_mark_callback_thread, initargs=(self,),
                     )
                 executor = self._callback_executor
         return executor
@@ -243,6 +249,10 @@ class Endpoint(ChannelTable, Invoker):
                         reason="processors still running at shutdown (daemon threads)")
         self.events.close()
         self.close_callback_executor()
+
+    def in_callback_thread(self) -> bool:
+        """True in a thread of this endpoint's callback executor (which shutdown joins)."""
+        return getattr(_CALLBACK_THREAD, "endpoint", None) is self
 
     def close_callback_executor(self, final: bool = True) -> None:
         """Run the callbacks still queued, then stop their threads.

@@ -89,14 +89,14 @@ class _LoopThread:
                 self.result = await nursery.start(serve)
                 self._ready.set()
 
-    def stop(self) -> None:
+    def stop(self, join: bool = True) -> None:
         if self.token is not None and self._scope is not None:
             scope = self._scope
             try:
                 self.token.run_sync_soon(scope.cancel)
             except trio.RunFinishedError:
                 pass
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if join and self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(JOIN_TIMEOUT)
 
     @property
@@ -192,14 +192,18 @@ class RemotingClient(_BlockingBase):
         return self
 
     def shutdown(self) -> None:
-        """Close connections, fail pending calls, join the threads (idempotent)."""
+        """Close connections, fail pending calls, join the threads (idempotent).
+
+        Called from a callback, it does not wait for the threads: the loop's thread joins the
+        callback threads, this one included, once the callback returns.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             loop, self._loop = self._loop, None
         if loop is not None:
-            loop.stop()
+            loop.stop(join=not self.endpoint.in_callback_thread())
 
     close = shutdown
 
@@ -371,7 +375,7 @@ class RemotingServer(_BlockingBase):
                 trio.from_thread.run(self._core.shutdown, grace, trio_token=loop.token)
             except trio.RunFinishedError:
                 pass
-        loop.stop()
+        loop.stop(join=not self.endpoint.in_callback_thread())
 
     def broadcast_oneway(self, channels: Sequence[ChannelHandle], request: RemotingCommand
                          ) -> int:

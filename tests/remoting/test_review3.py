@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 
+import pytest
 import trio
 import trio.testing
 
@@ -14,6 +15,7 @@ from codec import RemotingCommand, ResponseCode
 from remoting import (
     ClientConfig,
     RemotingClient,
+    RemotingError,
     RemotingServer,
     ResponseFuture,
     ServerConfig,
@@ -175,3 +177,24 @@ def test_callbacks_added_while_the_client_shuts_down_run_once_and_never_raise(
             assert ran == added
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_shutdown_called_from_a_callback_does_not_wait_for_itself(
+    blocking_server: RemotingServer,
+) -> None:
+    # shutdown() joined the loop thread, which joins the callback threads: called from a
+    # callback it waited for itself until JOIN_TIMEOUT (10 s) ran out.
+    client = RemotingClient().start()
+    returned = threading.Event()
+
+    def close_client(_: ResponseFuture) -> None:
+        client.shutdown()
+        returned.set()
+
+    client.invoke_async(blocking_server.addr, req(), 5, close_client)
+    try:
+        assert returned.wait(5), "shutdown() in a callback waited for its own thread"
+    finally:
+        client.shutdown()
+    with pytest.raises(RemotingError, match="closed"):
+        client.invoke_sync(blocking_server.addr, req(), 1)
