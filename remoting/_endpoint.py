@@ -24,6 +24,7 @@ import math
 import threading
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextvars import Context, copy_context
+from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -85,11 +86,11 @@ class _InlineExecutor(Executor):
 
 
 _INLINE: Final = _InlineExecutor()
-_CALLBACK_THREAD = threading.local()  # .endpoint: the endpoint whose callbacks this thread runs
+_OWN_THREAD = threading.local()  # .endpoint: whose processors or callbacks this thread runs
 
 
-def _mark_callback_thread(endpoint: Endpoint) -> None:
-    _CALLBACK_THREAD.endpoint = endpoint
+def _mark_own_thread(endpoint: Endpoint) -> None:
+    _OWN_THREAD.endpoint = endpoint
 
 
 class Endpoint(ChannelTable, Invoker):
@@ -173,7 +174,7 @@ class Endpoint(ChannelTable, Invoker):
                 pool = ProcessorPool(
                     name, threads or self.config.default_processor_threads,
                     self.config.processor_queue_capacity, self._inbox,
-                    self._pools_to_flush.append,
+                    self._pools_to_flush.append, partial(_mark_own_thread, self),
                 )
             self._pools.append(pool)
             entry = ProcessorEntry(processor=processor, pool=pool, is_async=False,
@@ -208,7 +209,7 @@ class Endpoint(ChannelTable, Invoker):
                     self._callback_executor = ThreadPoolExecutor(
                         self.config.callback_threads(),
                         thread_name_prefix=f"remoting-{self.role}-callback",
-                        initializer=_mark_callback_thread, initargs=(self,),
+                        initializer=_mark_own_thread, initargs=(self,),
                     )
                 executor = self._callback_executor
         return executor
@@ -250,9 +251,10 @@ class Endpoint(ChannelTable, Invoker):
         self.events.close()
         self.close_callback_executor()
 
-    def in_callback_thread(self) -> bool:
-        """True in a thread of this endpoint's callback executor (which shutdown joins)."""
-        return getattr(_CALLBACK_THREAD, "endpoint", None) is self
+    def in_own_thread(self) -> bool:
+        """True in a thread of this endpoint's processor pools or callback executor (threads
+        that its shutdown joins, so a shutdown called there must not wait for them)."""
+        return getattr(_OWN_THREAD, "endpoint", None) is self
 
     def close_callback_executor(self, final: bool = True) -> None:
         """Run the callbacks still queued, then stop their threads.

@@ -88,6 +88,7 @@ class ProcessorPool:
     def __init__(
         self, name: str, threads: int, queue_capacity: int, inbox: LoopInbox,
         on_pending: Callable[[ProcessorPool], None] | None = None,
+        on_thread_start: Callable[[], None] | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError("a processor pool needs at least one thread")
@@ -97,6 +98,7 @@ class ProcessorPool:
         self.in_pool = 0  # trio thread only
         self._inbox = inbox
         self._on_pending = on_pending
+        self._on_thread_start = on_thread_start
         self._pending: list[Task] = []
         self._queue: queue.SimpleQueue[list[Task] | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
@@ -158,6 +160,8 @@ class ProcessorPool:
             on_result(result)
 
     def _work(self) -> None:
+        if self._on_thread_start is not None:
+            self._on_thread_start()
         get = self._queue.get
         finish = self._finish
         copy_context = contextvars.copy_context

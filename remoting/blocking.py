@@ -194,8 +194,8 @@ class RemotingClient(_BlockingBase):
     def shutdown(self) -> None:
         """Close connections, fail pending calls, join the threads (idempotent).
 
-        Called from a callback, it does not wait for the threads: the loop's thread joins the
-        callback threads, this one included, once the callback returns.
+        Called from one of the client's callbacks or processors, it does not wait for the
+        threads: the loop's thread joins them, this one included, once it returns.
         """
         with self._lock:
             if self._closed:
@@ -203,7 +203,7 @@ class RemotingClient(_BlockingBase):
             self._closed = True
             loop, self._loop = self._loop, None
         if loop is not None:
-            loop.stop(join=not self.endpoint.in_callback_thread())
+            loop.stop(join=not self.endpoint.in_own_thread())
 
     close = shutdown
 
@@ -332,6 +332,7 @@ class RemotingServer(_BlockingBase):
         self._loop: _LoopThread | None = None
         self._closed = False
         self._lock = threading.Lock()
+        self._stopper: threading.Thread | None = None  # a shutdown begun by a processor
 
     @property
     def port(self) -> int:
@@ -362,20 +363,39 @@ class RemotingServer(_BlockingBase):
         Stops accepting, answers GO_AWAY to new requests, lets running processors finish for
         up to ``grace`` seconds (default ``config.shutdown_grace_seconds``), then closes the
         connections and fails whatever is still pending.
+
+        Called from one of the server's processors or callbacks (an admin "stop" request), it
+        starts the shutdown in a thread of its own and returns at once: the caller is one of
+        the processors the shutdown waits for, and its response still goes out. A later call
+        from another thread waits for that shutdown to end.
         """
+        own_thread = self.endpoint.in_own_thread()
         with self._lock:
+            stopper = self._stopper
             if self._closed:
-                return
-            self._closed = True
-            loop, self._loop = self._loop, None
-        if loop is None:
-            return
+                loop = None
+            else:
+                self._closed = True
+                loop, self._loop = self._loop, None
+                if loop is not None and own_thread:
+                    stopper = self._stopper = threading.Thread(
+                        target=self._stop, args=(loop, grace),
+                        name="remoting-server-shutdown", daemon=True,
+                    )
+                    stopper.start()
+                    return
+        if loop is not None:
+            self._stop(loop, grace)
+        elif stopper is not None and not own_thread:
+            stopper.join()  # bounded: the grace period plus the threads' join deadlines
+
+    def _stop(self, loop: _LoopThread, grace: float | None) -> None:
         if loop.token is not None:
             try:
                 trio.from_thread.run(self._core.shutdown, grace, trio_token=loop.token)
             except trio.RunFinishedError:
                 pass
-        loop.stop(join=not self.endpoint.in_callback_thread())
+        loop.stop()
 
     def broadcast_oneway(self, channels: Sequence[ChannelHandle], request: RemotingCommand
                          ) -> int:

@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from codec import RemotingCommand, ResponseCode
+from processors import RequestContext, RequestProcessor
 from remoting import (
     ClientConfig,
     RemotingClient,
@@ -198,3 +199,48 @@ def test_shutdown_called_from_a_callback_does_not_wait_for_itself(
         client.shutdown()
     with pytest.raises(RemotingError, match="closed"):
         client.invoke_sync(blocking_server.addr, req(), 1)
+
+
+class Stop(RequestProcessor):
+    """A sync processor that shuts its own server down (an admin "stop" command)."""
+
+    def __init__(self) -> None:
+        self.server: RemotingServer | None = None
+        self.returned_after = -1.0
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        assert self.server is not None
+        start = time.monotonic()
+        self.server.shutdown()
+        self.returned_after = time.monotonic() - start
+        return RemotingCommand.create_response(ResponseCode.SUCCESS, remark="stopping")
+
+
+def test_a_processor_shutting_down_its_own_server_neither_waits_for_itself_nor_loses_its_reply(
+) -> None:
+    # It waited out the grace period for itself (it is a running processor), then the pool's
+    # join waited for it too (the thread calling shutdown): about 10 s and a warning.
+    from structlog.testing import capture_logs
+
+    stop = Stop()
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=5)).start()
+    stop.server = server
+    server.register_processor(40, stop)
+    client = RemotingClient().start()
+    try:
+        with capture_logs() as logs:
+            start = time.monotonic()
+            response = client.invoke_sync(server.addr, req(40), 10)
+            assert response.code == ResponseCode.SUCCESS and response.remark == "stopping"
+            assert 0 <= stop.returned_after < 2.0
+            server.shutdown()  # from another thread: returns once the server has stopped
+            assert time.monotonic() - start < 4.0
+        assert not [e for e in logs if e["event"] in ("pool.threads_left_running",
+                                                      "server.shutdown_forced")]
+        assert not [t for t in threading.enumerate()
+                    if t.name.startswith("remoting-server") and t.is_alive()]
+        with pytest.raises(RemotingError):
+            client.invoke_sync(server.addr, req(40), 2)
+    finally:
+        client.shutdown()
+        server.shutdown()
