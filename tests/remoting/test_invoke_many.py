@@ -63,11 +63,14 @@ async def test_connection_lost_mid_batch_fails_the_rest_fast(
     reqs = [req(ECHO) for _ in range(10)] + [req(HANG_UP)] + [req(ECHO) for _ in range(50)]
     with trio.fail_after(10):  # far below the 30 s timeout: nothing waits for the deadline
         results = await client.invoke_many(addr_of(server), reqs, timeout=30, limit=4)
-    # with 4 in flight, row 10 is sent only after rows 0-6 were answered
-    assert all(isinstance(r, RemotingCommand) and r.code == ResponseCode.SUCCESS
-               for r in results[:7])
-    # rows 7-9 were in flight with it: answered before the close, or failed by it
-    assert all(isinstance(r, RemotingSendRequestError | RemotingCommand) for r in results[7:10])
+    # With 4 in flight, row 10 is sent only after 7 of rows 0-9 were answered. Which 7 is not
+    # fixed: ECHO runs on a pool of threads, whose answers can overtake each other. The other
+    # 3 were in flight with it: answered before the close, or failed by it.
+    first = results[:10]
+    ok = [isinstance(r, RemotingCommand) and r.code == ResponseCode.SUCCESS for r in first]
+    assert sum(ok) >= 7, first
+    assert all(o or isinstance(r, RemotingSendRequestError)
+               for o, r in zip(ok, first, strict=True)), first
     assert isinstance(results[10], RemotingSendRequestError)
     # rows after the loss: failed, or answered on a new connection, never left pending
     assert all(isinstance(r, RemotingSendRequestError | RemotingCommand) for r in results[11:])
