@@ -151,21 +151,23 @@ async def test_stalled_large_frame_is_closed_after_the_partial_frame_timeout(
     server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
     await nursery.start(server.serve)
     frame = encode_frame(req(ASYNC_ECHO, payload(MIB)))
-    with capture_logs() as logs:
-        slow = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
-        await slow.send_all(frame[: RECEIVE_BYTES + 1000])  # the prefix and then some
-        start = trio.current_time()
-        with trio.fail_after(5):
-            try:
-                while await slow.receive_some(10):
+    slow = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    async with slow:
+        with capture_logs() as logs:
+            # timed from before the send: the server may read it all (and start its timer)
+            # before send_all returns to this task
+            start = trio.current_time()
+            await slow.send_all(frame[: RECEIVE_BYTES + 1000])  # the prefix and then some
+            with trio.fail_after(5):
+                try:
+                    while await slow.receive_some(10):
+                        pass
+                except trio.BrokenResourceError:
                     pass
-            except trio.BrokenResourceError:
-                pass
-    elapsed = trio.current_time() - start
+        elapsed = trio.current_time() - start
     assert 0.3 <= elapsed < 3
     [stalled] = [e for e in logs if e["event"] == "connection.stalled"]
     assert stalled["buffered_bytes"] >= RECEIVE_BYTES
-    await slow.aclose()
 
 
 async def test_peer_closing_mid_large_frame_closes_the_connection(

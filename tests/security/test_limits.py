@@ -4,6 +4,7 @@ in progress per connection. None of them affects other connections."""
 from __future__ import annotations
 
 import threading
+from contextlib import AsyncExitStack
 
 import pytest
 import trio
@@ -42,17 +43,19 @@ async def is_closed_by_server(stream: trio.SocketStream) -> bool:
 async def test_connections_beyond_the_limit_are_closed(nursery: trio.Nursery, limit: str
                                                        ) -> None:
     server = await serve(nursery, **{limit: 2})
-    kept = [await trio.open_tcp_stream("127.0.0.1", server.port) for _ in range(2)]  # type: ignore[arg-type]
-    with capture_logs() as logs:
-        extra = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
-        assert await is_closed_by_server(extra)
-    assert any(e["event"] == "connection.refused" and limit in e["reason"] for e in logs)
-    # the admitted ones still work
-    await kept[0].send_all(encode_frame(RemotingCommand.create_request(ECHO, body=b"k")))
-    with trio.fail_after(5):
-        assert await kept[0].receive_some(1000) != b""
-    for s in [*kept, extra]:
-        await s.aclose()
+    async with AsyncExitStack() as streams:  # closed on the way out, failed or not
+        kept = [await streams.enter_async_context(
+            await trio.open_tcp_stream("127.0.0.1", server.port))  # type: ignore[arg-type]
+            for _ in range(2)]
+        with capture_logs() as logs:
+            extra = await streams.enter_async_context(
+                await trio.open_tcp_stream("127.0.0.1", server.port))  # type: ignore[arg-type]
+            assert await is_closed_by_server(extra)
+        assert any(e["event"] == "connection.refused" and limit in e["reason"] for e in logs)
+        # the admitted ones still work
+        await kept[0].send_all(encode_frame(RemotingCommand.create_request(ECHO, body=b"k")))
+        with trio.fail_after(5):
+            assert await kept[0].receive_some(1000) != b""
     # slots are given back: a new connection is admitted again
     client = TrioRemotingClient()
     await nursery.start(client.serve)
@@ -69,18 +72,21 @@ async def test_stalled_partial_frame_is_closed_and_others_are_unaffected(
     """Slowloris: half a frame, then silence (real clock, short timeout)."""
     server = await serve(nursery, partial_frame_timeout=0.3)
     frame = encode_frame(RemotingCommand.create_request(ECHO, body=b"x" * 100))
-    slow = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
     client = TrioRemotingClient()
     await nursery.start(client.serve)
-    with capture_logs() as logs:
-        await slow.send_all(frame[:20])
-        start = trio.current_time()
-        ok = await client.invoke_sync(f"127.0.0.1:{server.port}",
-                                      RemotingCommand.create_request(ECHO, body=b"fine"), 5)
-        assert ok.body == b"fine"
-        assert await is_closed_by_server(slow)
-    await slow.aclose()
-    assert 0.3 <= trio.current_time() - start < 3
+    slow = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    async with slow:
+        with capture_logs() as logs:
+            # timed from before the send: the server may read it (and start its timer) before
+            # send_all returns to this task
+            start = trio.current_time()
+            await slow.send_all(frame[:20])
+            ok = await client.invoke_sync(f"127.0.0.1:{server.port}",
+                                          RemotingCommand.create_request(ECHO, body=b"fine"), 5)
+            assert ok.body == b"fine"
+            assert await is_closed_by_server(slow)
+        elapsed = trio.current_time() - start
+    assert 0.3 <= elapsed < 3
     assert any(e["event"] == "connection.stalled" for e in logs)
     # an idle connection without a partial frame is not affected by this timeout
     assert client.statistics().connections == 1
