@@ -155,11 +155,15 @@ def test_calls_after_shutdown_raise_and_shutdown_is_idempotent(
     blocking_server: RemotingServer,
 ) -> None:
     client = RemotingClient().start()
-    assert client.invoke_sync(blocking_server.addr, req(ECHO), 5).code == ResponseCode.SUCCESS
-    client.shutdown()
-    client.shutdown()
-    with pytest.raises(RemotingError, match="closed"):
-        client.invoke_sync(blocking_server.addr, req(ECHO), 5)
+    try:
+        assert client.invoke_sync(blocking_server.addr, req(ECHO), 5).code == (
+            ResponseCode.SUCCESS)
+        client.shutdown()
+        client.shutdown()
+        with pytest.raises(RemotingError, match="closed"):
+            client.invoke_sync(blocking_server.addr, req(ECHO), 5)
+    finally:
+        client.shutdown()  # idempotent: stops it if the test failed before its own calls
     assert not any(t.name.startswith("remoting-client") for t in threading.enumerate())
 
 

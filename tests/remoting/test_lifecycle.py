@@ -483,16 +483,19 @@ def test_shutdown_during_traffic_loses_nothing_and_hangs_nothing() -> None:
 
     import time
 
-    with ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(caller, t) for t in range(8)]
-        started.wait(10)
-        assert flowing.wait(30)  # traffic is flowing when the shutdown begins
-        start = time.monotonic()
-        server.shutdown()
-        shutdown_took = time.monotonic() - start
-        for f in futures:
-            f.result(timeout=60)  # no call hangs
-    client.shutdown()
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(caller, t) for t in range(8)]
+            started.wait(10)
+            assert flowing.wait(30)  # traffic is flowing when the shutdown begins
+            start = time.monotonic()
+            server.shutdown()
+            shutdown_took = time.monotonic() - start
+            for f in futures:
+                f.result(timeout=60)  # no call hangs
+    finally:
+        client.shutdown()
+        server.shutdown()  # idempotent: stops it if the test failed before its own call
     assert len(outcomes) == 8 * 300
     assert outcomes.count("ok") > 0
     allowed = {"ok", "RemotingConnectError", "RemotingSendRequestError", "RemotingError",

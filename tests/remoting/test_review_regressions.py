@@ -48,14 +48,17 @@ def test_a_bad_address_type_fails_the_call_not_the_client(
 def test_channel_calls_after_shutdown_keep_raising() -> None:
     server = RemotingServer().start()
     server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
-    with RemotingClient() as client:
-        client.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
-        client.invoke_sync(server.addr, req(), 5)
-        [channel] = server.channels()
-        server.shutdown()
-        for _ in range(3):  # every call, not only the first, must say so
-            with pytest.raises(RemotingError):
-                channel.invoke_async(req(), 1)
+    try:
+        with RemotingClient() as client:
+            client.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+            client.invoke_sync(server.addr, req(), 5)
+            [channel] = server.channels()
+            server.shutdown()
+            for _ in range(3):  # every call, not only the first, must say so
+                with pytest.raises(RemotingError):
+                    channel.invoke_async(req(), 1)
+    finally:
+        server.shutdown()  # idempotent: stops it if the test failed before its own call
 
 
 def test_shutdown_ends_a_call_still_connecting_and_its_callback_runs_once() -> None:

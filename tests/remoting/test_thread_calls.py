@@ -176,6 +176,7 @@ def test_threads_calling_while_the_server_stops_all_return() -> None:
     finally:
         stop.set()
         client.shutdown()
+        server.shutdown()  # idempotent; here in case the test failed before its own call
     assert "ok" in outcomes
     # a lost call would end as RemotingTimeoutError: none may
     assert set(outcomes) <= {"ok", "RemotingSendRequestError", "RemotingConnectError"}
