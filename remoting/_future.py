@@ -7,7 +7,8 @@ Theory of operation:
 - Completion releases the in-flight permit exactly once: at once when there are no user
   callbacks, else after they ran (as RocketMQ since ROCKETMQ-323, so slow callbacks push back).
 - Waiters: trio tasks park themselves (`wait_task_rescheduled`) and are rescheduled at
-  completion (a task of another loop through that loop's token); a future made for a
+  completion (without a lock on the completing loop's own thread; a task of another loop
+  through that loop's token); a future made for a
   thread's call holds a lock from creation until completion, which the thread blocks on;
   other threads fall back to a lazily made `threading.Event`.
   Internal completion hooks run synchronously on the trio thread; user callbacks run on the
@@ -37,6 +38,7 @@ __all__ = ["ResponseFuture"]
 THREAD_WAIT_SLACK = 5.0
 _EVENT_LOCK = threading.Lock()
 _CALLBACK_LOCK = threading.Lock()  # callbacks are added from any thread
+_get_ident = _thread.get_ident
 
 
 class ResponseFuture:
@@ -59,6 +61,7 @@ class ResponseFuture:
         "_event",
         "_waiters",
         "_executor",
+        "_home",
         "_hooks",
         "_lock",
         "_permit_release",
@@ -97,12 +100,17 @@ class ResponseFuture:
         self.is_send_request_ok = True
         self.is_timeout = False
         self._done = False
-        self._waiters: list[_Waiter] | None = None
+        # trio tasks of the completing loop, or `_Waiter`s of tasks of other loops
+        self._waiters: list[trio.lowlevel.Task | _Waiter] | None = None
         self._event: threading.Event | None = None
         self._lock: Any = None
+        # the thread of the loop that completes it (made there), where waiting needs no lock
+        self._home: int | None = None
         if threaded:  # a thread will block on it: cheaper than an Event
             self._lock = _thread.allocate_lock()
             self._lock.acquire()
+        else:
+            self._home = _get_ident()
         self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
         self._hooks: list[Callable[[ResponseFuture], None]] | None = None
         self._permit_release: Callable[[], None] | None = None
@@ -162,7 +170,21 @@ class ResponseFuture:
 
         Cancelling the wait does not cancel the request; it still completes by its deadline.
         """
-        if not self._done:
+        if self._done:
+            return self._outcome()
+        if self._home == _get_ident():  # the completing loop's thread: no other thread races
+            task = trio.lowlevel.current_task()
+            if self._waiters is None:
+                self._waiters = []
+            home_waiters = self._waiters
+            home_waiters.append(task)
+
+            def abort_home(_: object) -> trio.lowlevel.Abort:
+                home_waiters.remove(task)
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort_home)
+        else:
             # The waiter may run in a trio loop other than the one that completes the future
             # (a blocking client's future awaited in the user's own loop): under the lock,
             # so a completion on the other thread either sees this waiter or was seen first.
@@ -234,9 +256,10 @@ class ResponseFuture:
         if self._lock is not None:
             self._lock.release()
         if waiters:
-            token = trio.lowlevel.current_trio_token()
             for waiter in waiters:
-                if waiter.token is token:
+                if not isinstance(waiter, _Waiter):
+                    trio.lowlevel.reschedule(waiter)  # a task of this loop
+                elif waiter.token is trio.lowlevel.current_trio_token():
                     trio.lowlevel.reschedule(waiter.task)
                 else:  # a task of another loop: only that loop's thread may wake it
                     try:
