@@ -9,6 +9,8 @@ from ._dispatch import finish_response
 from ._errors import RemotingError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from codec import RemotingCommand
 
     from ._connection import Connection
@@ -48,23 +50,17 @@ class ChannelHandle:
 
     def close(self) -> None:
         """Close the connection (thread-safe)."""
-        self._call_in_loop(lambda _: self._conn.close("closed by the application"))
+        self._call_in_loop(lambda: self._conn.close("closed by the application"))
 
     def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Send ``response`` to ``request`` (long polling); thread-safe, never blocks."""
         frame = finish_response(request, response)
         if frame is not None:
-            self._call_in_loop(lambda _: self._conn.write_response_frame(frame))
+            self._call_in_loop(lambda: self._conn.write_response_frame(frame))
 
-    def _call_in_loop(self, fn: object) -> None:
-        endpoint = self._conn.endpoint
-        if threading.get_ident() == endpoint.loop_thread_id:
-            fn(None)  # type: ignore[operator]
-        else:
-            try:
-                endpoint.inbox.post(fn, None)  # type: ignore[arg-type]
-            except RuntimeError as exc:
-                raise RemotingError("the endpoint is shut down", self.remote_addr) from exc
+    def _call_in_loop(self, fn: Callable[[], object]) -> None:
+        if not self._conn.endpoint.call_on_loop(fn):
+            raise RemotingError("the endpoint is shut down", self.remote_addr)
 
     def _check_thread(self) -> None:
         if threading.get_ident() == self._conn.endpoint.loop_thread_id:

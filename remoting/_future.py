@@ -65,7 +65,6 @@ class ResponseFuture:
         "_hooks",
         "_lock",
         "_permit_release",
-        "_release_on_loop",
         "addr",
         "cause",
         "close_on_timeout",
@@ -114,9 +113,6 @@ class ResponseFuture:
         self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
         self._hooks: list[Callable[[ResponseFuture], None]] | None = None
         self._permit_release: Callable[[], None] | None = None
-        # runs the release on the trio thread (the permit is a trio.Semaphore, not
-        # thread-safe) when callbacks ran first on the callback executor; None: call it here
-        self._release_on_loop: Callable[[Callable[[], None]], None] | None = None
         self._executor = executor
         self.close_on_timeout = False
         # where to resend once after a GO_AWAY reply; False: not resendable (a channel)
@@ -303,11 +299,8 @@ class ResponseFuture:
                 _run_callback(fn, self)
         finally:
             release, self._permit_release = self._permit_release, None
-            if release is not None:
-                if self._release_on_loop is None:
-                    release()
-                else:  # on the callback executor's thread: hand it to the trio thread
-                    self._release_on_loop(release)
+            if release is not None:  # a trio.Semaphore's: only the loop's thread may touch it
+                self.conn.endpoint.call_on_loop(release)
 
     def __repr__(self) -> str:
         state = "pending" if not self._done else ("ok" if self.cause is None else "failed")

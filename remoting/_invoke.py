@@ -118,16 +118,17 @@ class Invoker:
     def inbox(self) -> Any:
         raise NotImplementedError
 
-    def call_on_loop(self, fn: Callable[[], object]) -> None:
+    def call_on_loop(self, fn: Callable[[], object]) -> bool:
         """Run ``fn()`` on the trio thread: now if called there, else through the inbox (any
-        thread). Dropped once the loop has ended (what it would release is gone with it)."""
+        thread). Returns False, without running it, once the loop has ended."""
         if threading.get_ident() == self.loop_thread_id:
             fn()
-            return
+            return True
         try:
             self.inbox.post(_call, fn)
         except RuntimeError:  # trio.RunFinishedError
-            pass
+            return False
+        return True
 
     # ------------------------------------------------------------------ waiting phases
 
@@ -271,7 +272,6 @@ class Invoker:
         if not isinstance(target, Connection):
             fut.retry_target = target
         fut.close_on_timeout = kind == "sync" and self.close_on_sync_timeout
-        fut._release_on_loop = self.call_on_loop  # a permit freed after callbacks (any thread)
         if callback is not None:
             fut.add_done_callback(callback)
         return fut

@@ -218,11 +218,6 @@ class ProcessorPool:
             t.join(max(0.0, deadline - monotonic()))
         return [t.name for t in self._workers if t.is_alive()]
 
-    def close(self, join_timeout: float = THREAD_JOIN_SECONDS) -> list[str]:
-        """`stop`, then `join` for up to ``join_timeout`` seconds in all."""
-        self.stop()
-        return self.join(monotonic() + join_timeout)
-
 
 class ExecutorPool:
     """Adapter for a user-supplied `concurrent.futures.Executor` (unbounded by us)."""
@@ -274,8 +269,4 @@ class ExecutorPool:
 
     def join(self, deadline: float) -> list[str]:
         """The user owns the executor's threads; nothing to join."""
-        return []
-
-    def close(self, join_timeout: float = THREAD_JOIN_SECONDS) -> list[str]:
-        """The user owns the executor; nothing to stop."""
         return []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from functools import partial
 
 import pytest
 import trio
@@ -15,7 +14,6 @@ from remoting import (
     ClientConfig,
     RemotingClient,
     RemotingServer,
-    RemotingTooManyRequestsError,
     ServerConfig,
     TrioRemotingClient,
     TrioRemotingServer,
@@ -110,37 +108,6 @@ async def test_oneway_large_frames_free_their_permits(
         await client.invoke_oneway(addr, req(ASYNC_ECHO, payload(MIB, seed=i)), timeout=10)
     response = await client.invoke_sync(addr, req(ASYNC_ECHO, b"after"), 10)
     assert response.body == b"after"
-
-
-async def test_client_flooding_a_peer_that_never_reads_stays_bounded(
-    nursery: trio.Nursery,
-) -> None:
-    """Back-pressure counts every byte of large frames, pieces and partial sends included."""
-    accepted: list[trio.SocketStream] = []
-    never_read = trio.Event()
-
-    async def hold(stream: trio.SocketStream) -> None:
-        accepted.append(stream)
-        await never_read.wait()
-
-    listeners = await nursery.start(partial(trio.serve_tcp, hold, 0, host="127.0.0.1"))
-    port = listeners[0].socket.getsockname()[1]
-    high = 2 * MIB
-    client = TrioRemotingClient(ClientConfig(write_buffer_high_water_mark=high,
-                                             write_buffer_low_water_mark=high // 4))
-    await nursery.start(client.serve)
-    body = payload(MIB)
-    frame_bytes = len(encode_frame(req(ECHO, body)))
-
-    async def flood() -> None:
-        for _ in range(1000):  # far more than socket buffers + the high water mark
-            await client.invoke_oneway(f"127.0.0.1:{port}", req(ECHO, body), timeout=0.5)
-
-    with pytest.raises(RemotingTooManyRequestsError, match="not reading"):
-        await flood()
-    [conn] = client.endpoint.connections
-    assert high < conn.queued_bytes <= high + frame_bytes
-    never_read.set()
 
 
 async def test_stalled_large_frame_is_closed_after_the_partial_frame_timeout(
