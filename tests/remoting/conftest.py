@@ -26,7 +26,7 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._connection import Connection
+from remoting._core._connection import Connection
 
 ECHO = 1  # sync pool processor
 ASYNC_ECHO = 2  # event-loop processor

@@ -8,7 +8,7 @@ import trio.testing
 
 from codec import RemotingCommand, ResponseCode, encode_frame_parts
 from remoting import ClientConfig, ServerConfig, TrioRemotingClient, TrioRemotingServer
-from remoting._connection import Connection
+from remoting._core._connection import Connection
 
 from .conftest import ASYNC_ECHO, install_standard_processors
 

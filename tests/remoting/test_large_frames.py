@@ -18,7 +18,7 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._connection import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES, _BufferPool
+from remoting._core._connection import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES, _BufferPool
 
 from .conftest import ASYNC_ECHO, ECHO, addr_of
 

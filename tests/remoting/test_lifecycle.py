@@ -201,7 +201,7 @@ async def test_server_stops_reading_from_a_client_that_does_not_drain_responses(
     server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
     await nursery.start(server.serve)
     from codec import encode_frame
-    from remoting._connection import RECEIVE_BYTES
+    from remoting._core._connection import RECEIVE_BYTES
 
     frame = encode_frame(req(ASYNC_ECHO, bytes(range(256)) * (body_bytes // 256)))
     async with stalled_flood(server, frame) as conn:
@@ -346,7 +346,7 @@ def test_threads_stuck_past_the_grace_share_one_join_deadline_then_are_logged(
 
     from structlog.testing import capture_logs
 
-    from remoting import _endpoint
+    from remoting._core import _endpoint
 
     from .conftest import Gate
 

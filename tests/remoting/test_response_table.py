@@ -19,8 +19,8 @@ from hypothesis.stateful import (
 )
 
 from codec import RemotingCommand
-from remoting._future import ResponseFuture
-from remoting._response_table import ResponseTable
+from remoting._core._future import ResponseFuture
+from remoting._core._response_table import ResponseTable
 
 
 class Conn:

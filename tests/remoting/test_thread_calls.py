@@ -186,7 +186,7 @@ def test_a_lone_pool_response_is_written_by_its_pool_thread(
     blocking_server: RemotingServer, blocking_client: RemotingClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from remoting._connection import Connection
+    from remoting._core._connection import Connection
 
     writers: list[str] = []
     original = Connection.send_response_from_thread

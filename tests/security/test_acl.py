@@ -18,7 +18,7 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._acl import sign, signed_content
+from remoting._security._acl import sign, signed_content
 
 ECHO, ADMIN = 1, 2
 VECTORS = Path(__file__).resolve().parents[2].parent / "shared" / "protocol" / "golden-vectors.txt"

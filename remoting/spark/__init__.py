@@ -44,10 +44,10 @@ from pyspark.sql.types import (
 from codec import RemotingCommand, ResponseCode, SerializeType
 from processors.batch import decode_batch, encode_batch
 
-from ._errors import RemotingError
-from ._spark_calls import CallReport, CallSpec, Outcome, call_bodies, error_of
-from ._spark_client import get_client, shutdown_clients
-from ._spark_serde import DefaultSerializer, Serializer, bodies_of, to_pandas_column
+from .._errors import RemotingError
+from ._calls import CallReport, CallSpec, Outcome, call_bodies, error_of
+from ._client import get_client, shutdown_clients
+from ._serde import DefaultSerializer, Serializer, bodies_of, to_pandas_column
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
-    from ._config import ClientConfig
-    from .blocking import RemotingClient
+    from .._config import ClientConfig
+    from .._faces._blocking import RemotingClient
 
 __all__ = [
     "ERROR_TYPE",

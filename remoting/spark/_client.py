@@ -21,8 +21,8 @@ import threading
 
 import structlog
 
-from ._config import ClientConfig
-from .blocking import RemotingClient
+from .._config import ClientConfig
+from .._faces._blocking import RemotingClient
 
 __all__ = ["configure_worker_logging", "get_client", "shutdown_clients"]
 

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._config import ClientConfig, ServerConfig
-from ._connection import Connection
-from ._endpoint import Endpoint
-from ._invoke import target_addr
-from ._listen import Admission, open_listeners
-from ._log import log
-from ._tls import server_context, tls_server_stream
+from .._config import ClientConfig, ServerConfig
+from .._core._connection import Connection
+from .._core._endpoint import Endpoint
+from .._core._invoke import target_addr
+from .._core._listen import Admission, open_listeners
+from .._log import log
+from .._security._tls import server_context, tls_server_stream
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import AsyncRequestProcessor, RequestProcessor
 
-    from ._channel import ChannelHandle
-    from ._errors import RemotingError
-    from ._events import ChannelEventListener
-    from ._future import ResponseFuture
-    from ._hooks import RPCHook
-    from ._statistics import EndpointStatistics
+    from .._core._channel import ChannelHandle
+    from .._core._events import ChannelEventListener
+    from .._core._future import ResponseFuture
+    from .._errors import RemotingError
+    from .._hooks import RPCHook
+    from .._observability._statistics import EndpointStatistics
 
 __all__ = ["TrioRemotingClient", "TrioRemotingServer", "open_client", "open_server"]
 

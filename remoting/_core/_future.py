@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._errors import RemotingError, RemotingSendRequestError, RemotingTimeoutError
-from ._log import log
+from .._errors import RemotingError, RemotingSendRequestError, RemotingTimeoutError
+from .._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Callable

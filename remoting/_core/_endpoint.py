@@ -33,8 +33,12 @@ import trio
 from codec import LanguageCode, RemotingCommand, ResponseCode, encode_frame_parts
 from processors import AsyncRequestProcessor, RequestProcessor
 
+from .._config import ClientConfig
+from .._log import log
+from .._observability._histogram import LatencyHistogram
+from .._observability._statistics import EndpointStatistics
+from .._security._tls import client_context
 from ._channel_table import ChannelTable
-from ._config import ClientConfig
 from ._dispatch import (
     GO_AWAY_REMARK,
     OVERLOAD_REMARK,
@@ -48,23 +52,19 @@ from ._dispatch import (
     run_sync_request,
 )
 from ._events import EventDispatcher
-from ._histogram import LatencyHistogram
 from ._invoke import Invoker
-from ._log import log
 from ._pool import THREAD_JOIN_SECONDS, ExecutorPool, LoopInbox, ProcessorPool
 from ._response_table import ResponseTable
-from ._statistics import EndpointStatistics
-from ._tls import client_context
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable
 
     from codec import EncodedFrame
 
-    from ._config import ServerConfig
+    from .._config import ServerConfig
+    from .._hooks import RPCHook
     from ._connection import Connection
     from ._events import ChannelEventListener
-    from ._hooks import RPCHook
 
 __all__ = ["Endpoint"]
 

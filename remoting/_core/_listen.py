@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import trio
 
 if TYPE_CHECKING:
-    from ._config import ServerConfig
+    from .._config import ServerConfig
 
 __all__ = ["Admission", "open_listeners", "reserve_port"]
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
 from processors import AsyncRequestProcessor, RequestProcessor
 
-from ._hooks import AbortProcessError
-from ._log import log
+from .._hooks import AbortProcessError
+from .._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Generator, Sequence
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from codec import EncodedFrame
     from processors import RequestContext
 
-    from ._hooks import RPCHook
+    from .._hooks import RPCHook
     from ._pool import ExecutorPool, ProcessorPool
 
 __all__ = [

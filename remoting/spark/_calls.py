@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 from codec import RemotingCommand, ResponseCode, SerializeType
 
-from ._errors import (
+from .._errors import (
     RemotingConnectError,
     RemotingError,
     RemotingSendRequestError,
@@ -33,7 +33,7 @@ from ._errors import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .blocking import RemotingClient
+    from .._faces._blocking import RemotingClient
 
 __all__ = ["CallReport", "CallSpec", "Outcome", "call_bodies", "error_of"]
 

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._cli_command import Command
-from ._cli_tools import TOOL_COMMANDS
+from ._command import Command
+from ._tools import TOOL_COMMANDS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

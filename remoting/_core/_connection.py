@@ -43,8 +43,8 @@ import trio
 from codec import LARGE_BODY_BYTES, CodecError, ForeignProtocolError, FrameDecoder
 from processors import RequestContext
 
+from .._log import log
 from ._channel import ChannelHandle
-from ._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -19,13 +19,13 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from ._listen import reserve_port
-from ._stats import STATS_REQUEST_CODE, StatsProcessor
+from .._core._listen import reserve_port
+from .._observability._stats_processor import STATS_REQUEST_CODE, StatsProcessor
 
 if TYPE_CHECKING:
     from processors import AsyncRequestProcessor, RequestProcessor
 
-    from ._config import ServerConfig
+    from .._config import ServerConfig
 
 __all__ = ["load_factory", "run_server", "supervise"]
 
@@ -62,7 +62,7 @@ def load_factory(spec: str) -> Mapping[int | None, RequestProcessor | AsyncReque
 def run_server(spec: str, config: ServerConfig, ready: threading.Event | None = None,
                stop: threading.Event | None = None) -> None:
     """Serve the factory's processors (plus the stats processor) until SIGTERM/SIGINT."""
-    from .blocking import RemotingServer
+    from .._faces._blocking import RemotingServer
 
     processors = load_factory(spec)
     stop = stop or threading.Event()

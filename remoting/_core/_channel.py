@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from .._errors import RemotingError
 from ._dispatch import finish_response
-from ._errors import RemotingError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._cli_command import Command
+from ._command import Command
 
 if TYPE_CHECKING:
     from codec import RemotingCommand
@@ -38,7 +38,7 @@ def _ext_pair(text: str) -> tuple[str, str]:
 
 
 def _client() -> Any:
-    from .blocking import RemotingClient
+    from .._faces._blocking import RemotingClient
 
     return RemotingClient().start()
 
@@ -73,7 +73,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from ._config import ServerConfig
+    from .._config import ServerConfig
     from ._serve import FactoryError, run_server, supervise
 
     _quiet_logs()
@@ -116,7 +116,7 @@ def _call_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_call(args: argparse.Namespace) -> int:
     from codec import RemotingCommand, ResponseCode, SerializeType
 
-    from ._errors import RemotingError
+    from .._errors import RemotingError
 
     _quiet_logs()
     body: bytes | None = None
@@ -163,7 +163,7 @@ def _ping_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_ping(args: argparse.Namespace) -> int:
     from codec import RemotingCommand
 
-    from ._errors import RemotingError
+    from .._errors import RemotingError
 
     _quiet_logs()
     client = _client()
@@ -202,8 +202,8 @@ def _stats_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_stats(args: argparse.Namespace) -> int:
     from codec import RemotingCommand, ResponseCode
 
-    from ._errors import RemotingError
-    from ._stats import STATS_REQUEST_CODE
+    from .._errors import RemotingError
+    from .._observability._stats_processor import STATS_REQUEST_CODE
 
     _quiet_logs()
     client = _client()

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Final
 
 from codec import ResponseCode
 
-from ._hooks import AbortProcessError
-from ._log import log
+from .._hooks import AbortProcessError
+from .._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping

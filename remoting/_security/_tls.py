@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ._errors import RemotingConnectError
+from .._errors import RemotingConnectError
 
 if TYPE_CHECKING:
-    from ._config import ClientConfig, ServerConfig
+    from .._config import ClientConfig, ServerConfig
 
 __all__ = ["client_context", "server_context", "tls_client_stream", "tls_server_stream"]
 

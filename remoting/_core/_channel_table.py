@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._connection import Connection
-from ._errors import (
+from .._errors import (
     RemotingConnectError,
     RemotingError,
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
+from ._connection import Connection
 
 if TYPE_CHECKING:
     import ssl
 
-    from ._config import ClientConfig, ServerConfig
+    from .._config import ClientConfig, ServerConfig
 
 __all__ = ["ChannelTable", "parse_addr"]
 
@@ -128,7 +128,7 @@ class ChannelTable:
         ctx = self.tls_context
         if ctx is None:
             return stream
-        from ._tls import tls_client_stream
+        from .._security._tls import tls_client_stream
 
         return await tls_client_stream(stream, ctx, host, self.config,  # type: ignore[arg-type]
                                        f"{host}:{port}")

@@ -10,7 +10,7 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
-from ._log import log
+from .._log import log
 
 if TYPE_CHECKING:
     from ._channel import ChannelHandle

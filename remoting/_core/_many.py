@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._errors import RemotingError, RemotingTooManyRequestsError
+from .._errors import RemotingError, RemotingTooManyRequestsError
 from ._future import ResponseFuture
 
 if TYPE_CHECKING:

@@ -16,16 +16,16 @@ import trio
 
 from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
 
-from ._batch import Batch
-from ._connection import Connection
-from ._errors import (
+from .._errors import (
     RemotingCommandError,
     RemotingError,
     RemotingSendRequestError,
     RemotingTooManyRequestsError,
 )
+from .._log import log
+from ._connection import Connection
 from ._future import ResponseFuture
-from ._log import log
+from ._many import Batch
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence

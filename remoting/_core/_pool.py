@@ -18,7 +18,7 @@ from collections import deque
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from ._log import log
+from .._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Callable

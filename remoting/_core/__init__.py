@@ -1,0 +1,1 @@
+"""The transport core: connections, dispatch, the response table and the invoker (trio)."""

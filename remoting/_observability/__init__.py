@@ -1,0 +1,1 @@
+"""What an endpoint tells about itself: statistics, latency histograms, the stats processor."""

@@ -1,0 +1,1 @@
+"""TLS contexts and streams, and RocketMQ's ACL signing hooks."""
