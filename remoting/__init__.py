@@ -21,6 +21,7 @@ from ._errors import RemotingCommandError as RemotingCommandError
 from ._errors import RemotingConnectError as RemotingConnectError
 from ._errors import RemotingError as RemotingError
 from ._errors import RemotingSendRequestError as RemotingSendRequestError
+from ._errors import RemotingStartError as RemotingStartError
 from ._errors import RemotingTimeoutError as RemotingTimeoutError
 from ._errors import RemotingTooManyRequestsError as RemotingTooManyRequestsError
 from ._faces._trio import TrioRemotingClient as TrioRemotingClient
@@ -56,6 +57,7 @@ __all__ = [
     "RemotingError",
     "RemotingSendRequestError",
     "RemotingServer",
+    "RemotingStartError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
     "RequestCode",

@@ -10,6 +10,7 @@ __all__ = [
     "RemotingConnectError",
     "RemotingError",
     "RemotingSendRequestError",
+    "RemotingStartError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
 ]
@@ -90,3 +91,21 @@ class RemotingCommandError(RemotingError):
     """A command could not be encoded or decoded; ``__cause__`` is the `codec.CodecError`."""
 
     __module__ = "remoting"
+
+
+class RemotingStartError(RemotingError, OSError):
+    """A server could not start listening: the port is taken or invalid, or the bind address
+    does not resolve. Nothing was started; fix the address or port and start again.
+
+    Also an `OSError`, so code that caught the bare bind error keeps working.
+
+    Attributes:
+        addr: the ``"host:port"`` that could not be bound.
+        reason: what went wrong, and what to do about it.
+    """
+
+    __module__ = "remoting"
+
+    def __init__(self, addr: str, reason: str) -> None:
+        self.reason = reason
+        RemotingError.__init__(self, f"cannot listen on {addr}: {reason}", addr)

@@ -2,47 +2,94 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 from typing import TYPE_CHECKING
 
 import trio
 
+from .._errors import RemotingStartError
+
 if TYPE_CHECKING:
     from .._config import ServerConfig
 
-__all__ = ["Admission", "open_listeners", "reserve_port"]
+__all__ = ["Admission", "bind_listeners", "reserve_port", "trio_listeners"]
 
 
 def _bound_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """Return a TCP socket bound to ``host:port``.
+
+    Raises:
+        RemotingStartError: the port is out of range or taken, or ``host`` does not resolve.
+    """
+    addr = f"{host}:{port}"
+    if not 0 <= port <= 65535:
+        raise RemotingStartError(addr, f"the port must be 0-65535 (0 picks a free one), "
+                                       f"got {port}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise RemotingStartError(addr, f"the bind address {host!r} does not resolve "
+                                       f"({exc.strerror}); use an IP address of this "
+                                       "machine, 127.0.0.1 or 0.0.0.0") from exc
+    family, _, _, _, sockaddr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if reuse_port:
             if not hasattr(socket, "SO_REUSEPORT"):
-                raise OSError("SO_REUSEPORT is not available on this platform")
+                raise RemotingStartError(addr, "SO_REUSEPORT (several workers on one port) "
+                                               "is not available on this platform")
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
+        sock.bind(sockaddr)
+    except OSError as exc:
+        sock.close()
+        if isinstance(exc, RemotingStartError):
+            raise
+        if exc.errno == errno.EADDRINUSE:
+            reason = ("the port is already in use by another process; stop it or choose "
+                      "another port (0 picks a free one)")
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            reason = "that address is not one of this machine's"
+        elif exc.errno == errno.EACCES:
+            reason = "permission denied (ports below 1024 need privileges)"
+        else:
+            reason = exc.strerror or repr(exc)
+        raise RemotingStartError(addr, reason) from exc
     except BaseException:
         sock.close()
         raise
     return sock
 
 
-def open_listeners(config: ServerConfig) -> list[trio.SocketListener]:
-    """Bind and listen on ``bind_address:listen_port`` (TCP_NODELAY is set by trio)."""
+def bind_listeners(config: ServerConfig) -> list[socket.socket]:
+    """Bind and listen on ``bind_address:listen_port`` (sync, any thread).
+
+    Raises:
+        RemotingStartError: the address cannot be bound (see `_bound_socket`).
+    """
     sock = _bound_socket(config.bind_address, config.listen_port, config.reuse_port)
     try:
         sock.listen(config.backlog)
         sock.setblocking(False)
-        return [trio.SocketListener(trio.socket.from_stdlib_socket(sock))]
-    except BaseException:
+    except OSError as exc:
         sock.close()
-        raise
+        raise RemotingStartError(f"{config.bind_address}:{config.listen_port}",
+                                 exc.strerror or repr(exc)) from exc
+    return [sock]
+
+
+def trio_listeners(socks: list[socket.socket]) -> list[trio.SocketListener]:
+    """Wrap bound, listening sockets for ``trio.serve_listeners`` (TCP_NODELAY set by trio)."""
+    return [trio.SocketListener(trio.socket.from_stdlib_socket(sock)) for sock in socks]
 
 
 def reserve_port(host: str, port: int) -> socket.socket:
-    """Bind (without listening) a SO_REUSEPORT socket to pick and hold a port for workers."""
+    """Bind (without listening) a SO_REUSEPORT socket to pick and hold a port for workers.
+
+    Raises:
+        RemotingStartError: the address cannot be bound.
+    """
     return _bound_socket(host, port, reuse_port=True)
 
 

@@ -352,6 +352,7 @@ class RemotingServer(_BlockingBase):
             if self._closed:
                 raise RemotingError("RemotingServer is closed")
             if self._loop is None:
+                self._core.bind()  # RemotingStartError in the caller's thread, if any
                 loop = _LoopThread("remoting-server")
                 loop.start(self._core.serve)
                 self._loop = loop

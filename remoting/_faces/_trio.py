@@ -11,11 +11,12 @@ from .._config import ClientConfig, ServerConfig
 from .._core._connection import Connection
 from .._core._endpoint import Endpoint
 from .._core._invoke import target_addr
-from .._core._listen import Admission, open_listeners
+from .._core._listen import Admission, bind_listeners, trio_listeners
 from .._log import log
 from .._security._tls import server_context, tls_server_stream
 
 if TYPE_CHECKING:
+    import socket
     from collections.abc import AsyncIterator, Callable, Iterable, Sequence
     from concurrent.futures import Executor
 
@@ -217,6 +218,7 @@ class TrioRemotingServer(_Invoker):
         self.endpoint = Endpoint(self.config, "server")
         self.port: int | None = None
         self._listeners: list[trio.SocketListener] = []
+        self._bound: list[socket.socket] = []
         self._tls_context = server_context(self.config)
         self._admission = Admission(self.config.max_connections,
                                     self.config.max_connections_per_ip)
@@ -226,8 +228,8 @@ class TrioRemotingServer(_Invoker):
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Listen and serve until cancelled or `shutdown`; ``task_status.started(port)``."""
         cfg = self.config
-        self._listeners = open_listeners(cfg)
-        self.port = self._listeners[0].socket.getsockname()[1]
+        self.bind()
+        self._listeners = trio_listeners(self._bound)
         try:
             with trio.CancelScope() as self._scope:
                 async with trio.open_nursery() as nursery:
@@ -240,6 +242,21 @@ class TrioRemotingServer(_Invoker):
             with trio.CancelScope(shield=True):
                 await self._close_listeners()
             log.info("server.stopped", port=self.port)
+
+    def bind(self) -> int:
+        """Bind the listening socket now (sync, idempotent); return the port.
+
+        `serve` binds if this was not called; calling it first reports a bad address in the
+        caller's frame, before any task starts.
+
+        Raises:
+            RemotingStartError: the port is taken or invalid, or the address does not resolve.
+        """
+        if not self._bound:
+            self._bound = bind_listeners(self.config)
+            self.port = self._bound[0].getsockname()[1]
+        assert self.port is not None
+        return self.port
 
     async def _accept(self) -> None:
         with trio.CancelScope() as self._accept_scope:
@@ -331,6 +348,7 @@ class TrioRemotingServer(_Invoker):
 async def open_server(config: ServerConfig | None = None) -> AsyncIterator[TrioRemotingServer]:
     """Start a server for the duration of the block; ``server.port`` is set on entry."""
     server = TrioRemotingServer(config)
+    server.bind()  # a bad address raises RemotingStartError here, not inside the nursery
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
         try:
