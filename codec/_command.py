@@ -88,6 +88,12 @@ class RemotingCommand:
         """Return a response to ``request``: same opaque, response flag set."""
         return cls(code=int(code), remark=remark, opaque=request.opaque, flag=FLAG_RESPONSE)
 
+    def with_opaque(self, opaque: int) -> RemotingCommand:
+        """Return a shallow copy of this command carrying ``opaque`` (ext_fields and body
+        shared, not copied)."""
+        return new_command(self.code, self.language, self.version, opaque, self.flag,
+                           self.remark, self.ext_fields, self.body, self.serialize_type)
+
     @property
     def is_response(self) -> bool:
         """True when flag bit 0 (RPC_TYPE) is set."""

@@ -189,6 +189,11 @@ class FrameDecoder:
         missing: int = 4 + length - available
         return missing if missing > 0 else 0
 
+    @property
+    def holds_buffer(self) -> bool:
+        """True while memory from `get_buffer` is in use (until its frame is returned)."""
+        return self._rest is not None
+
     def get_buffer(self, memory: bytearray | None = None) -> memoryview:
         """Return writable memory for the next bytes of the frame in progress.
 

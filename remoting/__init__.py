@@ -14,7 +14,7 @@ from codec import SerializeType as SerializeType
 
 from ._config import ClientConfig as ClientConfig
 from ._config import ServerConfig as ServerConfig
-from ._core._channel import ChannelHandle as ChannelHandle
+from ._core._channel_handle import ChannelHandle as ChannelHandle
 from ._core._events import ChannelEventListener as ChannelEventListener
 from ._core._future import ResponseFuture as ResponseFuture
 from ._errors import RemotingCommandError as RemotingCommandError

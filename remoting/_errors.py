@@ -1,11 +1,26 @@
-"""The transport's exceptions; `RemotingError` is their root.
+"""The transport's exceptions, and the one table that maps other failures onto them.
 
-A non-SUCCESS response code is data (returned), never one of these.
+A non-SUCCESS response code is data (returned), never one of these. Every failure a caller
+can see goes through `translate` (or `map_exceptions` around a block), which turns what trio,
+the socket, TLS or the codec raised into the documented error of the call's phase, the most
+specific match first (httpcore's ``map_exceptions``).
 """
 
 from __future__ import annotations
 
+import ssl
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Literal
+
+import trio
+
+from codec import CodecError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 __all__ = [
+    "Phase",
     "RemotingCommandError",
     "RemotingConnectError",
     "RemotingError",
@@ -13,6 +28,8 @@ __all__ = [
     "RemotingStartError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
+    "map_exceptions",
+    "translate",
 ]
 
 
@@ -109,3 +126,60 @@ class RemotingStartError(RemotingError, OSError):
     def __init__(self, addr: str, reason: str) -> None:
         self.reason = reason
         RemotingError.__init__(self, f"cannot listen on {addr}: {reason}", addr)
+
+
+Phase = Literal["connect", "encode", "send", "call"]
+
+
+def translate(exc: BaseException, phase: Phase, addr: str | None) -> RemotingError:
+    """Return the error a caller sees for ``exc``, raised during ``phase`` of a call to
+    ``addr``; its ``__cause__`` is ``exc``.
+
+    The table, most specific first:
+
+    ============  =========================================  ================================
+    phase         raised                                     becomes
+    ============  =========================================  ================================
+    any           `RemotingError`                             itself
+    connect       `trio.TooSlowError`                         `RemotingConnectError` (timeout)
+    connect       `ssl.SSLError`, `trio.BrokenResourceError`  `RemotingConnectError` (TLS)
+    connect       `OSError`                                   `RemotingConnectError`
+    encode        `CodecError`, `TypeError`, `ValueError`     `RemotingCommandError`
+    send          `trio.BrokenResourceError`,                 `RemotingSendRequestError`
+                  `trio.ClosedResourceError`, `OSError`
+    any           another `Exception` (a bug)                 `RemotingError` naming it
+    any           a `BaseException` (cancelled: shutdown)     `RemotingError` (shut down)
+    ============  =========================================  ================================
+    """
+    if isinstance(exc, RemotingError):
+        return exc
+    err: RemotingError
+    if phase == "connect" and isinstance(exc, trio.TooSlowError):
+        err = RemotingConnectError(addr, str(exc) or "no answer within connect_timeout")
+    elif phase == "connect" and isinstance(exc, ssl.SSLError | trio.BrokenResourceError):
+        cause = exc.__cause__ or exc
+        err = RemotingConnectError(addr, f"TLS handshake failed: {cause} (does the server have "
+                                         "TLS on, and is its certificate trusted by "
+                                         "tls_ca_file?)")
+    elif phase == "connect" and isinstance(exc, OSError):
+        err = RemotingConnectError(addr, exc.strerror or repr(exc))
+    elif phase == "encode" and isinstance(exc, CodecError | TypeError | ValueError):
+        err = RemotingCommandError(f"request cannot be encoded: {exc}", addr)
+    elif phase == "send" and isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError
+                                        | OSError):
+        err = RemotingSendRequestError(addr, str(exc) or repr(exc))
+    elif isinstance(exc, Exception):
+        err = RemotingError(f"the call failed unexpectedly: {exc!r}", addr)
+    else:
+        err = RemotingError("the endpoint shut down before the call completed", addr)
+    err.__cause__ = exc
+    return err
+
+
+@contextmanager
+def map_exceptions(phase: Phase, addr: str | None) -> Iterator[None]:
+    """Raise `translate` of whatever the block raises (cancellation passes through)."""
+    try:
+        yield
+    except Exception as exc:
+        raise translate(exc, phase, addr) from exc

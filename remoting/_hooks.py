@@ -14,9 +14,14 @@ from typing import TYPE_CHECKING, Protocol
 from codec import ResponseCode
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from codec import RemotingCommand
 
-__all__ = ["AbortProcessError", "RPCHook"]
+    from ._core._future import ResponseFuture
+
+__all__ = ["AbortProcessError", "RPCHook", "run_after_hooks", "run_before_hooks",
+           "with_after_hooks"]
 
 
 class RPCHook(Protocol):
@@ -47,3 +52,30 @@ class AbortProcessError(Exception):
         self.code = code
         self.remark = remark
         super().__init__(f"request aborted with code {code}: {remark}")
+
+
+def run_before_hooks(hooks: Sequence[RPCHook], addr: str | None, request: RemotingCommand) -> None:
+    """Run the client-side before-hooks in registration order."""
+    for hook in hooks:
+        hook.do_before_request(addr or "", request)
+
+
+def run_after_hooks(hooks: Sequence[RPCHook], addr: str | None, request: RemotingCommand,
+                    response: RemotingCommand) -> None:
+    """Run the client-side after-hooks (successful responses only)."""
+    for hook in hooks:
+        hook.do_after_response(addr or "", request, response)
+
+
+def with_after_hooks(
+    hooks: Sequence[RPCHook], request: RemotingCommand,
+    callback: Callable[[ResponseFuture], object] | None,
+) -> Callable[[ResponseFuture], object]:
+    """Wrap an async call's callback so the after-hooks run first (on the callback executor)."""
+    def run(fut: ResponseFuture) -> None:
+        if fut.response_command is not None:
+            run_after_hooks(hooks, fut.addr, request, fut.response_command)
+        if callback is not None:
+            callback(fut)
+
+    return run

@@ -37,6 +37,14 @@ def make_command(**fields: object) -> RemotingCommand:
     return RemotingCommand(**values)  # type: ignore[arg-type]
 
 
+def req(code: int, body: bytes | None = b"x", st: SerializeType = SerializeType.JSON,
+        **ext: str) -> RemotingCommand:
+    """Return a request of ``code`` with a fresh opaque (the one such helper of the suite)."""
+    cmd = RemotingCommand.create_request(code, header=ext or None, body=body)
+    cmd.serialize_type = st
+    return cmd
+
+
 def small_request(serialize_type: SerializeType = SerializeType.JSON) -> RemotingCommand:
     """The request bench/codec.py measures: 3 ext fields, a 128-byte body."""
     return make_command(

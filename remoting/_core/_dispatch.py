@@ -1,50 +1,65 @@
-"""Request dispatch on the receiving side (as NettyRemotingAbstract.processRequestCommand).
+"""`Dispatcher`: the receiving side (as RocketMQ's ``NettyRemotingAbstract.processRequestCommand``).
 
-`run_sync_request` and `run_async_request` run the hooks and the processor and return the
-encoded response frame (or None when nothing is to be sent). They never raise for a processor
-or hook failure: that becomes a SYSTEM_ERROR reply, logged once as ``processor.failed``.
+Theory of operation (loop thread only):
+- `route` is the decision, sans-I/O: the processor entry for a request, or the `Refusal` to
+  answer instead, in RocketMQ's order: unknown code -> REQUEST_CODE_NOT_SUPPORTED; shutting
+  down -> GO_AWAY (to peers that understand it); ``reject_request()`` -> SYSTEM_BUSY
+  ``[REJECTREQUEST]``; a full pool -> SYSTEM_BUSY ``[OVERLOAD]``.
+- `request_received` acts on it. An async processor runs its first step right there, in the
+  reader (most finish without suspending); one that suspends is returned as a `Suspension`
+  for the reader to finish. A sync processor's request is recorded in its code's pool; the
+  pools get a read's requests together at `read_done`, and their results come back in
+  batches (`_pool_results`), whose replies leave in one send per connection.
+- Each request runs in a fresh copy of the context (pool or loop): bindings never leak.
+- ``processing`` counts requests handed to processors and not finished; graceful shutdown
+  waits for it to reach zero.
 """
 
 from __future__ import annotations
 
-import traceback
-import types
+from contextvars import copy_context
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
+import trio
+
+from codec import LanguageCode, ResponseCode
 from processors import AsyncRequestProcessor, RequestProcessor
 
-from .._hooks import AbortProcessError
 from .._log import log
+from ._pools import ExecutorPool, ProcessorPool
+from ._processing import (
+    encode_reply,
+    error_reply,
+    resume_suspended,
+    run_async_request,
+    run_sync_request,
+)
+from ._threads import mark_own_thread
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Generator, Sequence
+    from collections.abc import Coroutine
+    from concurrent.futures import Executor
     from contextvars import Context
 
-    from codec import EncodedFrame
-    from processors import RequestContext
+    from codec import RemotingCommand
 
+    from .._config import ClientConfig, ServerConfig
     from .._hooks import RPCHook
-    from ._pool import ExecutorPool, ProcessorPool
+    from .._observability._statistics import Counters
+    from ._connection import Connection
+    from ._processing import Reply
+    from ._threads import Inbox
 
-__all__ = [
-    "ProcessorEntry",
-    "error_reply",
-    "overrides_reject",
-    "resume_suspended",
-    "run_async_request",
-    "run_sync_request",
-]
+__all__ = ["Dispatcher", "ProcessorEntry", "Refusal"]
 
 REJECT_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
 OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
 GO_AWAY_REMARK: Final = "please go away"
+GO_AWAY_MIN_VERSION: Final = 475  # RocketMQ V5_3_1: later Java clients understand GO_AWAY
 
-
-def not_supported_remark(code: int) -> str:
-    """RocketMQ's remark for an unknown request code (the leading space is theirs)."""
-    return f" request type {code} not supported"
+SyncTask = tuple["Connection", "RemotingCommand", RequestProcessor]
+Pool = ProcessorPool[SyncTask] | ExecutorPool[SyncTask]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -52,174 +67,267 @@ class ProcessorEntry:
     """A registered processor and the pool its sync calls run on (None for async ones)."""
 
     processor: RequestProcessor | AsyncRequestProcessor
-    pool: ProcessorPool | ExecutorPool | None
-    is_async: bool
+    pool: Pool | None
     may_reject: bool = True  # False: reject_request is the base class's (always False)
 
 
-def overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bool:
-    """Return False if ``processor.reject_request`` is the base class's (never rejects), so
-    dispatch can skip the call."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The reply that replaces a request's processing."""
+
+    code: int
+    remark: str
+    reason: Literal["unknown code", "going away", "rejected", "overloaded"]
+
+
+def _overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bool:
+    """False if ``processor.reject_request`` is the base class's (never rejects)."""
     base = AsyncRequestProcessor if isinstance(processor, AsyncRequestProcessor) else (
         RequestProcessor)
     return (type(processor).reject_request is not base.reject_request
             or "reject_request" in getattr(processor, "__dict__", ()))
 
 
-def exception_simple_desc(exc: BaseException) -> str:
-    """Describe ``exc`` like RocketMQ's UtilAll.exceptionSimpleDesc: type, message, where."""
-    desc = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
-    frames = traceback.extract_tb(exc.__traceback__)
-    if frames:
-        last = frames[-1]
-        desc += f", {last.name}({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
-    return desc
+class Dispatcher:
+    """Routes received requests to processors and sends their replies."""
 
+    def __init__(self, name: str, config: ClientConfig | ServerConfig, counters: Counters,
+                 inbox: Inbox, owner: object) -> None:
+        self._name = name
+        self._config = config
+        self._counters = counters
+        self._inbox = inbox
+        self._owner = owner  # whose threads the pools' threads are (see _threads)
+        self.processors: dict[int, ProcessorEntry] = {}
+        self.default: ProcessorEntry | None = None
+        self.hooks: list[RPCHook] = []
+        self.shutting_down = False
+        self.processing = 0
+        self._pools: list[Pool] = []
+        self._pools_to_flush: list[ProcessorPool[SyncTask]] = []
+        self._idle: trio.Event | None = None
 
-def error_reply(request: RemotingCommand, code: int, remark: str) -> EncodedFrame | None:
-    """Return the encoded error response to ``request``, or None for a oneway request."""
-    if request.is_oneway:
-        return None
-    response = RemotingCommand.create_response(code, remark)
-    return finish_response(request, response)
+    # ------------------------------------------------------------------ registration
 
+    def register(self, code: int | None, processor: RequestProcessor | AsyncRequestProcessor,
+                 executor: Executor | None = None, threads: int | None = None) -> None:
+        """Serve ``code`` (None: every code without a processor of its own) with ``processor``.
 
-def finish_response(request: RemotingCommand, response: object) -> EncodedFrame | None:
-    """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway).
-
-    A response that is not a `RemotingCommand`, or cannot be encoded, becomes a SYSTEM_ERROR
-    reply saying so (logged once as ``processor.bad_response``).
-    """
-    if request.flag & 2:  # oneway (is_oneway, inlined: this runs per request)
-        return None
-    if not isinstance(response, RemotingCommand):
-        problem = f"processor returned {type(response).__name__}, not a RemotingCommand"
-    else:
-        response.opaque = request.opaque
-        response.flag |= 1
-        response.serialize_type = request.serialize_type  # mirror the request, as 4.9
-        try:
-            return encode_frame_parts(response)
-        except CodecError as exc:
-            problem = f"response could not be encoded: {exc}"
-        except (TypeError, ValueError, AttributeError) as exc:  # e.g. a str body
-            problem = f"response could not be encoded: {type(exc).__name__}: {exc}"
-    log.error("processor.bad_response", opaque=request.opaque, code=request.code,
-              error=problem)
-    fallback = RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, problem)
-    fallback.opaque = request.opaque
-    fallback.serialize_type = request.serialize_type
-    return encode_frame_parts(fallback)
-
-
-def _failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
-    if isinstance(exc, AbortProcessError):
-        return RemotingCommand.create_response(exc.code, exc.remark)
-    log.error("processor.failed", opaque=request.opaque, code=request.code, exc_info=exc)
-    return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
-
-
-def _refused_by_hooks(
-    hooks: Sequence[RPCHook], addr: str, request: RemotingCommand
-) -> RemotingCommand | None:
-    """Run the before-hooks; if one raises, run the after-hooks with the failure response and
-    return it (the processor is skipped), else return None."""
-    try:
-        for hook in hooks:
-            hook.do_before_request(addr, request)
-    except Exception as exc:
-        placeholder = _failure(request, exc)
-        try:
-            _after(hooks, addr, request, placeholder)
-        except Exception as after_exc:
-            placeholder = _failure(request, after_exc)
-        return placeholder
-    return None
-
-
-def _after(
-    hooks: Sequence[RPCHook], addr: str, request: RemotingCommand, response: RemotingCommand | None
-) -> None:
-    for hook in hooks:
-        hook.do_after_response(addr, request, response)
-
-
-def _answer(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand,
-            response: RemotingCommand | None) -> EncodedFrame | None:
-    """Run the after-hooks on a processor's response and encode it (None: nothing to send).
-
-    An after-hook that raises replaces the response with SYSTEM_ERROR (SPEC 6.1).
-    """
-    if hooks:
-        try:
-            _after(hooks, addr, request, response)
-        except Exception as exc:
-            response = _failure(request, exc)
-    if response is None:
-        return None
-    return finish_response(request, response)
-
-
-def run_sync_request(
-    processor: RequestProcessor,
-    ctx: RequestContext,
-    request: RemotingCommand,
-    hooks: Sequence[RPCHook],
-) -> EncodedFrame | None:
-    """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
-    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
-        return finish_response(request, refusal)
-    try:
-        response = processor.process_request(ctx, request)
-    except Exception as exc:
-        return finish_response(request, _failure(request, exc))
-    if hooks:
-        return _answer(hooks, ctx.remote_addr, request, response)
-    return None if response is None else finish_response(request, response)
-
-
-async def run_async_request(
-    processor: AsyncRequestProcessor,
-    ctx: RequestContext,
-    request: RemotingCommand,
-    hooks: Sequence[RPCHook],
-) -> EncodedFrame | None:
-    """Run hooks and an async processor on the loop; return the frame to send or None."""
-    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
-        return finish_response(request, refusal)
-    try:
-        response = await processor.process_request(ctx, request)
-    except Exception as exc:
-        return finish_response(request, _failure(request, exc))
-    if hooks:
-        return _answer(hooks, ctx.remote_addr, request, response)
-    return None if response is None else finish_response(request, response)
-
-
-@types.coroutine
-def resume_suspended(coro: Coroutine[Any, Any, EncodedFrame | None], trap: Any, context: Context
-                     ) -> Generator[Any, Any, EncodedFrame | None]:
-    """Await ``coro`` after its first step was run by hand and yielded ``trap``.
-
-    The caller ran ``context.run(coro.send, None)`` itself to learn whether the coroutine
-    suspends; this passes that first trap on to trio and relays every later step, each in
-    ``context`` (``yield from`` cannot resume a coroutine that already started).
-    """
-    run = context.run
-    message = trap
-    while True:
-        try:
-            value = yield message
-        except GeneratorExit:
-            run(coro.close)  # in the request's context: its finally blocks may reset vars
-            raise
-        except BaseException as exc:  # thrown in by the runner: forward it
-            try:
-                message = run(coro.throw, exc)
-            except StopIteration as finished:
-                return finished.value  # type: ignore[no-any-return]
+        Raises:
+            ValueError: an executor was given for an async processor.
+            TypeError: ``processor`` is not a processor.
+        """
+        pool: Pool | None = None
+        if isinstance(processor, AsyncRequestProcessor):
+            if executor is not None:
+                raise ValueError("an AsyncRequestProcessor runs on the event loop: no executor")
+        elif isinstance(processor, RequestProcessor):
+            name = f"{self._name}-{'default' if code is None else code}"
+            if executor is not None:
+                pool = ExecutorPool(name, executor, run=self._run_sync, done=self._pool_results,
+                                    inbox=self._inbox)
+            else:
+                pool = ProcessorPool(
+                    name, threads or self._config.default_processor_threads,
+                    self._config.processor_queue_capacity, run=self._run_sync,
+                    done=self._pool_results, inbox=self._inbox,
+                    on_pending=self._pools_to_flush.append,
+                    on_thread_start=lambda: mark_own_thread(self._owner),
+                )
+            self._pools.append(pool)
         else:
+            raise TypeError(
+                "processor must subclass processors.RequestProcessor or AsyncRequestProcessor"
+            )
+        entry = ProcessorEntry(processor=processor, pool=pool,
+                               may_reject=_overrides_reject(processor))
+        if code is None:
+            self.default = entry
+        else:
+            self.processors[code] = entry
+
+    def register_hook(self, hook: RPCHook) -> None:
+        """Run ``hook`` around every processor (once, in registration order)."""
+        if hook not in self.hooks:
+            self.hooks.append(hook)
+
+    # ------------------------------------------------------------------ the decision
+
+    def route(self, request: RemotingCommand) -> ProcessorEntry | Refusal:
+        """Return the entry that processes ``request``, or the `Refusal` to answer instead."""
+        entry = self.processors.get(request.code) or self.default
+        if entry is None:
+            # RocketMQ's remark for an unknown code (the leading space is theirs)
+            return Refusal(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                           f" request type {request.code} not supported", "unknown code")
+        if self.shutting_down and (request.version > GO_AWAY_MIN_VERSION
+                                   or request.language is LanguageCode.PYTHON):
+            return _GOING_AWAY
+        if entry.may_reject:
             try:
-                message = run(coro.send, value)
-            except StopIteration as finished:
-                return finished.value  # type: ignore[no-any-return]
+                rejected = entry.processor.reject_request()
+            except Exception:
+                log.error("processor.failed", code=request.code, during="reject_request",
+                          exc_info=True)
+                rejected = False
+            if rejected:
+                return _REJECTED
+        pool = entry.pool
+        if pool is not None and not pool.has_room():
+            return _OVERLOADED
+        return entry
+
+    # ------------------------------------------------------------------ acting on it
+
+    def request_received(self, conn: Connection, request: RemotingCommand
+                         ) -> _Suspended | None:
+        """Process ``request`` (see the module docstring); return a suspended async processor
+        that the calling task must finish."""
+        received = self._counters.received
+        code = request.code
+        received[code] = received.get(code, 0) + 1
+        entry = self.route(request)
+        if type(entry) is Refusal:
+            self._refuse(conn, request, entry)
+            return None
+        assert isinstance(entry, ProcessorEntry)
+        pool = entry.pool
+        if pool is None:
+            return self._run_async(conn, request, entry.processor)  # type: ignore[arg-type]
+        if not pool.submit((conn, request, entry.processor)):  # type: ignore[arg-type]
+            self._refuse(conn, request, _OVERLOADED)
+            return None
+        self.processing += 1
+        conn.processing += 1
+        return None
+
+    def read_done(self, conn: Connection) -> None:
+        """Hand the requests recorded in one read to their pools, together."""
+        pools = self._pools_to_flush
+        if pools:
+            for pool in pools:
+                pool.flush()
+            pools.clear()
+
+    def _refuse(self, conn: Connection, request: RemotingCommand, refusal: Refusal) -> None:
+        if refusal is _OVERLOADED:
+            log.warning("processor.overloaded", code=request.code, peer=conn.remote_addr)
+        elif refusal is _REJECTED:
+            log.debug("processor.rejected", code=request.code, opaque=request.opaque)
+        self._send_reply(conn, request.code, error_reply(request, refusal.code, refusal.remark))
+
+    def _send_reply(self, conn: Connection, code: int, reply: Reply | None) -> None:
+        if reply is None:
+            return
+        frame, response_code = reply
+        if response_code:
+            self._counters.count_error_reply(code)
+        if frame is None:  # a pool thread sent it already
+            self._counters.count_thread_send()
+        elif not conn.send(frame):
+            log.debug("response.dropped", conn_id=conn.id, peer=conn.remote_addr,
+                      reason="connection closed")
+
+    def write_response(self, conn: Connection, request: RemotingCommand,
+                       response: RemotingCommand) -> None:
+        """Send a response produced later (long polling, `RequestContext.write_response`)."""
+        self._send_reply(conn, request.code, encode_reply(request, response))
+
+    def _run_async(self, conn: Connection, request: RemotingCommand,
+                   processor: AsyncRequestProcessor) -> _Suspended | None:
+        self.processing += 1
+        conn.processing += 1
+        context = copy_context()
+        coro = run_async_request(processor, conn.ctx, request, self.hooks)
+        try:
+            trap = context.run(coro.send, None)
+        except StopIteration as finished:
+            self._processed(conn, request.code, finished.value)
+            return None
+        except BaseException:
+            self._processed(conn, request.code, None)
+            raise
+        return _Suspended(self, conn, request.code, coro, trap, context)
+
+    def _run_sync(self, task: SyncTask, alone: bool) -> Reply | None:
+        """Run one sync processor (on a pool thread; touches no loop state).
+
+        A reply computed alone goes straight to an idle socket from here (`_threads`); the
+        loop then only does the bookkeeping (the frame comes back as None).
+        """
+        conn, request, processor = task
+        reply = run_sync_request(processor, conn.ctx, request, self.hooks)
+        if alone and reply is not None:
+            frame, code = reply
+            if frame is not None and conn.send_from_thread(frame):
+                return None, code
+        return reply
+
+    def _pool_results(self, results: list[tuple[SyncTask, Reply | None]]) -> None:
+        """Finish a batch of pool results; each connection's replies leave in one send."""
+        touched: list[Connection] = []
+        for (conn, request, _), reply in results:
+            if not conn.holding:
+                conn.holding = True
+                touched.append(conn)
+            self._processed(conn, request.code, reply)
+        for conn in touched:
+            conn.holding = False
+            conn.flush()
+
+    def _processed(self, conn: Connection, code: int, reply: Reply | None) -> None:
+        self.processing -= 1
+        conn.processing_done()
+        self._send_reply(conn, code, reply)
+        if not self.processing and self._idle is not None:
+            self._idle.set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def queue_depths(self) -> dict[int, int]:
+        """Return the tasks queued or running, by request code (sync processors)."""
+        return {code: entry.pool.in_pool for code, entry in self.processors.items()
+                if entry.pool is not None}
+
+    async def wait_idle(self) -> None:
+        """Wait until no request is being processed."""
+        while self.processing:
+            self._idle = trio.Event()
+            await self._idle.wait()
+
+    def stop_pools(self) -> None:
+        """Let the pools' threads end once their queued tasks are done."""
+        for pool in self._pools:
+            pool.stop()
+
+    def join_pools(self, deadline: float) -> list[str]:
+        """Join the pools' threads until ``deadline``; return the names of those still running."""
+        return [name for pool in self._pools for name in pool.join(deadline)]
+
+
+_GOING_AWAY: Final = Refusal(ResponseCode.GO_AWAY, GO_AWAY_REMARK, "going away")
+_REJECTED: Final = Refusal(ResponseCode.SYSTEM_BUSY, REJECT_REMARK, "rejected")
+_OVERLOADED: Final = Refusal(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK, "overloaded")
+
+
+class _Suspended:
+    """An async processor that suspended in its first step (see `resume_suspended`)."""
+
+    __slots__ = ("_code", "_conn", "_context", "_coro", "_dispatcher", "_trap")
+
+    def __init__(self, dispatcher: Dispatcher, conn: Connection, code: int,
+                 coro: Coroutine[Any, Any, Reply | None], trap: object, context: Context) -> None:
+        self._dispatcher = dispatcher
+        self._conn = conn
+        self._code = code
+        self._coro = coro
+        self._trap = trap
+        self._context = context
+
+    async def finish(self) -> None:
+        """Run the processor to the end (in the task that ran its first step); reply."""
+        reply = None
+        try:
+            reply = await resume_suspended(self._coro, self._trap, self._context)
+        finally:
+            self._dispatcher._processed(self._conn, self._code, reply)

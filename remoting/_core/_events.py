@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Final, Literal, Protocol
 from .._log import log
 
 if TYPE_CHECKING:
-    from ._channel import ChannelHandle
+    from processors import Channel
+
+    from ._channel_handle import ChannelHandle
 
 __all__ = ["ChannelEventListener", "EventDispatcher", "EventKind"]
 
@@ -49,7 +51,7 @@ class EventDispatcher:
         self.name = name
         self.listeners: list[ChannelEventListener] = []
         self.dropped = 0
-        self._queue: queue.Queue[tuple[str, str, ChannelHandle] | None] = queue.Queue(
+        self._queue: queue.Queue[tuple[str, str, Channel] | None] = queue.Queue(
             MAX_QUEUED_EVENTS
         )
         self._thread: threading.Thread | None = None
@@ -64,7 +66,7 @@ class EventDispatcher:
                                                 daemon=True)
                 self._thread.start()
 
-    def emit(self, kind: EventKind, remote_addr: str, channel: ChannelHandle) -> None:
+    def emit(self, kind: EventKind, remote_addr: str, channel: Channel) -> None:
         """Queue an event (never blocks; counts a drop when the queue is full)."""
         if not self.listeners:
             return

@@ -1,44 +1,56 @@
 """`ResponseFuture`: one in-flight request, completed exactly once.
 
 Theory of operation:
-- Created by the caller (any thread); registered in a `ResponseTable` and completed only on the
-  trio thread, by whoever pops it from the table first: the response, the deadline timer, the
-  scanner, a connection loss, a send failure or shutdown. ``_complete`` is idempotent.
-- Completion releases the in-flight permit exactly once: at once when there are no user
-  callbacks, else after they ran (as RocketMQ since ROCKETMQ-323, so slow callbacks push back).
-- Waiters: trio tasks park themselves (`wait_task_rescheduled`) and are rescheduled at
-  completion (without a lock on the completing loop's own thread; a task of another loop
-  through that loop's token); a future made for a
-  thread's call holds a lock from creation until completion, which the thread blocks on;
-  other threads fall back to a lazily made `threading.Event`.
-  Internal completion hooks run synchronously on the trio thread; user callbacks run on the
-  callback executor, never on the event loop.
+- Created for every call (on the loop, or by a thread handing a call to the loop); registered
+  in the `ResponseTable` and completed only on the loop thread, by whoever removes it from the
+  table first: the response, the deadline timer, the scanner, a connection loss, a send failure
+  or shutdown. ``_complete`` is idempotent.
+- Completion gives the in-flight permit back exactly once: at once when there are no user
+  callbacks, else after they ran (as RocketMQ since ROCKETMQ-323, so slow callbacks push
+  back), through the endpoint's inbox, as only the loop may touch permits.
+- Waiters: a trio task of the completing loop registers itself without a lock and is
+  rescheduled at completion; a task of another trio loop is woken through that loop's token; a
+  thread blocks on a lock the future holds from its creation (futures made for threads) or on
+  a lazily made `threading.Event`. `_LOCK` orders completion against waiters and callbacks
+  registered from other threads.
+- User callbacks run on the callback executor, never on the event loop.
 """
 
 from __future__ import annotations
 
 import _thread
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
-from .._errors import RemotingError, RemotingSendRequestError, RemotingTimeoutError
+from .._errors import RemotingSendRequestError, RemotingTimeoutError
 from .._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from concurrent.futures import Executor
 
     from codec import RemotingCommand
 
-__all__ = ["ResponseFuture"]
+    from ._permits import Permits
+    from ._threads import CallbackRunner, Inbox
+
+__all__ = ["CallSupport", "ResponseFuture"]
 
 # Extra seconds a thread waits past the deadline before it stops trusting the loop's timer.
-THREAD_WAIT_SLACK = 5.0
-_EVENT_LOCK = threading.Lock()
-_CALLBACK_LOCK = threading.Lock()  # callbacks are added from any thread
-_get_ident = _thread.get_ident
+THREAD_WAIT_SLACK: Final = 5.0
+_LOCK: Final = threading.Lock()
+_get_ident: Final = _thread.get_ident
+
+
+class CallSupport(Protocol):
+    """What a future needs from its endpoint: where callbacks run, the door into the loop."""
+
+    @property
+    def callbacks(self) -> CallbackRunner: ...
+
+    @property
+    def inbox(self) -> Inbox: ...
 
 
 class ResponseFuture:
@@ -50,44 +62,18 @@ class ResponseFuture:
         timeout: the call's timeout in seconds.
         response_command: the response, once it arrived.
         cause: the exception that ended the call, if it failed.
-        is_send_request_ok: False when the request could not be written.
-        is_timeout: True when the call expired.
     """
 
     __module__ = "remoting"
     __slots__ = (
-        "_callbacks",
-        "_done",
-        "_event",
+        "_callbacks", "_done", "_event", "_home", "_overdue", "_permits", "_signal", "_support",
         "_waiters",
-        "_executor",
-        "_home",
-        "_hooks",
-        "_lock",
-        "_permit_release",
-        "addr",
-        "cause",
-        "close_on_timeout",
-        "conn",
-        "deadline",
-        "is_send_request_ok",
-        "is_timeout",
-        "opaque",
-        "request",
-        "resent",
-        "response_command",
-        "retry_target",
-        "timeout",
+        "addr", "cause", "close_on_timeout", "conn", "deadline", "opaque", "request", "resent",
+        "response_command", "retry_target", "timeout",
     )
 
-    def __init__(
-        self,
-        request: RemotingCommand,
-        addr: str | None,
-        timeout: float,
-        executor: Callable[[], Executor] | None = None,
-        threaded: bool = False,
-    ) -> None:
+    def __init__(self, request: RemotingCommand, addr: str | None, timeout: float,
+                 support: CallSupport | None = None, threaded: bool = False) -> None:
         self.request = request
         self.opaque = request.opaque
         self.addr = addr
@@ -96,28 +82,35 @@ class ResponseFuture:
         self.conn: Any = None
         self.response_command: RemotingCommand | None = None
         self.cause: BaseException | None = None
-        self.is_send_request_ok = True
-        self.is_timeout = False
-        self._done = False
-        # trio tasks of the completing loop, or `_Waiter`s of tasks of other loops
-        self._waiters: list[trio.lowlevel.Task | _Waiter] | None = None
-        self._event: threading.Event | None = None
-        self._lock: Any = None
-        # the thread of the loop that completes it (made there), where waiting needs no lock
-        self._home: int | None = None
-        if threaded:  # a thread will block on it: cheaper than an Event
-            self._lock = _thread.allocate_lock()
-            self._lock.acquire()
-        else:
-            self._home = _get_ident()
-        self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
-        self._hooks: list[Callable[[ResponseFuture], None]] | None = None
-        self._permit_release: Callable[[], None] | None = None
-        self._executor = executor
         self.close_on_timeout = False
-        # where to resend once after a GO_AWAY reply; False: not resendable (a channel)
+        # where to resend once after a GO_AWAY reply; False: not resendable (a channel's call)
         self.retry_target: str | None | bool = False
         self.resent = False
+        self._done = False
+        self._waiters: list[trio.lowlevel.Task | _Waiter] | None = None
+        self._event: threading.Event | None = None
+        self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
+        self._support = support
+        self._permits: Permits | None = None
+        # set for a call a thread sent itself: what its waiting thread calls at the deadline
+        self._overdue: Callable[[ResponseFuture], None] | None = None
+        if threaded:  # a thread will block on it: a held lock is cheaper than an Event
+            self._home: int | None = None
+            self._signal: Any = _thread.allocate_lock()
+            self._signal.acquire()
+        else:  # the completing loop's thread, where waiting needs no lock
+            self._home = _get_ident()
+            self._signal = None
+
+    @property
+    def is_timeout(self) -> bool:
+        """True when the call expired."""
+        return isinstance(self.cause, RemotingTimeoutError)
+
+    @property
+    def is_send_request_ok(self) -> bool:
+        """False when the request could not be written or its connection broke."""
+        return not isinstance(self.cause, RemotingSendRequestError)
 
     # ------------------------------------------------------------------ reading
 
@@ -143,23 +136,33 @@ class ResponseFuture:
             TimeoutError: ``timeout`` elapsed while the call is still pending.
         """
         if not self._done:
-            wait = max(self.timeout + THREAD_WAIT_SLACK if timeout is None else timeout, 0.0)
-            lock = self._lock
-            if lock is not None:
-                if lock.acquire(timeout=wait):
-                    lock.release()  # let other waiters through
+            if timeout is None and self._overdue is not None:
+                if not self._block(self.timeout):  # its deadline: the loop expires it
+                    self._overdue(self)
+                    self._block(THREAD_WAIT_SLACK)
             else:
-                with _EVENT_LOCK:
-                    if self._event is None:
-                        self._event = threading.Event()
-                    event = self._event
-                if not self._done:  # re-check: the completer may have missed the new event
-                    event.wait(wait)
+                self._block(max(self.timeout + THREAD_WAIT_SLACK if timeout is None
+                                else timeout, 0.0))
             if not self._done:
                 if timeout is not None:
                     raise TimeoutError(f"request {self.opaque} still pending after {timeout}s")
                 raise RemotingTimeoutError(self.addr, self.timeout, "response (loop stalled)")
         return self._outcome()
+
+    def _block(self, seconds: float) -> bool:
+        """Block the calling thread until done or ``seconds`` passed; True if done."""
+        signal = self._signal
+        if signal is not None:
+            if signal.acquire(timeout=seconds):
+                signal.release()  # let other waiting threads through
+        else:
+            with _LOCK:
+                if self._event is None:
+                    self._event = threading.Event()
+                event = self._event
+            if not self._done:
+                event.wait(seconds)
+        return self._done
 
     async def wait(self) -> RemotingCommand:
         """Wait in trio until done; return the response or raise the failure.
@@ -168,152 +171,112 @@ class ResponseFuture:
         """
         if self._done:
             return self._outcome()
-        if self._home == _get_ident():  # the completing loop's thread: no other thread races
+        if self._home == _get_ident():  # the completing loop's thread: nothing races
             task = trio.lowlevel.current_task()
-            if self._waiters is None:
-                self._waiters = []
-            home_waiters = self._waiters
-            home_waiters.append(task)
+            waiters = self._waiters
+            if waiters is None:
+                waiters = self._waiters = []
+            waiters.append(task)
 
             def abort_home(_: object) -> trio.lowlevel.Abort:
-                home_waiters.remove(task)
+                waiters.remove(task)
                 return trio.lowlevel.Abort.SUCCEEDED
 
             await trio.lowlevel.wait_task_rescheduled(abort_home)
         else:
-            # The waiter may run in a trio loop other than the one that completes the future
-            # (a blocking client's future awaited in the user's own loop): under the lock,
-            # so a completion on the other thread either sees this waiter or was seen first.
-            waiter = _Waiter(trio.lowlevel.current_task(), trio.lowlevel.current_trio_token())
-            with _CALLBACK_LOCK:
-                if not self._done:
-                    if self._waiters is None:
-                        self._waiters = []
-                    waiters = self._waiters
-                    waiters.append(waiter)
-                else:
-                    waiters = None
-            if waiters is not None:
-
-                def abort(_: object) -> trio.lowlevel.Abort:
-                    with _CALLBACK_LOCK:
-                        waiter.aborted = True  # for a wake-up already on its way (_wake)
-                        if self._waiters is waiters:
-                            waiters.remove(waiter)
-                    return trio.lowlevel.Abort.SUCCEEDED
-
-                await trio.lowlevel.wait_task_rescheduled(abort)
+            await self._wait_foreign()
         return self._outcome()
+
+    async def _wait_foreign(self) -> None:
+        """Wait from a trio loop other than the completing one (a blocking client's future
+        awaited in the user's own loop): woken through this loop's token."""
+        waiter = _Waiter(trio.lowlevel.current_task(), trio.lowlevel.current_trio_token())
+        with _LOCK:
+            if self._done:
+                return
+            if self._waiters is None:
+                self._waiters = []
+            waiters = self._waiters
+            waiters.append(waiter)
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            with _LOCK:
+                waiter.aborted = True  # for a wake-up already on its way (_wake)
+                if self._waiters is waiters:
+                    waiters.remove(waiter)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
     def add_done_callback(self, fn: Callable[[ResponseFuture], object]) -> None:
         """Call ``fn(self)`` once when done, on the callback executor (or now, if done)."""
-        with _CALLBACK_LOCK:  # against _complete on the loop's thread
+        with _LOCK:
             if not self._done:
                 if self._callbacks is None:
                     self._callbacks = []
                 self._callbacks.append(fn)
                 return
-        if self._executor is not None:
-            _submit(self._executor, _run_callback, fn, self)
+        if self._support is not None:
+            self._support.callbacks.submit(_run_callback, fn, self)
         else:
             _run_callback(fn, self)
 
-    # ------------------------------------------------------------------ completing (trio thread)
+    # ------------------------------------------------------------------ completing (loop thread)
 
-    def _add_completion_hook(self, fn: Callable[[ResponseFuture], None]) -> None:
-        """Register an internal hook run synchronously on the trio thread at completion."""
-        if self._hooks is None:
-            self._hooks = []
-        self._hooks.append(fn)
-
-    def _complete(
-        self,
-        response: RemotingCommand | None = None,
-        cause: BaseException | None = None,
-        *,
-        timed_out: bool = False,
-        send_failed: bool = False,
-    ) -> bool:
+    def _complete(self, response: RemotingCommand | None = None,
+                  cause: BaseException | None = None) -> bool:
         """Complete the future once; return False if it was already done."""
         if self._done:
             return False
         self.response_command = response
         self.cause = cause
-        self.is_timeout = timed_out
-        if send_failed:
-            self.is_send_request_ok = False
-        with _CALLBACK_LOCK:  # fields first: whoever sees _done may read them
+        with _LOCK:  # fields first: whoever sees _done may read them
             self._done = True
             callbacks = self._callbacks
             waiters, self._waiters = self._waiters, None
-        deferred = bool(callbacks) and self._executor is not None
-        if not deferred:
-            self._release_permit()  # before the hooks: a batch may send its next request
-        if self._lock is not None:
-            self._lock.release()
+        if self._signal is not None:
+            self._signal.release()
         if waiters:
-            for waiter in waiters:
-                if not isinstance(waiter, _Waiter):
-                    trio.lowlevel.reschedule(waiter)  # a task of this loop
-                elif waiter.token is trio.lowlevel.current_trio_token():
-                    trio.lowlevel.reschedule(waiter.task)
-                else:  # a task of another loop: only that loop's thread may wake it
-                    try:
-                        waiter.token.run_sync_soon(_wake, waiter)
-                    except trio.RunFinishedError:
-                        pass
+            _wake_all(waiters)
         if self._event is not None:
             self._event.set()
-        if self._hooks is not None:
-            for hook in self._hooks:
-                hook(self)
-        if deferred:
-            assert callbacks is not None
-            assert self._executor is not None
-            _submit(self._executor, self._run_callbacks, callbacks)
-        elif callbacks:  # no executor (a bare future): run them here as a last resort
-            self._run_callbacks(callbacks)
+        if callbacks:
+            support = self._support
+            if support is not None:
+                support.callbacks.submit(self._run_callbacks, callbacks)
+            else:  # a bare future: run them here as a last resort
+                self._run_callbacks(callbacks)
+        else:
+            permits, self._permits = self._permits, None
+            if permits is not None:
+                permits.give()
         return True
 
     def _fail_timeout(self) -> bool:
-        return self._complete(
-            cause=RemotingTimeoutError(self.addr, self.timeout), timed_out=True
-        )
+        return self._complete(cause=RemotingTimeoutError(self.addr, self.timeout))
 
     def _fail_send(self, reason: str) -> bool:
-        return self._complete(
-            cause=RemotingSendRequestError(self.addr, reason), send_failed=True
-        )
+        return self._complete(cause=RemotingSendRequestError(self.addr, reason))
 
-    def _fail(self, cause: RemotingError) -> bool:
+    def _fail(self, cause: BaseException) -> bool:
         return self._complete(cause=cause)
-
-    def _release_permit(self) -> None:
-        release, self._permit_release = self._permit_release, None
-        if release is not None:
-            release()
 
     def _run_callbacks(self, callbacks: list[Callable[[ResponseFuture], object]]) -> None:
         try:
             for fn in callbacks:
                 _run_callback(fn, self)
         finally:
-            release, self._permit_release = self._permit_release, None
-            if release is not None:  # a trio.Semaphore's: only the loop's thread may touch it
-                self.conn.endpoint.call_on_loop(release)
+            permits, self._permits = self._permits, None
+            support = self._support
+            if permits is not None and support is not None:
+                try:  # only the loop's thread may touch permits
+                    support.inbox.post(_give, permits)
+                except RuntimeError:  # the loop has ended: nobody needs the permit any more
+                    pass
 
     def __repr__(self) -> str:
         state = "pending" if not self._done else ("ok" if self.cause is None else "failed")
         return f"<ResponseFuture opaque={self.opaque} addr={self.addr} {state}>"
-
-
-def _submit(executor: Callable[[], Executor], fn: Callable[..., object], *args: Any) -> None:
-    """Run ``fn(*args)`` on the callback executor; here if it has just been shut down (the
-    endpoint stopped between the lookup and the submit: later callbacks run here anyway)."""
-    try:
-        executor().submit(fn, *args)
-    except RuntimeError:  # cannot schedule new futures after shutdown
-        fn(*args)
 
 
 class _Waiter:
@@ -327,10 +290,27 @@ class _Waiter:
         self.aborted = False
 
 
+def _wake_all(waiters: list[trio.lowlevel.Task | _Waiter]) -> None:
+    for waiter in waiters:
+        if not isinstance(waiter, _Waiter):
+            trio.lowlevel.reschedule(waiter)  # a task of this loop
+        elif waiter.token is trio.lowlevel.current_trio_token():
+            trio.lowlevel.reschedule(waiter.task)
+        else:  # a task of another loop: only that loop's thread may wake it
+            try:
+                waiter.token.run_sync_soon(_wake, waiter)
+            except trio.RunFinishedError:
+                pass
+
+
 def _wake(waiter: _Waiter) -> None:
     """Wake a waiter of another loop (on that loop's thread) unless it was cancelled since."""
     if not waiter.aborted:
         trio.lowlevel.reschedule(waiter.task)
+
+
+def _give(permits: Permits) -> None:
+    permits.give()
 
 
 def _run_callback(fn: Callable[[ResponseFuture], object], fut: ResponseFuture) -> None:

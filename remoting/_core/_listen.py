@@ -13,7 +13,7 @@ from .._errors import RemotingStartError
 if TYPE_CHECKING:
     from .._config import ServerConfig
 
-__all__ = ["Admission", "bind_listeners", "reserve_port", "trio_listeners"]
+__all__ = ["bind_listeners", "reserve_port", "trio_listeners"]
 
 
 def _bound_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
@@ -91,35 +91,3 @@ def reserve_port(host: str, port: int) -> socket.socket:
         RemotingStartError: the address cannot be bound.
     """
     return _bound_socket(host, port, reuse_port=True)
-
-
-class Admission:
-    """Counts connections per server and per remote IP; refuses beyond the limits."""
-
-    def __init__(self, max_total: int, max_per_ip: int) -> None:
-        self.max_total = max_total
-        self.max_per_ip = max_per_ip
-        self.total = 0
-        self.per_ip: dict[str, int] = {}
-
-    def admit(self, ip: str) -> str | None:
-        """Count a new connection from ``ip``; return why it is refused, or None.
-
-        A refused connection is still counted: call `release` for every `admit`.
-        """
-        self.total += 1
-        n = self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
-        if self.max_total and self.total > self.max_total:
-            return f"server has {self.max_total} connections (max_connections)"
-        if self.max_per_ip and n > self.max_per_ip:
-            return f"{ip} has {self.max_per_ip} connections (max_connections_per_ip)"
-        return None
-
-    def release(self, ip: str) -> None:
-        """Forget one connection from ``ip``."""
-        self.total -= 1
-        n = self.per_ip[ip] - 1
-        if n:
-            self.per_ip[ip] = n
-        else:
-            del self.per_ip[ip]

@@ -1,8 +1,9 @@
-"""`Batch`: many requests on one target, driven by completions (no task per request).
+"""`Batch`: one ``invoke_many`` call, driven by completions (no task per request).
 
-A window of at most ``limit`` requests is in flight. Each completion (a sync hook on the trio
-thread) records its result and sends the next request; when the outbound buffer is over its high
-water mark, one task waits for it to drain and resumes sending.
+A window of at most ``limit`` requests is in flight. Each completion (a sync step on the loop)
+records its result and sends the next request; when the connection's queue is over its high
+water mark, one task waits for it to drain and resumes sending. Every request has its own
+deadline; a failed request fails alone.
 """
 
 from __future__ import annotations
@@ -19,68 +20,72 @@ if TYPE_CHECKING:
 
     from codec import RemotingCommand
 
+    from ._channels import ChannelTable, Target
     from ._connection import Connection
-    from ._endpoint import Endpoint
+    from ._invoker import Invoker
 
 __all__ = ["Batch"]
 
+_SHUT_DOWN = "the endpoint shut down before the batch was sent"
+
 
 class Batch:
-    """One ``invoke_many`` call."""
+    """One ``invoke_many`` call (loop thread only)."""
 
-    def __init__(self, endpoint: Endpoint, target: str | Connection | None,
+    def __init__(self, invoker: Invoker, channels: ChannelTable, target: Target,
                  requests: Sequence[RemotingCommand], timeout: float, limit: int,
                  on_done: Callable[[list[Any]], None]) -> None:
-        self.endpoint = endpoint
-        self.target = target
-        self.requests = requests
+        self._invoker = invoker
+        self._channels = channels
+        self._target = target
+        self._requests = requests
         self.timeout = timeout
-        self.limit = max(1, limit)
-        self.on_done: Callable[[list[Any]], None] | None = on_done
+        self._limit = max(1, limit)
+        self._on_done: Callable[[list[Any]], None] | None = on_done
         self.results: list[Any] = [None] * len(requests)
-        self.conn: Connection | None = None
+        self._conn: Connection | None = None
+        self._nursery: trio.Nursery | None = None
         self._next = 0
         self._in_flight = 0
         self._completed = 0
         self._pumping = False
         self._waiting = False
-        self.release_permit = endpoint.async_permits.release
 
-    def start(self) -> None:
-        """Begin sending (trio thread)."""
-        ep = self.endpoint
-        if not self.requests:
+    def start(self, nursery: trio.Nursery | None) -> None:
+        """Begin sending (loop thread); ``nursery`` runs the waits, if any are needed."""
+        self._nursery = nursery
+        if not self._requests:
             self._finish()
             return
-        conn = ep.live_connection(self.target)
+        conn = self._channels.live(self._target)
         if conn is not None:
-            self.conn = conn
+            self._conn = conn
             self._pump()
-        elif ep._nursery is None or ep.closed:
-            self._fail_rest(RemotingError(f"the {ep.role} is shut down"))
+        elif nursery is None:
+            self._fail_rest(RemotingError(f"the {self._invoker.role} is shut down"))
         else:
-            ep._nursery.start_soon(self._connect_then_pump)
+            nursery.start_soon(self._connect_then_pump)
 
     async def _connect_then_pump(self) -> None:
-        deadline = trio.current_time() + self.timeout
+        deadline = self._invoker.now() + self.timeout
         try:
-            self.conn = await self.endpoint.resolve(self.target, deadline, self.timeout)
+            self._conn = await self._channels.resolve(self._target, deadline, self.timeout)
         except RemotingError as exc:
             self._fail_rest(exc)
             return
         except BaseException:  # shutdown (or a bug): the batch must still end
-            self._fail_rest(RemotingError("the endpoint shut down before the batch was sent"))
+            self._fail_rest(RemotingError(_SHUT_DOWN))
             raise
         self._pump()
 
     async def _wait_then_pump(self) -> None:
-        conn = self.conn
+        conn = self._conn
         assert conn is not None
         try:
             with trio.move_on_after(self.timeout):
                 await conn.wait_writable()
         except BaseException:
-            self._fail_rest(RemotingError("the endpoint shut down before the batch was sent"))
+            self._fail_rest(RemotingError(_SHUT_DOWN))
             raise
         self._waiting = False
         if conn.queued_bytes > conn.high_water and not conn.closed:
@@ -91,7 +96,7 @@ class Batch:
         self._pump()
 
     def _fail_rest(self, exc: RemotingError) -> None:
-        n = len(self.requests)
+        n = len(self._requests)
         for i in range(self._next, n):
             self.results[i] = exc
         self._completed += n - self._next
@@ -103,34 +108,36 @@ class Batch:
         if self._pumping or self._waiting:
             return
         self._pumping = True
-        ep = self.endpoint
-        sem = ep.async_permits
-        conn = self.conn
+        invoker = self._invoker
+        permits = invoker.async_permits
+        conn = self._conn
         assert conn is not None
-        n = len(self.requests)
+        requests = self._requests
+        n = len(requests)
+        now = invoker.now()
         try:
-            while self._in_flight < self.limit and self._next < n:
+            while self._in_flight < self._limit and self._next < n:
                 if conn.queued_bytes > conn.high_water and not conn.closed:
-                    assert ep._nursery is not None
+                    if self._nursery is None:
+                        self._fail_rest(RemotingError(_SHUT_DOWN))
+                        break
                     self._waiting = True
-                    ep._nursery.start_soon(self._wait_then_pump)
+                    self._nursery.start_soon(self._wait_then_pump)
                     break
                 i = self._next
-                self._next += 1
-                try:
-                    sem.acquire_nowait()
-                except trio.WouldBlock:
+                if not permits.try_take():
                     if self._in_flight:  # one of ours frees a permit soon and pumps again
-                        self._next -= 1
                         break
+                    self._next += 1
                     self._record(i, RemotingTooManyRequestsError(
                         "no in-flight permit for a batch request; other calls hold them all",
                         conn.remote_addr))
                     continue
-                request = self.requests[i]
+                self._next += 1
                 self._in_flight += 1
-                ep._register_and_write(conn, request, _BatchFuture(
-                    self, i, request, conn, trio.current_time() + self.timeout))
+                request = requests[i]
+                invoker.send(conn, _BatchFuture(self, i, request, conn), now + self.timeout,
+                             permits)
         finally:
             self._pumping = False
         if self._completed == n:
@@ -140,17 +147,18 @@ class Batch:
         self.results[i] = result
         self._completed += 1
 
-    def _done_one(self, i: int, result: object) -> None:
+    def done_one(self, i: int, result: object) -> None:
+        """Record the outcome of request ``i`` and send the next one."""
         self._in_flight -= 1
         self.results[i] = result
         self._completed += 1
-        if self._completed == len(self.requests):
+        if self._completed == len(self._requests):
             self._finish()
         else:
             self._pump()
 
     def _finish(self) -> None:
-        on_done, self.on_done = self.on_done, None
+        on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done(self.results)
 
@@ -158,14 +166,14 @@ class Batch:
 class _BatchFuture(ResponseFuture):
     """The table entry of one batch request: a `ResponseFuture` that only tells its batch.
 
-    It is never handed to users (no waiters, callbacks or threads), so it skips what those need;
-    the endpoint completes it like any other future.
+    It is never handed to users (no waiters, callbacks or threads), so it skips what those
+    need; the invoker completes it like any other future.
     """
 
     __slots__ = ("_batch", "_index")
 
-    def __init__(self, batch: Batch, index: int, request: RemotingCommand, conn: Connection,
-                 deadline: float) -> None:
+    def __init__(self, batch: Batch, index: int, request: RemotingCommand,
+                 conn: Connection) -> None:
         self._batch = batch
         self._index = index
         self.request = request
@@ -173,33 +181,23 @@ class _BatchFuture(ResponseFuture):
         self.conn = conn
         self.addr = conn.remote_addr
         self.timeout = batch.timeout
-        self.deadline = deadline
         self.response_command = None
         self.cause = None
-        self.is_send_request_ok = True
-        self.is_timeout = False
-        self._done = False
         self.close_on_timeout = False
         self.retry_target = False
         self.resent = False
+        self._done = False
+        self._permits = None
 
-    def _complete(
-        self,
-        response: RemotingCommand | None = None,
-        cause: BaseException | None = None,
-        *,
-        timed_out: bool = False,
-        send_failed: bool = False,
-    ) -> bool:
+    def _complete(self, response: RemotingCommand | None = None,
+                  cause: BaseException | None = None) -> bool:
         if self._done:
             return False
         self._done = True
         self.response_command = response
         self.cause = cause
-        self.is_timeout = timed_out
-        if send_failed:
-            self.is_send_request_ok = False
-        batch = self._batch
-        batch.release_permit()
-        batch._done_one(self._index, response if cause is None else cause)
+        permits, self._permits = self._permits, None
+        if permits is not None:
+            permits.give()
+        self._batch.done_one(self._index, response if cause is None else cause)
         return True

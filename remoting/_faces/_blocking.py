@@ -1,9 +1,10 @@
 """The blocking faces: `RemotingClient` and `RemotingServer` for threads, scripts and Spark.
 
-Each runs the trio core in one daemon thread and forwards calls into it through the endpoint's
-inbox (one batched ``run_sync_soon`` hand-off per call, no task on the fast path). Timeouts are
-enforced inside trio. Calling a blocking method from the loop's own thread would deadlock, so it
-raises `RuntimeError`; trio code should use `remoting.open_client` / `open_server` instead.
+Each runs the trio core in one daemon thread (`LoopThread`) and hands calls to it through the
+endpoint's inbox: calls made by many threads at once reach the loop in batches, with no task
+on the fast path. A calling thread then blocks on its future. Timeouts are enforced inside
+trio. Calling a blocking method from the loop's own thread would deadlock, so it raises
+`RuntimeError`; trio code uses `remoting.open_client` / `open_server` instead.
 """
 
 from __future__ import annotations
@@ -12,24 +13,19 @@ import _thread
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn, Self, TypeVar
 
 import trio
 
 from codec import ResponseCode
 
 from .._config import ClientConfig, ServerConfig
-from .._core._invoke import busy_backoff
-from .._core._thread_calls import try_invoke_sync_from_thread
+from .._core._invoker import busy_backoff
+from .._core._threads import send_call_from_thread
 from .._errors import RemotingError
-from ._trio import (
-    DEFAULT_TIMEOUT,
-    TrioRemotingClient,
-    TrioRemotingServer,
-    run_after_hooks,
-    run_before_hooks,
-    with_after_hooks,
-)
+from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
+from ._loop_thread import LoopThread
+from ._trio import DEFAULT_TIMEOUT, TrioRemotingClient, TrioRemotingServer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -39,7 +35,7 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import AsyncRequestProcessor, RequestProcessor
 
-    from .._core._channel import ChannelHandle
+    from .._core._channel_handle import ChannelHandle
     from .._core._endpoint import Endpoint
     from .._core._events import ChannelEventListener
     from .._core._future import ResponseFuture
@@ -48,65 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = ["RemotingClient", "RemotingServer"]
 
-JOIN_TIMEOUT = 10.0
+T = TypeVar("T")
+LOOP_ANSWER_SECONDS: Final = 10.0  # a loop that takes longer to answer is stuck
 
 
-class _LoopThread:
-    """A daemon thread running ``trio.run`` around one long-lived ``serve`` coroutine."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.token: trio.lowlevel.TrioToken | None = None
-        self._scope: trio.CancelScope | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self.result: Any = None
-
-    def start(self, serve: Callable[..., Any]) -> Any:
-        self._thread = threading.Thread(
-            target=self._run, args=(serve,), name=self.name, daemon=True
-        )
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-        return self.result
-
-    def _run(self, serve: Callable[..., Any]) -> None:
-        try:
-            trio.run(self._main, serve)
-        except BaseException as exc:  # reported to start(); nothing else can see it
-            self._error = exc
-        finally:
-            self._ready.set()
-
-    async def _main(self, serve: Callable[..., Any]) -> None:
-        self.token = trio.lowlevel.current_trio_token()
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            async with trio.open_nursery() as nursery:
-                self.result = await nursery.start(serve)
-                self._ready.set()
-
-    def stop(self, join: bool = True) -> None:
-        if self.token is not None and self._scope is not None:
-            scope = self._scope
-            try:
-                self.token.run_sync_soon(scope.cancel)
-            except trio.RunFinishedError:
-                pass
-        if join and self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(JOIN_TIMEOUT)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-
-class _BlockingBase:
+class _BlockingFace:
     _core: TrioRemotingClient | TrioRemotingServer
-    _loop: _LoopThread | None
+    _loop: LoopThread | None
     _closed: bool
 
     @property
@@ -136,8 +80,21 @@ class _BlockingBase:
         self._core.register_channel_event_listener(listener)
 
     def statistics(self) -> EndpointStatistics:
-        """Return a frozen snapshot of the counters."""
-        return self._core.statistics()
+        """Return a frozen snapshot of the counters (taken on the loop thread while it runs)."""
+        return self._on_loop(self._core.statistics)
+
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        """Return ``fn()`` computed on the loop thread while it runs, else here."""
+        loop = self._loop
+        if loop is not None and loop.alive and not self._on_loop_thread():
+            try:
+                return self.endpoint.inbox.call(fn, LOOP_ANSWER_SECONDS)
+            except RuntimeError:  # the loop ended meanwhile: nothing changes any more
+                pass
+        return fn()
+
+    def _on_loop_thread(self) -> bool:
+        return threading.get_ident() == self.endpoint.loop_thread_id
 
     def _check_caller(self) -> None:
         if self._closed:
@@ -146,19 +103,24 @@ class _BlockingBase:
             raise RemotingError(f"{type(self).__name__} is not started: call start() first")
         if not self._loop.alive:
             raise RemotingError(f"{type(self).__name__}'s event loop has stopped; create a new one")
-        if threading.get_ident() == self.endpoint.loop_thread_id:
+        if self._on_loop_thread():
             raise RuntimeError(
                 "blocking remoting calls cannot be made from the event loop's thread "
                 "(use the trio-native client or an async processor's channel methods)"
             )
 
-    def __enter__(self) -> Any:
-        self.start()  # type: ignore[attr-defined]
-        return self
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.shutdown()  # type: ignore[attr-defined]
+        self.shutdown()
 
     def __reduce__(self) -> NoReturn:
         raise TypeError(
@@ -167,26 +129,29 @@ class _BlockingBase:
         )
 
 
-class RemotingClient(_BlockingBase):
+class RemotingClient(_BlockingFace):
     """A thread-safe blocking client (RocketMQ's NettyRemotingClient)."""
 
     __module__ = "remoting"
+    _core: TrioRemotingClient
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config or ClientConfig()
         self._core = TrioRemotingClient(self.config)
-        self._loop: _LoopThread | None = None
+        self._invoker = self._core.endpoint.invoker
+        self._hooks = self._core.endpoint.dispatcher.hooks
+        self._loop: LoopThread | None = None
         self._closed = False
         self._lock = threading.Lock()
         self.pid = os.getpid()
 
-    def start(self) -> RemotingClient:
+    def start(self) -> Self:
         """Start the client's loop thread (idempotent)."""
         with self._lock:
             if self._closed:
                 raise RemotingError("RemotingClient is closed")
             if self._loop is None:
-                loop = _LoopThread("remoting-client")
+                loop = LoopThread("remoting-client")
                 loop.start(self._core.serve)
                 self._loop = loop
         return self
@@ -214,11 +179,16 @@ class RemotingClient(_BlockingBase):
 
     def update_name_server_address_list(self, addrs: list[str]) -> None:
         """Set the addresses used by calls with ``addr=None`` (round-robin, failover)."""
-        self.endpoint.update_name_server_address_list(addrs)
+        self._core.update_name_server_address_list(addrs)
 
     def get_name_server_address_list(self) -> list[str]:
         """Return the address list."""
-        return list(self.endpoint.name_servers)
+        return self._core.get_name_server_address_list()
+
+    @property
+    def current_name_server(self) -> str | None:
+        """The address from the list that ``addr=None`` calls use now (None: not chosen yet)."""
+        return self._core.current_name_server
 
     def invoke_sync(self, addr: str | None, request: RemotingCommand,
                     timeout: float = DEFAULT_TIMEOUT, *, retry_busy: bool = False
@@ -244,15 +214,16 @@ class RemotingClient(_BlockingBase):
             RemotingError: the client is closed or not started.
         """
         self._check_caller()
-        ep = self.endpoint
-        if ep.hooks:
-            run_before_hooks(ep, addr, request)
+        hooks = self._hooks
+        if hooks:
+            run_before_hooks(hooks, addr, request)
         deadline = time.monotonic() + timeout
         attempt = 0
         while True:
             remaining = timeout if not attempt else deadline - time.monotonic()
-            fut = (try_invoke_sync_from_thread(ep, addr, request, remaining)
-                   or ep.submit_from_thread(addr, request, remaining, "sync"))
+            invoker = self._invoker
+            fut = (send_call_from_thread(invoker, addr, request, remaining)
+                   or invoker.submit_from_thread(addr, request, remaining, "sync"))
             response = fut.result()
             if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
                 break
@@ -261,8 +232,8 @@ class RemotingClient(_BlockingBase):
             if time.monotonic() + pause >= deadline:
                 break
             time.sleep(pause)
-        if ep.hooks:
-            run_after_hooks(ep, fut.addr, request, response)
+        if hooks:
+            run_after_hooks(hooks, fut.addr, request, response)
         return response
 
     def invoke_async(self, addr: str | None, request: RemotingCommand,
@@ -275,11 +246,11 @@ class RemotingClient(_BlockingBase):
         a send failure, a timeout or a connection loss. Failures go into the future.
         """
         self._check_caller()
-        ep = self.endpoint
-        if ep.hooks:
-            run_before_hooks(ep, addr, request)
-            callback = with_after_hooks(ep, request, callback)
-        return ep.submit_from_thread(addr, request, timeout, "async", callback)
+        hooks = self._hooks
+        if hooks:
+            run_before_hooks(hooks, addr, request)
+            callback = with_after_hooks(hooks, request, callback)
+        return self._invoker.submit_from_thread(addr, request, timeout, "async", callback)
 
     def invoke_oneway(self, addr: str | None, request: RemotingCommand,
                       timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -290,10 +261,9 @@ class RemotingClient(_BlockingBase):
             RemotingSendRequestError: before the frame could be queued.
         """
         self._check_caller()
-        ep = self.endpoint
-        if ep.hooks:
-            run_before_hooks(ep, addr, request)
-        ep.submit_from_thread(addr, request, timeout, "oneway").result()
+        if self._hooks:
+            run_before_hooks(self._hooks, addr, request)
+        self._invoker.submit_from_thread(addr, request, timeout, "oneway").result()
 
     def invoke_many(self, addr: str | None, requests: Sequence[RemotingCommand],
                     timeout: float = DEFAULT_TIMEOUT, limit: int = 64
@@ -312,15 +282,14 @@ class RemotingClient(_BlockingBase):
             box.append(results)
             lock.release()
 
-        self.endpoint.submit_many_from_thread(addr, requests, timeout, limit, on_done)
-        n = len(requests)
-        waves = (n + max(1, limit) - 1) // max(1, limit)
+        self._invoker.submit_many_from_thread(addr, requests, timeout, limit, on_done)
+        waves = -(-len(requests) // max(1, limit))
         if not lock.acquire(timeout=timeout * max(1, waves) + 30.0):
             raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
         return box[0]
 
 
-class RemotingServer(_BlockingBase):
+class RemotingServer(_BlockingFace):
     """A blocking server (RocketMQ's NettyRemotingServer); ``port`` is set by `start`."""
 
     __module__ = "remoting"
@@ -329,7 +298,7 @@ class RemotingServer(_BlockingBase):
     def __init__(self, config: ServerConfig | None = None) -> None:
         self.config = config or ServerConfig()
         self._core = TrioRemotingServer(self.config)
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
         self._closed = False
         self._lock = threading.Lock()
         self._stopper: threading.Thread | None = None  # a shutdown begun by a processor
@@ -346,17 +315,30 @@ class RemotingServer(_BlockingBase):
         """``"bind_address:port"``, for clients on this machine."""
         return f"{self.config.bind_address}:{self.port}"
 
-    def start(self) -> RemotingServer:
-        """Bind, listen and serve in a background thread (idempotent)."""
+    def start(self) -> Self:
+        """Bind, listen and serve in a background thread (idempotent).
+
+        Raises:
+            RemotingStartError: the port cannot be bound (raised here, in the caller's thread).
+        """
         with self._lock:
             if self._closed:
                 raise RemotingError("RemotingServer is closed")
             if self._loop is None:
-                self._core.bind()  # RemotingStartError in the caller's thread, if any
-                loop = _LoopThread("remoting-server")
+                self._core.bind()
+                loop = LoopThread("remoting-server")
                 loop.start(self._core.serve)
                 self._loop = loop
         return self
+
+    def drain(self) -> None:
+        """Answer GO_AWAY to every new request from now on (see `TrioRemotingServer.drain`)."""
+        self.endpoint.call_on_loop(self._core.drain)
+
+    @property
+    def draining(self) -> bool:
+        """True once `drain` (or `shutdown`) began."""
+        return self._core.draining
 
     def shutdown(self, grace: float | None = None) -> None:
         """Stop gracefully and join every thread (idempotent; fast when idle).
@@ -390,7 +372,7 @@ class RemotingServer(_BlockingBase):
         elif stopper is not None and not own_thread:
             stopper.join()  # bounded: the grace period plus the threads' join deadlines
 
-    def _stop(self, loop: _LoopThread, grace: float | None) -> None:
+    def _stop(self, loop: LoopThread, grace: float | None) -> None:
         if loop.token is not None:
             try:
                 trio.from_thread.run(self._core.shutdown, grace, trio_token=loop.token)
@@ -402,19 +384,13 @@ class RemotingServer(_BlockingBase):
                          ) -> int:
         """Send one oneway ``request`` to every channel; return how many got it."""
         self._check_caller()
-        conns = [c._conn for c in channels]
-        box: list[int] = []
-        assert self._loop is not None
-        assert self._loop.token is not None
-        trio.from_thread.run_sync(
-            lambda: box.append(self.endpoint.broadcast_oneway(conns, request)),
-            trio_token=self._loop.token,
-        )
-        return box[0]
+        core = self._core
+        return self.endpoint.inbox.call(lambda: core.broadcast_oneway(channels, request),
+                                        LOOP_ANSWER_SECONDS)
 
     def channels(self) -> list[ChannelHandle]:
         """Return the live connections (for server push)."""
-        return self._core.channels()
+        return self._on_loop(self._core.channels)
 
     def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
                     timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
@@ -428,7 +404,7 @@ class RemotingServer(_BlockingBase):
                      ) -> ResponseFuture:
         """Call a connected client; return the future."""
         self._check_caller()
-        return self.endpoint.submit_from_thread(
+        return self.endpoint.invoker.submit_from_thread(
             channel._conn, request, timeout, "async", callback
         )
 

@@ -1,10 +1,12 @@
-"""Frozen snapshots returned by ``statistics()``."""
+"""`Counters` an endpoint keeps, and the frozen `EndpointStatistics` snapshot of them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["EndpointStatistics"]
+from ._histogram import LatencyHistogram
+
+__all__ = ["Counters", "EndpointStatistics"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -13,21 +15,38 @@ class EndpointStatistics:
 
     Attributes:
         connections: live connections.
+        connecting: connects in progress (a client's).
+        admitted: sockets a server accepted and holds against ``max_connections``: its
+            connections, and those still in the TLS handshake or being refused.
         in_flight: requests sent and waiting for a response (the response table's size).
         requests_sent: requests sent, by code (sync, async and oneway).
         requests_received: requests received, by code.
-        error_replies: non-SUCCESS replies this side produced, by request code.
+        error_replies: non-SUCCESS replies this side sent, by request code: from the transport
+            (unknown code, busy, GO_AWAY) and from processors (their own codes, and
+            SYSTEM_ERROR for one that raised).
         timeouts: requests that expired without a response.
         orphaned_responses: responses that matched no pending request.
         processor_queue: tasks queued or running, by request code (sync processors).
+        processing: requests handed to processors and not finished yet.
         latency: round-trip time of this side's calls by request code: count, mean, p50, p90,
             p99, max (seconds).
         connections_opened: connections opened since start.
         dropped_events: channel events dropped because the event queue was full.
+        async_permits_free: in-flight permits free for invoke_sync/async (and invoke_many).
+        oneway_permits_free: in-flight permits free for oneway sends.
+        queued_bytes: bytes waiting to be sent, over all connections (a peer that does not
+            read makes it grow, up to the high water mark per connection).
+        writes: socket sends (each carries one or more frames).
+        frames_written: frames handed to sockets.
+        sent_by_threads: of those, frames a thread sent itself on an idle connection instead
+            of handing them to the loop (a blocking ``invoke_sync``'s request, a pool
+            thread's lone reply; see docs/architecture.md).
     """
 
     connections: int
     in_flight: int
+    connecting: int = 0
+    admitted: int = 0
     connections_opened: int = 0
     requests_sent: dict[int, int] = field(default_factory=dict)
     requests_received: dict[int, int] = field(default_factory=dict)
@@ -35,8 +54,55 @@ class EndpointStatistics:
     timeouts: int = 0
     orphaned_responses: int = 0
     processor_queue: dict[int, int] = field(default_factory=dict)
+    processing: int = 0
     latency: dict[int, dict[str, float]] = field(default_factory=dict)
     dropped_events: int = 0
+    async_permits_free: int = 0
+    oneway_permits_free: int = 0
+    queued_bytes: int = 0
+    writes: int = 0
+    frames_written: int = 0
+    sent_by_threads: int = 0
 
 
 EndpointStatistics.__module__ = "remoting"
+
+
+class Counters:
+    """The live counters of one endpoint; changed on its loop thread only."""
+
+    __slots__ = ("connections_opened", "error_replies", "frames_written", "latency", "orphans",
+                 "received", "sent", "sent_by_threads", "timeouts", "writes")
+
+    def __init__(self) -> None:
+        self.sent: dict[int, int] = {}
+        self.received: dict[int, int] = {}
+        self.error_replies: dict[int, int] = {}
+        self.latency: dict[int, LatencyHistogram] = {}
+        self.timeouts = 0
+        self.orphans = 0
+        self.connections_opened = 0
+        self.writes = 0
+        self.frames_written = 0
+        self.sent_by_threads = 0
+
+    def count_thread_send(self) -> None:
+        """Count a frame a thread sent itself (the bookkeeping, on the loop)."""
+        self.writes += 1
+        self.frames_written += 1
+        self.sent_by_threads += 1
+
+    def count_error_reply(self, code: int) -> None:
+        """Count one non-SUCCESS reply to a request of ``code``."""
+        self.error_replies[code] = self.error_replies.get(code, 0) + 1
+
+    def record_latency(self, code: int, seconds: float) -> None:
+        """Record the round trip of one call of ``code``."""
+        hist = self.latency.get(code)
+        if hist is None:
+            hist = self.latency[code] = LatencyHistogram()
+        hist.record(seconds)
+
+    def latency_summary(self) -> dict[int, dict[str, float]]:
+        """Return the latency percentiles by code."""
+        return {code: hist.summary() for code, hist in self.latency.items()}

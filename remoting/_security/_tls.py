@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from .._errors import RemotingConnectError
-
 if TYPE_CHECKING:
     from .._config import ClientConfig, ServerConfig
 
@@ -55,23 +53,17 @@ def client_context(config: ClientConfig) -> ssl.SSLContext | None:
 
 
 async def tls_client_stream(stream: trio.SocketStream, ctx: ssl.SSLContext, host: str,
-                            config: ClientConfig, addr: str) -> trio.SSLStream[trio.SocketStream]:
+                            config: ClientConfig) -> trio.SSLStream[trio.SocketStream]:
     """Wrap ``stream`` and complete the handshake (inside the connect timeout).
 
     Raises:
-        RemotingConnectError: the handshake failed (certificate, protocol, or plaintext peer).
+        ssl.SSLError, trio.BrokenResourceError, OSError: the handshake failed (certificate,
+            protocol, or a plaintext peer); the socket is closed. The caller maps these.
     """
     tls = trio.SSLStream(stream, ctx, server_hostname=config.tls_server_hostname or host)
     try:
         await tls.do_handshake()
-    except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
-        await stream.aclose()
-        cause = exc.__cause__ or exc
-        raise RemotingConnectError(
-            addr, f"TLS handshake failed: {cause} (does the server have TLS on, and is its "
-            "certificate trusted by tls_ca_file?)"
-        ) from exc
-    except BaseException:  # connect timeout or shutdown: do not leave the socket behind
+    except BaseException:  # a failure, the connect timeout or shutdown: close the socket
         with trio.CancelScope(shield=True):
             await stream.aclose()
         raise

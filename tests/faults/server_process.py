@@ -79,7 +79,7 @@ def main() -> None:
                 "rss_kib": vm_rss_kib(), "connections": stats.connections,
                 "connections_opened": stats.connections_opened, "in_flight": stats.in_flight,
                 "requests_received": stats.requests_received,
-                "error_replies": stats.error_replies, "processing": server.endpoint.processing,
+                "error_replies": stats.error_replies, "processing": server.statistics().processing,
             }))
         elif command == "quit":
             break

@@ -256,7 +256,7 @@ async def test_calls_through_a_faulty_proxy_end_in_time_once_and_then_recover(
             assert stats.orphaned_responses == 0
             assert stats.in_flight == 0
         with trio.fail_after(5):
-            while server.endpoint.processing:
+            while server.statistics().processing:
                 await trio.testing.wait_all_tasks_blocked()
     finally:
         await trio.to_thread.run_sync(blocking.shutdown)

@@ -34,6 +34,7 @@ from remoting import (
     TrioRemotingServer,
 )
 
+from ..factories import req
 from . import server_process
 from .support import ServerProcess
 
@@ -49,13 +50,6 @@ ASYNC_RAISES = 9
 HANGS = 10
 ASYNC_HANGS = 11
 FLOOD = 12
-
-
-def req(code: int, body: bytes = b"x", st: SerializeType = SerializeType.JSON
-        ) -> RemotingCommand:
-    request = RemotingCommand.create_request(code, body=body)
-    request.serialize_type = st
-    return request
 
 
 class Gate(RequestProcessor):
@@ -233,7 +227,7 @@ async def test_server_closing_the_channel_fails_pending_calls_fast(
         assert client.statistics().connections_opened == 2
         assert blocking.statistics().connections_opened == 2
         await wait_until(lambda: server.statistics().connections == 2
-                         and not server.endpoint.processing)
+                         and not server.statistics().processing)
     finally:
         await trio.to_thread.run_sync(blocking.shutdown)
 
@@ -264,8 +258,8 @@ async def test_a_client_that_stops_reading_does_not_hurt_other_clients(
     try:
         nursery.start_soon(flood)
         # the server stops reading that connection once its responses pile up past the mark
-        await wait_until(lambda: any(c.queued_bytes > high for c in server.endpoint.connections))
-        [conn] = server.endpoint.connections
+        await wait_until(lambda: any(c.queued_bytes > high for c in server.channels()))
+        [conn] = server.channels()
         await trio.testing.wait_all_tasks_blocked()
         read_at_stall = server.statistics().requests_received[FLOOD]
         queued_at_stall = conn.queued_bytes
@@ -289,12 +283,12 @@ async def test_a_client_that_stops_reading_does_not_hurt_other_clients(
         assert server.statistics().requests_received[FLOOD] == read_at_stall
         assert conn.queued_bytes == queued_at_stall
         assert conn.queued_bytes <= high + RECEIVE_BYTES + len(frame)
-        assert not conn.closed
+        assert conn.is_active
     finally:
         flooding.cancel()
         await trio.to_thread.run_sync(blocking.shutdown)
         await stuck.aclose()
-    await wait_until(lambda: conn.closed and server.statistics().connections == 1)
+    await wait_until(lambda: not conn.is_active and server.statistics().connections == 1)
 
 
 # --------------------------------------------------------------------------- processors
@@ -327,9 +321,10 @@ async def test_raising_processors_get_system_error_and_the_connection_stays(
                 assert name in (response.remark or "")
         assert (await client.invoke_sync(addr, req(ECHO, b"ok"), 5)).body == b"ok"
     assert client.statistics().connections_opened == 1
-    assert server.statistics().error_replies == {}  # these are processor replies, not refusals
+    # every SYSTEM_ERROR reply counts, the processors' own included (20 calls x 2 headers)
+    assert server.statistics().error_replies == {RAISES: 40, ASYNC_RAISES: 40}
     # a pool thread writes a lone response itself; the loop counts it done just after
-    await wait_until(lambda: not server.endpoint.processing)
+    await wait_until(lambda: not server.statistics().processing)
 
 
 async def test_processor_hanging_past_the_deadline_times_out_and_the_server_stays_healthy(
@@ -359,14 +354,14 @@ async def test_processor_hanging_past_the_deadline_times_out_and_the_server_stay
     # The hung pool processors still hold their threads, and the async one of the open
     # connection its task; the async one of the invoke_sync was cancelled when that timeout
     # closed its connection (an async processor runs in its connection's task tree).
-    assert server.endpoint.processing == 3
+    assert server.statistics().processing == 3
     for i in range(50):
         assert (await client.invoke_sync(addr, req(ECHO, b"%d" % i), 5)).body == b"%d" % i
     assert client.statistics().in_flight == 0
     # once they finish, late replies are dropped or orphaned, and nothing is left over
     gate.event.set()
     agate.event.set()
-    await wait_until(lambda: not server.endpoint.processing)
+    await wait_until(lambda: not server.statistics().processing)
     assert (await client.invoke_sync(addr, req(ECHO, b"end"), 5)).body == b"end"
     stats = client.statistics()
     assert stats.timeouts == 4
@@ -406,7 +401,7 @@ async def test_response_with_a_non_str_ext_value_becomes_system_error(
     assert (await client.invoke_sync(addr, req(ECHO, b"ok"), 5)).body == b"ok"
     assert client.statistics().connections_opened == 1
     # a pool thread writes a lone response itself; the loop counts it done just after
-    await wait_until(lambda: not server.endpoint.processing)
+    await wait_until(lambda: not server.statistics().processing)
 
 
 class ReturnsGarbage(RequestProcessor):
@@ -459,7 +454,7 @@ async def test_processor_returning_garbage_gets_system_error_not_a_hang(
             # the processor's pool (one thread) still serves the next request
             response = await client.invoke_sync(addr, req(HANGS, b"fine"), 1.0)
             assert response.code == ResponseCode.SUCCESS
-            await wait_until(lambda: not server.endpoint.processing)  # counted just after
+            await wait_until(lambda: not server.statistics().processing)  # counted just after
         finally:
             nursery.cancel_scope.cancel()
 
@@ -482,16 +477,16 @@ async def test_oneway_queued_during_a_write_releases_its_permit_once() -> None:
         # a high water mark above the big write below, so the oneway is queued, not held back
         client = await start_client(nursery, write_buffer_high_water_mark=32 << 20,
                                     write_buffer_low_water_mark=8 << 20)
-        permits = client.endpoint.oneway_permits
+        total = client.config.client_oneway_semaphore_value
         # a request larger than the socket buffers: the writer sits in send_all
         await client.invoke_async(addr, req(ECHO, b"x" * (8 << 20)), LONG)
         await trio.testing.wait_all_tasks_blocked()
         await client.invoke_oneway(addr, req(ECHO, b"oneway"), 5)
-        assert permits.value == permits.max_value - 1
+        assert client.statistics().oneway_permits_free == total - 1
         let_read.set()
         await wait_until(lambda: received.endswith(b"oneway"))
         await trio.testing.wait_all_tasks_blocked()
-        assert permits.value == permits.max_value
+        assert client.statistics().oneway_permits_free == total
         await client.invoke_oneway(addr, req(ECHO, b"again"), 5)  # the client still works
         await wait_until(lambda: received.endswith(b"again"))
         nursery.cancel_scope.cancel()
@@ -508,12 +503,12 @@ async def test_oneway_permits_come_back_when_the_connection_breaks_mid_write() -
                                                 host="127.0.0.1"))
         addr = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
         client = await start_client(nursery)
-        permits = client.endpoint.oneway_permits
+        total = client.config.client_oneway_semaphore_value
         for _ in range(8):  # 8 MiB, more than the socket buffers: a write is in progress
             try:
                 await client.invoke_oneway(addr, req(ECHO, b"x" * (1 << 20)), 5)
             except RemotingError:  # the connection broke while this one waited to be queued
                 break
-        await wait_until(lambda: not client.endpoint.connections)
-        assert permits.value == permits.max_value
+        await wait_until(lambda: not client.statistics().connections)
+        assert client.statistics().oneway_permits_free == total
         nursery.cancel_scope.cancel()

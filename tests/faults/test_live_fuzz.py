@@ -160,8 +160,8 @@ async def test_server_survives_live_fuzz(nursery: trio.Nursery, frames: int, wor
             assert (response.code, response.body) == (0, b"after the storm")
     # ...and nothing is left behind: only that client's connection, no request in flight
     with trio.fail_after(10):
-        while (server.statistics().connections != 1 or server.endpoint.processing
-               or server._admission.total != 1):
+        while (server.statistics().connections != 1 or server.statistics().processing
+               or server.statistics().admitted != 1):
             await trio.testing.wait_all_tasks_blocked()
     stats = server.statistics()
     assert stats.in_flight == 0

@@ -19,6 +19,7 @@ from processors import (
     RequestProcessor,
 )
 from remoting import (
+    ChannelHandle,
     ClientConfig,
     RemotingClient,
     RemotingServer,
@@ -26,7 +27,6 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._core._connection import Connection
 
 ECHO = 1  # sync pool processor
 ASYNC_ECHO = 2  # event-loop processor
@@ -95,14 +95,15 @@ def addr_of(server: TrioRemotingServer) -> str:
 
 
 @asynccontextmanager
-async def stalled_flood(server: TrioRemotingServer, frame: bytes) -> AsyncIterator[Connection]:
+async def stalled_flood(server: TrioRemotingServer, frame: bytes
+                        ) -> AsyncIterator[ChannelHandle]:
     """A raw connection that sends `frame` over and over and never reads a response.
 
-    Yields the server's side of it once the server stopped reading it: its responses piled up
+    Yields the server's channel of it once the server stopped reading it: its responses piled up
     past the write high water mark and every task is blocked. (How much more the flooder can
     push into the kernel's socket buffers is the kernel's business.) Closes it on exit.
     """
-    high = server.endpoint.config.write_buffer_high_water_mark
+    high = server.config.write_buffer_high_water_mark
     stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
     try:
         async with trio.open_nursery() as nursery:
@@ -113,11 +114,11 @@ async def stalled_flood(server: TrioRemotingServer, frame: bytes) -> AsyncIterat
 
             nursery.start_soon(flood)
             with trio.fail_after(10):
-                while not any(c.queued_bytes > high for c in server.endpoint.connections):
+                while not any(c.queued_bytes > high for c in server.channels()):
                     await trio.testing.wait_all_tasks_blocked()
-            [conn] = server.endpoint.connections
+            [channel] = server.channels()
             await trio.testing.wait_all_tasks_blocked()
-            yield conn
+            yield channel
             nursery.cancel_scope.cancel()
     finally:
         await stream.aclose()

@@ -12,6 +12,7 @@ from codec import RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, RequestContext
 from remoting import RemotingSendRequestError, TrioRemotingClient, TrioRemotingServer
 
+from ..factories import req
 from .conftest import ASYNC_ECHO, GATED_ASYNC, AsyncGate, addr_of
 
 STEPS = 50
@@ -42,10 +43,6 @@ class Plain(AsyncRequestProcessor):
     async def process_request(self, ctx: RequestContext, request: RemotingCommand
                               ) -> RemotingCommand:
         return RemotingCommand.create_response(ResponseCode.SUCCESS)
-
-
-def req(code: int, body: bytes = b"") -> RemotingCommand:
-    return RemotingCommand.create_request(code, body=body)
 
 
 async def test_a_suspended_processor_does_not_hold_up_the_rest_of_its_burst(
@@ -86,7 +83,7 @@ async def test_processors_that_suspend_many_times_answer_or_fail_cleanly(
         else:
             assert r.code == ResponseCode.SYSTEM_ERROR
             assert "LookupError: after suspending" in (r.remark or "")
-    assert server.endpoint.processing == 0
+    assert server.statistics().processing == 0
 
 
 async def test_reject_request_set_on_the_instance_is_honoured(
@@ -144,11 +141,11 @@ async def test_a_suspended_processor_is_cancelled_when_its_connection_closes(
     fut = await client.invoke_async(addr_of(server), req(LISTENS), timeout=30)
     with trio.fail_after(10):
         await listens.entered.wait()
-        assert server.endpoint.processing == 1
+        assert server.statistics().processing == 1
         assert fut.conn is not None
         fut.conn.close("test: the client goes away")
         await listens.cancelled.wait()  # the peer is gone: its answer could not be delivered
-        while server.endpoint.processing:  # the cancellation is counted right after
+        while server.statistics().processing:  # the cancellation is counted right after
             await trio.lowlevel.checkpoint()
         with pytest.raises(RemotingSendRequestError):  # the client's side of it
             await fut.wait()

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from codec import RemotingCommand, ResponseCode, SerializeType
+from codec import ResponseCode, SerializeType
 from remoting import (
     ClientConfig,
     RemotingClient,
@@ -20,14 +20,8 @@ from remoting import (
     ServerConfig,
 )
 
+from ..factories import req
 from .conftest import ASYNC_ECHO, ECHO, GATED, Gate
-
-
-def req(code: int, body: bytes = b"x", st: SerializeType = SerializeType.JSON
-        ) -> RemotingCommand:
-    cmd = RemotingCommand.create_request(code, body=body)
-    cmd.serialize_type = st
-    return cmd
 
 
 @pytest.mark.parametrize("st", list(SerializeType))
@@ -105,7 +99,7 @@ def test_callback_that_raises_is_logged_and_does_not_break_the_client(
         blocking_client.invoke_async(blocking_server.addr, req(ECHO), 5, bad)
         assert done.wait(5)
         assert blocking_client.invoke_sync(blocking_server.addr, req(ECHO, b"ok"), 5).body == b"ok"
-        blocking_client.endpoint.close_callback_executor(final=False)  # drains the queue
+        blocking_client.shutdown()  # runs the callbacks still queued
     assert [e["event"] for e in logs].count("callback.failed") == 1
 
 

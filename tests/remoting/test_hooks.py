@@ -125,9 +125,12 @@ async def test_abort_from_a_hook_replies_with_its_code(
     assert "processor" not in log
 
 
-def test_registering_a_hook_twice_keeps_one() -> None:
-    client = TrioRemotingClient()
-    hook = Recording("a", [])
+async def test_registering_a_hook_twice_keeps_one(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    log: list[str] = []
+    hook = Recording("a", log)
     client.register_rpc_hook(hook)
     client.register_rpc_hook(hook)
-    assert client.endpoint.hooks == [hook]
+    await client.invoke_sync(addr_of(server), RemotingCommand.create_request(ECHO), timeout=5)
+    assert log == ["a.before", "a.after:0"]

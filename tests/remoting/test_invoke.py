@@ -17,6 +17,7 @@ from remoting import (
     TrioRemotingServer,
 )
 
+from ..factories import req
 from .conftest import ASYNC_ECHO, ECHO, RAISES, REJECTS, addr_of
 
 BOTH = pytest.mark.parametrize("serialize_type", list(SerializeType))
@@ -24,9 +25,7 @@ BOTH = pytest.mark.parametrize("serialize_type", list(SerializeType))
 
 def request(code: int, body: bytes = b"ping", st: SerializeType = SerializeType.JSON,
             **ext: str) -> RemotingCommand:
-    cmd = RemotingCommand.create_request(code, header=ext or None, body=body)
-    cmd.serialize_type = st
-    return cmd
+    return req(code, body, st, **ext)
 
 
 @BOTH
@@ -173,7 +172,7 @@ async def test_ten_thousand_concurrent_async_requests_on_one_connection(
     assert [r.body for r in responses] == [str(i).encode() for i in range(10_000)]
     assert client.statistics().in_flight == 0
     assert client.statistics().connections == 1
-    assert client.endpoint.async_permits.value == 65535
+    assert client.statistics().async_permits_free == 65535
 
 
 async def test_invoke_many_returns_results_in_order(
@@ -225,7 +224,7 @@ async def test_connection_loss_mid_request_fails_fast(client: TrioRemotingClient
         assert trio.current_time() - start < 5
         nursery.cancel_scope.cancel()
     assert client.statistics().in_flight == 0
-    assert client.endpoint.async_permits.value == 65535
+    assert client.statistics().async_permits_free == 65535
 
 
 async def test_cancelled_call_leaves_the_table_empty_and_connection_usable(
@@ -250,7 +249,7 @@ async def test_cancelled_call_leaves_the_table_empty_and_connection_usable(
         assert client.statistics().in_flight == 1
         scope.cancel()
     assert client.statistics().in_flight == 0
-    assert client.endpoint.async_permits.value == 65535
+    assert client.statistics().async_permits_free == 65535
     gate.event.set()
     response = await client.invoke_sync(addr_of(server), request(ECHO, b"after"), timeout=5)
     assert response.body == b"after"
@@ -260,13 +259,14 @@ async def test_cancelled_call_leaves_the_table_empty_and_connection_usable(
 async def test_writes_are_coalesced(server: TrioRemotingServer, client: TrioRemotingClient
                                     ) -> None:
     await client.invoke_sync(addr_of(server), request(ECHO), timeout=5)
-    conn = next(iter(client.endpoint.connections))
-    writes_before, frames_before = conn.writes, conn.frames_written
+    before = client.statistics()
     for _ in range(500):  # queued synchronously: one writer wake-up sends them together
         await client.invoke_oneway(addr_of(server), request(ECHO), timeout=5)
     await client.invoke_sync(addr_of(server), request(ECHO), timeout=5)
-    assert conn.frames_written - frames_before == 501
-    assert conn.writes - writes_before < 50
+    after = client.statistics()
+    assert after.connections == 1
+    assert after.frames_written - before.frames_written == 501
+    assert after.writes - before.writes < 50
 
 
 async def test_statistics_count_requests_by_code(
@@ -281,3 +281,13 @@ async def test_statistics_count_requests_by_code(
     assert s.error_replies == {777: 1}
     assert c.connections == s.connections == 1
     assert c.in_flight == 0
+
+
+async def test_error_replies_count_every_non_success_reply(
+    server: TrioRemotingServer, client: TrioRemotingClient,
+) -> None:
+    """The transport's refusals and the processors' own failures alike (a processor that
+    raises is answered SYSTEM_ERROR: that reply counts too)."""
+    for code in (RAISES, RAISES, REJECTS, 777, ECHO):
+        await client.invoke_sync(addr_of(server), request(code), timeout=5)
+    assert server.statistics().error_replies == {RAISES: 2, REJECTS: 1, 777: 1}

@@ -8,6 +8,7 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, RequestContext
 from remoting import (
+    ClientConfig,
     RemotingCommandError,
     RemotingSendRequestError,
     RemotingTimeoutError,
@@ -15,6 +16,7 @@ from remoting import (
     TrioRemotingServer,
 )
 
+from ..factories import req
 from .conftest import ASYNC_ECHO, ECHO, GATED_ASYNC, AsyncGate, addr_of
 
 HANG_UP = 40
@@ -29,13 +31,9 @@ class HangUp(AsyncRequestProcessor):
         return None
 
 
-def req(code: int, body: bytes = b"x") -> RemotingCommand:
-    return RemotingCommand.create_request(code, body=body)
-
-
 def assert_idle(client: TrioRemotingClient) -> None:
     assert client.statistics().in_flight == 0
-    assert client.endpoint.async_permits.value == client.config.client_async_semaphore_value
+    assert client.statistics().async_permits_free == client.config.client_async_semaphore_value
 
 
 async def test_rows_that_time_out_fail_alone(
@@ -118,3 +116,14 @@ async def test_many_batches_at_once_share_one_connection(
         assert [r.body for r in out[k]] == [b"%d-%d" % (k, i) for i in range(300)]  # type: ignore[attr-defined]
     assert client.statistics().connections == 1
     assert_idle(client)
+
+
+async def test_invoke_many_with_few_permits_waits_for_them_instead_of_failing(
+    server: TrioRemotingServer, nursery: trio.Nursery,
+) -> None:
+    client = TrioRemotingClient(ClientConfig(client_async_semaphore_value=4))
+    await nursery.start(client.serve)
+    requests = [req(ASYNC_ECHO) for _ in range(20)]
+    results = await client.invoke_many(addr_of(server), requests, 5, limit=4)
+    assert all(r.code == ResponseCode.SUCCESS for r in results)  # type: ignore[union-attr]
+    assert client.statistics().async_permits_free == 4

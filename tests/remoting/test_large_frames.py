@@ -18,8 +18,10 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._core._connection import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES, _BufferPool
+from remoting._core._connection import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES
+from remoting._core._receive_buffers import BufferPool
 
+from ..factories import req
 from .conftest import ASYNC_ECHO, ECHO, addr_of
 
 MIB = 1 << 20
@@ -32,11 +34,8 @@ def payload(size: int, seed: int = 0) -> bytes:
     return random.Random(size * 7919 + seed).randbytes(size)
 
 
-def req(code: int, body: bytes, st: SerializeType = SerializeType.JSON) -> RemotingCommand:
-    cmd = RemotingCommand.create_request(code, body=body)
-    cmd.serialize_type = st
-    cmd.ext_fields = {"size": str(len(body))}
-    return cmd
+def sized(code: int, body: bytes, st: SerializeType = SerializeType.JSON) -> RemotingCommand:
+    return req(code, body, st, size=str(len(body)))
 
 
 @pytest.mark.parametrize("st", list(SerializeType))
@@ -47,7 +46,7 @@ async def test_large_bodies_round_trip_byte_exact(
     st: SerializeType,
 ) -> None:
     body = payload(size)
-    response = await client.invoke_sync(addr_of(server), req(code, body, st), 20)
+    response = await client.invoke_sync(addr_of(server), sized(code, body, st), 20)
     assert response.code == 0
     assert type(response.body) is bytes
     assert response.body == body
@@ -63,7 +62,7 @@ def test_large_bodies_round_trip_with_the_blocking_client(
     st: SerializeType,
 ) -> None:
     body = payload(size)
-    response = blocking_client.invoke_sync(blocking_server.addr, req(code, body, st),
+    response = blocking_client.invoke_sync(blocking_server.addr, sized(code, body, st),
                                            timeout=20)
     assert response.body == body
     assert response.serialize_type is st
@@ -84,7 +83,7 @@ async def test_pipelined_large_and_small_requests_share_one_connection(
     async def call(i: int, size: int) -> None:
         body = payload(size, seed=i)
         code = ECHO if i % 2 else ASYNC_ECHO
-        response = await client.invoke_sync(addr, req(code, body, SerializeType(i % 2)), 30)
+        response = await client.invoke_sync(addr, sized(code, body, SerializeType(i % 2)), 30)
         results[i] = response.body
         assert (response.body or b"") == body
 
@@ -93,9 +92,10 @@ async def test_pipelined_large_and_small_requests_share_one_connection(
             for i, size in enumerate(sizes):
                 nursery.start_soon(call, i, size)
     assert len(results) == len(sizes)
-    [conn] = client.endpoint.connections
-    assert conn.frames_written == len(sizes)
-    assert conn.queued_bytes == 0
+    stats = client.statistics()
+    assert stats.connections == 1
+    assert stats.frames_written == len(sizes)
+    assert stats.queued_bytes == 0
 
 
 async def test_oneway_large_frames_free_their_permits(
@@ -105,8 +105,8 @@ async def test_oneway_large_frames_free_their_permits(
     await nursery.start(client.serve)
     addr = addr_of(server)
     for i in range(10):  # more than the permits: each comes back once its frame is sent
-        await client.invoke_oneway(addr, req(ASYNC_ECHO, payload(MIB, seed=i)), timeout=10)
-    response = await client.invoke_sync(addr, req(ASYNC_ECHO, b"after"), 10)
+        await client.invoke_oneway(addr, sized(ASYNC_ECHO, payload(MIB, seed=i)), timeout=10)
+    response = await client.invoke_sync(addr, sized(ASYNC_ECHO, b"after"), 10)
     assert response.body == b"after"
 
 
@@ -117,7 +117,7 @@ async def test_stalled_large_frame_is_closed_after_the_partial_frame_timeout(
     server = TrioRemotingServer(ServerConfig(partial_frame_timeout=0.3))
     server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
     await nursery.start(server.serve)
-    frame = encode_frame(req(ASYNC_ECHO, payload(MIB)))
+    frame = encode_frame(sized(ASYNC_ECHO, payload(MIB)))
     slow = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
     async with slow:
         with capture_logs() as logs:
@@ -140,26 +140,25 @@ async def test_stalled_large_frame_is_closed_after_the_partial_frame_timeout(
 async def test_peer_closing_mid_large_frame_closes_the_connection(
     server: TrioRemotingServer, client: TrioRemotingClient,
 ) -> None:
-    frame = encode_frame(req(ASYNC_ECHO, payload(MIB)))
+    frame = encode_frame(sized(ASYNC_ECHO, payload(MIB)))
     stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
     await stream.send_all(frame[: len(frame) // 2])
-    with trio.fail_after(5):
-        while not server.endpoint.connections:
+    with capture_logs() as logs, trio.fail_after(5):
+        while not server.statistics().connections:
             await trio.testing.wait_all_tasks_blocked()
-        [conn] = server.endpoint.connections
-        while conn.decoder.missing_bytes == 0:  # wait until the server is inside the frame
-            await trio.testing.wait_all_tasks_blocked()
+        await trio.testing.wait_all_tasks_blocked()  # the server has read what was sent
         await stream.aclose()
-        while server.endpoint.connections:
+        while server.statistics().connections:
             await trio.testing.wait_all_tasks_blocked()
-    assert conn.close_reason == "peer closed the connection mid-frame"
+    [closed] = [e for e in logs if e["event"] == "connection.closed"]
+    assert closed["reason"] == "peer closed the connection mid-frame"
     # the server is fine
     body = payload(MIB, seed=3)
-    assert (await client.invoke_sync(addr_of(server), req(ASYNC_ECHO, body), 10)).body == body
+    assert (await client.invoke_sync(addr_of(server), sized(ASYNC_ECHO, body), 10)).body == body
 
 
 def test_buffer_pool_keeps_at_most_its_budget() -> None:
-    pool = _BufferPool(3 * MIB)
+    pool = BufferPool(3 * MIB)
     a, b = pool.take(MIB), pool.take(2 * MIB)
     assert len(a) == MIB and len(b) == 2 * MIB
     pool.give(a)
@@ -199,7 +198,7 @@ async def test_more_in_flight_than_both_high_water_marks_does_not_deadlock(
     results: dict[int, bytes | None] = {}
 
     async def call(i: int) -> None:
-        response = await client.invoke_sync(addr_of(server), req(ASYNC_ECHO, bodies[i]), 30)
+        response = await client.invoke_sync(addr_of(server), sized(ASYNC_ECHO, bodies[i]), 30)
         results[i] = response.body
 
     with trio.fail_after(20):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import tracemalloc
 from functools import partial
 
@@ -12,7 +13,7 @@ import pytest
 import trio
 
 from codec import RemotingCommand, ResponseCode
-from processors import AsyncEchoProcessor, AsyncRequestProcessor, RequestContext
+from processors import AsyncEchoProcessor, AsyncRequestProcessor, RequestContext, RequestProcessor
 from remoting import (
     ChannelHandle,
     ClientConfig,
@@ -27,11 +28,8 @@ from remoting import (
     TrioRemotingServer,
 )
 
+from ..factories import req
 from .conftest import ASYNC_ECHO, ECHO, GATED_ASYNC, AsyncGate, addr_of, stalled_flood
-
-
-def req(code: int, body: bytes = b"x") -> RemotingCommand:
-    return RemotingCommand.create_request(code, body=body)
 
 
 async def dead_port() -> int:
@@ -50,7 +48,7 @@ async def test_address_list_fails_over_to_a_live_server(
     for _ in range(10):  # whatever the random start, every call lands on the live server
         response = await client.invoke_sync(None, req(ASYNC_ECHO, b"ns"), timeout=5)
         assert response.body == b"ns"
-    assert client.endpoint.current_name_server == addr_of(server)
+    assert client.current_name_server == addr_of(server)
     assert client.get_name_server_address_list() == [dead, addr_of(server)]
 
 
@@ -75,7 +73,7 @@ def test_failover_after_one_of_two_servers_stops() -> None:
     try:
         client.update_name_server_address_list([first.addr, second.addr])
         assert client.invoke_sync(None, req(ASYNC_ECHO), 5).code == 0
-        used = client.endpoint.current_name_server
+        used = client.current_name_server
         (first if used == first.addr else second).shutdown()
         # the broken connection is noticed; the next calls fail over within their deadline
         results = []
@@ -85,7 +83,7 @@ def test_failover_after_one_of_two_servers_stops() -> None:
             except RemotingError as exc:  # at most the call racing the close may fail
                 results.append(type(exc).__name__.encode())
         assert results[-3:] == [b"fo"] * 3
-        assert client.endpoint.current_name_server != used
+        assert client.current_name_server != used
     finally:
         client.shutdown()
         first.shutdown()
@@ -184,8 +182,9 @@ async def test_client_waits_then_fails_against_a_peer_that_never_reads(
 
     with pytest.raises(RemotingTooManyRequestsError, match="not reading"):
         await flood()
-    [conn] = client.endpoint.connections
-    assert high < conn.queued_bytes <= high + frame_bytes
+    stats = client.statistics()
+    assert stats.connections == 1
+    assert high < stats.queued_bytes <= high + frame_bytes
     never_read.set()
 
 
@@ -204,9 +203,9 @@ async def test_server_stops_reading_from_a_client_that_does_not_drain_responses(
     from remoting._core._connection import RECEIVE_BYTES
 
     frame = encode_frame(req(ASYNC_ECHO, bytes(range(256)) * (body_bytes // 256)))
-    async with stalled_flood(server, frame) as conn:
+    async with stalled_flood(server, frame) as channel:
         received = server.statistics().requests_received[ASYNC_ECHO]
-        queued = conn.queued_bytes
+        queued = channel.queued_bytes
         assert received > 0
         # bounded: the high water mark plus the responses to one receive buffer of requests
         assert queued <= high + RECEIVE_BYTES + len(frame)
@@ -215,8 +214,8 @@ async def test_server_stops_reading_from_a_client_that_does_not_drain_responses(
         await nursery.start(client.serve)
         assert (await client.invoke_sync(addr_of(server), req(ASYNC_ECHO, b"ok"), 5)).body == b"ok"
         assert server.statistics().requests_received[ASYNC_ECHO] == received + 1
-        assert conn.queued_bytes == queued
-        assert not conn.closed
+        assert channel.queued_bytes == queued
+        assert channel.is_active
 
 
 class FlakyBusy(AsyncRequestProcessor):
@@ -311,7 +310,7 @@ def test_graceful_shutdown_lets_running_processors_finish() -> None:
         stopper = threading.Thread(target=server.shutdown)
         stopper.start()
         # while draining: new requests from our clients get GO_AWAY (resent once, then fail)
-        while not server.endpoint.shutting_down:
+        while not server.draining:
             assert stopper.is_alive()
             stopper.join(0.01)
         with pytest.raises(RemotingError):
@@ -393,7 +392,7 @@ async def test_go_away_resends_to_another_server_in_the_address_list(
     await nursery.start(client.serve)
     client.update_name_server_address_list([addr_of(s) for s, _ in servers])
     await client.invoke_sync(None, req(ECHO), 5)
-    current = next(s for s, g in servers if addr_of(s) == client.endpoint.current_name_server)
+    current = next(s for s, g in servers if addr_of(s) == client.current_name_server)
     gate = next(g for s, g in servers if s is current)
     held = await client.invoke_async(None, req(GATED_ASYNC), 10)  # keeps `current` draining
     with trio.fail_after(5):
@@ -401,11 +400,11 @@ async def test_go_away_resends_to_another_server_in_the_address_list(
     async with trio.open_nursery() as inner:
         inner.start_soon(current.shutdown)
         with trio.fail_after(5):
-            while not current.endpoint.shutting_down:
+            while not current.draining:
                 await trio.testing.wait_all_tasks_blocked()
         response = await client.invoke_sync(None, req(ECHO, b"moved"), 5)
         assert response.body == b"moved"  # GO_AWAY, then resent to the other server
-        assert client.endpoint.current_name_server != addr_of(current)
+        assert client.current_name_server != addr_of(current)
         gate.event.set()
     assert (await held.wait()).code == ResponseCode.SUCCESS
 
@@ -444,9 +443,8 @@ async def test_reconnect_loop_against_a_dead_port_keeps_memory_and_tables_flat(
     grown = sum(d.size_diff for d in after.compare_to(before, "filename")
                 if any(part in d.traceback[0].filename for part in ours))
     assert grown < 100_000, f"grew by {grown} bytes over 1000 attempts"
-    ep = client.endpoint
-    assert (len(ep.channels), len(ep._connecting), len(ep.table), len(ep.connections)) == (
-        0, 0, 0, 0)
+    stats = client.statistics()
+    assert (stats.connecting, stats.in_flight, stats.connections) == (0, 0, 0)
 
 
 async def test_statistics_report_latency_percentiles(
@@ -516,7 +514,7 @@ async def test_a_second_go_away_is_a_send_failure(
     server: TrioRemotingServer, client: TrioRemotingClient,
 ) -> None:
     await client.invoke_sync(addr_of(server), req(ECHO), 5)
-    server.endpoint.begin_shutdown()  # draining, but still accepting: GO_AWAY to everything
+    server.drain()  # draining, but still accepting: GO_AWAY to everything
     with pytest.raises(RemotingSendRequestError, match="GO_AWAY"):
         await client.invoke_sync(addr_of(server), req(ECHO), 5)
     assert client.statistics().connections_opened == 2  # it reconnected once to resend
@@ -527,6 +525,51 @@ async def test_go_away_is_data_when_resending_is_disabled(
 ) -> None:
     client = TrioRemotingClient(ClientConfig(enable_reconnect_for_go_away=False))
     await nursery.start(client.serve)
-    server.endpoint.begin_shutdown()
+    server.drain()
     response = await client.invoke_sync(addr_of(server), req(ECHO), 5)
     assert response.code == ResponseCode.GO_AWAY
+
+
+class Stop(RequestProcessor):
+    """A sync processor that shuts its own server down (an admin "stop" command)."""
+
+    def __init__(self) -> None:
+        self.server: RemotingServer | None = None
+        self.returned_after = -1.0
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        assert self.server is not None
+        start = time.monotonic()
+        self.server.shutdown()
+        self.returned_after = time.monotonic() - start
+        return RemotingCommand.create_response(ResponseCode.SUCCESS, remark="stopping")
+
+
+def test_a_processor_shutting_down_its_own_server_neither_waits_for_itself_nor_loses_its_reply(
+) -> None:
+    # It waited out the grace period for itself (it is a running processor), then the pool's
+    # join waited for it too (the thread calling shutdown): about 10 s and a warning.
+    from structlog.testing import capture_logs
+
+    stop = Stop()
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=5)).start()
+    stop.server = server
+    server.register_processor(40, stop)
+    client = RemotingClient().start()
+    try:
+        with capture_logs() as logs:
+            start = time.monotonic()
+            response = client.invoke_sync(server.addr, req(40), 10)
+            assert response.code == ResponseCode.SUCCESS and response.remark == "stopping"
+            assert 0 <= stop.returned_after < 2.0
+            server.shutdown()  # from another thread: returns once the server has stopped
+            assert time.monotonic() - start < 4.0
+        assert not [e for e in logs if e["event"] in ("pool.threads_left_running",
+                                                      "server.shutdown_forced")]
+        assert not [t for t in threading.enumerate()
+                    if t.name.startswith("remoting-server") and t.is_alive()]
+        with pytest.raises(RemotingError):
+            client.invoke_sync(server.addr, req(40), 2)
+    finally:
+        client.shutdown()
+        server.shutdown()

@@ -7,7 +7,7 @@ import trio
 import trio.testing
 from structlog.testing import capture_logs
 
-from codec import RemotingCommand, ResponseCode
+from codec import ResponseCode
 from processors import EchoProcessor
 from remoting import (
     ClientConfig,
@@ -16,13 +16,11 @@ from remoting import (
     ServerConfig,
     TrioRemotingClient,
     TrioRemotingServer,
+    open_client,
 )
 
+from ..factories import req
 from .conftest import ECHO, GATED, GATED_ASYNC, AsyncGate, Gate, addr_of
-
-
-def req(code: int, body: bytes = b"x") -> RemotingCommand:
-    return RemotingCommand.create_request(code, body=body)
 
 
 async def test_timeout_raises_and_late_response_is_orphaned(
@@ -56,10 +54,10 @@ async def test_sync_timeout_closes_the_connection_by_default(
     gate = AsyncGate()
     server.register_processor(GATED_ASYNC, gate)
     await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)
-    [first] = client.endpoint.connections
     with pytest.raises(RemotingTimeoutError):
         await client.invoke_sync(addr_of(server), req(GATED_ASYNC), timeout=0.2)
-    assert first.closed
+    await trio.testing.wait_all_tasks_blocked()
+    assert client.statistics().connections == 0  # closed at the timeout
     assert (await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)).code == 0
     assert client.statistics().connections_opened == 2
     gate.event.set()
@@ -76,18 +74,16 @@ async def test_async_timeout_keeps_the_connection(
     assert client.statistics().connections_opened == 1
 
 
-async def test_async_callback_fires_once_on_timeout(
-    server: TrioRemotingServer, client: TrioRemotingClient,
-) -> None:
+async def test_async_callback_fires_once_on_timeout(server: TrioRemotingServer) -> None:
     server.register_processor(GATED_ASYNC, AsyncGate())
     calls: list[object] = []
-    fut = await client.invoke_async(addr_of(server), req(GATED_ASYNC), timeout=0.2,
-                                    callback=calls.append)
-    with pytest.raises(RemotingTimeoutError):
-        await fut.wait()
-    assert fut.is_timeout
-    # shutting the callback executor down runs every queued callback first
-    await trio.to_thread.run_sync(client.endpoint.close_callback_executor, False)
+    async with open_client() as client:
+        fut = await client.invoke_async(addr_of(server), req(GATED_ASYNC), timeout=0.2,
+                                        callback=calls.append)
+        with pytest.raises(RemotingTimeoutError):
+            await fut.wait()
+        assert fut.is_timeout
+    # a client that stopped has run every queued callback
     assert calls == [fut]
 
 
@@ -109,13 +105,13 @@ async def test_burst_of_timeouts_does_not_leak_permits(nursery: trio.Nursery) ->
     async with trio.open_nursery() as burst:
         for _ in range(10):
             burst.start_soon(call)
-    assert client.endpoint.async_permits.value == 10
+    assert client.statistics().async_permits_free == 10
     assert client.statistics().in_flight == 0
     gate.event.set()
     for _ in range(30):  # more calls than permits: each must get one back
         response = await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)
         assert response.code == ResponseCode.SUCCESS
-    assert client.endpoint.async_permits.value == 10
+    assert client.statistics().async_permits_free == 10
 
 
 async def test_exhausted_permits_raise_too_many_requests_within_timeout(
@@ -136,16 +132,18 @@ async def test_exhausted_permits_raise_too_many_requests_within_timeout(
     gate.event.set()
     for fut in held:
         assert (await fut.wait()).code == ResponseCode.SUCCESS
-    assert client.endpoint.async_permits.value == 2
+    assert client.statistics().async_permits_free == 2
 
 
 async def test_saturated_pool_answers_overload_at_once_and_other_codes_are_not_delayed(
-    server: TrioRemotingServer, client: TrioRemotingClient,
+    nursery: trio.Nursery, client: TrioRemotingClient,
 ) -> None:
     gate = Gate()
+    server = TrioRemotingServer(ServerConfig(processor_queue_capacity=0))
+    server.register_processor(ECHO, EchoProcessor())
     # one thread and no queue: the second request to GATED cannot be taken
     server.register_processor(GATED, gate, threads=1)
-    server.endpoint.processors[GATED].pool.capacity = 1  # type: ignore[union-attr]
+    await nursery.start(server.serve)
     first = await client.invoke_async(addr_of(server), req(GATED), timeout=10)
     assert await trio.to_thread.run_sync(gate.entered.acquire, True, 5)
     start = trio.current_time()

@@ -20,6 +20,7 @@ from hypothesis.stateful import (
 
 from codec import RemotingCommand
 from remoting._core._future import ResponseFuture
+from remoting._core._permits import Permits
 from remoting._core._response_table import ResponseTable
 
 
@@ -35,13 +36,9 @@ class TableMachine(RuleBasedStateMachine):
         self.table = ResponseTable()
         self.now = 0.0
         self.conns = [Conn(), Conn()]
-        self.permits_taken = 0
-        self.permits_released = 0
+        self.permits = Permits(1_000_000)
         self.completions: dict[int, int] = {}
         self.futures: list[ResponseFuture] = []
-
-    def _release(self) -> None:
-        self.permits_released += 1
 
     def _complete(self, fut: ResponseFuture | None, how: str) -> None:
         if fut is None:
@@ -60,8 +57,8 @@ class TableMachine(RuleBasedStateMachine):
         fut = ResponseFuture(RemotingCommand.create_request(1), "peer", timeout)
         fut.deadline = self.now + timeout
         fut.conn = self.conns[conn]
-        fut._permit_release = self._release
-        self.permits_taken += 1
+        assert self.permits.try_take()
+        fut._permits = self.permits  # what the invoker's send does
         self.table.add(fut)
         self.futures.append(fut)
         return fut
@@ -109,7 +106,9 @@ class TableMachine(RuleBasedStateMachine):
     @invariant()
     def permits_released_exactly_for_completed(self) -> None:
         done = [f for f in self.futures if f.done()]
-        assert self.permits_released == len(done) == len(self.completions)
+        in_use = self.permits.total - self.permits.free
+        assert in_use == len(self.futures) - len(done)
+        assert len(done) == len(self.completions)
 
     @invariant()
     def table_holds_exactly_the_pending(self) -> None:
@@ -124,7 +123,7 @@ class TableMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.shutdown()
-        assert self.permits_released == self.permits_taken
+        assert self.permits.free == self.permits.total
         assert len(self.table) == 0
 
 
@@ -139,9 +138,9 @@ def test_heap_is_compacted_when_completed_entries_pile_up() -> None:
         fut = ResponseFuture(RemotingCommand.create_request(1), "p", 3600)
         fut.deadline = 3600.0
         table.add(fut)
-        assert table.pop(fut.opaque) is fut
+        assert table.pop_for(fut.opaque, fut.conn) is fut
     assert len(table) == 0
-    assert len(table._heap) <= 2 * 1024 + 2
+    assert table.deadline_entries <= 2 * 1024 + 2
 
 
 def test_adding_a_pending_opaque_twice_is_refused() -> None:

@@ -16,7 +16,7 @@ def test_a_completed_call_is_not_kept_alive_by_the_deadline_heap() -> None:
     fut.deadline = 60.0
     before = sys.getrefcount(fut)
     table.add(fut)
-    assert table.pop(fut.opaque) is fut
+    assert table.pop_for(fut.opaque, fut.conn) is fut
     assert sys.getrefcount(fut) == before
     assert table.next_deadline() is None
     assert table.expire(100.0) == []

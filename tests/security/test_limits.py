@@ -60,7 +60,7 @@ async def test_connections_beyond_the_limit_are_closed(nursery: trio.Nursery, li
     client = TrioRemotingClient()
     await nursery.start(client.serve)
     with trio.fail_after(5):
-        while server._admission.total:
+        while server.statistics().admitted:
             await trio.testing.wait_all_tasks_blocked()
     assert (await client.invoke_sync(f"127.0.0.1:{server.port}",
                                      RemotingCommand.create_request(ECHO), 5)).code == 0
@@ -118,7 +118,7 @@ def test_requests_in_progress_per_connection_are_bounded() -> None:
                    for _ in range(12)]
         for _ in range(3):
             assert running.acquire(timeout=5)
-        assert server.endpoint.processing == 3  # the 4th is not even read yet
+        assert server.statistics().processing == 3  # the 4th is not even read yet
         release.set()
         assert all(f.result(10).code == ResponseCode.SUCCESS for f in futures)
     assert concurrent[1] == 3

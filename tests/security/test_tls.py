@@ -50,8 +50,8 @@ async def test_tls_client_talks_to_tls_server(nursery: trio.Nursery, pki: Pki, m
                                               ) -> None:
     addr, server, client = await start(nursery, tls_server(pki, mode), tls_client(pki))
     assert (await client.invoke_sync(addr, echo(), 5)).body == b"secret"
-    [conn] = server.endpoint.connections
-    assert isinstance(conn.stream, trio.SSLStream)
+    [channel] = server.channels()
+    assert channel.tls_version is not None and channel.tls_version.startswith("TLS")
 
 
 async def test_permissive_server_also_serves_plaintext(nursery: trio.Nursery, pki: Pki) -> None:

@@ -1,19 +1,26 @@
-"""`RemotingClient.invoke_sync` sends from the calling thread when it can (no hop into the
-loop's thread): every call still completes exactly once, whatever ends it."""
+"""Calls from threads other than the loop's: handed to the loop in batches, or (a blocking
+``invoke_sync`` on an idle connection, a pool thread's lone reply) sent by the thread itself
+through the connection's send gate. Every call still completes exactly once, whatever ends it,
+and no thread ever breaks the loop."""
 
 from __future__ import annotations
 
+import socket
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import trio
+import trio.testing
 
-from codec import RemotingCommand, SerializeType
-from processors import AsyncRequestProcessor, RequestContext
+from codec import RemotingCommand, ResponseCode, SerializeType
+from processors import AsyncEchoProcessor, AsyncRequestProcessor, RequestContext
 from remoting import (
     ClientConfig,
     RemotingClient,
+    RemotingConnectError,
     RemotingError,
     RemotingSendRequestError,
     RemotingServer,
@@ -21,6 +28,7 @@ from remoting import (
     ServerConfig,
 )
 
+from ..factories import req
 from .conftest import ASYNC_ECHO, ECHO, GATED, Gate, install_standard_processors
 
 HANG_UP = 41
@@ -31,17 +39,6 @@ class HangUp(AsyncRequestProcessor):
                               ) -> RemotingCommand | None:
         ctx.channel.close()
         return None
-
-
-def req(code: int, body: bytes = b"x", st: SerializeType = SerializeType.JSON
-        ) -> RemotingCommand:
-    cmd = RemotingCommand.create_request(code, body=body)
-    cmd.serialize_type = st
-    return cmd
-
-
-def sent_from_threads(client: RemotingClient) -> int:
-    return sum(client.endpoint._sent_from_threads.values())
 
 
 def test_threads_send_directly_and_every_answer_matches(
@@ -70,7 +67,7 @@ def test_threads_send_directly_and_every_answer_matches(
     assert stats.in_flight == 0
     assert stats.connections == 1
     assert sum(stats.requests_sent.values()) == 1 + 8 * 200 + 8 * 4
-    assert sent_from_threads(blocking_client) > 0  # the direct path was taken
+    assert stats.sent_by_threads > 0  # the direct path was taken
 
 
 def test_the_same_command_from_many_threads_gets_its_answers(
@@ -182,25 +179,105 @@ def test_threads_calling_while_the_server_stops_all_return() -> None:
     assert set(outcomes) <= {"ok", "RemotingSendRequestError", "RemotingConnectError"}
 
 
-def test_a_lone_pool_response_is_written_by_its_pool_thread(
+def test_a_lone_pool_reply_is_sent_by_its_pool_thread(
     blocking_server: RemotingServer, blocking_client: RemotingClient,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from remoting._core._connection import Connection
-
-    writers: list[str] = []
-    original = Connection.send_response_from_thread
-
-    def spy(self: Connection, frame: bytes) -> bool:
-        done = original(self, frame)
-        if done:
-            writers.append(threading.current_thread().name)
-        return done
-
-    monkeypatch.setattr(Connection, "send_response_from_thread", spy)
     addr = blocking_server.addr
+    before = blocking_server.statistics().sent_by_threads
     for i in range(50):  # one at a time: each request is alone in its pool batch
         assert blocking_client.invoke_sync(addr, req(ECHO, b"%d" % i), timeout=5).body == (
             b"%d" % i)
-    assert len(writers) >= 45  # nearly all (a frame may still be queued behind another)
-    assert all(name.startswith("remoting-server-") for name in writers)  # pool threads
+    # nearly all (a reply may find the connection busy and go through the loop)
+    assert blocking_server.statistics().sent_by_threads - before >= 45
+
+
+def test_blocking_server_channels_while_clients_come_and_go() -> None:
+    # RemotingServer.channels() runs in the caller's thread while the loop adds and removes
+    # connections: it iterated the loop's set and raised "Set changed size during iteration".
+    server = RemotingServer(ServerConfig()).start()
+    held = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(100)]
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+
+    churner = threading.Thread(target=churn, daemon=True)
+    churner.start()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: the race shows within a few thousand calls
+    try:
+        end = time.monotonic() + 3.0
+        calls = 0
+        while calls < 20_000 and time.monotonic() < end:
+            assert all(ch.remote_addr for ch in server.channels())
+            calls += 1
+    finally:
+        sys.setswitchinterval(interval)
+        stop.set()
+        churner.join(10)
+        for s in held:
+            s.close()
+        server.shutdown()
+
+
+async def test_a_blocking_clients_future_awaited_from_another_trio_loop(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+) -> None:
+    # user-guide: ResponseFuture has `await wait()` (trio). Awaited from a trio loop other than
+    # the client's, completion rescheduled a foreign task from the client's loop thread:
+    # AssertionError in the client's reader, its connection lost, and the waiter never woke.
+    gate = Gate()
+    blocking_server.register_processor(GATED, gate)
+    addr = blocking_server.addr
+    warm = await trio.to_thread.run_sync(blocking_client.invoke_sync, addr, req(ASYNC_ECHO), 5)
+    assert warm.code == ResponseCode.SUCCESS
+    with trio.fail_after(10):
+        fut = blocking_client.invoke_async(addr, req(ASYNC_ECHO, body=b"a"), 5)
+        assert (await fut.wait()).body == b"a"
+
+        # a waiter cancelled before completion, then one that stays: neither loop breaks
+        gated = blocking_client.invoke_async(addr, req(GATED, b"g"), 5)
+        assert await trio.to_thread.run_sync(gate.entered.acquire, True, 10)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await gated.wait()
+        async with trio.open_nursery() as nursery:
+            got: list[bytes | None] = []
+
+            async def waiter() -> None:
+                got.append((await gated.wait()).body)
+
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.release()
+        assert got == [b"g"]
+    assert blocking_client.statistics().connections == 1  # the connection survived
+    again = await trio.to_thread.run_sync(blocking_client.invoke_sync, addr,
+                                          req(ASYNC_ECHO, body=b"b"), 5)
+    assert again.body == b"b"
+
+
+def test_a_bad_address_type_fails_the_call_not_the_client(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+) -> None:
+    with pytest.raises(RemotingConnectError):
+        blocking_client.invoke_sync(("127.0.0.1", 1), req(ASYNC_ECHO), 2)  # type: ignore[arg-type]
+    ok = blocking_client.invoke_sync(blocking_server.addr, req(ASYNC_ECHO, body=b"ok"), 5)
+    assert ok.body == b"ok"
+
+
+def test_channel_calls_after_shutdown_keep_raising() -> None:
+    server = RemotingServer().start()
+    server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+    try:
+        with RemotingClient() as client:
+            client.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
+            client.invoke_sync(server.addr, req(ASYNC_ECHO), 5)
+            [channel] = server.channels()
+            server.shutdown()
+            for _ in range(3):  # every call, not only the first, must say so
+                with pytest.raises(RemotingError):
+                    channel.invoke_async(req(ASYNC_ECHO), 1)
+    finally:
+        server.shutdown()  # idempotent: stops it if the test failed before its own call

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .._errors import RemotingError
-from ._dispatch import finish_response
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -14,34 +13,64 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from ._connection import Connection
+    from ._dispatch import Dispatcher
     from ._future import ResponseFuture
+    from ._invoker import Invoker
 
-__all__ = ["ChannelHandle"]
+__all__ = ["ChannelHandle", "ChannelHost"]
+
+
+class ChannelHost(Protocol):
+    """What a handle needs from the endpoint that owns its connection."""
+
+    @property
+    def invoker(self) -> Invoker: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    @property
+    def loop_thread_id(self) -> int | None: ...
+
+    def call_on_loop(self, fn: Callable[[], object]) -> bool: ...
 
 
 class ChannelHandle:
     """A handle on one connection; implements `processors.Channel`.
 
     Blocking methods may be called from any thread except the event loop's; the ``*_async``
-    methods are for trio tasks (async processors).
+    methods are for trio tasks of the endpoint's loop (async processors).
     """
 
     __module__ = "remoting"
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_host")
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, host: ChannelHost) -> None:
         self._conn = conn
+        self._host = host
 
     def __repr__(self) -> str:
         return f"<Channel {self.remote_addr}{'' if self.is_active else ' closed'}>"
 
     @property
     def remote_addr(self) -> str:
+        """The peer's ``"ip:port"``."""
         return self._conn.remote_addr
 
     @property
     def is_active(self) -> bool:
+        """False once the connection is closed."""
         return not self._conn.closed
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes waiting to be sent to this peer (a peer that does not read makes it grow)."""
+        return self._conn.queued_bytes
+
+    @property
+    def tls_version(self) -> str | None:
+        """The TLS version in use (e.g. ``"TLSv1.3"``), or None for plain TCP."""
+        return self._conn.tls_version
 
     @property
     def attributes(self) -> dict[str, object]:
@@ -50,20 +79,21 @@ class ChannelHandle:
 
     def close(self) -> None:
         """Close the connection (thread-safe)."""
-        self._call_in_loop(lambda: self._conn.close("closed by the application"))
+        conn = self._conn
+        self._call_on_loop(lambda: conn.close("closed by the application"))
 
     def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Send ``response`` to ``request`` (long polling); thread-safe, never blocks."""
-        frame = finish_response(request, response)
-        if frame is not None:
-            self._call_in_loop(lambda: self._conn.write_response_frame(frame))
+        conn = self._conn
+        dispatcher = self._host.dispatcher
+        self._call_on_loop(lambda: dispatcher.write_response(conn, request, response))
 
-    def _call_in_loop(self, fn: Callable[[], object]) -> None:
-        if not self._conn.endpoint.call_on_loop(fn):
+    def _call_on_loop(self, fn: Callable[[], object]) -> None:
+        if not self._host.call_on_loop(fn):
             raise RemotingError("the endpoint is shut down", self.remote_addr)
 
     def _check_thread(self) -> None:
-        if threading.get_ident() == self._conn.endpoint.loop_thread_id:
+        if threading.get_ident() == self._host.loop_thread_id:
             raise RuntimeError(
                 "blocking channel calls cannot be made from the event loop's thread: in an "
                 "async processor use `await ctx.channel.invoke_sync_async(...)`"
@@ -76,19 +106,19 @@ class ChannelHandle:
 
     def invoke_async(self, request: RemotingCommand, timeout: float = 3.0) -> ResponseFuture:
         """Send a request over this connection; return its future (from a thread)."""
-        return self._conn.endpoint.submit_from_thread(self._conn, request, timeout, "async")
+        return self._host.invoker.submit_from_thread(self._conn, request, timeout, "async")
 
     def invoke_oneway(self, request: RemotingCommand, timeout: float = 3.0) -> None:
         """Send a oneway request over this connection (from a thread)."""
         self._check_thread()
-        self._conn.endpoint.submit_from_thread(self._conn, request, timeout, "oneway").result()
+        self._host.invoker.submit_from_thread(self._conn, request, timeout, "oneway").result()
 
     async def invoke_sync_async(
         self, request: RemotingCommand, timeout: float = 3.0
     ) -> RemotingCommand:
         """Call the peer over this connection and wait (from a trio task)."""
-        return await self._conn.endpoint.invoke(self._conn, request, timeout)
+        return await self._host.invoker.invoke(self._conn, request, timeout)
 
     async def invoke_oneway_async(self, request: RemotingCommand, timeout: float = 3.0) -> None:
         """Send a oneway request over this connection (from a trio task)."""
-        await self._conn.endpoint.invoke_oneway(self._conn, request, timeout)
+        await self._host.invoker.invoke_oneway(self._conn, request, timeout)

@@ -1,0 +1,94 @@
+"""A/B two checkouts with bench/rpc.py, alternating them in one sitting.
+
+    .venv/bin/python bench/ab.py --a ../old-checkout --b . --rounds 5
+
+Each round runs ``bench/rpc.py --runs 1`` once with checkout A's packages first on
+``PYTHONPATH`` and once with B's (the order alternates from round to round), so that a drift
+of the machine hits both alike. The harness itself (this file, bench/rpc.py and its workers)
+always comes from the checkout it is run from; only the library code differs. It prints, per
+metric, the median over rounds of A and of B, and the median of the per-round ratios B/A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROW = re.compile(r"^\|\s*(?P<name>[^|]+?)\s*\|\s*(?P<ours>[\d,.]+)\s*\|")
+CPU_ROW = re.compile(r"^\|\s*(?P<name>(?:ours|raw)[^|]+?)\s*\|\s*(?P<cli>[\d.]+)\s*\|\s*[\d.]+\s*\|"
+                     r"\s*(?P<srv>[\d.]+)\s*\|")
+
+
+def parse(text: str) -> dict[str, float]:
+    """Return {metric: value} from bench/rpc.py's two tables (ours column, CPU per request)."""
+    out: dict[str, float] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("| metric"):
+            section = "metric"
+            continue
+        if line.startswith("| case"):
+            section = "cpu"
+            continue
+        if section == "metric" and (m := ROW.match(line)):
+            out[m["name"]] = float(m["ours"].replace(",", ""))
+        elif section == "cpu" and (m := CPU_ROW.match(line)):
+            out[f"cpu client us, {m['name']}"] = float(m["cli"])
+            out[f"cpu server us, {m['name']}"] = float(m["srv"])
+        elif section == "metric" and line.startswith("| 1 MiB") is False and not line:
+            section = ""
+    return out
+
+
+def run_once(tree: Path, extra: list[str]) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.run([sys.executable, str(HERE / "rpc.py"), "--runs", "1", *extra],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    if proc.returncode not in (0, 1):  # 1: a target missed, still a result
+        raise RuntimeError(f"bench/rpc.py failed for {tree}:\n{proc.stderr[-3000:]}")
+    return parse(proc.stdout)
+
+
+def commit_of(tree: Path) -> str:
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip() or "?"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--a", type=Path, required=True, help="checkout A (the baseline)")
+    ap.add_argument("--b", type=Path, default=HERE.parent, help="checkout B (default: this one)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="pass --quick to bench/rpc.py")
+    args = ap.parse_args()
+    a, b = args.a.resolve(), args.b.resolve()
+    extra = ["--quick"] if args.quick else []
+    runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
+    for i in range(args.rounds):
+        order = [("A", a), ("B", b)] if i % 2 == 0 else [("B", b), ("A", a)]
+        for label, tree in order:
+            runs[label].append(run_once(tree, extra))
+            print(f"round {i + 1}/{args.rounds}: {label} done", file=sys.stderr, flush=True)
+    print(f"A = {a} ({commit_of(a)}), B = {b} ({commit_of(b)} + working tree), "
+          f"{args.rounds} rounds, alternating\n")
+    print(f"| {'metric':<74} | {'A':>9} | {'B':>9} | {'B/A':>6} |")
+    print(f"|{'-' * 76}|{'-' * 11}|{'-' * 11}|{'-' * 8}|")
+    for name in runs["A"][0]:
+        av = [r[name] for r in runs["A"] if name in r]
+        bv = [r[name] for r in runs["B"] if name in r]
+        if not av or not bv:
+            continue
+        ratios = [y / x for x, y in zip(av, bv, strict=False) if x]
+        print(f"| {name:<74} | {statistics.median(av):>9,.1f} | {statistics.median(bv):>9,.1f} "
+              f"| {statistics.median(ratios):>5.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,502 @@
+"""`Invoker`: the calling side of an endpoint. Permits, the response table, sending, deadlines.
+
+Theory of operation (loop thread only; threads come in through `submit_from_thread`):
+- A call is a `ResponseFuture`. Once a connection and a permit are in hand, sending is
+  synchronous (`send`): encode, register in the table, queue the frame. On the fast path (a
+  live connection, a free permit, room in the socket's queue) nothing is awaited and no task
+  is started; otherwise connecting, waiting for a permit and waiting for room happen first,
+  all under the call's one deadline (`_send_later`).
+- Calls from other threads arrive through the inbox, in batches, and take the same path.
+- Each registered call completes exactly once, by whoever removes it from the table: its
+  response (`response_received`), its deadline (`expire`: a timer sleeping until the earliest
+  deadline, plus RocketMQ's periodic scan as a safety net), the loss of its connection
+  (`connection_lost`), a failed send, a cancelled wait, or shutdown (`fail_all`).
+- Responses that match nothing are counted per connection; a peer sending more of them than
+  its calls that were given up (timed out or cancelled) allow is closed (`MAX_UNEXPECTED`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import trio
+
+from codec import RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
+
+from .._errors import (
+    RemotingError,
+    RemotingTooManyRequestsError,
+    translate,
+)
+from .._log import log
+from ._channels import target_addr
+from ._connection import Connection
+from ._future import ResponseFuture
+from ._many import Batch
+from ._permits import Permits
+from ._response_table import ResponseTable
+from ._threads import ThreadCalls
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from .._config import ClientConfig, ServerConfig
+    from .._observability._statistics import Counters
+    from ._channels import ChannelTable, Target
+    from ._threads import CallbackRunner, Inbox
+
+__all__ = ["CallKind", "Invoker", "busy_backoff"]
+
+CallKind = Literal["sync", "async", "oneway"]
+
+BUSY_BACKOFF_FIRST: Final = 0.01  # seconds; doubles up to BUSY_BACKOFF_MAX, with jitter
+BUSY_BACKOFF_MAX: Final = 0.2
+# Responses matching no call that one connection may send beyond the calls given up on it
+# (timed out or cancelled: their late answers are expected) before it is closed.
+MAX_UNEXPECTED: Final = 100
+_GO_AWAY: Final = int(ResponseCode.GO_AWAY)  # a plain int compares faster than the enum
+
+
+def busy_backoff(attempt: int) -> float:
+    """Return the pause before retry number ``attempt`` (1-based) of a SYSTEM_BUSY reply."""
+    base: float = min(BUSY_BACKOFF_MAX, BUSY_BACKOFF_FIRST * 2.0 ** (attempt - 1))
+    return base * random.uniform(0.5, 1.0)
+
+
+class Invoker:
+    """Sends requests and completes their futures (see the module docstring)."""
+
+    def __init__(self, role: str, config: ClientConfig | ServerConfig, channels: ChannelTable,
+                 counters: Counters, callbacks: CallbackRunner, inbox: Inbox) -> None:
+        self.role = role
+        self.callbacks = callbacks  # with `inbox`: what futures need (CallSupport)
+        self.inbox = inbox
+        self.table = ResponseTable()
+        self.thread_calls = ThreadCalls()  # sent by threads themselves (_threads), to adopt
+        if role == "client":
+            async_n = config.client_async_semaphore_value  # type: ignore[union-attr]
+            oneway_n = config.client_oneway_semaphore_value  # type: ignore[union-attr]
+            self.go_away_retry = bool(config.enable_reconnect_for_go_away)  # type: ignore[union-attr]
+            self.close_on_sync_timeout = bool(config.close_socket_if_timeout)  # type: ignore[union-attr]
+        else:
+            async_n = config.server_async_semaphore_value  # type: ignore[union-attr]
+            oneway_n = config.server_oneway_semaphore_value  # type: ignore[union-attr]
+            self.go_away_retry = self.close_on_sync_timeout = False
+        self.async_permits = Permits(async_n)
+        self.oneway_permits = Permits(oneway_n)
+        self._config = config
+        self._channels = channels
+        self._counters = counters
+        self._nursery: trio.Nursery | None = None
+        self._timer_scope: trio.CancelScope | None = None
+        self._timer_deadline = math.inf
+        self.now: Callable[[], float] = trio.current_time
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the deadline timer and the scanner until cancelled; calls start once started."""
+        self.now = trio.lowlevel.current_clock().current_time
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self._config.precise_timeouts:
+                nursery.start_soon(self._timer)
+            nursery.start_soon(self._scanner)
+            task_status.started()
+
+    def close(self) -> None:
+        """Start no more calls (the loop is ending)."""
+        self._nursery = None
+
+    def fail_all(self, reason: str) -> None:
+        """Fail every pending call (shutdown)."""
+        self.adopt_thread_calls()
+        for fut in self.table.pop_all():
+            fut._fail_send(reason)
+
+    @property
+    def by_addr(self) -> dict[str, Connection]:
+        """A client's connections by dialled address (read by threads: `_threads`)."""
+        return self._channels.by_addr
+
+    def new_thread_call(self, addr: str, request: RemotingCommand, timeout: float
+                        ) -> ResponseFuture:
+        """The future of a call a thread sends itself (`_threads.send_call_from_thread`)."""
+        fut = self.new_future(addr, request, timeout, "sync", threaded=True)
+        fut._overdue = self._overdue
+        return fut
+
+    def _overdue(self, fut: ResponseFuture) -> None:
+        """A thread's call passed its deadline (called on that thread): expire it on the loop."""
+        try:
+            self.inbox.post(self._expire_thread_call, fut)
+        except RuntimeError:  # the loop has ended: its shutdown failed the call
+            pass
+
+    def _expire_thread_call(self, fut: ResponseFuture) -> None:
+        self.adopt_thread_calls()
+        if self.table.pop_for(fut.opaque, fut.conn) is fut:
+            self._timed_out(fut)
+
+    def adopt_thread_calls(self) -> None:
+        """Move the calls threads sent themselves into the response table."""
+        calls = self.thread_calls
+        counters = self._counters
+        sent = counters.sent
+        while (fut := calls.take()) is not None:
+            try:
+                self.table.add(fut)
+            except ValueError:  # only an opaque a user set by hand can collide
+                fut._fail_send(f"opaque {fut.opaque} is already pending")
+                continue
+            code = fut.request.code
+            sent[code] = sent.get(code, 0) + 1
+            counters.count_thread_send()
+            if fut.deadline < self._timer_deadline and self._timer_scope is not None:
+                self._timer_deadline = self._timer_scope.deadline = fut.deadline
+
+    async def _timer(self) -> None:
+        while True:
+            deadline = self.table.next_deadline()
+            self._timer_deadline = math.inf if deadline is None else deadline
+            with trio.CancelScope(deadline=self._timer_deadline) as scope:
+                self._timer_scope = scope
+                await trio.sleep_forever()
+            self._timer_scope = None
+            self._timer_deadline = math.inf
+            self.expire(trio.current_time())
+
+    async def _scanner(self) -> None:
+        cfg = self._config
+        await trio.sleep(cfg.scan_initial_delay)
+        while True:  # RocketMQ's scanResponseTable: a safety net, with its grace
+            self.expire(trio.current_time() - cfg.scan_grace)
+            await trio.sleep(cfg.scan_period)
+
+    def expire(self, now: float) -> None:
+        """Fail every call whose deadline is at or before ``now``."""
+        self.adopt_thread_calls()
+        for fut in self.table.expire(now):
+            self._timed_out(fut)
+
+    def _timed_out(self, fut: ResponseFuture) -> None:
+        self._counters.timeouts += 1
+        log.warning("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
+        conn = fut.conn
+        if conn is not None:
+            conn.abandoned += 1
+        fut._fail_timeout()
+        if fut.close_on_timeout and conn is not None:
+            conn.close("invoke_sync timed out (close_socket_if_timeout)")
+
+    # ------------------------------------------------------------------ sending (loop, sync)
+
+    def new_future(self, target: Target, request: RemotingCommand, timeout: float,
+                   kind: CallKind, callback: Callable[[ResponseFuture], object] | None = None,
+                   threaded: bool = False) -> ResponseFuture:
+        """Create the future of a call (``threaded``: a thread will block on it; any thread)."""
+        fut = ResponseFuture(request, target_addr(target), timeout, self, threaded)
+        if not isinstance(target, Connection):
+            fut.retry_target = target
+        if kind == "sync" and self.close_on_sync_timeout:
+            fut.close_on_timeout = True
+        if callback is not None:
+            fut.add_done_callback(callback)
+        return fut
+
+    def send(self, conn: Connection, fut: ResponseFuture, deadline: float,
+             permits: Permits) -> None:
+        """Register ``fut`` and queue its request on ``conn`` (its permit is held)."""
+        fut._permits = permits
+        fut.conn = conn
+        fut.addr = conn.remote_addr
+        fut.deadline = deadline
+        request = fut.request
+        entries = self.table.entries
+        if self.thread_calls:  # their opaques are pending too
+            self.adopt_thread_calls()
+        if request.opaque in entries:
+            request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
+        try:
+            frame = encode_frame_parts(request)
+        except Exception as exc:
+            fut._fail(translate(exc, "encode", fut.addr))
+            return
+        fut.opaque = request.opaque
+        self.table.add(fut)
+        if deadline < self._timer_deadline and self._timer_scope is not None:
+            self._timer_deadline = self._timer_scope.deadline = deadline
+        sent = self._counters.sent
+        sent[request.code] = sent.get(request.code, 0) + 1
+        if not conn.send(frame) and self.table.pop_for(fut.opaque, conn) is fut:
+            fut._fail_send("connection is closed")
+
+    def send_oneway(self, conn: Connection, request: RemotingCommand, permits: Permits) -> None:
+        """Queue a oneway request; its permit comes back once it reached the socket.
+
+        Raises:
+            RemotingCommandError: it cannot be encoded.
+            RemotingSendRequestError: the connection is closed.
+        """
+        request.flag |= 2
+        try:
+            frame = encode_frame_parts(request)
+        except Exception as exc:
+            permits.give()
+            raise translate(exc, "encode", conn.remote_addr) from exc
+        if not conn.send(frame, permits.give):
+            permits.give()
+            raise translate(trio.ClosedResourceError("connection is closed"), "send",
+                            conn.remote_addr)
+        sent = self._counters.sent
+        sent[request.code] = sent.get(request.code, 0) + 1
+
+    def _send_now(self, target: Target, fut: ResponseFuture, deadline: float,
+                  kind: CallKind) -> bool:
+        """Send at once if a live connection and a permit are at hand; False if not."""
+        conn = self._channels.live(target)
+        if conn is None:
+            return False
+        permits = self.oneway_permits if kind == "oneway" else self.async_permits
+        if not permits.try_take():
+            return False
+        self._send_kind(conn, fut, deadline, permits, kind)
+        return True
+
+    def _send_kind(self, conn: Connection, fut: ResponseFuture, deadline: float,
+                   permits: Permits, kind: CallKind) -> None:
+        if kind != "oneway":
+            self.send(conn, fut, deadline, permits)
+            return
+        try:
+            self.send_oneway(conn, fut.request, permits)
+        except RemotingError as exc:
+            fut._fail(exc)
+        else:
+            fut._complete(fut.request)  # "queued": a blocking caller may return
+
+    async def _send_later(self, target: Target, fut: ResponseFuture, deadline: float,
+                          kind: CallKind) -> None:
+        """Connect, take a permit and wait for room, under the deadline; then send. Every
+        failure ends ``fut``; cancellation (shutdown) too, and then propagates."""
+        permits = self.oneway_permits if kind == "oneway" else self.async_permits
+        try:
+            conn = await self.prepare(target, permits, deadline, fut.timeout)
+        except BaseException as exc:
+            self._fail_unsent(fut, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._send_kind(conn, fut, deadline, permits, kind)
+
+    def _fail_unsent(self, fut: ResponseFuture, exc: BaseException) -> None:
+        if isinstance(exc, Exception) and not isinstance(exc, RemotingError):
+            log.error("request.failed", addr=fut.addr, exc_info=exc)
+        fut._fail(translate(exc, "call", fut.addr))
+
+    async def prepare(self, target: Target, permits: Permits, deadline: float,
+                      timeout: float) -> Connection:
+        """Connect, take a permit and wait for room in the socket's queue, under ``deadline``.
+
+        Raises:
+            RemotingConnectError, RemotingTimeoutError: connecting failed or took too long.
+            RemotingTooManyRequestsError: no permit, or no room, before the deadline.
+            RemotingSendRequestError: the connection closed meanwhile.
+        """
+        conn = await self._channels.resolve(target, deadline, timeout)
+        if not await permits.take(deadline):
+            raise RemotingTooManyRequestsError(
+                f"no in-flight permit within {timeout}s ({permits.waiting} waiting); "
+                "slow down or raise the *_semaphore_value setting", conn.remote_addr)
+        try:
+            if conn.queued_bytes > conn.high_water:
+                with trio.move_on_at(deadline):
+                    await conn.wait_writable()
+                if conn.closed:
+                    raise translate(trio.ClosedResourceError("connection is closed"), "send",
+                                    conn.remote_addr)
+                if conn.queued_bytes > conn.high_water:
+                    raise RemotingTooManyRequestsError(
+                        f"{conn.queued_bytes} bytes wait to be sent to a peer that is not "
+                        f"reading (high water mark {conn.high_water}); gave up after "
+                        f"{timeout}s", conn.remote_addr)
+        except BaseException:
+            permits.give()
+            raise
+        return conn
+
+    # ------------------------------------------------------------------ receiving
+
+    def response_received(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """Complete the call ``cmd`` answers (a response read from ``conn``)."""
+        entries = self.table.entries
+        fut = entries.get(cmd.opaque)
+        if fut is None and self.thread_calls:
+            self.adopt_thread_calls()
+            fut = entries.get(cmd.opaque)
+        if fut is None or fut.conn is not conn:
+            self._unexpected(conn, cmd)
+            return
+        del entries[cmd.opaque]
+        if cmd.code == _GO_AWAY and self._go_away(fut, conn):
+            return
+        # received at the time of the read that brought it (saves a clock call per response)
+        self._counters.record_latency(fut.request.code,
+                                      conn.last_activity - (fut.deadline - fut.timeout))
+        fut._complete(cmd)
+
+    def _unexpected(self, conn: Connection, cmd: RemotingCommand) -> None:
+        self._counters.orphans += 1
+        conn.orphans += 1
+        n = conn.orphans
+        if n & (n - 1) == 0:  # 1, 2, 4, 8...: a flood of them logs a few lines, not one each
+            log.warning("response.orphaned", opaque=cmd.opaque, code=cmd.code,
+                        peer=conn.remote_addr, orphaned_on_connection=n)
+        if n > conn.abandoned + MAX_UNEXPECTED:
+            log.warning("connection.misbehaving", conn_id=conn.id, peer=conn.remote_addr,
+                        orphaned=n, given_up=conn.abandoned)
+            conn.close(f"{n} responses matched no call (only {conn.abandoned} calls were "
+                       "given up on)")
+
+    def _go_away(self, fut: ResponseFuture, conn: Connection) -> bool:
+        """Handle a GO_AWAY reply; True if handled (resent, or failed), False if it is to be
+        returned as data (resending disabled, as RocketMQ without enableReconnectForGoAway)."""
+        self._channels.forget(conn)  # new calls open a new connection; this one drains
+        if not self.go_away_retry:
+            return False
+        target = fut.retry_target
+        if fut.resent or isinstance(target, bool) or self._nursery is None:
+            # as NettyRemotingClient: one resend only; a second GO_AWAY is a send failure
+            fut._fail_send("the peer is shutting down (GO_AWAY)"
+                           + (", also after one resend" if fut.resent else ""))
+            return True
+        fut.resent = True
+        self._nursery.start_soon(self._resend, target, fut)
+        return True
+
+    async def _resend(self, target: Target, fut: ResponseFuture) -> None:
+        try:
+            conn = await self._channels.resolve(target, fut.deadline, fut.timeout)
+        except BaseException as exc:
+            self._fail_unsent(fut, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        fut.request.opaque = next_opaque()
+        log.info("request.resent", reason="go_away", opaque=fut.request.opaque,
+                 peer=conn.remote_addr)
+        assert fut._permits is not None  # still held: taken by the first send
+        self.send(conn, fut, fut.deadline, fut._permits)
+
+    def connection_lost(self, conn: Connection) -> None:
+        """Fail every call pending on ``conn`` at once (RocketMQ's failFast)."""
+        self.adopt_thread_calls()
+        for fut in self.table.pop_connection(conn):
+            fut._fail_send(f"connection closed ({conn.close_reason})")
+
+    # ------------------------------------------------------------------ trio-native calls
+
+    async def invoke(self, target: Target, request: RemotingCommand, timeout: float,
+                     retry_busy: bool = False) -> RemotingCommand:
+        """Send ``request`` and wait for its response (see TrioRemotingClient.invoke_sync)."""
+        deadline = self.now() + timeout
+        attempt = 0
+        while True:
+            fut = self.new_future(target, request, timeout, "sync")
+            if not self._send_now(target, fut, deadline, "sync"):
+                await self._send_later(target, fut, deadline, "sync")
+            try:
+                response = await fut.wait()
+            except BaseException:
+                self._abandon(fut)
+                raise
+            if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
+                return response
+            attempt += 1
+            pause = busy_backoff(attempt)
+            if self.now() + pause >= deadline:
+                return response
+            await trio.sleep(pause)
+            request.opaque = next_opaque()
+            timeout = deadline - self.now()
+
+    def _abandon(self, fut: ResponseFuture) -> None:
+        """A caller stopped waiting (cancelled): remove its call; a late answer is dropped."""
+        if not fut.done() and self.table.pop_for(fut.opaque, fut.conn) is fut:
+            fut.conn.abandoned += 1
+            fut._fail(RemotingError("the call was cancelled", fut.addr))
+
+    async def start_call(self, target: Target, request: RemotingCommand, timeout: float,
+                         callback: Callable[[ResponseFuture], object] | None = None,
+                         ) -> ResponseFuture:
+        """Send ``request``; return its future. Failures end up in the future."""
+        deadline = self.now() + timeout
+        fut = self.new_future(target, request, timeout, "async", callback)
+        if not self._send_now(target, fut, deadline, "async"):
+            await self._send_later(target, fut, deadline, "async")
+        return fut
+
+    async def invoke_oneway(self, target: Target, request: RemotingCommand,
+                            timeout: float) -> None:
+        """Queue a oneway request (see TrioRemotingClient.invoke_oneway)."""
+        permits = self.oneway_permits
+        conn = self._channels.live(target)
+        if conn is None or not permits.try_take():
+            conn = await self.prepare(target, permits, self.now() + timeout, timeout)
+        self.send_oneway(conn, request, permits)
+
+    async def invoke_many(self, target: Target, requests: Sequence[RemotingCommand],
+                          timeout: float, limit: int) -> list[RemotingCommand | RemotingError]:
+        """Send all ``requests`` with at most ``limit`` in flight; results in order."""
+        done = trio.Event()
+        batch = Batch(self, self._channels, target, requests, timeout, limit,
+                      lambda _: done.set())
+        batch.start(self._nursery)
+        await done.wait()
+        return batch.results
+
+    # ------------------------------------------------------------------ calls from threads
+
+    def submit_from_thread(self, target: Target, request: RemotingCommand, timeout: float,
+                           kind: CallKind,
+                           callback: Callable[[ResponseFuture], object] | None = None,
+                           ) -> ResponseFuture:
+        """Hand a call to the loop; return its future (any thread but the loop's).
+
+        For ``kind="oneway"`` the future completes (with the request) once the frame is queued.
+
+        Raises:
+            RemotingError: the endpoint is shut down.
+        """
+        fut = self.new_future(target, request, timeout, kind, callback, threaded=True)
+        try:
+            self.inbox.post(self._start_from_thread, (target, fut, kind))
+        except RuntimeError as exc:  # trio.RunFinishedError
+            raise RemotingError(f"the {self.role} is shut down", fut.addr) from exc
+        return fut
+
+    def _start_from_thread(self, args: tuple[Target, ResponseFuture, CallKind]) -> None:
+        target, fut, kind = args
+        nursery = self._nursery
+        if nursery is None:
+            fut._fail(RemotingError(f"the {self.role} is shut down", fut.addr))
+            return
+        deadline = self.now() + fut.timeout
+        if not self._send_now(target, fut, deadline, kind):
+            nursery.start_soon(self._send_later, target, fut, deadline, kind)
+
+    def submit_many_from_thread(self, target: Target, requests: Sequence[RemotingCommand],
+                                timeout: float, limit: int,
+                                on_done: Callable[[list[Any]], None]) -> None:
+        """Start a batch from a thread; ``on_done(results)`` runs on the loop thread.
+
+        Raises:
+            RemotingError: the endpoint is shut down.
+        """
+        batch = Batch(self, self._channels, target, requests, timeout, limit, on_done)
+        try:
+            self.inbox.post(lambda _: batch.start(self._nursery), None)
+        except RuntimeError as exc:
+            raise RemotingError(f"the {self.role} is shut down") from exc

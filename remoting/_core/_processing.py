@@ -1,0 +1,197 @@
+"""Running one request: RPC hooks around the processor, and the encoded reply.
+
+`run_sync_request` (on a pool thread) and `run_async_request` (on the loop) never raise for a
+processor or hook failure: that becomes a SYSTEM_ERROR reply, logged once as
+``processor.failed``. They return a `Reply`: the encoded frame and its response code (for the
+error-reply counts), or None when nothing is to be sent.
+"""
+
+from __future__ import annotations
+
+import traceback
+import types
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
+
+from .._hooks import AbortProcessError
+from .._log import log
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine, Generator, Sequence
+    from contextvars import Context
+
+    from codec import EncodedFrame
+    from processors import AsyncRequestProcessor, RequestContext, RequestProcessor
+
+    from .._hooks import RPCHook
+
+__all__ = [
+    "Reply",
+    "encode_reply",
+    "error_reply",
+    "exception_simple_desc",
+    "resume_suspended",
+    "run_async_request",
+    "run_sync_request",
+]
+
+# The frame to send (None: already sent), and its response code.
+Reply: TypeAlias = "tuple[EncodedFrame | None, int]"
+
+def exception_simple_desc(exc: BaseException) -> str:
+    """Describe ``exc`` like RocketMQ's UtilAll.exceptionSimpleDesc: type, message, where."""
+    desc = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        desc += f", {last.name}({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
+    return desc
+
+
+def error_reply(request: RemotingCommand, code: int, remark: str) -> Reply | None:
+    """Return the encoded error response to ``request``, or None for a oneway request."""
+    if request.flag & 2:
+        return None
+    return encode_reply(request, RemotingCommand.create_response(code, remark))
+
+
+def encode_reply(request: RemotingCommand, response: object) -> Reply | None:
+    """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway).
+
+    A response that is not a `RemotingCommand`, or cannot be encoded, becomes a SYSTEM_ERROR
+    reply saying so (logged once as ``processor.bad_response``).
+    """
+    if request.flag & 2:  # oneway (is_oneway, inlined: this runs per request)
+        return None
+    if not isinstance(response, RemotingCommand):
+        problem = f"processor returned {type(response).__name__}, not a RemotingCommand"
+    else:
+        response.opaque = request.opaque
+        response.flag |= 1
+        response.serialize_type = request.serialize_type  # mirror the request, as 4.9
+        try:
+            return encode_frame_parts(response), response.code
+        except CodecError as exc:
+            problem = f"response could not be encoded: {exc}"
+        except (TypeError, ValueError, AttributeError) as exc:  # e.g. a str body
+            problem = f"response could not be encoded: {type(exc).__name__}: {exc}"
+    log.error("processor.bad_response", opaque=request.opaque, code=request.code,
+              error=problem)
+    fallback = RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, problem)
+    fallback.opaque = request.opaque
+    fallback.serialize_type = request.serialize_type
+    return encode_frame_parts(fallback), ResponseCode.SYSTEM_ERROR
+
+
+def _failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
+    if isinstance(exc, AbortProcessError):
+        return RemotingCommand.create_response(exc.code, exc.remark)
+    log.error("processor.failed", opaque=request.opaque, code=request.code, exc_info=exc)
+    return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
+
+
+def _refused_by_hooks(
+    hooks: Sequence[RPCHook], addr: str, request: RemotingCommand
+) -> RemotingCommand | None:
+    """Run the before-hooks; if one raises, run the after-hooks with the failure response and
+    return it (the processor is skipped), else return None."""
+    try:
+        for hook in hooks:
+            hook.do_before_request(addr, request)
+    except Exception as exc:
+        placeholder = _failure(request, exc)
+        try:
+            _after(hooks, addr, request, placeholder)
+        except Exception as after_exc:
+            placeholder = _failure(request, after_exc)
+        return placeholder
+    return None
+
+
+def _after(
+    hooks: Sequence[RPCHook], addr: str, request: RemotingCommand, response: RemotingCommand | None
+) -> None:
+    for hook in hooks:
+        hook.do_after_response(addr, request, response)
+
+
+def _answer(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand,
+            response: RemotingCommand | None) -> Reply | None:
+    """Run the after-hooks on a processor's response and encode it (None: nothing to send).
+
+    An after-hook that raises replaces the response with SYSTEM_ERROR (SPEC 6.1).
+    """
+    if hooks:
+        try:
+            _after(hooks, addr, request, response)
+        except Exception as exc:
+            response = _failure(request, exc)
+    if response is None:
+        return None
+    return encode_reply(request, response)
+
+
+def run_sync_request(
+    processor: RequestProcessor,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    hooks: Sequence[RPCHook],
+) -> Reply | None:
+    """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
+    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
+        return encode_reply(request, refusal)
+    try:
+        response = processor.process_request(ctx, request)
+    except Exception as exc:
+        return encode_reply(request, _failure(request, exc))
+    if hooks:
+        return _answer(hooks, ctx.remote_addr, request, response)
+    return None if response is None else encode_reply(request, response)
+
+
+async def run_async_request(
+    processor: AsyncRequestProcessor,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    hooks: Sequence[RPCHook],
+) -> Reply | None:
+    """Run hooks and an async processor on the loop; return the frame to send or None."""
+    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
+        return encode_reply(request, refusal)
+    try:
+        response = await processor.process_request(ctx, request)
+    except Exception as exc:
+        return encode_reply(request, _failure(request, exc))
+    if hooks:
+        return _answer(hooks, ctx.remote_addr, request, response)
+    return None if response is None else encode_reply(request, response)
+
+
+@types.coroutine
+def resume_suspended(coro: Coroutine[Any, Any, Reply | None], trap: Any, context: Context
+                     ) -> Generator[Any, Any, Reply | None]:
+    """Await ``coro`` after its first step was run by hand and yielded ``trap``.
+
+    The caller ran ``context.run(coro.send, None)`` itself to learn whether the coroutine
+    suspends; this passes that first trap on to trio and relays every later step, each in
+    ``context`` (``yield from`` cannot resume a coroutine that already started).
+    """
+    run = context.run
+    message = trap
+    while True:
+        try:
+            value = yield message
+        except GeneratorExit:
+            run(coro.close)  # in the request's context: its finally blocks may reset vars
+            raise
+        except BaseException as exc:  # thrown in by the runner: forward it
+            try:
+                message = run(coro.throw, exc)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]
+        else:
+            try:
+                message = run(coro.send, value)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]

@@ -1,0 +1,270 @@
+"""Everything that crosses between an endpoint's loop thread and other threads.
+
+Theory of operation (the concurrency model, docs/architecture.md):
+- The loop thread owns all transport state: sockets, connections, outbound queues, the response
+  table, permits, processor bookkeeping. No other thread touches it.
+- Other threads reach the loop through one door, the `Inbox`: ``post(fn, arg)`` appends to a
+  deque (thread-safe by CPython's documented guarantee) and asks trio to run one drain soon,
+  unless a drain is already due. Everything posted before a drain runs is handled by it, so a
+  burst of calls from threads, or of results from a pool, costs the loop one wake-up.
+- The drain flag is a benign race: two threads may both schedule a drain (one runs empty); a
+  post never goes unseen, because the drain clears the flag before it empties the deque.
+- What leaves the loop for other threads: completed futures (a lock a waiting thread blocks on,
+  see `_future`), user callbacks (the `CallbackRunner`'s executor), channel events (`_events`).
+- `mark_own_thread` labels the threads an endpoint starts (pool and callback threads): a
+  shutdown called from one of them must not wait for itself.
+- Two shortcuts let a thread send on an idle plain-TCP connection itself, through the
+  connection's send gate (`Connection.send_from_thread`), because the hand-off to the loop
+  costs 20-35 µs per call (docs/performance.md): a blocking ``invoke_sync``
+  (`send_call_from_thread`) and a pool thread's lone reply (`Dispatcher`). A call sent that
+  way is registered in `ThreadCalls` before its bytes leave; the loop adopts such calls into
+  its response table before it looks a response up, expires calls, or fails a connection's
+  calls. The thread enforces the call's deadline itself: past it, it asks the loop to expire
+  the call (`ResponseFuture` ``overdue``), so no wake-up of the loop is needed per call.
+"""
+
+from __future__ import annotations
+
+import _thread
+import threading
+from collections import deque
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+
+from codec import encode_frame_parts, next_opaque
+
+from .._log import log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import trio
+
+    from codec import RemotingCommand
+
+    from ._connection import Connection
+    from ._future import ResponseFuture
+
+__all__ = ["CallbackRunner", "Inbox", "ThreadCallHost", "ThreadCalls", "in_own_thread",
+           "mark_own_thread", "send_call_from_thread"]
+
+T = TypeVar("T")
+
+_OWN: Final = threading.local()  # .owner: whose pools or callbacks this thread runs
+
+
+def mark_own_thread(owner: object) -> None:
+    """Label the calling thread as one that ``owner`` started (and whose shutdown joins it)."""
+    _OWN.owner = owner
+
+
+def in_own_thread(owner: object) -> bool:
+    """True in a thread that ``owner`` started (see `mark_own_thread`)."""
+    return getattr(_OWN, "owner", None) is owner
+
+
+class Inbox:
+    """Thread-safe hand-off of ``fn(arg)`` calls into the loop thread, batched."""
+
+    __slots__ = ("_items", "_scheduled", "_token")
+
+    def __init__(self) -> None:
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._items: deque[tuple[Callable[[Any], object], Any]] = deque()
+        self._scheduled = False
+
+    def open(self, token: trio.lowlevel.TrioToken) -> None:
+        """Start accepting posts for the loop of ``token`` (called on the loop thread)."""
+        self._token = token
+
+    def post(self, fn: Callable[[Any], object], arg: Any) -> None:
+        """Run ``fn(arg)`` on the loop thread soon (from any thread).
+
+        Raises:
+            RuntimeError: the loop has not started or has ended (trio.RunFinishedError).
+        """
+        token = self._token
+        if token is None:
+            raise RuntimeError("the endpoint's loop is not running")
+        self._items.append((fn, arg))
+        if not self._scheduled:
+            self._scheduled = True
+            try:
+                token.run_sync_soon(self._drain)
+            except BaseException:  # the loop is gone: keep refusing, never swallow silently
+                self._scheduled = False
+                self._items.clear()
+                raise
+
+    def call(self, fn: Callable[[], T], timeout: float) -> T:
+        """Run ``fn()`` on the loop thread and return its result, blocking the calling thread
+        (not the loop's) for at most ``timeout`` seconds.
+
+        Raises:
+            RuntimeError: the loop is not running, or did not run ``fn`` in time.
+            Whatever ``fn`` raised.
+        """
+        done = _thread.allocate_lock()
+        done.acquire()
+        box: list[tuple[bool, Any]] = []
+
+        def run(_: object) -> None:
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:
+                box.append((False, exc))
+            finally:
+                done.release()
+
+        self.post(run, None)
+        if not done.acquire(timeout=timeout):
+            raise RuntimeError(f"the endpoint's loop did not answer within {timeout}s")
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def _drain(self) -> None:
+        self._scheduled = False  # first: an item appended after this line schedules a new drain
+        items = self._items
+        while items:
+            fn, arg = items.popleft()
+            try:
+                fn(arg)
+            except Exception:  # one bad hand-off must not take the event loop down
+                log.error("inbox.failed", fn=getattr(fn, "__qualname__", repr(fn)),
+                          exc_info=True)
+
+
+class _InlineExecutor(Executor):
+    """Runs a callback at once in the calling thread (once the endpoint has stopped)."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+
+_INLINE: Final = _InlineExecutor()
+
+
+class CallbackRunner:
+    """The executor that runs user callbacks, never on the event loop (RocketMQ's
+    ``callbackExecutor``): made on first use, with ``threads`` threads."""
+
+    def __init__(self, name: str, threads: int, owner: object) -> None:
+        self._name = name
+        self._threads = threads
+        self._owner = owner
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def executor(self) -> Executor:
+        """Return the executor (after `close`, one that runs callbacks in the calling thread,
+        as the loop is gone)."""
+        executor = self._executor
+        if executor is not None:
+            return executor
+        with self._lock:
+            if self._closed:
+                return _INLINE
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self._threads, thread_name_prefix=self._name,
+                    initializer=mark_own_thread, initargs=(self._owner,),
+                )
+            return self._executor
+
+    def submit(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the executor; here, if it has just been shut down (the endpoint
+        stopped between the lookup and the submit: later callbacks run here anyway)."""
+        try:
+            self.executor().submit(fn, *args)
+        except RuntimeError:  # cannot schedule new futures after shutdown
+            fn(*args)
+
+    def close(self, final: bool = True) -> None:
+        """Run the callbacks still queued, then stop the threads.
+
+        With ``final=False`` a new executor is made on next use; otherwise later callbacks run
+        at once in the thread that completes or registers them.
+        """
+        with self._lock:
+            executor, self._executor = self._executor, None
+            self._closed = final
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+
+class ThreadCalls:
+    """Calls that threads registered and sent themselves, for the loop to adopt."""
+
+    __slots__ = ("_new",)
+
+    def __init__(self) -> None:
+        self._new: deque[ResponseFuture] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self._new)
+
+    def add(self, fut: ResponseFuture) -> None:
+        """Register ``fut`` (any thread; before its request's bytes leave)."""
+        self._new.append(fut)
+
+    def take(self) -> ResponseFuture | None:
+        """Return the next call to adopt, or None (loop thread)."""
+        try:
+            return self._new.popleft()
+        except IndexError:
+            return None
+
+
+class ThreadCallHost(Protocol):
+    """What `send_call_from_thread` needs from the invoker."""
+
+    @property
+    def by_addr(self) -> dict[str, Connection]: ...
+
+    @property
+    def thread_calls(self) -> ThreadCalls: ...
+
+    def now(self) -> float: ...
+
+    def new_thread_call(self, addr: str, request: RemotingCommand, timeout: float
+                        ) -> ResponseFuture: ...
+
+
+def send_call_from_thread(host: ThreadCallHost, addr: str | None, request: RemotingCommand,
+                          timeout: float) -> ResponseFuture | None:
+    """A blocking ``invoke_sync``'s shortcut: register and send from the calling thread.
+
+    Only on a live, idle, plain-TCP connection to ``addr``; returns None (nothing sent or
+    registered) when the usual hand-off to the loop must be taken. The call gets a fresh
+    opaque (the request itself keeps its own), so it can never collide with a pending one.
+    As RocketMQ's ``invokeSync``, such a call takes no in-flight permit: it holds its
+    caller's thread.
+    """
+    if type(addr) is not str:
+        return None
+    conn = host.by_addr.get(addr)
+    if conn is None or conn.closed:
+        return None
+    # A private copy with a fresh opaque goes on the wire: the caller's command is never
+    # changed here, so threads sending the same command at once cannot collide.
+    opaque = next_opaque()
+    try:
+        frame = encode_frame_parts(request.with_opaque(opaque))
+    except Exception:  # the usual path reports it
+        return None
+    fut = host.new_thread_call(addr, request, timeout)
+    fut.opaque = opaque
+    fut.conn = conn
+    fut.addr = conn.remote_addr
+    fut.deadline = host.now() + timeout
+    if not conn.send_from_thread(frame, lambda: host.thread_calls.add(fut)):
+        return None
+    return fut
