@@ -37,7 +37,7 @@ import trio
 from codec import CodecError, ForeignProtocolError, FrameDecoder
 
 from .._log import log
-from ._outbound import FLUSH_FRAMES, Outbound
+from ._outbound import FLUSH_FRAMES, Outbound, Piece
 from ._receive_buffers import RECEIVE_BUFFERS
 from ._transport import consume
 
@@ -126,7 +126,8 @@ class Connection:
         self.abandoned = 0  # calls on it given up (timed out, cancelled): late answers expected
         self.orphans = 0  # responses on it that matched no call
         self.max_processing = max_processing
-        self.last_activity = trio.current_time()
+        self._now = trio.lowlevel.current_clock().current_time  # the loop's clock, bound once
+        self.last_activity = self._now()
         self.high_water = config.write_buffer_high_water_mark
         self.low_water = config.write_buffer_low_water_mark
         self._transport = transport
@@ -139,7 +140,7 @@ class Connection:
         self._partial_frame_timeout = config.partial_frame_timeout
         self._partial_since: float | None = None  # when the frame in progress began
         self._lent: bytearray | None = None  # the pooled buffer the decoder is filling
-        self._out = Outbound()
+        self._out = self.outbound = Outbound()
         # Every change to ``_out`` and every socket send happens under the gate: the loop's,
         # and those of the threads that `send_from_thread` lets send on an idle connection.
         self._gate = threading.Lock()
@@ -151,9 +152,10 @@ class Connection:
         self._send_blocked = False  # the socket was full: only the writer sends until it drained
         self._got_data = False
         self._writer_lot = trio.lowlevel.ParkingLot()
+        self._writer_waits = False  # the writer is parked in _writer_lot (a flag: no call)
         self._drain_lot = trio.lowlevel.ParkingLot()
         self._flush_lot = trio.lowlevel.ParkingLot()
-        self._processing_lot = trio.lowlevel.ParkingLot()
+        self._resume_reading: trio.Event | None = None  # set when processing falls below max
         self._nursery: trio.Nursery | None = None
 
     def __repr__(self) -> str:
@@ -191,15 +193,20 @@ class Connection:
                 flush = out.add(frame, on_sent) >= FLUSH_FRAMES and not out.in_flight
         if flush:
             self.flush()
-        elif not self.holding and self._writer_lot:
+        elif self._writer_waits and not self.holding:
             self._writer_lot.unpark()
         return True
 
     def _send_direct(self, frame: EncodedFrame, on_sent: Callable[[], None] | None) -> None:
         """Hand ``frame`` to the socket now, queueing what it does not take (gate held)."""
-        pieces = [frame] if type(frame) is bytes else list(frame)
+        if isinstance(frame, tuple):
+            pieces: list[Piece] = list(frame)
+            size = len(frame[0]) + len(frame[1])
+        else:
+            pieces = [frame]
+            size = len(frame)
         try:
-            sent = self._transport.send_now(pieces)  # type: ignore[arg-type]
+            sent = self._transport.send_now(pieces)
         except OSError as exc:
             self._failed("write", exc)
             if on_sent is not None:
@@ -208,15 +215,14 @@ class Connection:
         counters = self._counters
         if sent:
             counters.writes += 1
-        rest = consume(pieces, sent)  # type: ignore[arg-type]
-        if not rest:
+        if sent == size:
             counters.frames_written += 1
             if on_sent is not None:
                 on_sent()
             return
-        self._out.add_rest(rest, on_sent)
+        self._out.add_rest(consume(pieces, sent), on_sent)
         self._send_blocked = True
-        if self._writer_lot:
+        if self._writer_waits:
             self._writer_lot.unpark()
 
     def flush(self) -> None:
@@ -242,7 +248,7 @@ class Connection:
                 self._wake_senders()
                 return
             self._send_blocked = True  # the socket is full: the writer waits for room
-        if self._writer_lot:
+        if self._writer_waits:
             self._writer_lot.unpark()
 
     def send_from_thread(self, frame: EncodedFrame, before: Callable[[], None] | None = None
@@ -274,7 +280,7 @@ class Connection:
         return True
 
     def _kick_writer(self) -> None:
-        if self._out and self._writer_lot:
+        if self._out and self._writer_waits:
             self._writer_lot.unpark()
 
     async def wait_writable(self) -> None:
@@ -288,7 +294,7 @@ class Connection:
             await self._flush_lot.park()
 
     def _wake_senders(self) -> None:
-        self.last_activity = trio.current_time()
+        self.last_activity = self._now()
         if self._drain_lot and self._out.size <= self.low_water:
             self._drain_lot.unpark_all()
         if self._flush_lot and self._out.idle:
@@ -300,7 +306,11 @@ class Connection:
         counters = self._counters
         while True:
             while not out:
-                await self._writer_lot.park()
+                self._writer_waits = True
+                try:
+                    await self._writer_lot.park()
+                finally:
+                    self._writer_waits = False
             with self._gate:
                 frames = out.frames
                 pieces, callbacks = out.take()
@@ -321,8 +331,10 @@ class Connection:
     def processing_done(self) -> None:
         """One of this connection's requests finished processing."""
         self.processing -= 1
-        if self._processing_lot and self.processing < self.max_processing:
-            self._processing_lot.unpark_all()
+        resume = self._resume_reading
+        if resume is not None and self.processing < self.max_processing:
+            self._resume_reading = None
+            resume.set()
 
     async def _read(self) -> None:
         pause_reading = self.role == "server"
@@ -333,11 +345,12 @@ class Connection:
                 return
             limit = self.max_processing
             if limit and self.processing >= limit:
-                await self._processing_lot.park()
+                self._resume_reading = resume = trio.Event()
+                await resume.wait()
                 continue
             if pause_reading and self._out.size > self.high_water:
                 await self.wait_writable()
-                self._partial_since = None if self._partial_since is None else trio.current_time()
+                self._partial_since = None if self._partial_since is None else self._now()
             if not await self._receive():
                 return
 
@@ -402,7 +415,7 @@ class Connection:
             self.close(self._eof_reason())
             return False
         self._got_data = True
-        self.last_activity = trio.current_time()
+        self.last_activity = self._now()
         return True
 
     async def _receive_once(self) -> int:
@@ -502,4 +515,5 @@ class Connection:
         self._writer_lot.unpark_all()
         self._drain_lot.unpark_all()
         self._flush_lot.unpark_all()
-        self._processing_lot.unpark_all()
+        if self._resume_reading is not None:
+            self._resume_reading.set()

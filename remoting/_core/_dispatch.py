@@ -31,6 +31,7 @@ from ._pools import ExecutorPool, ProcessorPool
 from ._processing import (
     encode_reply,
     error_reply,
+    failure,
     resume_suspended,
     run_async_request,
     run_sync_request,
@@ -238,16 +239,26 @@ class Dispatcher:
         self.processing += 1
         conn.processing += 1
         context = copy_context()
-        coro = run_async_request(processor, conn.ctx, request, self.hooks)
+        # Without hooks the processor's own coroutine is run (no wrapper coroutine per
+        # request); its result or failure becomes the reply here (`reply_of`).
+        hooks = self.hooks
+        coro: Coroutine[Any, Any, Any] = (
+            run_async_request(processor, conn.ctx, request, hooks) if hooks
+            else processor.process_request(conn.ctx, request))
         try:
             trap = context.run(coro.send, None)
         except StopIteration as finished:
-            self._processed(conn, request.code, finished.value)
+            reply = finished.value if hooks else (
+                None if finished.value is None else encode_reply(request, finished.value))
+            self._processed(conn, request.code, reply)
+            return None
+        except Exception as exc:  # only a hook-less processor's own failure gets here
+            self._processed(conn, request.code, encode_reply(request, failure(request, exc)))
             return None
         except BaseException:
             self._processed(conn, request.code, None)
             raise
-        return _Suspended(self, conn, request.code, coro, trap, context)
+        return _Suspended(self, conn, request, coro, trap, context, wrapped=bool(hooks))
 
     def _run_sync(self, task: SyncTask, alone: bool) -> Reply | None:
         """Run one sync processor (on a pool thread; touches no loop state).
@@ -278,7 +289,8 @@ class Dispatcher:
     def _processed(self, conn: Connection, code: int, reply: Reply | None) -> None:
         self.processing -= 1
         conn.processing_done()
-        self._send_reply(conn, code, reply)
+        if reply is not None:
+            self._send_reply(conn, code, reply)
         if not self.processing and self._idle is not None:
             self._idle.set()
 
@@ -313,21 +325,27 @@ _OVERLOADED: Final = Refusal(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK, "overloa
 class _Suspended:
     """An async processor that suspended in its first step (see `resume_suspended`)."""
 
-    __slots__ = ("_code", "_conn", "_context", "_coro", "_dispatcher", "_trap")
+    __slots__ = ("_conn", "_context", "_coro", "_dispatcher", "_request", "_trap", "_wrapped")
 
-    def __init__(self, dispatcher: Dispatcher, conn: Connection, code: int,
-                 coro: Coroutine[Any, Any, Reply | None], trap: object, context: Context) -> None:
+    def __init__(self, dispatcher: Dispatcher, conn: Connection, request: RemotingCommand,
+                 coro: Coroutine[Any, Any, Any], trap: object, context: Context, *,
+                 wrapped: bool) -> None:
         self._dispatcher = dispatcher
         self._conn = conn
-        self._code = code
+        self._request = request
         self._coro = coro
         self._trap = trap
         self._context = context
+        self._wrapped = wrapped  # run_async_request's coroutine: its value is the reply
 
     async def finish(self) -> None:
         """Run the processor to the end (in the task that ran its first step); reply."""
-        reply = None
+        request = self._request
+        reply: Reply | None = None
         try:
-            reply = await resume_suspended(self._coro, self._trap, self._context)
+            result = await resume_suspended(self._coro, self._trap, self._context)
+            reply = result if self._wrapped or result is None else encode_reply(request, result)
+        except Exception as exc:  # a hook-less processor's own failure
+            reply = encode_reply(request, failure(request, exc))
         finally:
-            self._dispatcher._processed(self._conn, self._code, reply)
+            self._dispatcher._processed(self._conn, request.code, reply)

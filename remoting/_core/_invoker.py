@@ -31,6 +31,7 @@ from .._errors import (
     translate,
 )
 from .._log import log
+from .._observability._histogram import LatencyHistogram
 from ._channels import target_addr
 from ._connection import Connection
 from ._future import ResponseFuture
@@ -145,7 +146,8 @@ class Invoker:
         calls = self.thread_calls
         counters = self._counters
         sent = counters.sent
-        while (fut := calls.take()) is not None:
+        while calls:
+            fut = calls.popleft()
             try:
                 self.table.add(fut)
             except ValueError:  # only an opaque a user set by hand can collide
@@ -207,8 +209,9 @@ class Invoker:
         return fut
 
     def send(self, conn: Connection, fut: ResponseFuture, deadline: float,
-             permits: Permits) -> None:
-        """Register ``fut`` and queue its request on ``conn`` (its permit is held)."""
+             permits: Permits | None) -> None:
+        """Register ``fut`` and queue its request on ``conn`` (its permit is held: by the
+        call, which gives it back when it completes, or by its batch when None)."""
         fut._permits = permits
         fut.conn = conn
         fut.addr = conn.remote_addr
@@ -343,8 +346,12 @@ class Invoker:
         if cmd.code == _GO_AWAY and self._go_away(fut, conn):
             return
         # received at the time of the read that brought it (saves a clock call per response)
-        self._counters.record_latency(fut.request.code,
-                                      conn.last_activity - (fut.deadline - fut.timeout))
+        latency = self._counters.latency
+        code = fut.request.code
+        hist = latency.get(code)
+        if hist is None:
+            hist = latency[code] = LatencyHistogram()
+        hist.record(conn.last_activity - (fut.deadline - fut.timeout))
         fut._complete(cmd)
 
     def _unexpected(self, conn: Connection, cmd: RemotingCommand) -> None:

@@ -3,7 +3,9 @@
 A window of at most ``limit`` requests is in flight. Each completion (a sync step on the loop)
 records its result and sends the next request; when the connection's queue is over its high
 water mark, one task waits for it to drain and resumes sending. Every request has its own
-deadline; a failed request fails alone.
+deadline; a failed request fails alone. The batch holds the in-flight permits of its window
+(taken as it grows, passed from a finished request to the next, given back when nothing is
+left to send), so its requests do not take and give one each.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Batch:
         self._nursery: trio.Nursery | None = None
         self._next = 0
         self._in_flight = 0
+        self._held = 0  # permits held: at least _in_flight
         self._completed = 0
         self._pumping = False
         self._waiting = False
@@ -101,8 +104,16 @@ class Batch:
             self.results[i] = exc
         self._completed += n - self._next
         self._next = n
+        self._give_back_spare()
         if self._completed == n:
             self._finish()
+
+    def _give_back_spare(self) -> None:
+        """Give back the permits no request of this batch will use any more."""
+        permits = self._invoker.async_permits
+        while self._held > self._in_flight:
+            self._held -= 1
+            permits.give()
 
     def _pump(self) -> None:
         if self._pumping or self._waiting:
@@ -115,9 +126,11 @@ class Batch:
         requests = self._requests
         n = len(requests)
         now = invoker.now()
+        out = conn.outbound
+        high = conn.high_water
         try:
             while self._in_flight < self._limit and self._next < n:
-                if conn.queued_bytes > conn.high_water and not conn.closed:
+                if out.queued + out.in_flight > high and not conn.closed:
                     if self._nursery is None:
                         self._fail_rest(RemotingError(_SHUT_DOWN))
                         break
@@ -125,19 +138,23 @@ class Batch:
                     self._nursery.start_soon(self._wait_then_pump)
                     break
                 i = self._next
-                if not permits.try_take():
-                    if self._in_flight:  # one of ours frees a permit soon and pumps again
+                if self._held == self._in_flight:
+                    if permits.try_take():
+                        self._held += 1
+                    elif self._in_flight:  # one of ours frees a permit soon and pumps again
                         break
-                    self._next += 1
-                    self._record(i, RemotingTooManyRequestsError(
-                        "no in-flight permit for a batch request; other calls hold them all",
-                        conn.remote_addr))
-                    continue
+                    else:
+                        self._next += 1
+                        self._record(i, RemotingTooManyRequestsError(
+                            "no in-flight permit for a batch request; other calls hold them "
+                            "all", conn.remote_addr))
+                        continue
                 self._next += 1
                 self._in_flight += 1
-                request = requests[i]
-                invoker.send(conn, _BatchFuture(self, i, request, conn), now + self.timeout,
-                             permits)
+                invoker.send(conn, _BatchFuture(self, i, requests[i], conn), now + self.timeout,
+                             None)
+            if self._next == n:
+                self._give_back_spare()
         finally:
             self._pumping = False
         if self._completed == n:
@@ -158,6 +175,7 @@ class Batch:
             self._pump()
 
     def _finish(self) -> None:
+        self._give_back_spare()
         on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done(self.results)
@@ -196,8 +214,5 @@ class _BatchFuture(ResponseFuture):
         self._done = True
         self.response_command = response
         self.cause = cause
-        permits, self._permits = self._permits, None
-        if permits is not None:
-            permits.give()
-        self._batch.done_one(self._index, response if cause is None else cause)
+        self._batch.done_one(self._index, response if cause is None else cause)  # its permit
         return True

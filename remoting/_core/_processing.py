@@ -31,6 +31,7 @@ __all__ = [
     "encode_reply",
     "error_reply",
     "exception_simple_desc",
+    "failure",
     "resume_suspended",
     "run_async_request",
     "run_sync_request",
@@ -84,7 +85,9 @@ def encode_reply(request: RemotingCommand, response: object) -> Reply | None:
     return encode_frame_parts(fallback), ResponseCode.SYSTEM_ERROR
 
 
-def _failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
+def failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
+    """Return the response to a request whose processor or hook raised ``exc`` (logged once
+    as ``processor.failed``; `AbortProcessError` answers with its own code)."""
     if isinstance(exc, AbortProcessError):
         return RemotingCommand.create_response(exc.code, exc.remark)
     log.error("processor.failed", opaque=request.opaque, code=request.code, exc_info=exc)
@@ -100,11 +103,11 @@ def _refused_by_hooks(
         for hook in hooks:
             hook.do_before_request(addr, request)
     except Exception as exc:
-        placeholder = _failure(request, exc)
+        placeholder = failure(request, exc)
         try:
             _after(hooks, addr, request, placeholder)
         except Exception as after_exc:
-            placeholder = _failure(request, after_exc)
+            placeholder = failure(request, after_exc)
         return placeholder
     return None
 
@@ -126,7 +129,7 @@ def _answer(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand,
         try:
             _after(hooks, addr, request, response)
         except Exception as exc:
-            response = _failure(request, exc)
+            response = failure(request, exc)
     if response is None:
         return None
     return encode_reply(request, response)
@@ -144,7 +147,7 @@ def run_sync_request(
     try:
         response = processor.process_request(ctx, request)
     except Exception as exc:
-        return encode_reply(request, _failure(request, exc))
+        return encode_reply(request, failure(request, exc))
     if hooks:
         return _answer(hooks, ctx.remote_addr, request, response)
     return None if response is None else encode_reply(request, response)
@@ -162,7 +165,7 @@ async def run_async_request(
     try:
         response = await processor.process_request(ctx, request)
     except Exception as exc:
-        return encode_reply(request, _failure(request, exc))
+        return encode_reply(request, failure(request, exc))
     if hooks:
         return _answer(hooks, ctx.remote_addr, request, response)
     return None if response is None else encode_reply(request, response)

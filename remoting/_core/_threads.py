@@ -200,27 +200,12 @@ class CallbackRunner:
             executor.shutdown(wait=True)
 
 
-class ThreadCalls:
-    """Calls that threads registered and sent themselves, for the loop to adopt."""
+class ThreadCalls(deque["ResponseFuture"]):
+    """Calls that threads registered and sent themselves, for the loop to adopt.
 
-    __slots__ = ("_new",)
-
-    def __init__(self) -> None:
-        self._new: deque[ResponseFuture] = deque()
-
-    def __bool__(self) -> bool:
-        return bool(self._new)
-
-    def add(self, fut: ResponseFuture) -> None:
-        """Register ``fut`` (any thread; before its request's bytes leave)."""
-        self._new.append(fut)
-
-    def take(self) -> ResponseFuture | None:
-        """Return the next call to adopt, or None (loop thread)."""
-        try:
-            return self._new.popleft()
-        except IndexError:
-            return None
+    A deque: a thread ``append``s a call before its request's bytes leave, the loop
+    ``popleft``s them (both thread-safe); its truth value costs no Python call.
+    """
 
 
 class ThreadCallHost(Protocol):
@@ -265,6 +250,6 @@ def send_call_from_thread(host: ThreadCallHost, addr: str | None, request: Remot
     fut.conn = conn
     fut.addr = conn.remote_addr
     fut.deadline = host.now() + timeout
-    if not conn.send_from_thread(frame, lambda: host.thread_calls.add(fut)):
+    if not conn.send_from_thread(frame, lambda: host.thread_calls.append(fut)):
         return None
     return fut

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ._histogram import LatencyHistogram
+if TYPE_CHECKING:
+    from ._histogram import LatencyHistogram
 
 __all__ = ["Counters", "EndpointStatistics"]
 
@@ -95,13 +97,6 @@ class Counters:
     def count_error_reply(self, code: int) -> None:
         """Count one non-SUCCESS reply to a request of ``code``."""
         self.error_replies[code] = self.error_replies.get(code, 0) + 1
-
-    def record_latency(self, code: int, seconds: float) -> None:
-        """Record the round trip of one call of ``code``."""
-        hist = self.latency.get(code)
-        if hist is None:
-            hist = self.latency[code] = LatencyHistogram()
-        hist.record(seconds)
 
     def latency_summary(self) -> dict[int, dict[str, float]]:
         """Return the latency percentiles by code."""
