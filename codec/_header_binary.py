@@ -115,6 +115,30 @@ def _overrun(what: str, n: int, pos: int, limit: int) -> MalformedFrameError:
     )
 
 
+def _decode_ext(header: bytes, pos: int, end: int) -> ExtFields:
+    """Decode the ext fields at ``header[pos:end]`` (2-byte key and 4-byte value lengths).
+
+    Raises:
+        MalformedFrameError: an entry runs past ``end``.
+        UnicodeDecodeError: a key or value is not UTF-8 (the caller reports where).
+    """
+    ext: ExtFields = {}
+    while pos < end:
+        if pos + 6 > end:
+            raise _truncated("ext entry", pos, end)
+        (n,) = _I16_UNPACK(header, pos)
+        key_end = pos + 2 + n
+        if n < 0 or key_end + 4 > end:
+            raise _overrun("ext key", n, pos, end)
+        key = header[pos + 2 : key_end].decode()
+        (n,) = _I32_UNPACK(header, key_end)
+        pos = key_end + 4 + n
+        if n < 0 or pos > end:
+            raise _overrun("ext value", n, key_end, end)
+        ext[key] = header[key_end + 4 : pos].decode() if n else None
+    return ext
+
+
 def decode_binary_header(
     header: bytes, body: bytes | None, serialize_type: SerializeType
 ) -> RemotingCommand:
@@ -144,22 +168,7 @@ def decode_binary_header(
         if n:
             if n < 0 or pos + 4 + n > size:
                 raise _overrun("extFields", n, pos, size)
-            pos += 4
-            end = pos + n
-            ext = {}
-            while pos < end:
-                if pos + 6 > end:
-                    raise _truncated("ext entry", pos, end)
-                (n,) = _I16_UNPACK(header, pos)
-                key_end = pos + 2 + n
-                if n < 0 or key_end + 4 > end:
-                    raise _overrun("ext key", n, pos, end)
-                key = header[pos + 2 : key_end].decode()
-                (n,) = _I32_UNPACK(header, key_end)
-                pos = key_end + 4 + n
-                if n < 0 or pos > end:
-                    raise _overrun("ext value", n, key_end, end)
-                ext[key] = header[key_end + 4 : pos].decode() if n else None
+            ext = _decode_ext(header, pos + 4, pos + 4 + n)
     except UnicodeDecodeError:
         raise MalformedFrameError(
             f"ROCKETMQ header: a string near byte {pos} is not valid UTF-8"

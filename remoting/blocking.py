@@ -8,6 +8,6 @@ method from the loop's own thread would deadlock, so it raises `RuntimeError`; t
 from __future__ import annotations
 
 from ._faces._blocking import RemotingClient as RemotingClient
-from ._faces._blocking import RemotingServer as RemotingServer
+from ._faces._blocking_server import RemotingServer as RemotingServer
 
 __all__ = ["RemotingClient", "RemotingServer"]

@@ -106,12 +106,12 @@ class ChannelHandle:
 
     def invoke_async(self, request: RemotingCommand, timeout: float = 3.0) -> ResponseFuture:
         """Send a request over this connection; return its future (from a thread)."""
-        return self._host.invoker.submit_from_thread(self._conn, request, timeout, "async")
+        return self._host.invoker.threads.submit(self._conn, request, timeout, "async")
 
     def invoke_oneway(self, request: RemotingCommand, timeout: float = 3.0) -> None:
         """Send a oneway request over this connection (from a thread)."""
         self._check_thread()
-        self._host.invoker.submit_from_thread(self._conn, request, timeout, "oneway").result()
+        self._host.invoker.threads.submit(self._conn, request, timeout, "oneway").result()
 
     async def invoke_sync_async(
         self, request: RemotingCommand, timeout: float = 3.0

@@ -12,13 +12,12 @@ Theory of operation:
 - An async processor runs its first step in the reader (no task switch). If it suspends, the
   reader keeps it: a suspended coroutine belongs to the task that ran it. A new reader task
   takes over and this one finishes the processor (`Suspension.finish`).
-- Sending (`send`): the first frame after each read goes straight to the socket when nothing
-  is queued (request/response ping-pong needs no writer pass); later ones are queued and the
-  writer task sends all that is queued at once (coalescing), except that every `FLUSH_FRAMES`
-  frames queued are sent at once, so the peer starts on them while this side works on.
-- Back-pressure: above the high water mark, senders wait (`wait_writable`) and a server's
-  reader stops reading new requests until the queue is under the low water mark. A client's
-  reader never stops (it reads responses, which drain the server; both pausing would deadlock).
+- Sending is the `Sender`'s (its queue, writer task and send gate); the connection's
+  ``send``, ``flush`` and ``send_from_thread`` are the sender's own methods.
+- Back-pressure: above the high water mark, senders wait (`Sender.wait_writable`) and a
+  server's reader stops reading new requests until the queue is under the low water mark. A
+  client's reader never stops (it reads responses, which drain the server; both pausing
+  would deadlock).
   With ``max_requests_per_connection`` requests in processing, a server reads no more from it.
 - A frame still incomplete ``partial_frame_timeout`` seconds after it began closes the
   connection, however the bytes trickle in (slowloris).
@@ -29,7 +28,6 @@ Theory of operation:
 from __future__ import annotations
 
 import itertools
-import threading
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import trio
@@ -37,14 +35,13 @@ import trio
 from codec import CodecError, ForeignProtocolError, FrameDecoder
 
 from .._log import log
-from ._outbound import FLUSH_FRAMES, Outbound, Piece
 from ._receive_buffers import RECEIVE_BUFFERS
-from ._transport import consume
+from ._sender import Sender
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from codec import EncodedFrame, RemotingCommand
+    from codec import RemotingCommand
     from processors import Channel, RequestContext
 
     from .._observability._statistics import Counters
@@ -127,11 +124,20 @@ class Connection:
         self.orphans = 0  # responses on it that matched no call
         self.max_processing = max_processing
         self._now = trio.lowlevel.current_clock().current_time  # the loop's clock, bound once
-        self.last_activity = self._now()
+        self._last_read = self._now()
         self.high_water = config.write_buffer_high_water_mark
-        self.low_water = config.write_buffer_low_water_mark
         self._transport = transport
-        self._can_send_now = transport.can_send_now
+        self.sender = sender = Sender(
+            transport, counters, high_water=self.high_water,
+            low_water=config.write_buffer_low_water_mark, on_failure=self._failed,
+            call_on_loop=call_on_loop, now=self._now)
+        # the sender's methods are the connection's: no wrapper call on the hot path
+        self.send = sender.send
+        self.flush = sender.flush
+        self.send_from_thread = sender.send_from_thread
+        self.wait_writable = sender.wait_writable
+        self.wait_flushed = sender.wait_flushed
+        self.outbound = sender.outbound
         self._owner = owner
         self._on_request = owner.request_received
         self._on_response = owner.response_received
@@ -140,21 +146,7 @@ class Connection:
         self._partial_frame_timeout = config.partial_frame_timeout
         self._partial_since: float | None = None  # when the frame in progress began
         self._lent: bytearray | None = None  # the pooled buffer the decoder is filling
-        self._out = self.outbound = Outbound()
-        # Every change to ``_out`` and every socket send happens under the gate: the loop's,
-        # and those of the threads that `send_from_thread` lets send on an idle connection.
-        self._gate = threading.Lock()
-        self._call_on_loop = call_on_loop
-        # True while a burst of work is handled (a read, a batch of pool results): frames are
-        # only queued, and whoever set it sends them together with `flush` afterwards.
-        self.holding = False
-        self._direct_budget = True  # one straight send per read
-        self._send_blocked = False  # the socket was full: only the writer sends until it drained
         self._got_data = False
-        self._writer_lot = trio.lowlevel.ParkingLot()
-        self._writer_waits = False  # the writer is parked in _writer_lot (a flag: no call)
-        self._drain_lot = trio.lowlevel.ParkingLot()
-        self._flush_lot = trio.lowlevel.ParkingLot()
         self._resume_reading: trio.Event | None = None  # set when processing falls below max
         self._nursery: trio.Nursery | None = None
 
@@ -169,162 +161,12 @@ class Connection:
     @property
     def queued_bytes(self) -> int:
         """Bytes queued for sending, or being sent, and not yet taken by the socket."""
-        return self._out.size
+        return self.sender.outbound.size
 
-    # ------------------------------------------------------------------ sending
-
-    def send(self, frame: EncodedFrame, on_sent: Callable[[], None] | None = None) -> bool:
-        """Queue ``frame`` (or send it at once, see the module docstring; loop thread).
-
-        ``on_sent`` runs once the frame was handed to the socket, or when the connection
-        closes. Returns False, doing nothing, if the connection is closed.
-        """
-        if self.closed:
-            return False
-        out = self._out
-        with self._gate:
-            if self.holding:
-                flush = out.add(frame, on_sent) >= FLUSH_FRAMES
-            elif self._direct_budget and self._can_send_now and out.idle:
-                self._direct_budget = False
-                self._send_direct(frame, on_sent)
-                return True
-            else:
-                flush = out.add(frame, on_sent) >= FLUSH_FRAMES and not out.in_flight
-        if flush:
-            self.flush()
-        elif self._writer_waits and not self.holding:
-            self._writer_lot.unpark()
-        return True
-
-    def _send_direct(self, frame: EncodedFrame, on_sent: Callable[[], None] | None) -> None:
-        """Hand ``frame`` to the socket now, queueing what it does not take (gate held)."""
-        if isinstance(frame, tuple):
-            pieces: list[Piece] = list(frame)
-            size = len(frame[0]) + len(frame[1])
-        else:
-            pieces = [frame]
-            size = len(frame)
-        try:
-            sent = self._transport.send_now(pieces)
-        except OSError as exc:
-            self._failed("write", exc)
-            if on_sent is not None:
-                on_sent()
-            return
-        counters = self._counters
-        if sent:
-            counters.writes += 1
-        if sent == size:
-            counters.frames_written += 1
-            if on_sent is not None:
-                on_sent()
-            return
-        self._out.add_rest(consume(pieces, sent), on_sent)
-        self._send_blocked = True
-        if self._writer_waits:
-            self._writer_lot.unpark()
-
-    def flush(self) -> None:
-        """Send what is queued now, as far as the socket takes it; the writer sends the rest."""
-        out = self._out
-        if not out or out.in_flight or self.closed:
-            return  # nothing to do, or the writer is at it and takes the rest after
-        if self._can_send_now and not self._send_blocked:
-            with self._gate:
-                frames = out.frames
-                try:
-                    sent = self._transport.send_now(out.pieces)
-                except OSError as exc:
-                    self._failed("write", exc)
-                    return
-                callbacks = out.sent(sent)
-            if sent:
-                self._counters.writes += 1
-            if callbacks is not None:
-                self._counters.frames_written += frames
-                for fn in callbacks:
-                    fn()
-                self._wake_senders()
-                return
-            self._send_blocked = True  # the socket is full: the writer waits for room
-        if self._writer_waits:
-            self._writer_lot.unpark()
-
-    def send_from_thread(self, frame: EncodedFrame, before: Callable[[], None] | None = None
-                         ) -> bool:
-        """Send ``frame`` from a thread other than the loop's, if nothing is queued or being
-        sent on this (plain TCP) connection; else do nothing and return False.
-
-        ``before()`` runs first, under the gate (a call's registration: its response can
-        only come after). What the socket does not take at once waits in the queue, and the
-        loop is asked to wake the writer. The two users are in `_threads`.
-        """
-        if not self._can_send_now or self.closed:
-            return False
-        with self._gate:
-            if self.closed or not self._out.idle:
-                return False
-            if before is not None:
-                before()
-            pieces = [frame] if type(frame) is bytes else list(frame)
-            try:
-                sent = self._transport.send_now(pieces)  # type: ignore[arg-type]
-            except OSError:
-                sent = 0  # the loop meets the error on its next read or write, and closes
-            rest = consume(pieces, sent)  # type: ignore[arg-type]
-            if rest:
-                self._out.add_rest(rest)
-        if rest:  # (if the loop has ended, its shutdown fails what was registered)
-            self._call_on_loop(self._kick_writer)
-        return True
-
-    def _kick_writer(self) -> None:
-        if self._out and self._writer_waits:
-            self._writer_lot.unpark()
-
-    async def wait_writable(self) -> None:
-        """Wait until the outbound queue is under the high water mark (or the connection closed)."""
-        while self._out.size > self.high_water and not self.closed:
-            await self._drain_lot.park()
-
-    async def wait_flushed(self) -> None:
-        """Wait until everything queued so far reached the socket (or the connection closed)."""
-        while not self._out.idle and not self.closed:
-            await self._flush_lot.park()
-
-    def _wake_senders(self) -> None:
-        self.last_activity = self._now()
-        if self._drain_lot and self._out.size <= self.low_water:
-            self._drain_lot.unpark_all()
-        if self._flush_lot and self._out.idle:
-            self._flush_lot.unpark_all()
-
-    async def _write(self) -> None:
-        out = self._out
-        transport = self._transport
-        counters = self._counters
-        while True:
-            while not out:
-                self._writer_waits = True
-                try:
-                    await self._writer_lot.park()
-                finally:
-                    self._writer_waits = False
-            with self._gate:
-                frames = out.frames
-                pieces, callbacks = out.take()
-            try:
-                await transport.send_all(pieces)
-            finally:
-                with self._gate:
-                    out.taken_done()
-                self._send_blocked = False  # the socket took a whole take again
-                counters.writes += 1
-                counters.frames_written += frames
-                for fn in callbacks:  # sent, or never will be: either way the permit is free
-                    fn()
-            self._wake_senders()
+    @property
+    def last_activity(self) -> float:
+        """When this connection last received or sent (the loop's clock)."""
+        return max(self._last_read, self.sender.last_sent)
 
     # ------------------------------------------------------------------ receiving
 
@@ -348,7 +190,7 @@ class Connection:
                 self._resume_reading = resume = trio.Event()
                 await resume.wait()
                 continue
-            if pause_reading and self._out.size > self.high_water:
+            if pause_reading and self.sender.outbound.size > self.high_water:
                 await self.wait_writable()
                 self._partial_since = None if self._partial_since is None else self._now()
             if not await self._receive():
@@ -360,7 +202,8 @@ class Connection:
         limit = self.max_processing
         on_request = self._on_request
         on_response = self._on_response
-        self.holding = True
+        sender = self.sender
+        sender.holding = True
         decoded = 0
         try:
             while not (limit and self.processing >= limit):
@@ -376,19 +219,19 @@ class Connection:
                         return suspension
             return None
         finally:
-            self.holding = False
-            self._direct_budget = True
+            sender.holding = False
+            sender.read_handled()
             if decoded:
                 self._owner.read_done(self)
-                if self._out:
-                    self.flush()
+                if sender.outbound:
+                    sender.flush()
             if self._lent is not None and not decoder.holds_buffer:
                 RECEIVE_BUFFERS.give(self._lent)  # its frame was decoded
                 self._lent = None
             if not decoder.buffered_bytes:
                 self._partial_since = None
             elif decoded or self._partial_since is None:
-                self._partial_since = self.last_activity  # a new frame began in this read
+                self._partial_since = self._last_read  # a new frame began in this read
 
     async def _hand_over(self, suspension: Suspension) -> None:
         try:
@@ -415,7 +258,7 @@ class Connection:
             self.close(self._eof_reason())
             return False
         self._got_data = True
-        self.last_activity = self._now()
+        self._last_read = self._now()
         return True
 
     async def _receive_once(self) -> int:
@@ -456,13 +299,13 @@ class Connection:
             if not self.closed:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
-                    nursery.start_soon(self._guard, self._write, "write")
+                    nursery.start_soon(self._guard, self.sender.run_writer, "write")
                     await self._guard(self._read, "read")
         finally:
-            with self._gate:  # from here on no thread sends (send_from_thread checks, gated)
-                self.closed = True
-                callbacks = self._out.clear()
-            self._wake_all()
+            self.closed = True
+            callbacks = self.sender.shut()
+            if self._resume_reading is not None:
+                self._resume_reading.set()
             for fn in callbacks:
                 fn()
             if self._lent is not None:
@@ -509,11 +352,7 @@ class Connection:
         self.close_reason = reason
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
-        self._wake_all()
-
-    def _wake_all(self) -> None:
-        self._writer_lot.unpark_all()
-        self._drain_lot.unpark_all()
-        self._flush_lot.unpark_all()
+        self.sender.closed = True  # no thread sends any more (set under the gate at run's end)
+        self.sender.wake_all()
         if self._resume_reading is not None:
             self._resume_reading.set()

@@ -278,12 +278,12 @@ class Dispatcher:
         """Finish a batch of pool results; each connection's replies leave in one send."""
         touched: list[Connection] = []
         for (conn, request, _), reply in results:
-            if not conn.holding:
-                conn.holding = True
+            if not conn.sender.holding:
+                conn.sender.holding = True
                 touched.append(conn)
             self._processed(conn, request.code, reply)
         for conn in touched:
-            conn.holding = False
+            conn.sender.holding = False
             conn.flush()
 
     def _processed(self, conn: Connection, code: int, reply: Reply | None) -> None:

@@ -63,10 +63,21 @@ class Endpoint:
         self.callbacks = CallbackRunner(f"remoting-{role}-callback", config.callback_threads(),
                                         self)
         self.events = EventDispatcher(f"remoting-{role}-events")
-        connect_timeout = config.connect_timeout if isinstance(config, ClientConfig) else 3.0
-        self.channels = ChannelTable(role, connect_timeout, self._dial)
-        self.invoker = Invoker(role, config, self.channels, self.counters, self.callbacks,
-                               self.inbox)
+        if isinstance(config, ClientConfig):
+            self.channels = ChannelTable(role, config.connect_timeout, self._dial)
+            self.invoker = Invoker(
+                role, config, self.channels, self.counters, self.callbacks, self.inbox,
+                permits=(config.client_async_semaphore_value,
+                         config.client_oneway_semaphore_value),
+                go_away_retry=config.enable_reconnect_for_go_away,
+                close_on_sync_timeout=config.close_socket_if_timeout)
+        else:  # a server calls back over its connections only: it never dials
+            self.channels = ChannelTable(role, 3.0, self._dial)
+            self.invoker = Invoker(
+                role, config, self.channels, self.counters, self.callbacks, self.inbox,
+                permits=(config.server_async_semaphore_value,
+                         config.server_oneway_semaphore_value),
+                go_away_retry=False, close_on_sync_timeout=False)
         self.dispatcher = Dispatcher(f"remoting-{role}", config, self.counters, self.inbox, self)
         # the ConnectionOwner protocol, wired straight to the parts (one call per command)
         self.request_received = self.dispatcher.request_received
@@ -238,7 +249,7 @@ class Endpoint:
         c = self.counters
         invoker = self.invoker
         if self.running:
-            invoker.adopt_thread_calls()
+            invoker.threads.adopt()
         return EndpointStatistics(
             connections=len(self.connections),
             connecting=self.channels.connecting,

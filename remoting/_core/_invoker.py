@@ -1,6 +1,6 @@
 """`Invoker`: the calling side of an endpoint. Permits, the response table, sending, deadlines.
 
-Theory of operation (loop thread only; threads come in through `submit_from_thread`):
+Theory of operation (loop thread only; threads come in through `ThreadCalls`):
 - A call is a `ResponseFuture`. Once a connection and a permit are in hand, sending is
   synchronous (`send`): encode, register in the table, queue the frame. On the fast path (a
   live connection, a free permit, room in the socket's queue) nothing is awaited and no task
@@ -8,8 +8,7 @@ Theory of operation (loop thread only; threads come in through `submit_from_thre
   all under the call's one deadline (`_send_later`).
 - Calls from other threads arrive through the inbox, in batches, and take the same path.
 - Each registered call completes exactly once, by whoever removes it from the table: its
-  response (`response_received`), its deadline (`expire`: a timer sleeping until the earliest
-  deadline, plus RocketMQ's periodic scan as a safety net), the loss of its connection
+  response (`response_received`), its deadline (`Deadlines`), the loss of its connection
   (`connection_lost`), a failed send, a cancelled wait, or shutdown (`fail_all`).
 - Responses that match nothing are counted per connection; a peer sending more of them than
   its calls that were given up (timed out or cancelled) allow is closed (`MAX_UNEXPECTED`).
@@ -17,7 +16,6 @@ Theory of operation (loop thread only; threads come in through `submit_from_thre
 
 from __future__ import annotations
 
-import math
 import random
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -25,20 +23,17 @@ import trio
 
 from codec import RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
 
-from .._errors import (
-    RemotingError,
-    RemotingTooManyRequestsError,
-    translate,
-)
+from .._errors import RemotingError, RemotingTooManyRequestsError, translate
 from .._log import log
 from .._observability._histogram import LatencyHistogram
 from ._channels import target_addr
 from ._connection import Connection
+from ._deadlines import Deadlines
 from ._future import ResponseFuture
 from ._many import Batch
 from ._permits import Permits
 from ._response_table import ResponseTable
-from ._threads import ThreadCalls
+from ._thread_calls import ThreadCalls
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -70,41 +65,34 @@ class Invoker:
     """Sends requests and completes their futures (see the module docstring)."""
 
     def __init__(self, role: str, config: ClientConfig | ServerConfig, channels: ChannelTable,
-                 counters: Counters, callbacks: CallbackRunner, inbox: Inbox) -> None:
+                 counters: Counters, callbacks: CallbackRunner, inbox: Inbox, *,
+                 permits: tuple[int, int], go_away_retry: bool,
+                 close_on_sync_timeout: bool) -> None:
         self.role = role
         self.callbacks = callbacks  # with `inbox`: what futures need (CallSupport)
         self.inbox = inbox
         self.table = ResponseTable()
-        self.thread_calls = ThreadCalls()  # sent by threads themselves (_threads), to adopt
-        if role == "client":
-            async_n = config.client_async_semaphore_value  # type: ignore[union-attr]
-            oneway_n = config.client_oneway_semaphore_value  # type: ignore[union-attr]
-            self.go_away_retry = bool(config.enable_reconnect_for_go_away)  # type: ignore[union-attr]
-            self.close_on_sync_timeout = bool(config.close_socket_if_timeout)  # type: ignore[union-attr]
-        else:
-            async_n = config.server_async_semaphore_value  # type: ignore[union-attr]
-            oneway_n = config.server_oneway_semaphore_value  # type: ignore[union-attr]
-            self.go_away_retry = self.close_on_sync_timeout = False
+        async_n, oneway_n = permits
+        self.go_away_retry = go_away_retry  # RocketMQ's enableReconnectForGoAway
+        self.close_on_sync_timeout = close_on_sync_timeout  # clientCloseSocketIfTimeout
         self.async_permits = Permits(async_n)
         self.oneway_permits = Permits(oneway_n)
         self._config = config
-        self._channels = channels
+        self.channels = channels
         self._counters = counters
         self._nursery: trio.Nursery | None = None
-        self._timer_scope: trio.CancelScope | None = None
-        self._timer_deadline = math.inf
+        self.threads = ThreadCalls(self, self.table, counters, inbox)
+        self.deadlines = Deadlines(self.table, counters, config, self.threads.adopt)
         self.now: Callable[[], float] = trio.current_time
 
     # ------------------------------------------------------------------ lifecycle
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the deadline timer and the scanner until cancelled; calls start once started."""
+        """Run the deadlines until cancelled; calls can start once started."""
         self.now = trio.lowlevel.current_clock().current_time
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            if self._config.precise_timeouts:
-                nursery.start_soon(self._timer)
-            nursery.start_soon(self._scanner)
+            await nursery.start(self.deadlines.run)
             task_status.started()
 
     def close(self) -> None:
@@ -113,85 +101,9 @@ class Invoker:
 
     def fail_all(self, reason: str) -> None:
         """Fail every pending call (shutdown)."""
-        self.adopt_thread_calls()
+        self.threads.adopt()
         for fut in self.table.pop_all():
             fut._fail_send(reason)
-
-    @property
-    def by_addr(self) -> dict[str, Connection]:
-        """A client's connections by dialled address (read by threads: `_threads`)."""
-        return self._channels.by_addr
-
-    def new_thread_call(self, addr: str, request: RemotingCommand, timeout: float
-                        ) -> ResponseFuture:
-        """The future of a call a thread sends itself (`_threads.send_call_from_thread`)."""
-        fut = self.new_future(addr, request, timeout, "sync", threaded=True)
-        fut._overdue = self._overdue
-        return fut
-
-    def _overdue(self, fut: ResponseFuture) -> None:
-        """A thread's call passed its deadline (called on that thread): expire it on the loop."""
-        try:
-            self.inbox.post(self._expire_thread_call, fut)
-        except RuntimeError:  # the loop has ended: its shutdown failed the call
-            pass
-
-    def _expire_thread_call(self, fut: ResponseFuture) -> None:
-        self.adopt_thread_calls()
-        if self.table.pop_for(fut.opaque, fut.conn) is fut:
-            self._timed_out(fut)
-
-    def adopt_thread_calls(self) -> None:
-        """Move the calls threads sent themselves into the response table."""
-        calls = self.thread_calls
-        counters = self._counters
-        sent = counters.sent
-        while calls:
-            fut = calls.popleft()
-            try:
-                self.table.add(fut)
-            except ValueError:  # only an opaque a user set by hand can collide
-                fut._fail_send(f"opaque {fut.opaque} is already pending")
-                continue
-            code = fut.request.code
-            sent[code] = sent.get(code, 0) + 1
-            counters.count_thread_send()
-            if fut.deadline < self._timer_deadline and self._timer_scope is not None:
-                self._timer_deadline = self._timer_scope.deadline = fut.deadline
-
-    async def _timer(self) -> None:
-        while True:
-            deadline = self.table.next_deadline()
-            self._timer_deadline = math.inf if deadline is None else deadline
-            with trio.CancelScope(deadline=self._timer_deadline) as scope:
-                self._timer_scope = scope
-                await trio.sleep_forever()
-            self._timer_scope = None
-            self._timer_deadline = math.inf
-            self.expire(trio.current_time())
-
-    async def _scanner(self) -> None:
-        cfg = self._config
-        await trio.sleep(cfg.scan_initial_delay)
-        while True:  # RocketMQ's scanResponseTable: a safety net, with its grace
-            self.expire(trio.current_time() - cfg.scan_grace)
-            await trio.sleep(cfg.scan_period)
-
-    def expire(self, now: float) -> None:
-        """Fail every call whose deadline is at or before ``now``."""
-        self.adopt_thread_calls()
-        for fut in self.table.expire(now):
-            self._timed_out(fut)
-
-    def _timed_out(self, fut: ResponseFuture) -> None:
-        self._counters.timeouts += 1
-        log.warning("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
-        conn = fut.conn
-        if conn is not None:
-            conn.abandoned += 1
-        fut._fail_timeout()
-        if fut.close_on_timeout and conn is not None:
-            conn.close("invoke_sync timed out (close_socket_if_timeout)")
 
     # ------------------------------------------------------------------ sending (loop, sync)
 
@@ -218,8 +130,8 @@ class Invoker:
         fut.deadline = deadline
         request = fut.request
         entries = self.table.entries
-        if self.thread_calls:  # their opaques are pending too
-            self.adopt_thread_calls()
+        if self.threads.pending:  # their opaques are pending too
+            self.threads.adopt()
         if request.opaque in entries:
             request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
         try:
@@ -229,8 +141,8 @@ class Invoker:
             return
         fut.opaque = request.opaque
         self.table.add(fut)
-        if deadline < self._timer_deadline and self._timer_scope is not None:
-            self._timer_deadline = self._timer_scope.deadline = deadline
+        if deadline < self.deadlines.armed:
+            self.deadlines.arm(deadline)
         sent = self._counters.sent
         sent[request.code] = sent.get(request.code, 0) + 1
         if not conn.send(frame) and self.table.pop_for(fut.opaque, conn) is fut:
@@ -259,7 +171,7 @@ class Invoker:
     def _send_now(self, target: Target, fut: ResponseFuture, deadline: float,
                   kind: CallKind) -> bool:
         """Send at once if a live connection and a permit are at hand; False if not."""
-        conn = self._channels.live(target)
+        conn = self.channels.live(target)
         if conn is None:
             return False
         permits = self.oneway_permits if kind == "oneway" else self.async_permits
@@ -308,7 +220,7 @@ class Invoker:
             RemotingTooManyRequestsError: no permit, or no room, before the deadline.
             RemotingSendRequestError: the connection closed meanwhile.
         """
-        conn = await self._channels.resolve(target, deadline, timeout)
+        conn = await self.channels.resolve(target, deadline, timeout)
         if not await permits.take(deadline):
             raise RemotingTooManyRequestsError(
                 f"no in-flight permit within {timeout}s ({permits.waiting} waiting); "
@@ -336,8 +248,8 @@ class Invoker:
         """Complete the call ``cmd`` answers (a response read from ``conn``)."""
         entries = self.table.entries
         fut = entries.get(cmd.opaque)
-        if fut is None and self.thread_calls:
-            self.adopt_thread_calls()
+        if fut is None and self.threads.pending:
+            self.threads.adopt()
             fut = entries.get(cmd.opaque)
         if fut is None or fut.conn is not conn:
             self._unexpected(conn, cmd)
@@ -370,7 +282,7 @@ class Invoker:
     def _go_away(self, fut: ResponseFuture, conn: Connection) -> bool:
         """Handle a GO_AWAY reply; True if handled (resent, or failed), False if it is to be
         returned as data (resending disabled, as RocketMQ without enableReconnectForGoAway)."""
-        self._channels.forget(conn)  # new calls open a new connection; this one drains
+        self.channels.forget(conn)  # new calls open a new connection; this one drains
         if not self.go_away_retry:
             return False
         target = fut.retry_target
@@ -385,7 +297,7 @@ class Invoker:
 
     async def _resend(self, target: Target, fut: ResponseFuture) -> None:
         try:
-            conn = await self._channels.resolve(target, fut.deadline, fut.timeout)
+            conn = await self.channels.resolve(target, fut.deadline, fut.timeout)
         except BaseException as exc:
             self._fail_unsent(fut, exc)
             if not isinstance(exc, Exception):
@@ -399,7 +311,7 @@ class Invoker:
 
     def connection_lost(self, conn: Connection) -> None:
         """Fail every call pending on ``conn`` at once (RocketMQ's failFast)."""
-        self.adopt_thread_calls()
+        self.threads.adopt()
         for fut in self.table.pop_connection(conn):
             fut._fail_send(f"connection closed ({conn.close_reason})")
 
@@ -449,7 +361,7 @@ class Invoker:
                             timeout: float) -> None:
         """Queue a oneway request (see TrioRemotingClient.invoke_oneway)."""
         permits = self.oneway_permits
-        conn = self._channels.live(target)
+        conn = self.channels.live(target)
         if conn is None or not permits.try_take():
             conn = await self.prepare(target, permits, self.now() + timeout, timeout)
         self.send_oneway(conn, request, permits)
@@ -458,34 +370,16 @@ class Invoker:
                           timeout: float, limit: int) -> list[RemotingCommand | RemotingError]:
         """Send all ``requests`` with at most ``limit`` in flight; results in order."""
         done = trio.Event()
-        batch = Batch(self, self._channels, target, requests, timeout, limit,
+        batch = Batch(self, self.channels, target, requests, timeout, limit,
                       lambda _: done.set())
         batch.start(self._nursery)
         await done.wait()
         return batch.results
 
-    # ------------------------------------------------------------------ calls from threads
+    # ------------------------------------------------------------------ started by threads
 
-    def submit_from_thread(self, target: Target, request: RemotingCommand, timeout: float,
-                           kind: CallKind,
-                           callback: Callable[[ResponseFuture], object] | None = None,
-                           ) -> ResponseFuture:
-        """Hand a call to the loop; return its future (any thread but the loop's).
-
-        For ``kind="oneway"`` the future completes (with the request) once the frame is queued.
-
-        Raises:
-            RemotingError: the endpoint is shut down.
-        """
-        fut = self.new_future(target, request, timeout, kind, callback, threaded=True)
-        try:
-            self.inbox.post(self._start_from_thread, (target, fut, kind))
-        except RuntimeError as exc:  # trio.RunFinishedError
-            raise RemotingError(f"the {self.role} is shut down", fut.addr) from exc
-        return fut
-
-    def _start_from_thread(self, args: tuple[Target, ResponseFuture, CallKind]) -> None:
-        target, fut, kind = args
+    def start(self, target: Target, fut: ResponseFuture, kind: CallKind) -> None:
+        """Send a call a thread handed over (`_thread_calls`), now or in a task."""
         nursery = self._nursery
         if nursery is None:
             fut._fail(RemotingError(f"the {self.role} is shut down", fut.addr))
@@ -494,16 +388,9 @@ class Invoker:
         if not self._send_now(target, fut, deadline, kind):
             nursery.start_soon(self._send_later, target, fut, deadline, kind)
 
-    def submit_many_from_thread(self, target: Target, requests: Sequence[RemotingCommand],
-                                timeout: float, limit: int,
-                                on_done: Callable[[list[Any]], None]) -> None:
-        """Start a batch from a thread; ``on_done(results)`` runs on the loop thread.
-
-        Raises:
-            RemotingError: the endpoint is shut down.
-        """
-        batch = Batch(self, self._channels, target, requests, timeout, limit, on_done)
-        try:
-            self.inbox.post(lambda _: batch.start(self._nursery), None)
-        except RuntimeError as exc:
-            raise RemotingError(f"the {self.role} is shut down") from exc
+    def start_batch(self, target: Target, requests: Sequence[RemotingCommand], timeout: float,
+                    limit: int, on_done: Callable[[list[Any]], None]) -> None:
+        """Start an ``invoke_many`` batch a thread handed over; ``on_done(results)`` runs
+        here, on the loop thread."""
+        Batch(self, self.channels, target, requests, timeout, limit, on_done).start(
+            self._nursery)

@@ -10,7 +10,7 @@ left to send), so its requests do not take and give one each.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -24,9 +24,24 @@ if TYPE_CHECKING:
 
     from ._channels import ChannelTable, Target
     from ._connection import Connection
-    from ._invoker import Invoker
+    from ._permits import Permits
 
-__all__ = ["Batch"]
+__all__ = ["Batch", "BatchSender"]
+
+
+class BatchSender(Protocol):
+    """What a batch needs from its invoker."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def async_permits(self) -> Permits: ...
+
+    def now(self) -> float: ...
+
+    def send(self, conn: Connection, fut: ResponseFuture, deadline: float,
+             permits: Permits | None) -> None: ...
 
 _SHUT_DOWN = "the endpoint shut down before the batch was sent"
 
@@ -34,7 +49,7 @@ _SHUT_DOWN = "the endpoint shut down before the batch was sent"
 class Batch:
     """One ``invoke_many`` call (loop thread only)."""
 
-    def __init__(self, invoker: Invoker, channels: ChannelTable, target: Target,
+    def __init__(self, invoker: BatchSender, channels: ChannelTable, target: Target,
                  requests: Sequence[RemotingCommand], timeout: float, limit: int,
                  on_done: Callable[[list[Any]], None]) -> None:
         self._invoker = invoker

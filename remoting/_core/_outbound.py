@@ -17,20 +17,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from ._transport import consume
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from codec import EncodedFrame
 
-__all__ = ["FLUSH_FRAMES", "Outbound", "Piece"]
+__all__ = ["FLUSH_FRAMES", "Outbound", "Piece", "consume"]
 
 Piece: TypeAlias = "bytes | memoryview"
 # Frames queued by one burst of work (a read of many requests, a batch of pool results) that
 # are sent at once instead of after the burst: the peer starts on them while this side goes
 # on, so both processes work at the same time (pipelined throughput ~1.7x, bench/rpc.py).
 FLUSH_FRAMES: Final = 16
+
+
+def consume(pieces: list[Piece], sent: int) -> list[Piece]:
+    """Return what is left of ``pieces`` after ``sent`` bytes went out (no copy).
+
+    A piece sent in part is replaced by a memoryview of its rest.
+    """
+    i = 0
+    while sent:
+        size = len(pieces[i])
+        if sent < size:
+            rest = pieces[i:]
+            rest[0] = memoryview(rest[0])[sent:]
+            return rest
+        sent -= size
+        i += 1
+    return pieces[i:]
 
 
 class Outbound:

@@ -13,14 +13,10 @@ Theory of operation (the concurrency model, docs/architecture.md):
   see `_future`), user callbacks (the `CallbackRunner`'s executor), channel events (`_events`).
 - `mark_own_thread` labels the threads an endpoint starts (pool and callback threads): a
   shutdown called from one of them must not wait for itself.
-- Two shortcuts let a thread send on an idle plain-TCP connection itself, through the
-  connection's send gate (`Connection.send_from_thread`), because the hand-off to the loop
-  costs 20-35 µs per call (docs/performance.md): a blocking ``invoke_sync``
-  (`send_call_from_thread`) and a pool thread's lone reply (`Dispatcher`). A call sent that
-  way is registered in `ThreadCalls` before its bytes leave; the loop adopts such calls into
-  its response table before it looks a response up, expires calls, or fails a connection's
-  calls. The thread enforces the call's deadline itself: past it, it asks the loop to expire
-  the call (`ResponseFuture` ``overdue``), so no wake-up of the loop is needed per call.
+- Calls from threads go through `_thread_calls`, which also holds the one shortcut for
+  calls: a blocking ``invoke_sync`` sending on an idle connection itself. The other shortcut,
+  a pool thread's lone reply, is the dispatcher's. Both send through the connection's send
+  gate (`Sender`), the one lock a thread shares with a connection's state.
 """
 
 from __future__ import annotations
@@ -29,9 +25,7 @@ import _thread
 import threading
 from collections import deque
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
-
-from codec import encode_frame_parts, next_opaque
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .._log import log
 
@@ -40,13 +34,7 @@ if TYPE_CHECKING:
 
     import trio
 
-    from codec import RemotingCommand
-
-    from ._connection import Connection
-    from ._future import ResponseFuture
-
-__all__ = ["CallbackRunner", "Inbox", "ThreadCallHost", "ThreadCalls", "in_own_thread",
-           "mark_own_thread", "send_call_from_thread"]
+__all__ = ["CallbackRunner", "Inbox", "in_own_thread", "mark_own_thread"]
 
 T = TypeVar("T")
 
@@ -198,58 +186,3 @@ class CallbackRunner:
             self._closed = final
         if executor is not None:
             executor.shutdown(wait=True)
-
-
-class ThreadCalls(deque["ResponseFuture"]):
-    """Calls that threads registered and sent themselves, for the loop to adopt.
-
-    A deque: a thread ``append``s a call before its request's bytes leave, the loop
-    ``popleft``s them (both thread-safe); its truth value costs no Python call.
-    """
-
-
-class ThreadCallHost(Protocol):
-    """What `send_call_from_thread` needs from the invoker."""
-
-    @property
-    def by_addr(self) -> dict[str, Connection]: ...
-
-    @property
-    def thread_calls(self) -> ThreadCalls: ...
-
-    def now(self) -> float: ...
-
-    def new_thread_call(self, addr: str, request: RemotingCommand, timeout: float
-                        ) -> ResponseFuture: ...
-
-
-def send_call_from_thread(host: ThreadCallHost, addr: str | None, request: RemotingCommand,
-                          timeout: float) -> ResponseFuture | None:
-    """A blocking ``invoke_sync``'s shortcut: register and send from the calling thread.
-
-    Only on a live, idle, plain-TCP connection to ``addr``; returns None (nothing sent or
-    registered) when the usual hand-off to the loop must be taken. The call gets a fresh
-    opaque (the request itself keeps its own), so it can never collide with a pending one.
-    As RocketMQ's ``invokeSync``, such a call takes no in-flight permit: it holds its
-    caller's thread.
-    """
-    if type(addr) is not str:
-        return None
-    conn = host.by_addr.get(addr)
-    if conn is None or conn.closed:
-        return None
-    # A private copy with a fresh opaque goes on the wire: the caller's command is never
-    # changed here, so threads sending the same command at once cannot collide.
-    opaque = next_opaque()
-    try:
-        frame = encode_frame_parts(request.with_opaque(opaque))
-    except Exception:  # the usual path reports it
-        return None
-    fut = host.new_thread_call(addr, request, timeout)
-    fut.opaque = opaque
-    fut.conn = conn
-    fut.addr = conn.remote_addr
-    fut.deadline = host.now() + timeout
-    if not conn.send_from_thread(frame, lambda: host.thread_calls.append(fut)):
-        return None
-    return fut

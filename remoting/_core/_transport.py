@@ -21,6 +21,8 @@ import trio
 
 from codec import LARGE_BODY_BYTES
 
+from ._outbound import consume
+
 if TYPE_CHECKING:
     from ._outbound import Piece
 
@@ -33,23 +35,6 @@ LARGE_PIECE_BYTES: Final = LARGE_BODY_BYTES
 _SEND_FLAGS: Final = getattr(socket, "MSG_NOSIGNAL", 0)  # EPIPE as an error, never SIGPIPE
 _wait_readable = trio.lowlevel.wait_readable
 _wait_writable = trio.lowlevel.wait_writable
-
-
-def consume(pieces: list[Piece], sent: int) -> list[Piece]:
-    """Return what is left of ``pieces`` after ``sent`` bytes went out (no copy).
-
-    A piece sent in part is replaced by a memoryview of its rest.
-    """
-    i = 0
-    while sent:
-        size = len(pieces[i])
-        if sent < size:
-            rest = pieces[i:]
-            rest[0] = memoryview(rest[0])[sent:]
-            return rest
-        sent -= size
-        i += 1
-    return pieces[i:]
 
 
 class SocketTransport:

@@ -1,4 +1,5 @@
-"""The blocking faces: `RemotingClient` and `RemotingServer` for threads, scripts and Spark.
+"""The blocking client, `RemotingClient`, for threads, scripts and Spark (and what the blocking
+faces share, `BlockingFace`; the server is in `_blocking_server`).
 
 Each runs the trio core in one daemon thread (`LoopThread`) and hands calls to it through the
 endpoint's inbox: calls made by many threads at once reach the loop in batches, with no task
@@ -15,13 +16,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final, NoReturn, Self, TypeVar
 
-import trio
-
 from codec import ResponseCode
 
-from .._config import ClientConfig, ServerConfig
+from .._config import ClientConfig
 from .._core._invoker import busy_backoff
-from .._core._threads import send_call_from_thread
 from .._errors import RemotingError
 from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
 from ._loop_thread import LoopThread
@@ -35,20 +33,19 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import AsyncRequestProcessor, RequestProcessor
 
-    from .._core._channel_handle import ChannelHandle
     from .._core._endpoint import Endpoint
     from .._core._events import ChannelEventListener
     from .._core._future import ResponseFuture
     from .._hooks import RPCHook
     from .._observability._statistics import EndpointStatistics
 
-__all__ = ["RemotingClient", "RemotingServer"]
+__all__ = ["BlockingFace", "RemotingClient"]
 
 T = TypeVar("T")
 LOOP_ANSWER_SECONDS: Final = 10.0  # a loop that takes longer to answer is stuck
 
 
-class _BlockingFace:
+class BlockingFace:
     _core: TrioRemotingClient | TrioRemotingServer
     _loop: LoopThread | None
     _closed: bool
@@ -129,7 +126,7 @@ class _BlockingFace:
         )
 
 
-class RemotingClient(_BlockingFace):
+class RemotingClient(BlockingFace):
     """A thread-safe blocking client (RocketMQ's NettyRemotingClient)."""
 
     __module__ = "remoting"
@@ -138,7 +135,7 @@ class RemotingClient(_BlockingFace):
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config or ClientConfig()
         self._core = TrioRemotingClient(self.config)
-        self._invoker = self._core.endpoint.invoker
+        self._threads = self._core.endpoint.invoker.threads
         self._hooks = self._core.endpoint.dispatcher.hooks
         self._loop: LoopThread | None = None
         self._closed = False
@@ -221,9 +218,8 @@ class RemotingClient(_BlockingFace):
         attempt = 0
         while True:
             remaining = timeout if not attempt else deadline - time.monotonic()
-            invoker = self._invoker
-            fut = (send_call_from_thread(invoker, addr, request, remaining)
-                   or invoker.submit_from_thread(addr, request, remaining, "sync"))
+            fut = (self._threads.send_directly(addr, request, remaining)
+                   or self._threads.submit(addr, request, remaining, "sync"))
             response = fut.result()
             if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
                 break
@@ -250,7 +246,7 @@ class RemotingClient(_BlockingFace):
         if hooks:
             run_before_hooks(hooks, addr, request)
             callback = with_after_hooks(hooks, request, callback)
-        return self._invoker.submit_from_thread(addr, request, timeout, "async", callback)
+        return self._threads.submit(addr, request, timeout, "async", callback)
 
     def invoke_oneway(self, addr: str | None, request: RemotingCommand,
                       timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -263,7 +259,7 @@ class RemotingClient(_BlockingFace):
         self._check_caller()
         if self._hooks:
             run_before_hooks(self._hooks, addr, request)
-        self._invoker.submit_from_thread(addr, request, timeout, "oneway").result()
+        self._threads.submit(addr, request, timeout, "oneway").result()
 
     def invoke_many(self, addr: str | None, requests: Sequence[RemotingCommand],
                     timeout: float = DEFAULT_TIMEOUT, limit: int = 64
@@ -282,134 +278,8 @@ class RemotingClient(_BlockingFace):
             box.append(results)
             lock.release()
 
-        self._invoker.submit_many_from_thread(addr, requests, timeout, limit, on_done)
+        self._threads.submit_many(addr, requests, timeout, limit, on_done)
         waves = -(-len(requests) // max(1, limit))
         if not lock.acquire(timeout=timeout * max(1, waves) + 30.0):
             raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
         return box[0]
-
-
-class RemotingServer(_BlockingFace):
-    """A blocking server (RocketMQ's NettyRemotingServer); ``port`` is set by `start`."""
-
-    __module__ = "remoting"
-    _core: TrioRemotingServer
-
-    def __init__(self, config: ServerConfig | None = None) -> None:
-        self.config = config or ServerConfig()
-        self._core = TrioRemotingServer(self.config)
-        self._loop: LoopThread | None = None
-        self._closed = False
-        self._lock = threading.Lock()
-        self._stopper: threading.Thread | None = None  # a shutdown begun by a processor
-
-    @property
-    def port(self) -> int:
-        """The listening port (after `start`)."""
-        if self._core.port is None:
-            raise RemotingError("RemotingServer is not started")
-        return self._core.port
-
-    @property
-    def addr(self) -> str:
-        """``"bind_address:port"``, for clients on this machine."""
-        return f"{self.config.bind_address}:{self.port}"
-
-    def start(self) -> Self:
-        """Bind, listen and serve in a background thread (idempotent).
-
-        Raises:
-            RemotingStartError: the port cannot be bound (raised here, in the caller's thread).
-        """
-        with self._lock:
-            if self._closed:
-                raise RemotingError("RemotingServer is closed")
-            if self._loop is None:
-                self._core.bind()
-                loop = LoopThread("remoting-server")
-                loop.start(self._core.serve)
-                self._loop = loop
-        return self
-
-    def drain(self) -> None:
-        """Answer GO_AWAY to every new request from now on (see `TrioRemotingServer.drain`)."""
-        self.endpoint.call_on_loop(self._core.drain)
-
-    @property
-    def draining(self) -> bool:
-        """True once `drain` (or `shutdown`) began."""
-        return self._core.draining
-
-    def shutdown(self, grace: float | None = None) -> None:
-        """Stop gracefully and join every thread (idempotent; fast when idle).
-
-        Stops accepting, answers GO_AWAY to new requests, lets running processors finish for
-        up to ``grace`` seconds (default ``config.shutdown_grace_seconds``), then closes the
-        connections and fails whatever is still pending.
-
-        Called from one of the server's processors or callbacks (an admin "stop" request), it
-        starts the shutdown in a thread of its own and returns at once: the caller is one of
-        the processors the shutdown waits for, and its response still goes out. A later call
-        from another thread waits for that shutdown to end.
-        """
-        own_thread = self.endpoint.in_own_thread()
-        with self._lock:
-            stopper = self._stopper
-            if self._closed:
-                loop = None
-            else:
-                self._closed = True
-                loop, self._loop = self._loop, None
-                if loop is not None and own_thread:
-                    stopper = self._stopper = threading.Thread(
-                        target=self._stop, args=(loop, grace),
-                        name="remoting-server-shutdown", daemon=True,
-                    )
-                    stopper.start()
-                    return
-        if loop is not None:
-            self._stop(loop, grace)
-        elif stopper is not None and not own_thread:
-            stopper.join()  # bounded: the grace period plus the threads' join deadlines
-
-    def _stop(self, loop: LoopThread, grace: float | None) -> None:
-        if loop.token is not None:
-            try:
-                trio.from_thread.run(self._core.shutdown, grace, trio_token=loop.token)
-            except trio.RunFinishedError:
-                pass
-        loop.stop()
-
-    def broadcast_oneway(self, channels: Sequence[ChannelHandle], request: RemotingCommand
-                         ) -> int:
-        """Send one oneway ``request`` to every channel; return how many got it."""
-        self._check_caller()
-        core = self._core
-        return self.endpoint.inbox.call(lambda: core.broadcast_oneway(channels, request),
-                                        LOOP_ANSWER_SECONDS)
-
-    def channels(self) -> list[ChannelHandle]:
-        """Return the live connections (for server push)."""
-        return self._on_loop(self._core.channels)
-
-    def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
-                    timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
-        """Call a connected client (which registered a processor) and wait."""
-        self._check_caller()
-        return channel.invoke_sync(request, timeout)
-
-    def invoke_async(self, channel: ChannelHandle, request: RemotingCommand,
-                     timeout: float = DEFAULT_TIMEOUT,
-                     callback: Callable[[ResponseFuture], object] | None = None
-                     ) -> ResponseFuture:
-        """Call a connected client; return the future."""
-        self._check_caller()
-        return self.endpoint.invoker.submit_from_thread(
-            channel._conn, request, timeout, "async", callback
-        )
-
-    def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
-                      timeout: float = DEFAULT_TIMEOUT) -> None:
-        """Send a oneway request to a connected client."""
-        self._check_caller()
-        channel.invoke_oneway(request, timeout)

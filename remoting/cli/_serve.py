@@ -62,7 +62,7 @@ def load_factory(spec: str) -> Mapping[int | None, RequestProcessor | AsyncReque
 def run_server(spec: str, config: ServerConfig, ready: threading.Event | None = None,
                stop: threading.Event | None = None) -> None:
     """Serve the factory's processors (plus the stats processor) until SIGTERM/SIGINT."""
-    from .._faces._blocking import RemotingServer
+    from ..blocking import RemotingServer
 
     processors = load_factory(spec)
     stop = stop or threading.Event()

@@ -38,7 +38,7 @@ def _ext_pair(text: str) -> tuple[str, str]:
 
 
 def _client() -> Any:
-    from .._faces._blocking import RemotingClient
+    from ..blocking import RemotingClient
 
     return RemotingClient().start()
 

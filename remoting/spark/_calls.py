@@ -33,7 +33,7 @@ from .._errors import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._faces._blocking import RemotingClient
+    from ..blocking import RemotingClient
 
 __all__ = ["CallReport", "CallSpec", "Outcome", "call_bodies", "error_of"]
 

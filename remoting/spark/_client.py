@@ -22,7 +22,7 @@ import threading
 import structlog
 
 from .._config import ClientConfig
-from .._faces._blocking import RemotingClient
+from ..blocking import RemotingClient
 
 __all__ = ["configure_worker_logging", "get_client", "shutdown_clients"]
 

@@ -1,0 +1,169 @@
+"""A lenient JSON reader for headers strict JSON rejects but fastjson accepts in practice
+(single quotes, unquoted keys): what `decode_json_header` falls back to."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from ._errors import MalformedFrameError
+
+__all__ = ["lenient_loads"]
+
+_MAX_DEPTH: Final = 64
+_WS: Final = " \t\r\n"
+_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_BAREWORD: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_ESCAPES: Final = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f",
+                   "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def _number(text: str) -> int | float:
+    """Convert a JSON number as orjson does: int64 stays int, anything wider becomes a float.
+
+    Never ``int()`` of a long digit string: past 4300 digits Python raises ValueError.
+    """
+    if len(text) <= 20 and not any(c in text for c in ".eE"):
+        n = int(text)
+        if _INT64_MIN <= n <= _INT64_MAX:
+            return n
+    return float(text)
+
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+class _Lenient:
+    """Recursive-descent reader for fastjson's relaxed JSON (single quotes, bare keys)."""
+
+    def __init__(self, text: str) -> None:
+        self.s = text
+        self.i = 0
+
+    def fail(self, what: str) -> MalformedFrameError:
+        return MalformedFrameError(f"invalid JSON header at offset {self.i}: {what}")
+
+    def ws(self) -> None:
+        s, i = self.s, self.i
+        while i < len(s) and s[i] in _WS:
+            i += 1
+        self.i = i
+
+    def value(self, depth: int) -> object:
+        if depth > _MAX_DEPTH:
+            raise self.fail(f"nesting deeper than {_MAX_DEPTH}")
+        self.ws()
+        if self.i >= len(self.s):
+            raise self.fail("unexpected end")
+        ch = self.s[self.i]
+        if ch == "{":
+            return self.obj(depth)
+        if ch == "[":
+            return self.arr(depth)
+        if ch in "\"'":
+            return self.string()
+        m = _NUMBER.match(self.s, self.i)
+        if m:
+            self.i = m.end()
+            return _number(m.group())
+        m = _BAREWORD.match(self.s, self.i)
+        if m:
+            self.i = m.end()
+            word = m.group()
+            if word in ("true", "false", "null"):
+                return {"true": True, "false": False, "null": None}[word]
+            raise self.fail(f"unexpected word {word[:20]!r}")
+        raise self.fail(f"unexpected character {ch!r}")
+
+    def string(self) -> str:
+        quote = self.s[self.i]
+        self.i += 1
+        out: list[str] = []
+        s = self.s
+        while True:
+            if self.i >= len(s):
+                raise self.fail("unterminated string")
+            ch = s[self.i]
+            self.i += 1
+            if ch == quote:
+                return "".join(out)
+            if ch != "\\":
+                out.append(ch)
+                continue
+            if self.i >= len(s):
+                raise self.fail("unterminated escape")
+            esc = s[self.i]
+            self.i += 1
+            if esc == "u":
+                digits = s[self.i : self.i + 4]
+                if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                    raise self.fail("bad \\u escape")
+                out.append(chr(int(digits, 16)))
+                self.i += 4
+            elif esc in _ESCAPES:
+                out.append(_ESCAPES[esc])
+            else:
+                raise self.fail(f"bad escape \\{esc}")
+
+    def key(self) -> str:
+        self.ws()
+        if self.i < len(self.s) and self.s[self.i] in "\"'":
+            return self.string()
+        m = _BAREWORD.match(self.s, self.i)
+        if not m:
+            raise self.fail("expected a key")
+        self.i = m.end()
+        return m.group()
+
+    def expect(self, ch: str) -> None:
+        self.ws()
+        if self.i >= len(self.s) or self.s[self.i] != ch:
+            raise self.fail(f"expected {ch!r}")
+        self.i += 1
+
+    def peek(self, ch: str) -> bool:
+        self.ws()
+        if self.i < len(self.s) and self.s[self.i] == ch:
+            self.i += 1
+            return True
+        return False
+
+    def obj(self, depth: int) -> dict[str, object]:
+        self.i += 1
+        result: dict[str, object] = {}
+        if self.peek("}"):
+            return result
+        while True:
+            k = self.key()
+            self.expect(":")
+            result[k] = self.value(depth + 1)
+            if self.peek("}"):
+                return result
+            self.expect(",")
+
+    def arr(self, depth: int) -> list[object]:
+        self.i += 1
+        result: list[object] = []
+        if self.peek("]"):
+            return result
+        while True:
+            result.append(self.value(depth + 1))
+            if self.peek("]"):
+                return result
+            self.expect(",")
+
+
+def lenient_loads(header: bytes) -> object:
+    try:
+        text = header.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedFrameError(
+            f"JSON header is not valid UTF-8 (byte {exc.start} of the header)"
+        ) from None
+    parser = _Lenient(text)
+    result = parser.value(0)
+    parser.ws()
+    if parser.i != len(text):
+        raise parser.fail("trailing characters after the JSON value")
+    return result

@@ -1,0 +1,152 @@
+"""The blocking server, `RemotingServer` (RocketMQ's NettyRemotingServer), for threads and scripts.
+
+It runs a `TrioRemotingServer` in a daemon thread (`LoopThread`); see `_blocking`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Self
+
+import trio
+
+from .._config import ServerConfig
+from .._errors import RemotingError
+from ._blocking import LOOP_ANSWER_SECONDS, BlockingFace
+from ._loop_thread import LoopThread
+from ._trio import DEFAULT_TIMEOUT, TrioRemotingServer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from codec import RemotingCommand
+
+    from .._core._channel_handle import ChannelHandle
+    from .._core._future import ResponseFuture
+
+__all__ = ["RemotingServer"]
+
+
+class RemotingServer(BlockingFace):
+    """A blocking server (RocketMQ's NettyRemotingServer); ``port`` is set by `start`."""
+
+    __module__ = "remoting"
+    _core: TrioRemotingServer
+
+    def __init__(self, config: ServerConfig | None = None) -> None:
+        self.config = config or ServerConfig()
+        self._core = TrioRemotingServer(self.config)
+        self._loop: LoopThread | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._stopper: threading.Thread | None = None  # a shutdown begun by a processor
+
+    @property
+    def port(self) -> int:
+        """The listening port (after `start`)."""
+        if self._core.port is None:
+            raise RemotingError("RemotingServer is not started")
+        return self._core.port
+
+    @property
+    def addr(self) -> str:
+        """``"bind_address:port"``, for clients on this machine."""
+        return f"{self.config.bind_address}:{self.port}"
+
+    def start(self) -> Self:
+        """Bind, listen and serve in a background thread (idempotent).
+
+        Raises:
+            RemotingStartError: the port cannot be bound (raised here, in the caller's thread).
+        """
+        with self._lock:
+            if self._closed:
+                raise RemotingError("RemotingServer is closed")
+            if self._loop is None:
+                self._core.bind()
+                loop = LoopThread("remoting-server")
+                loop.start(self._core.serve)
+                self._loop = loop
+        return self
+
+    def drain(self) -> None:
+        """Answer GO_AWAY to every new request from now on (see `TrioRemotingServer.drain`)."""
+        self.endpoint.call_on_loop(self._core.drain)
+
+    @property
+    def draining(self) -> bool:
+        """True once `drain` (or `shutdown`) began."""
+        return self._core.draining
+
+    def shutdown(self, grace: float | None = None) -> None:
+        """Stop gracefully and join every thread (idempotent; fast when idle).
+
+        Stops accepting, answers GO_AWAY to new requests, lets running processors finish for
+        up to ``grace`` seconds (default ``config.shutdown_grace_seconds``), then closes the
+        connections and fails whatever is still pending.
+
+        Called from one of the server's processors or callbacks (an admin "stop" request), it
+        starts the shutdown in a thread of its own and returns at once: the caller is one of
+        the processors the shutdown waits for, and its response still goes out. A later call
+        from another thread waits for that shutdown to end.
+        """
+        own_thread = self.endpoint.in_own_thread()
+        with self._lock:
+            stopper = self._stopper
+            if self._closed:
+                loop = None
+            else:
+                self._closed = True
+                loop, self._loop = self._loop, None
+                if loop is not None and own_thread:
+                    stopper = self._stopper = threading.Thread(
+                        target=self._stop, args=(loop, grace),
+                        name="remoting-server-shutdown", daemon=True,
+                    )
+                    stopper.start()
+                    return
+        if loop is not None:
+            self._stop(loop, grace)
+        elif stopper is not None and not own_thread:
+            stopper.join()  # bounded: the grace period plus the threads' join deadlines
+
+    def _stop(self, loop: LoopThread, grace: float | None) -> None:
+        if loop.token is not None:
+            try:
+                trio.from_thread.run(self._core.shutdown, grace, trio_token=loop.token)
+            except trio.RunFinishedError:
+                pass
+        loop.stop()
+
+    def broadcast_oneway(self, channels: Sequence[ChannelHandle], request: RemotingCommand
+                         ) -> int:
+        """Send one oneway ``request`` to every channel; return how many got it."""
+        self._check_caller()
+        core = self._core
+        return self.endpoint.inbox.call(lambda: core.broadcast_oneway(channels, request),
+                                        LOOP_ANSWER_SECONDS)
+
+    def channels(self) -> list[ChannelHandle]:
+        """Return the live connections (for server push)."""
+        return self._on_loop(self._core.channels)
+
+    def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
+                    timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+        """Call a connected client (which registered a processor) and wait."""
+        self._check_caller()
+        return channel.invoke_sync(request, timeout)
+
+    def invoke_async(self, channel: ChannelHandle, request: RemotingCommand,
+                     timeout: float = DEFAULT_TIMEOUT,
+                     callback: Callable[[ResponseFuture], object] | None = None
+                     ) -> ResponseFuture:
+        """Call a connected client; return the future."""
+        self._check_caller()
+        return self.endpoint.invoker.threads.submit(channel._conn, request, timeout, "async",
+                                                    callback)
+
+    def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
+                      timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Send a oneway request to a connected client."""
+        self._check_caller()
+        channel.invoke_oneway(request, timeout)

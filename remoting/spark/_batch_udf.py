@@ -1,0 +1,244 @@
+"""Batch mode: `remote_batch_udf` and `remote_map_in_arrow`, one request per Arrow batch (its
+body an Arrow IPC stream) answered by a `processors.BatchProcessor`."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator  # noqa: TC003  (pandas_udf reads the type hints at runtime)
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from pyspark.sql.pandas.functions import pandas_udf
+from pyspark.sql.types import StructType
+
+from codec import RemotingCommand, ResponseCode, SerializeType
+from processors.batch import decode_batch, encode_batch
+
+from ._calls import CallReport, CallSpec, call_bodies, error_of
+from ._client import get_client
+from ._columns import (
+    DEFAULT_BATCH_TIMEOUT,
+    FRAME_SLACK_BYTES,
+    BatchStats,
+    OnError,
+    RemoteCallError,
+    call_spec,
+    check_on_error,
+    column_of,
+    data_type,
+    output,
+    raise_first,
+    result_type,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
+
+    from .._config import ClientConfig
+    from ..blocking import RemotingClient
+
+__all__ = ["remote_batch_udf", "remote_map_in_arrow"]
+
+
+def _record_batch_of(column: pd.Series | pd.DataFrame) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    if isinstance(column, pd.DataFrame):
+        return pa.RecordBatch.from_pandas(column, preserve_index=False)
+    return pa.RecordBatch.from_arrays([pa.Array.from_pandas(column)], names=["value"])
+
+
+def _split_bodies(batch: pa.RecordBatch, max_body: int) -> list[bytes | None]:
+    """Return ``batch`` as one IPC body, or several row slices if one would be too large."""
+    body = encode_batch(batch)
+    if len(body) <= max_body or batch.num_rows <= 1:
+        return [body]
+    parts = min(batch.num_rows, math.ceil(len(body) / max_body) + 1)
+    step = math.ceil(batch.num_rows / parts)
+    bodies: list[bytes | None] = []
+    for start in range(0, batch.num_rows, step):
+        bodies.extend(_split_bodies(batch.slice(start, step), max_body))
+    return bodies
+
+
+def _call_batch(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch, batch_no: int,
+                report: CallReport) -> pa.RecordBatch | tuple[int, str]:
+    """Send ``batch`` (split if needed); return the answer batch or the first error."""
+    import pyarrow as pa
+
+    bodies = _split_bodies(batch, client.config.max_frame_bytes - FRAME_SLACK_BYTES)
+    outcomes = call_bodies(client, spec, bodies, batch_no, report)
+    answers = []
+    for outcome in outcomes:
+        error = error_of(outcome)
+        if error is not None:
+            return error
+        assert isinstance(outcome, RemotingCommand)
+        try:
+            answers.append(decode_batch(outcome.body))
+        except ValueError as exc:
+            return int(ResponseCode.RPC_UNKNOWN), f"bad batch response: {exc}"
+    if len(answers) == 1:
+        return answers[0]
+    table = pa.Table.from_batches(answers).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else answers[0]
+
+
+def _batchoutput(answer: pa.RecordBatch, rows: int, value_type: DataType
+                  ) -> pd.Series | pd.DataFrame | tuple[int, str]:
+    if answer.num_rows != rows:
+        return (int(ResponseCode.RPC_UNKNOWN),
+                f"the batch processor returned {answer.num_rows} rows for {rows}")
+    if isinstance(value_type, StructType):
+        names = value_type.fieldNames()
+        missing = [n for n in names if n not in answer.schema.names]
+        if missing:
+            return int(ResponseCode.RPC_UNKNOWN), f"the answer lacks columns {missing}"
+        frame: pd.DataFrame = answer.select(names).to_pandas()
+        return frame
+    index = answer.schema.get_field_index("value")
+    series: pd.Series = answer.column(index if index >= 0 else 0).to_pandas()
+    return series
+
+
+def _batch_function(spec: CallSpec, config: ClientConfig | None, value_type: DataType,
+                    on_error: OnError, on_batch: Callable[[BatchStats], object] | None,
+                    log_level: int | None
+                    ) -> Callable[[Iterator[pd.Series]], Iterator[pd.Series]]:
+    def remote_batches(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
+        client = get_client(config, log_level=log_level)
+        for batch_no, args in enumerate(batches):
+            column = column_of(args)
+            rows = len(column)
+            report = CallReport()
+            answer = _call_batch(client, spec, _record_batch_of(column), batch_no, report)
+            result = answer if isinstance(answer, tuple) else _batchoutput(
+                answer, rows, value_type)
+            failed = rows if isinstance(result, tuple) else 0
+            if on_batch is not None:
+                on_batch(BatchStats(mode="batch", rows=rows, requests=report.requests,
+                                    errors=failed, seconds=report.seconds, max_in_flight=1))
+            if isinstance(result, tuple):
+                if on_error == "raise":
+                    raise_first([result] * rows, rows, spec.code)
+                yield output([None] * rows, [result] * rows, value_type,
+                              on_error)
+            elif on_error == "raise":
+                yield result
+            else:
+                values = result.to_dict("records") if isinstance(result, pd.DataFrame) \
+                    else result
+                if isinstance(result, pd.DataFrame):
+                    value_column: Any = pd.Series(values, dtype=object)
+                else:
+                    value_column = result.reset_index(drop=True)
+                yield pd.DataFrame({
+                    "value": value_column,
+                    "error": pd.Series([None] * rows, dtype=object),
+                })
+
+    return remote_batches
+
+
+def remote_batch_udf(
+    addresses: str | Sequence[str],
+    code: int,
+    *,
+    return_type: DataType | str = "string",
+    timeout: float = DEFAULT_BATCH_TIMEOUT,
+    on_error: OnError = "raise",
+    config: ClientConfig | None = None,
+    header: Mapping[str, str] | None = None,
+    serialize_type: SerializeType = SerializeType.ROCKETMQ,
+    on_batch: Callable[[BatchStats], object] | None = None,
+    worker_log_level: int | None = logging.WARNING,
+    deterministic: bool = False,
+) -> Any:
+    """Return a pandas UDF (iterator form) that sends one request per Arrow batch.
+
+    The request body is the batch as an Arrow IPC stream: one column ``value`` (or the
+    fields of a struct column); a `processors.BatchProcessor` answers with a batch of as many
+    rows, whose ``value`` column (else its first column; for a struct return type, the
+    columns named like its fields) is the result. A batch larger than the client's
+    ``max_frame_bytes`` is split into several requests, sent together.
+
+    Arguments are those of `remote_udf`. With ``on_error="null"`` a failed call nulls every
+    row of its batch and sets their error.
+    """
+    mode = check_on_error(on_error)
+    value_type = data_type(return_type)
+    spec = call_spec(addresses, code, timeout, 64, header, serialize_type)
+    fn = _batch_function(spec, config, value_type, mode, on_batch, worker_log_level)
+    udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
+    return udf if deterministic else udf.asNondeterministic()
+
+
+def _map_function(spec: CallSpec, config: ClientConfig | None, schema: pa.Schema,
+                  on_batch: Callable[[BatchStats], object] | None, log_level: int | None
+                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def remote_map(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        client = get_client(config, log_level=log_level)
+        for batch_no, batch in enumerate(batches):
+            report = CallReport()
+            answer = _call_batch(client, spec, batch, batch_no, report)
+            if on_batch is not None:
+                on_batch(BatchStats(
+                    mode="batch", rows=batch.num_rows, requests=report.requests,
+                    errors=batch.num_rows if isinstance(answer, tuple) else 0,
+                    seconds=report.seconds, max_in_flight=1))
+            if isinstance(answer, tuple):
+                raise_first([answer], batch.num_rows, spec.code)
+                return
+            if answer.schema != schema:
+                try:
+                    answer = pa.Table.from_batches([answer]).select(schema.names).cast(
+                        schema).combine_chunks().to_batches()[0]
+                except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise RemoteCallError(
+                        int(ResponseCode.RPC_UNKNOWN),
+                        f"the answer does not fit the schema {schema}: {exc}",
+                        row=0, failed=batch.num_rows, total=batch.num_rows,
+                        request_code=spec.code) from exc
+            yield answer
+
+    return remote_map
+
+
+def remote_map_in_arrow(
+    df: DataFrame,
+    addresses: str | Sequence[str],
+    code: int,
+    schema: StructType | str,
+    *,
+    timeout: float = DEFAULT_BATCH_TIMEOUT,
+    config: ClientConfig | None = None,
+    header: Mapping[str, str] | None = None,
+    serialize_type: SerializeType = SerializeType.ROCKETMQ,
+    on_batch: Callable[[BatchStats], object] | None = None,
+    worker_log_level: int | None = logging.WARNING,
+) -> DataFrame:
+    """Return ``df.mapInArrow(...)`` sending each Arrow batch to a `BatchProcessor`.
+
+    Every column of ``df`` goes in the request; the answer batches make up the result and
+    must have ``schema``'s columns (matched by name, cast to its types); their row count is
+    the processor's choice. No pandas conversion on either side: the fastest batch mode.
+    A failed call fails the task (`RemoteCallError`); for per-row errors use
+    `remote_batch_udf` with ``on_error="null"``.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    spark_schema = schema if isinstance(schema, StructType) else data_type(schema)
+    if not isinstance(spark_schema, StructType):
+        raise ValueError(f"schema must be a struct type, got {spark_schema.simpleString()}")
+    spec = call_spec(addresses, code, timeout, 64, header, serialize_type)
+    fn = _map_function(spec, config, to_arrow_schema(spark_schema), on_batch, worker_log_level)
+    return df.mapInArrow(fn, spark_schema)
+
+
