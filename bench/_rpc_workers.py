@@ -2,7 +2,7 @@
 
 Every function here runs in a process of its own started by bench/rpc.py (multiprocessing,
 "spawn"). Each process pins itself to one CPU first (before any thread exists, so every thread
-it starts inherits the pin) and turns structlog down to WARNING.
+it starts inherits the pin) and sets the library's loggers to WARNING.
 
 Servers: ``server_main(kind, cpu, conn)`` sends ``("ready", port)``, serves until the parent
 sends anything (or closes the pipe), then shuts down cleanly and returns.
@@ -52,9 +52,7 @@ def _setup(cpu: int | None) -> None:
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     gc.callbacks.append(_gc_timer)
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    logging.getLogger("remoting").setLevel(logging.WARNING)
 
 
 # ---------------------------------------------------------------------- servers

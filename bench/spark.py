@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import http.server
-import logging
 import os
 import statistics
 import subprocess
@@ -45,7 +44,6 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
-import structlog  # noqa: E402
 
 from codec import RemotingCommand, ResponseCode  # noqa: E402
 from processors import BatchProcessor, RequestContext, RequestProcessor  # noqa: E402
@@ -60,8 +58,7 @@ ECHO = 4004
 PANDAS_WARNING = "PySpark does not yet fully support pandas"
 
 ECHO_SERVER = f"""
-import logging, sys, structlog
-structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+import sys
 from processors import EchoProcessor
 from remoting import RemotingServer, ServerConfig
 server = RemotingServer(ServerConfig(listen_port=0))
@@ -248,7 +245,6 @@ def main() -> int:
     parser.add_argument("--invoke-many-only", action="store_true")
     args = parser.parse_args()
 
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     import warnings
 
     warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)

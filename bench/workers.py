@@ -26,9 +26,7 @@ sys.path.insert(0, str(ROOT))
 def client(addr: str, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
     import logging
 
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    logging.getLogger("remoting").setLevel(logging.WARNING)
     from codec import RemotingCommand, SerializeType
     from remoting import RemotingClient
 

@@ -9,7 +9,6 @@ prints a summary per mode, and stops everything.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import statistics
@@ -21,7 +20,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
-import structlog
 from pyspark.accumulators import AccumulatorParam
 
 from remoting import RemotingServer, ServerConfig
@@ -69,7 +67,6 @@ class ModeResult:
 
 def _quiet() -> None:
     """Keep the console for Spark's progress bar and our summary."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
 
 

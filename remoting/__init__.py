@@ -36,11 +36,13 @@ from ._observability._stats_processor import StatsProcessor as StatsProcessor
 from ._security._acl import AclClientRPCHook as AclClientRPCHook
 from ._security._acl import AclServerRPCHook as AclServerRPCHook
 from ._security._acl import Credential as Credential
+from ._version import __version__ as __version__
 from .blocking import RemotingClient as RemotingClient
 from .blocking import RemotingServer as RemotingServer
 
 __all__ = [
     "STATS_REQUEST_CODE",
+    "__version__",
     "AbortProcessError",
     "AclClientRPCHook",
     "AclServerRPCHook",

@@ -162,7 +162,7 @@ def translate(exc: BaseException, phase: Phase, addr: str | None) -> RemotingErr
                                          "TLS on, and is its certificate trusted by "
                                          "tls_ca_file?)")
     elif phase == "connect" and isinstance(exc, OSError):
-        err = RemotingConnectError(addr, exc.strerror or repr(exc))
+        err = RemotingConnectError(addr, _os_reason(exc))
     elif phase == "encode" and isinstance(exc, CodecError | TypeError | ValueError):
         err = RemotingCommandError(f"request cannot be encoded: {exc}", addr)
     elif phase == "send" and isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError
@@ -174,6 +174,18 @@ def translate(exc: BaseException, phase: Phase, addr: str | None) -> RemotingErr
         err = RemotingError("the endpoint shut down before the call completed", addr)
     err.__cause__ = exc
     return err
+
+
+def _os_reason(exc: OSError) -> str:
+    """Say why a connect failed: trio reports every attempt in an exception group under a
+    generic OSError; the attempts' own errors ("Connection refused") say more."""
+    cause = exc.__cause__
+    if exc.strerror is None and isinstance(cause, BaseExceptionGroup):
+        reasons = sorted({e.strerror for e in cause.exceptions
+                          if isinstance(e, OSError) and e.strerror})
+        if reasons:
+            return "; ".join(reasons)
+    return exc.strerror or str(exc) or repr(exc)
 
 
 @contextmanager

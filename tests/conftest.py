@@ -1,7 +1,8 @@
-"""Shared pytest configuration: hypothesis profiles and quiet structlog."""
+"""Shared pytest configuration: hypothesis profiles, logging restored after each test."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -15,18 +16,15 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci")
 
 
-def _drop(_logger: object, _name: str, _event: dict[str, object]) -> dict[str, object]:
-    raise structlog.DropEvent
-
-
-# The library never configures structlog; the tests silence it (capture_logs still works,
-# because it swaps the processor chain for the duration of a block).
-structlog.configure(processors=[_drop], cache_logger_on_first_use=False)
-
-
 @pytest.fixture(autouse=True)
-def _structlog_config_restored() -> Iterator[None]:
-    """Undo what a test (or the CLI it runs in-process) did to structlog's global config."""
+def _logging_restored() -> Iterator[None]:
+    """Undo what a test (or the CLI it runs in-process) did to the library's loggers and to
+    structlog's global config."""
+    logger = logging.getLogger("remoting")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
     saved = structlog.get_config()
     yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
     structlog.configure(**saved)

@@ -1,9 +1,11 @@
-"""The ``remoting`` command line: ``remoting <command> [options]``.
+"""The ``remoting`` command line: ``remoting [--log-level L] [--log-format F] <command> ...``.
 
 Each command is a `Command`: a name, a help line, a function that adds its options to its
-subparser, and a function that runs it and returns the exit code. A new command is one more
-entry in `COMMANDS`; nothing else changes. Commands import what they need when they run, so
-``remoting --help`` stays fast and works without the ``spark`` extra.
+subparser, a function that runs it and returns the exit code, and its default log level. A
+new command is one more entry in `COMMANDS`; nothing else changes. Commands import what they
+need when they run, so ``remoting --help`` stays fast and works without the ``spark`` extra.
+The command line is an application: it configures how the library's events are rendered
+(`configure_logging`), on stderr; stdout carries the commands' own output.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._version import __version__
+from ._args import positive_int
 from ._command import Command
+from ._logging import LEVELS, configure_logging
 from ._tools import TOOL_COMMANDS
 
 if TYPE_CHECKING:
@@ -22,19 +27,12 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
 
-def _positive_int(text: str) -> int:
-    value = int(text.replace("_", "").replace(",", ""))
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
-
-
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rows", type=_positive_int, default=1_000_000,
+    parser.add_argument("--rows", type=positive_int, default=1_000_000,
                         help="synthetic rows to score (default: 1,000,000)")
     parser.add_argument("--output", type=Path, default=Path("output"),
                         help="folder for the Parquet tables (default: output/)")
-    parser.add_argument("--partitions", type=_positive_int, default=None,
+    parser.add_argument("--partitions", type=positive_int, default=None,
                         help="Spark partitions (default: 2 per CPU core)")
 
 
@@ -68,17 +66,25 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
     """Return the argument parser with one subparser per command."""
     parser = argparse.ArgumentParser(
         prog="remoting", description="trio-remoting: RocketMQ-compatible RPC on trio")
+    parser.add_argument("--version", action="version",
+                        version=f"remoting (trio-remoting) {__version__}")
+    parser.add_argument("--log-level", choices=LEVELS, default=None,
+                        help="events shown on stderr: this level and above (default: info for "
+                             "serve, warning otherwise)")
+    parser.add_argument("--log-format", choices=("console", "json"), default="console",
+                        help="how events are rendered (default: console)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in commands:
         child = sub.add_parser(command.name, help=command.help, description=command.help)
         command.add_arguments(child)
-        child.set_defaults(_run=command.run)
+        child.set_defaults(_run=command.run, _log_level=command.log_level)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``remoting`` with ``argv`` (default: the process arguments); return the exit code."""
     args = build_parser().parse_args(argv)
+    configure_logging(args.log_level or args._log_level, args.log_format)
     try:
         code: int = args._run(args)
     except KeyboardInterrupt:

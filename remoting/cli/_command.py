@@ -20,3 +20,4 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    log_level: str = "warning"  # unless --log-level says otherwise

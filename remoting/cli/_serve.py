@@ -46,14 +46,22 @@ def load_factory(spec: str) -> Mapping[int | None, RequestProcessor | AsyncReque
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise FactoryError(f"factory must be 'module:callable', got {spec!r}")
+    here = os.getcwd()  # as uvicorn and gunicorn do: modules next to where it is run
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise FactoryError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:  # the module itself raised while importing
+        raise FactoryError(f"importing {module_name!r} failed: {exc!r}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise FactoryError(f"{module_name!r} has no callable {attr!r}")
-    processors = factory()
+    try:
+        processors = factory()
+    except Exception as exc:
+        raise FactoryError(f"{spec}() raised {exc!r}") from exc
     if not isinstance(processors, Mapping):
         raise FactoryError(f"{spec} must return a mapping of request code to processor")
     return processors

@@ -1,18 +1,18 @@
 """The operator commands of ``remoting``: ``serve``, ``call``, ``ping`` and ``stats``.
 
 Exit codes: 0 success; 1 the server answered with a non-SUCCESS code; 2 a transport error or
-bad arguments (the message says which).
+bad arguments (one line on stderr says which; never a traceback for a user's mistake).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from ._args import count, ext_pair, port, seconds
 from ._command import Command
 
 if TYPE_CHECKING:
@@ -21,20 +21,6 @@ if TYPE_CHECKING:
 __all__ = ["TOOL_COMMANDS"]
 
 PING_CODE = 32_001  # any code: a server without a processor for it still answers
-
-
-def _quiet_logs() -> None:
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-
-
-def _ext_pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--ext takes key=value, got {text!r}")
-    return key, value
 
 
 def _client() -> Any:
@@ -65,33 +51,26 @@ def _describe(response: RemotingCommand) -> dict[str, object]:
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("factory", help="module:callable returning {request code: processor}")
-    parser.add_argument("--port", type=int, default=0, help="listen port (default: ephemeral)")
+    parser.add_argument("--port", type=port, default=0, help="listen port (default: ephemeral)")
     parser.add_argument("--bind", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
-    parser.add_argument("--workers", type=int, default=1,
+    parser.add_argument("--workers", type=count, default=1,
                         help="server processes sharing the port with SO_REUSEPORT (default 1)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
     from .._config import ServerConfig
+    from .._errors import RemotingStartError
     from ._serve import FactoryError, run_server, supervise
 
-    _quiet_logs()
-    if args.workers < 1:
-        print("--workers must be >= 1", file=sys.stderr)
-        return 2
     config = ServerConfig(listen_port=args.port, bind_address=args.bind,
                           reuse_port=args.reuse_port or args.workers > 1)
     try:
         if args.workers > 1:
             return supervise(args.factory, config, args.workers)
         run_server(args.factory, config)
-    except FactoryError as exc:
+    except (FactoryError, RemotingStartError) as exc:
         print(f"remoting serve: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"remoting serve: cannot listen on {args.bind}:{args.port}: {exc}",
-              file=sys.stderr)
         return 2
     return 0
 
@@ -105,12 +84,23 @@ def _call_arguments(parser: argparse.ArgumentParser) -> None:
     body = parser.add_mutually_exclusive_group()
     body.add_argument("--body", help="request body (UTF-8 text)")
     body.add_argument("--body-file", help="read the request body from this file ('-': stdin)")
-    parser.add_argument("--ext", type=_ext_pair, action="append", default=[],
+    parser.add_argument("--ext", type=ext_pair, action="append", default=[],
                         metavar="KEY=VALUE", help="an ext field (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the response as JSON")
     parser.add_argument("--rocketmq", action="store_true",
                         help="send the binary ROCKETMQ header instead of JSON")
-    parser.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    parser.add_argument("--timeout", type=seconds, default=3.0, help="seconds (default 3)")
+
+
+def _read_body(args: argparse.Namespace) -> bytes | None:
+    if args.body is not None:
+        return bytes(args.body.encode("utf-8"))
+    if args.body_file is None:
+        return None
+    if args.body_file == "-":
+        return sys.stdin.buffer.read()
+    with open(args.body_file, "rb") as f:
+        return f.read()
 
 
 def _run_call(args: argparse.Namespace) -> int:
@@ -118,13 +108,12 @@ def _run_call(args: argparse.Namespace) -> int:
 
     from .._errors import RemotingError
 
-    _quiet_logs()
-    body: bytes | None = None
-    if args.body is not None:
-        body = args.body.encode("utf-8")
-    elif args.body_file is not None:
-        body = sys.stdin.buffer.read() if args.body_file == "-" else open(
-            args.body_file, "rb").read()
+    try:
+        body = _read_body(args)
+    except OSError as exc:
+        print(f"remoting call: cannot read --body-file {args.body_file}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
     request = RemotingCommand.create_request(args.code, header=dict(args.ext) or None,
                                              body=body)
     if args.rocketmq:
@@ -156,8 +145,8 @@ def _run_call(args: argparse.Namespace) -> int:
 
 def _ping_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("addr", help="host:port")
-    parser.add_argument("--count", type=int, default=3, help="round trips (default 3)")
-    parser.add_argument("--timeout", type=float, default=3.0, help="seconds per round trip")
+    parser.add_argument("--count", type=count, default=3, help="round trips (default 3)")
+    parser.add_argument("--timeout", type=seconds, default=3.0, help="seconds per round trip")
 
 
 def _run_ping(args: argparse.Namespace) -> int:
@@ -165,28 +154,29 @@ def _run_ping(args: argparse.Namespace) -> int:
 
     from .._errors import RemotingError
 
-    _quiet_logs()
     client = _client()
     times: list[float] = []
     failed = 0
     try:
-        for i in range(max(1, args.count)):
+        for i in range(args.count):
             start = time.perf_counter()
             try:
                 response = client.invoke_sync(
                     args.addr, RemotingCommand.create_request(PING_CODE), args.timeout)
             except RemotingError as exc:
                 failed += 1
-                print(f"{args.addr}: {type(exc).__name__}: {exc}")
+                print(f"{args.addr}: seq={i} {type(exc).__name__}: {exc}", file=sys.stderr)
                 continue
             elapsed = (time.perf_counter() - start) * 1000
             times.append(elapsed)
             print(f"{args.addr}: seq={i} code={response.code} time={elapsed:.2f} ms")
     finally:
         client.shutdown()
+    summary = f"{args.count} sent, {len(times)} answered, {failed} failed"
     if times:
-        print(f"{len(times)} answered, {failed} failed, min/avg/max = {min(times):.2f}/"
-              f"{sum(times) / len(times):.2f}/{max(times):.2f} ms")
+        summary += (f", min/avg/max = {min(times):.2f}/{sum(times) / len(times):.2f}/"
+                    f"{max(times):.2f} ms")
+    print(summary)
     return 0 if not failed else 2
 
 
@@ -196,7 +186,7 @@ def _run_ping(args: argparse.Namespace) -> int:
 def _stats_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("addr", help="host:port")
     parser.add_argument("--json", action="store_true", help="print the raw JSON")
-    parser.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    parser.add_argument("--timeout", type=seconds, default=3.0, help="seconds (default 3)")
 
 
 def _run_stats(args: argparse.Namespace) -> int:
@@ -205,7 +195,6 @@ def _run_stats(args: argparse.Namespace) -> int:
     from .._errors import RemotingError
     from .._observability._stats_processor import STATS_REQUEST_CODE
 
-    _quiet_logs()
     client = _client()
     try:
         response = client.invoke_sync(
@@ -242,7 +231,7 @@ def _run_stats(args: argparse.Namespace) -> int:
 def _commands() -> list[Command]:
     return [
         Command("serve", "serve processors from a module:factory (on N worker processes)",
-                _serve_arguments, _run_serve),
+                _serve_arguments, _run_serve, log_level="info"),
         Command("call", "send one request and print the response", _call_arguments,
                 _run_call),
         Command("ping", "measure round trips to a server", _ping_arguments, _run_ping),

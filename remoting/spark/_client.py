@@ -16,10 +16,10 @@ Theory of operation:
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 
-import structlog
 
 from .._config import ClientConfig
 from ..blocking import RemotingClient
@@ -33,17 +33,15 @@ _logging_done = False
 
 
 def configure_worker_logging(level: int) -> None:
-    """Filter structlog below ``level`` in this process, unless it is already configured.
-
-    The library logs connection events at info; unconfigured structlog prints them to stdout,
-    which in a Spark worker ends up in the executor's log, once per worker and connection.
-    """
+    """Set the level of the ``remoting`` loggers in this process, unless the application set
+    one (structlog's global configuration is never touched)."""
     global _logging_done
     if _logging_done:
         return
     _logging_done = True
-    if not structlog.is_configured():
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    logger = logging.getLogger("remoting")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(level)
 
 
 def get_client(config: ClientConfig | None = None, *, log_level: int | None = None
@@ -52,8 +50,9 @@ def get_client(config: ClientConfig | None = None, *, log_level: int | None = No
 
     Args:
         config: the client settings; equal configs share one client.
-        log_level: when not None, first filter structlog below this level (see
-            `configure_worker_logging`); the Spark helpers pass ``logging.WARNING``.
+        log_level: when not None, first set the ``remoting`` loggers to this level unless
+            the application set one (`configure_worker_logging`); the Spark helpers pass
+            ``logging.WARNING``.
 
     Raises:
         RemotingError: the client's loop could not start.

@@ -104,8 +104,8 @@ def remote_udf(
             encode and decode as ``JSON``, RocketMQ's default.
         on_batch: called in the worker with a `BatchStats` after each Arrow batch (metrics,
             e.g. an accumulator); picklable.
-        worker_log_level: filter structlog below this level in the worker, unless the worker
-            configured structlog itself; None leaves structlog alone.
+        worker_log_level: the level of the ``remoting`` loggers in the worker, unless the
+            application set one there; None leaves them alone.
         deterministic: leave False unless calls are pure: Spark may then re-evaluate or
             reorder them (e.g. evaluate the UDF twice for a filter on its result).
 

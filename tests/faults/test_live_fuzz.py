@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pytest
 import trio
 import trio.testing
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import CodecError, FrameDecoder, RemotingCommand, SerializeType, encode_frame
 from processors import AsyncEchoProcessor, EchoProcessor, RequestContext, RequestProcessor

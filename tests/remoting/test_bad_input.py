@@ -6,7 +6,7 @@ import struct
 
 import pytest
 import trio
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import RemotingCommand, encode_frame
 from remoting import TrioRemotingClient, TrioRemotingServer

@@ -87,7 +87,7 @@ def test_callback_gets_connect_failure(blocking_client: RemotingClient) -> None:
 def test_callback_that_raises_is_logged_and_does_not_break_the_client(
     blocking_server: RemotingServer, blocking_client: RemotingClient,
 ) -> None:
-    from structlog.testing import capture_logs
+    from ..logs import capture_logs
 
     done = threading.Event()
 

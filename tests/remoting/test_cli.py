@@ -64,7 +64,7 @@ def test_ping_counts_round_trips(echo_server: RemotingServer,
     assert main(["ping", echo_server.addr, "--count", "4"]) == 0
     out = capsys.readouterr().out
     assert out.count("seq=") == 4
-    assert "4 answered, 0 failed" in out
+    assert "4 sent, 4 answered, 0 failed" in out
 
 
 def test_stats_shows_the_servers_counters(echo_server: RemotingServer,
@@ -90,10 +90,11 @@ def test_stats_against_a_server_without_the_processor_says_so(
 class Proc:
     """A child process whose stdout lines are read with deadlines."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, cwd: Path = ROOT) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.popen = subprocess.Popen([sys.executable, "-m", "remoting", *args], cwd=ROOT,
-                                      env=env, stdout=subprocess.PIPE, text=True)
+        self.popen = subprocess.Popen([sys.executable, "-m", "remoting", *args], cwd=cwd,
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
@@ -126,8 +127,10 @@ class Proc:
             self.popen.kill()
             code = self.popen.wait()
         self._pump_thread.join(5)
-        assert self.popen.stdout is not None
+        assert self.popen.stdout is not None and self.popen.stderr is not None
         self.popen.stdout.close()
+        self.stderr = self.popen.stderr.read()
+        self.popen.stderr.close()
         return code
 
 
@@ -178,3 +181,85 @@ def test_workers_share_a_port_and_a_dead_worker_is_restarted() -> None:
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_version_is_the_packages(capsys: pytest.CaptureFixture[str]) -> None:
+    import remoting
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"remoting (trio-remoting) {remoting.__version__}"
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["call", "127.0.0.1:1", "5", "--timeout", "-1"], "must be > 0 seconds"),
+    (["call", "127.0.0.1:1", "5", "--body-file", "/no/such/file"], "cannot read --body-file"),
+    (["call", "127.0.0.1:1", "5", "--timeout", "2"], "refused"),
+    (["serve", "examples.echo_service:processors", "--port", "70000"], "0-65535"),
+    (["serve", "examples.echo_service:processors", "--port", "-5"], "0-65535"),
+    (["serve", "examples.echo_service:processors", "--bind", "nosuch.invalid"],
+     "does not resolve"),
+    (["ping", "127.0.0.1:1", "--count", "0"], "must be >= 1"),
+])
+def test_a_users_mistake_is_one_line_on_stderr_and_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code  # type: ignore[assignment]
+    err = capsys.readouterr().err
+    assert code == 2
+    assert says in err
+    assert "Traceback" not in err
+
+
+def test_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert main(["serve", "examples.echo_service:processors", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert "already in use" in err and "Traceback" not in err
+
+
+def test_ping_when_every_attempt_fails_sums_up_and_reports_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["ping", "127.0.0.1:1", "--count", "2", "--timeout", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.strip().splitlines()[-1] == "2 sent, 0 answered, 2 failed"
+    assert captured.err.count("RemotingConnectError") == 2
+
+
+def test_serve_finds_the_factory_next_to_it_and_logs_json_when_it_stops(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "my_service.py").write_text(
+        "from processors import AsyncEchoProcessor\n\n"
+        "def make():\n    return {2: AsyncEchoProcessor()}\n")
+    proc = Proc("--log-format", "json", "serve", "my_service:make", cwd=tmp_path)
+    try:
+        port = proc.expect(r"on 127\.0\.0\.1:(\d+)").group(1)
+        assert echo(f"127.0.0.1:{port}", b"found").body == b"found"
+    finally:
+        code = proc.stop()
+    assert code == 0
+    events = [json.loads(line) for line in proc.stderr.splitlines()]
+    assert [e["event"] for e in events][0] == "server.started"
+    assert [e["event"] for e in events][-1] == "server.stopped"
+    assert all(e["level"] == "info" for e in events if e["event"].startswith("server."))
+
+
+def test_a_factory_that_raises_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("def make():\n    raise ValueError('no database')\n")
+    result = subprocess.run([sys.executable, "-m", "remoting", "serve", "broken:make"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "remoting serve: broken:make() raised ValueError('no database')")

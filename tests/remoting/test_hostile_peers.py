@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 import trio.testing
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import RemotingCommand, ResponseCode, encode_frame
 from remoting import (

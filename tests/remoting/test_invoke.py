@@ -6,7 +6,7 @@ import threading
 
 import pytest
 import trio
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import RemotingCommand, ResponseCode, SerializeType
 from processors import RequestContext, RequestProcessor

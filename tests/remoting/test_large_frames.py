@@ -6,7 +6,7 @@ import random
 
 import pytest
 import trio
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import LARGE_BODY_BYTES, RemotingCommand, SerializeType, encode_frame
 from processors import AsyncEchoProcessor

@@ -343,7 +343,7 @@ def test_threads_stuck_past_the_grace_share_one_join_deadline_then_are_logged(
     one per thread: 4 threads used to cost 4 x 5 s), then left behind and logged by name."""
     import time
 
-    from structlog.testing import capture_logs
+    from ..logs import capture_logs
 
     from remoting._core import _endpoint
 
@@ -549,7 +549,7 @@ def test_a_processor_shutting_down_its_own_server_neither_waits_for_itself_nor_l
 ) -> None:
     # It waited out the grace period for itself (it is a running processor), then the pool's
     # join waited for it too (the thread calling shutdown): about 10 s and a warning.
-    from structlog.testing import capture_logs
+    from ..logs import capture_logs
 
     stop = Stop()
     server = RemotingServer(ServerConfig(shutdown_grace_seconds=5)).start()

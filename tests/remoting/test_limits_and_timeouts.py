@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import ResponseCode
 from processors import EchoProcessor

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import RemotingCommand, ResponseCode, decode_frame
 from processors import AsyncEchoProcessor

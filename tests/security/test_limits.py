@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 import trio
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncEchoProcessor, RequestContext, RequestProcessor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
-from structlog.testing import capture_logs
+from ..logs import capture_logs
 
 from codec import RemotingCommand
 from processors import AsyncEchoProcessor
