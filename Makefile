@@ -1,33 +1,63 @@
 # Two entry points on a fresh machine: `make demo` (the main job) and `make test` (the suite).
+# Each installs what it needs into .venv on first use, and says so.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+PIP := $(PY) -m pip install -q --disable-pip-version-check
 
-.PHONY: test test-all demo lint typecheck bench clean
+.PHONY: test test-all demo lint docs wheel-check bench charts clean
 
-$(STAMP): pyproject.toml
+$(VENV)/.created:
+	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,dev]'
-	touch $(STAMP)
+	@touch $@
 
-test: $(STAMP)
+# The demo needs the package and its spark extra (pyspark, pyarrow, pandas), nothing else.
+$(VENV)/.installed-demo: pyproject.toml $(VENV)/.created
+	@echo "== installing trio-remoting with the spark extra (pyspark is about 400 MB: a minute or two)"
+	$(PIP) -e '.[spark]'
+	@touch $@
+
+# The suite also needs the test tools, the linters, and grpcio for the RPC bench's baseline.
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.created
+	@echo "== installing trio-remoting with the spark, test and dev extras (a few minutes)"
+	$(PIP) -e '.[spark,dev]'
+	@touch $@ $(VENV)/.installed-demo
+
+$(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
+	@echo "== installing the docs tools (sphinx, furo, myst-parser)"
+	$(PIP) -e '.[docs]'
+	@touch $@
+
+test: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not slow" -q
 
-test-all: $(STAMP)
+test-all: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
 
-demo: $(STAMP)
+demo: $(VENV)/.installed-demo
 	$(PY) -m remoting demo
 
-lint: $(STAMP)
-	$(VENV)/bin/ruff check codec processors remoting tests bench examples
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check codec processors remoting tests bench examples docs
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+# The docs site, warnings as errors; open docs/_build/html/index.html.
+docs: $(VENV)/.installed-docs
+	$(PY) -m sphinx -W --keep-going -b html -q docs docs/_build/html
+
+# Build the sdist and the wheel, install the wheel into a clean venv, use it from outside the
+# checkout: what a user gets from PyPI.
+wheel-check: $(VENV)/.installed-dev
+	bash .ci/wheel-check
+
+bench: $(VENV)/.installed-dev
 	-$(PY) bench/codec.py
 	$(PY) bench/rpc.py
 
+# Redraw docs/images/*.png from the benchmarks' committed JSON (bench/results/).
+charts: $(VENV)/.installed-docs
+	$(PY) bench/charts.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache docs/_build dist

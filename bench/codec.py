@@ -10,7 +10,7 @@ timed in CPU time of the benchmark thread (other processes on a shared machine d
 The baseline in the same run is what a hand-written framing layer would do: ``orjson.dumps`` of
 the same header dict behind a ``struct`` ``>II`` prefix, then ``struct`` unpack +
 ``orjson.loads`` (no command object, no validation); the floor adds a ``RemotingCommand`` on
-each side, still without any check. construct rows run the declarations in ``codec/_wire.py``
+each side, still without any check. construct rows run the declarations in ``codec/spec.py``
 (the test oracle) to show why the hot path does not use them. Exit status 1 if a target is
 missed.
 """
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import codec  # noqa: E402
 from codec import FrameDecoder, RemotingCommand, SerializeType, decode_frame, encode_frame  # noqa: E402
-from codec._wire import BINARY_HEADER, FRAME  # noqa: E402
+from codec.spec import BINARY_HEADER, FRAME  # noqa: E402
 
 TARGETS = {"JSON": 300_000, "ROCKETMQ": 250_000}  # round trips per second (issue's targets)
 EXT_FIELDS = {"topic": "TopicTest", "queueId": "3", "flagOn": "true"}

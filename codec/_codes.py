@@ -123,3 +123,7 @@ class RequestCode(IntEnum):
 LANGUAGE_BY_VALUE: Final[dict[int, LanguageCode]] = {m.value: m for m in LanguageCode}
 LANGUAGE_BY_NAME: Final[dict[str, LanguageCode]] = {m.name: m for m in LanguageCode}
 SERIALIZE_TYPE_BY_VALUE: Final[dict[int, SerializeType]] = {m.value: m for m in SerializeType}
+
+
+for _enum in (LanguageCode, SerializeType, ResponseCode, RequestCode):
+    _enum.__module__ = "codec"

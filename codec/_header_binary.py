@@ -66,10 +66,10 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
         if ext:
             ext_length = 0
             for key, value in ext.items():
-                # None travels as length 0, which is also how Java's decoder produced it; Java
-                # skips null values instead, and its peers read both as null.
+                if value is None:  # skipped, as Java's RocketMQSerializable.mapSerialize does
+                    continue
                 k = key.encode()
-                v = value.encode() if value is not None else b""
+                v = value.encode()
                 kn = len(k)
                 vn = len(v)
                 # Short lengths come from tables: a list index is ~3x cheaper than a pack call.

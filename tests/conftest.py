@@ -20,11 +20,12 @@ settings.load_profile("ci")
 def _logging_restored() -> Iterator[None]:
     """Undo what a test (or the CLI it runs in-process) did to the library's loggers and to
     structlog's global config."""
-    logger = logging.getLogger("remoting")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    loggers = [logging.getLogger("remoting"), logging.getLogger()]
+    saved_loggers = [(log, list(log.handlers), log.level, log.propagate) for log in loggers]
     saved = structlog.get_config()
     yield
-    logger.handlers[:] = handlers
-    logger.setLevel(level)
-    logger.propagate = propagate
+    for log, handlers, level, propagate in saved_loggers:
+        log.handlers[:] = handlers
+        log.setLevel(level)
+        log.propagate = propagate
     structlog.configure(**saved)

@@ -68,8 +68,8 @@ def after_round_trip(cmd: RemotingCommand) -> dict[str, object]:
 
     - an empty body is no body (Java: ``body == null`` for zero body bytes);
     - JSON: None ext values are omitted (fastjson skips null map values), an empty map stays;
-    - ROCKETMQ: length 0 decodes as null, so an empty remark or value becomes None and an
-      empty map becomes None.
+    - ROCKETMQ: None ext values are skipped (as Java's ``mapSerialize``); length 0 decodes as
+      null, so an empty remark or value becomes None and an empty map becomes None.
     """
     expected = command_fields(cmd)
     expected["body"] = cmd.body or None
@@ -79,7 +79,8 @@ def after_round_trip(cmd: RemotingCommand) -> dict[str, object]:
             expected["ext_fields"] = {k: v for k, v in ext.items() if v is not None}
     else:
         expected["remark"] = cmd.remark or None
-        expected["ext_fields"] = {k: v or None for k, v in ext.items()} if ext else None
+        kept = {k: v or None for k, v in (ext or {}).items() if v is not None}
+        expected["ext_fields"] = kept or None
     return expected
 
 
@@ -182,16 +183,9 @@ def encode_all(commands: Iterable[RemotingCommand]) -> bytes:
 # --------------------------------------------------------------------------- golden vectors
 
 
-def shared_dir() -> Path:
-    """Return ``shared/`` next to the repository (the repo root is where pyproject.toml is)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "pyproject.toml").is_file():
-            return parent.parent / "shared"
-    return here.parents[2] / "shared"
-
-
-GOLDEN_VECTORS_PATH = shared_dir() / "protocol" / "golden-vectors.txt"
+# Produced by the real Java RocketMQ code; the protocol reference (SPEC.md) is beside them.
+DATA_DIR = Path(__file__).resolve().parent / "codec" / "data"
+GOLDEN_VECTORS_PATH = DATA_DIR / "golden-vectors.txt"
 
 _DECODES_AS = re.compile(
     r"code=(?P<code>-?\d+) opaque=(?P<opaque>-?\d+) flag=(?P<flag>-?\d+) "

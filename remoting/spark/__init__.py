@@ -32,6 +32,7 @@ from ._client import shutdown_clients as shutdown_clients
 from ._columns import ERROR_TYPE as ERROR_TYPE
 from ._columns import BatchStats as BatchStats
 from ._columns import RemoteCallError as RemoteCallError
+from ._columns import RemoteUDF as RemoteUDF
 from ._columns import result_type as result_type
 from ._columns import with_remote_column as with_remote_column
 from ._row_udf import remote_udf as remote_udf
@@ -43,6 +44,7 @@ __all__ = [
     "BatchStats",
     "DefaultSerializer",
     "RemoteCallError",
+    "RemoteUDF",
     "Serializer",
     "get_client",
     "remote_batch_udf",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator  # noqa: TC003  (pandas_udf reads the type hints at runtime)
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 from pyspark.sql.pandas.functions import pandas_udf
@@ -23,6 +23,7 @@ from ._columns import (
     BatchStats,
     OnError,
     RemoteCallError,
+    RemoteUDF,
     call_spec,
     check_on_error,
     column_of,
@@ -158,7 +159,7 @@ def remote_batch_udf(
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | None = logging.WARNING,
     deterministic: bool = False,
-) -> Any:
+) -> RemoteUDF:
     """Return a pandas UDF (iterator form) that sends one request per Arrow batch.
 
     The request body is the batch as an Arrow IPC stream: one column ``value`` (or the
@@ -175,7 +176,7 @@ def remote_batch_udf(
     spec = call_spec(addresses, code, timeout, 64, header, serialize_type)
     fn = _batch_function(spec, config, value_type, mode, on_batch, worker_log_level)
     udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
-    return udf if deterministic else udf.asNondeterministic()
+    return cast("RemoteUDF", udf if deterministic else udf.asNondeterministic())
 
 
 def _map_function(spec: CallSpec, config: ClientConfig | None, schema: pa.Schema,

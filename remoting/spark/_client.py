@@ -20,7 +20,6 @@ import logging
 import os
 import threading
 
-
 from .._config import ClientConfig
 from ..blocking import RemotingClient
 

@@ -4,7 +4,7 @@ outcomes become pandas columns."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import pandas as pd
 from pyspark.sql.functions import col
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 __all__ = [
+    "RemoteUDF",
     "DEFAULT_BATCH_TIMEOUT",
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_ROW_TIMEOUT",
@@ -58,6 +59,19 @@ __all__ = [
 
 
 OnError = Literal["raise", "null"]
+
+
+class RemoteUDF(Protocol):
+    """What `remote_udf` and `remote_batch_udf` return: a Spark UDF to call on columns."""
+
+    @property
+    def returnType(self) -> DataType:  # noqa: N802  (pyspark's name)
+        """The Spark type of the column it makes (``struct<value, error>`` for "null")."""
+        ...
+
+    def __call__(self, *cols: Column | str) -> Column:
+        """Return the column computed from ``cols`` (one column, or several)."""
+        ...
 
 #: The companion error column of ``on_error="null"``: the response code (or a client-side
 #: pseudo code such as -1006 ``RPC_TIME_OUT``) and the remark.
@@ -233,7 +247,8 @@ def output(values: Sequence[Any], errors: Sequence[tuple[int, str] | None],
     return pd.DataFrame({"value": value_column, "error": error_column})
 
 
-def with_remote_column(df: DataFrame, name: str, udf: Any, *cols: str | Column) -> DataFrame:
+def with_remote_column(df: DataFrame, name: str, udf: RemoteUDF, *cols: str | Column
+                       ) -> DataFrame:
     """Add column ``name`` computed by a remote UDF; with ``on_error="null"`` also its error.
 
     For a UDF made with ``on_error="null"``, ``name`` holds the value (null when the call

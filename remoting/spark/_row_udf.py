@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator  # noqa: TC003  (pandas_udf reads the type hints at runtime)
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd  # noqa: TC002  (pandas_udf reads the type hints at runtime)
 from pyspark.sql.pandas.functions import pandas_udf
@@ -18,6 +18,7 @@ from ._columns import (
     DEFAULT_ROW_TIMEOUT,
     BatchStats,
     OnError,
+    RemoteUDF,
     call_spec,
     check_on_error,
     column_of,
@@ -77,7 +78,7 @@ def remote_udf(
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | None = logging.WARNING,
     deterministic: bool = False,
-) -> Any:
+) -> RemoteUDF:
     """Return a pandas UDF (iterator form) that sends one request per row.
 
     The UDF takes one column (a struct column arrives as one dict per row; several columns
@@ -121,6 +122,6 @@ def remote_udf(
     fn = _row_function(spec, config, serializer or DefaultSerializer(value_type), value_type,
                        mode, on_batch, worker_log_level)
     udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
-    return udf if deterministic else udf.asNondeterministic()
+    return cast("RemoteUDF", udf if deterministic else udf.asNondeterministic())
 
 

@@ -1,4 +1,4 @@
-"""Golden vectors produced by the real Java RocketMQ code (shared/protocol/golden-vectors.txt)."""
+"""Golden vectors produced by the real Java RocketMQ code (tests/codec/data/golden-vectors.txt)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,12 @@ import pytest
 from codec import RemotingCommand, SerializeType, decode_frame, encode_frame
 from codec._header_json import encode_json_header
 from tests.factories import (
-    GOLDEN_VECTORS_PATH,
     GoldenVector,
     bytewise,
     command_fields,
     decode_chunks,
     load_golden_vectors,
 )
-
-if not GOLDEN_VECTORS_PATH.is_file():
-    pytest.skip(f"golden vectors not found at {GOLDEN_VECTORS_PATH}", allow_module_level=True)
 
 VECTORS = load_golden_vectors()
 ALT_VECTORS = [v for v in VECTORS if v.alt_frames]
@@ -79,6 +75,16 @@ def test_golden_command_re_encodes_to_the_java_frame(vector: GoldenVector) -> No
     decoded = decode_frame(vector.frame)
     built = RemotingCommand(**java_fields(vector))  # type: ignore[arg-type]
     for cmd in (decoded, built):
+        nulls = [k for k, v in (cmd.ext_fields or {}).items() if v is None]
+        if nulls and cmd.serialize_type is SerializeType.ROCKETMQ:
+            # Java decodes an empty value as null and skips null values when it encodes
+            # (mapSerialize): re-encoded, the entry is gone, as it is in Java. The frame
+            # Java wrote came from empty strings, and those encode to it byte for byte.
+            again = decode_frame(encode_frame(cmd)).ext_fields or {}
+            assert not any(k in again for k in nulls)
+            cmd = cmd.with_opaque(cmd.opaque)
+            cmd.ext_fields = {k: "" if v is None else v
+                              for k, v in (cmd.ext_fields or {}).items()}
         frame = encode_frame(cmd)
         if vector.ext_key_count <= 1:
             assert frame.hex() == vector.frame.hex()

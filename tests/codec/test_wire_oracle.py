@@ -1,4 +1,4 @@
-"""The construct declarations in codec/_wire.py and the struct fast path agree on valid frames.
+"""The construct declarations in codec/spec.py and the struct fast path agree on valid frames.
 
 construct is the readable specification (the oracle); production encodes and decodes with
 `struct`. Both the interpreted and the compiled construct parsers are checked, in both
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 
 from codec import RemotingCommand, SerializeType, decode_frame, encode_frame
-from codec._wire import BINARY_HEADER, FRAME
+from codec.spec import BINARY_HEADER, FRAME
 from tests.factories import after_round_trip, command_fields, commands, make_command
 
 FRAMES = {"interpreted": FRAME, "compiled": FRAME.compile()}
@@ -35,7 +35,9 @@ def binary_header_fields(cmd: RemotingCommand) -> dict[str, Any]:
         "code": cmd.code, "language": int(cmd.language), "version": cmd.version,
         "opaque": cmd.opaque, "flag": cmd.flag,
         "remark": (cmd.remark or "").encode("utf-8"),
-        "ext_fields": [{"key": k, "value": v or ""} for k, v in (cmd.ext_fields or {}).items()],
+        # None values are skipped on the wire, as Java's mapSerialize skips null ones
+        "ext_fields": [{"key": k, "value": v} for k, v in (cmd.ext_fields or {}).items()
+                       if v is not None],
     }
 
 

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 import pytest
 import trio
 import trio.testing
-from ..logs import capture_logs
 
 from codec import CodecError, FrameDecoder, RemotingCommand, SerializeType, encode_frame
 from processors import AsyncEchoProcessor, EchoProcessor, RequestContext, RequestProcessor
 from remoting import ClientConfig, ServerConfig, TrioRemotingClient, TrioRemotingServer
 from tests.fuzz.mutations import chunking, mutate, seed_frames
+
+from ..logs import capture_logs
 
 ECHO = 1
 ASYNC_ECHO = 2

@@ -6,11 +6,11 @@ import struct
 
 import pytest
 import trio
-from ..logs import capture_logs
 
 from codec import RemotingCommand, encode_frame
 from remoting import TrioRemotingClient, TrioRemotingServer
 
+from ..logs import capture_logs
 from .conftest import ASYNC_ECHO, GATED_ASYNC, AsyncGate, addr_of
 
 GARBAGE = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import trio
 import trio.testing
-from ..logs import capture_logs
 
 from codec import RemotingCommand, ResponseCode, encode_frame
 from remoting import (
@@ -15,6 +14,7 @@ from remoting import (
 )
 
 from ..factories import req
+from ..logs import capture_logs
 from .conftest import ASYNC_ECHO, addr_of, install_standard_processors
 
 

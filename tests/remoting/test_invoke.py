@@ -6,7 +6,6 @@ import threading
 
 import pytest
 import trio
-from ..logs import capture_logs
 
 from codec import RemotingCommand, ResponseCode, SerializeType
 from processors import RequestContext, RequestProcessor
@@ -18,6 +17,7 @@ from remoting import (
 )
 
 from ..factories import req
+from ..logs import capture_logs
 from .conftest import ASYNC_ECHO, ECHO, RAISES, REJECTS, addr_of
 
 BOTH = pytest.mark.parametrize("serialize_type", list(SerializeType))

@@ -6,7 +6,6 @@ import random
 
 import pytest
 import trio
-from ..logs import capture_logs
 
 from codec import LARGE_BODY_BYTES, RemotingCommand, SerializeType, encode_frame
 from processors import AsyncEchoProcessor
@@ -22,6 +21,7 @@ from remoting._core._connection import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES
 from remoting._core._receive_buffers import BufferPool
 
 from ..factories import req
+from ..logs import capture_logs
 from .conftest import ASYNC_ECHO, ECHO, addr_of
 
 MIB = 1 << 20

@@ -343,10 +343,9 @@ def test_threads_stuck_past_the_grace_share_one_join_deadline_then_are_logged(
     one per thread: 4 threads used to cost 4 x 5 s), then left behind and logged by name."""
     import time
 
-    from ..logs import capture_logs
-
     from remoting._core import _endpoint
 
+    from ..logs import capture_logs
     from .conftest import Gate
 
     monkeypatch.setattr(_endpoint, "THREAD_JOIN_SECONDS", 1.0)

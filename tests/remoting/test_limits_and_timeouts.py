@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from ..logs import capture_logs
 
 from codec import ResponseCode
 from processors import EchoProcessor
@@ -20,6 +19,7 @@ from remoting import (
 )
 
 from ..factories import req
+from ..logs import capture_logs
 from .conftest import ECHO, GATED, GATED_ASYNC, AsyncGate, Gate, addr_of
 
 

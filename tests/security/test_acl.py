@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import trio
-from ..logs import capture_logs
 
 from codec import RemotingCommand, ResponseCode, decode_frame
 from processors import AsyncEchoProcessor
@@ -19,6 +18,8 @@ from remoting import (
     TrioRemotingServer,
 )
 from remoting._security._acl import sign, signed_content
+
+from ..logs import capture_logs
 
 ECHO, ADMIN = 1, 2
 VECTORS = Path(__file__).resolve().parents[2].parent / "shared" / "protocol" / "golden-vectors.txt"

@@ -8,7 +8,6 @@ from contextlib import AsyncExitStack
 
 import pytest
 import trio
-from ..logs import capture_logs
 
 from codec import RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncEchoProcessor, RequestContext, RequestProcessor
@@ -20,6 +19,8 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
+
+from ..logs import capture_logs
 
 ECHO = 1
 

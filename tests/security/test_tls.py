@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import trio
-from ..logs import capture_logs
 
 from codec import RemotingCommand
 from processors import AsyncEchoProcessor
@@ -17,6 +16,7 @@ from remoting import (
     TrioRemotingServer,
 )
 
+from ..logs import capture_logs
 from .conftest import Pki
 
 ECHO = 1

@@ -1,14 +1,22 @@
-"""The wire layout, declared once with construct: the specification and the test oracle.
+"""The wire layout, declared once with construct: a readable specification you can import.
 
-The hot path (`_encoder`, `_decoder`, `_header_binary`) uses precompiled `struct` code that
-property tests prove byte-identical to these declarations on valid input. construct never sees
-peer bytes in production: compiled construct returns short fields instead of raising on truncated
-input, so every length check is ours and is done before parsing (STYLE.md section 1).
+``codec.spec.FRAME`` parses and builds a whole frame; ``BINARY_HEADER`` the ROCKETMQ header.
+They need construct, which the transport does not: ``pip install 'trio-remoting[spec]'``.
+The codec's own hot path (`_encoder`, `_decoder`, `_header_binary`) is precompiled `struct`
+code that property tests prove byte-identical to these declarations on valid input. construct
+never sees peer bytes in the transport: its compiled parsers return short fields instead of
+raising on truncated input, so every length check of the codec is its own, made before parsing.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
+
+try:
+    import construct  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "codec.spec needs construct: pip install 'trio-remoting[spec]'") from exc
 
 from construct import (
     Bytes,
