@@ -29,6 +29,10 @@ class Channel(Protocol):
         """False once the connection is closed."""
         ...
 
+    def close(self) -> None:
+        """Close the connection (thread-safe): its pending calls fail, the peer sees it close."""
+        ...
+
     def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Send ``response`` to ``request`` later (long polling); thread-safe, never blocks.
 

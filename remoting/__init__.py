@@ -30,6 +30,10 @@ from ._faces._trio import open_client as open_client
 from ._faces._trio import open_server as open_server
 from ._hooks import AbortProcessError as AbortProcessError
 from ._hooks import RPCHook as RPCHook
+from ._interceptors import ClientCall as ClientCall
+from ._interceptors import ClientInterceptor as ClientInterceptor
+from ._interceptors import ServerCall as ServerCall
+from ._interceptors import ServerInterceptor as ServerInterceptor
 from ._observability._statistics import EndpointStatistics as EndpointStatistics
 from ._observability._stats_processor import STATS_REQUEST_CODE as STATS_REQUEST_CODE
 from ._observability._stats_processor import StatsProcessor as StatsProcessor
@@ -49,7 +53,9 @@ __all__ = [
     "Credential",
     "ChannelEventListener",
     "ChannelHandle",
+    "ClientCall",
     "ClientConfig",
+    "ClientInterceptor",
     "EndpointStatistics",
     "RPCHook",
     "RemotingClient",
@@ -66,7 +72,9 @@ __all__ = [
     "ResponseCode",
     "ResponseFuture",
     "SerializeType",
+    "ServerCall",
     "ServerConfig",
+    "ServerInterceptor",
     "StatsProcessor",
     "TrioRemotingClient",
     "TrioRemotingServer",

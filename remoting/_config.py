@@ -7,16 +7,23 @@ Configs are frozen and picklable, so a Spark job can ship one to its executors.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
 from codec import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = ["ClientConfig", "ServerConfig"]
 
 
+_NOT_PICKLED = frozenset({"tracer_provider", "meter_provider"})
+
+
 def _cpu_count() -> int:
     return os.cpu_count() or 4
+
+
+def _rebuild(cls: type[Any], values: dict[str, Any]) -> Any:
+    return cls(**values)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +45,17 @@ class _CommonConfig:
     processor_queue_capacity: int = 10_000  # bounded queue per pool: OVERLOAD reply beyond
     # A connection holding part of a frame for this long is closed (slowloris); 0 disables.
     partial_frame_timeout: float = 30.0
+    # OpenTelemetry (docs/observability.md): spans and metrics when the `otel` extra is
+    # installed and a provider is configured, globally or here, by the time the endpoint
+    # starts. Providers are left out when a config is pickled (Spark executors use theirs).
+    telemetry: bool = True
+    tracer_provider: Any = field(default=None, compare=False, repr=False)
+    meter_provider: Any = field(default=None, compare=False, repr=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        values = {f.name: getattr(self, f.name) for f in fields(self)
+                  if f.name not in _NOT_PICKLED}
+        return _rebuild, (type(self), values)
 
     def callback_threads(self) -> int:
         """Return the callback executor size (0 means one per CPU)."""

@@ -64,11 +64,17 @@ class RemotingSendRequestError(RemotingError):
 
     The peer may or may not have processed it. The connection is closed; the next call opens a
     new one.
+
+    Attributes:
+        connection_lost: True if the connection closed while the call waited for its response
+            (after its request was queued), False if the request could not be sent.
     """
 
     __module__ = "remoting"
 
-    def __init__(self, addr: str | None, reason: str = "") -> None:
+    def __init__(self, addr: str | None, reason: str = "", *,
+                 connection_lost: bool = False) -> None:
+        self.connection_lost = connection_lost
         super().__init__(
             f"send request to {addr} failed" + (f": {reason}" if reason else ""), addr
         )

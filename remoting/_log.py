@@ -72,6 +72,10 @@ class Logger:
         if self._logger.isEnabledFor(_ERROR):
             self._emit(_ERROR, "error", event, fields)
 
+    def critical(self, event: str, **fields: Any) -> None:
+        """Log ``event`` at critical level (a part stopped working: pass ``exc_info``)."""
+        self._emit(logging.CRITICAL, "critical", event, fields)
+
     def _emit(self, level: int, method: str, event: str, fields: dict[str, Any]) -> None:
         record = Event(get_contextvars())
         record.update(self._context)

@@ -19,7 +19,7 @@ from processors import AsyncEchoProcessor
 from remoting import open_client, open_server
 
 ROOT = Path(__file__).resolve().parents[1]
-LEVELS = {"debug", "info", "warning", "error"}
+LEVELS = {"debug", "info", "warning", "error", "critical"}
 
 
 def emitted_events() -> set[str]:

@@ -12,10 +12,10 @@ if TYPE_CHECKING:
 
     from codec import RemotingCommand
 
+    from ._caller import Caller
     from ._connection import Connection
     from ._dispatch import Dispatcher
     from ._future import ResponseFuture
-    from ._invoker import Invoker
 
 __all__ = ["ChannelHandle", "ChannelHost"]
 
@@ -24,7 +24,7 @@ class ChannelHost(Protocol):
     """What a handle needs from the endpoint that owns its connection."""
 
     @property
-    def invoker(self) -> Invoker: ...
+    def caller(self) -> Caller: ...
 
     @property
     def dispatcher(self) -> Dispatcher: ...
@@ -102,23 +102,40 @@ class ChannelHandle:
     def invoke_sync(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Call the peer over this connection and wait (from a thread, not the loop)."""
         self._check_thread()
-        return self.invoke_async(request, timeout).result()
+        conn = self._conn
+        return self._host.caller.invoke_sync(conn, conn.remote_addr, request, timeout)
 
-    def invoke_async(self, request: RemotingCommand, timeout: float = 3.0) -> ResponseFuture:
+    def invoke_async(self, request: RemotingCommand, timeout: float = 3.0,
+                     callback: Callable[[ResponseFuture], object] | None = None
+                     ) -> ResponseFuture:
         """Send a request over this connection; return its future (from a thread)."""
-        return self._host.invoker.threads.submit(self._conn, request, timeout, "async")
+        conn = self._conn
+        return self._host.caller.invoke_async(conn, conn.remote_addr, request, timeout,
+                                              callback)
 
     def invoke_oneway(self, request: RemotingCommand, timeout: float = 3.0) -> None:
         """Send a oneway request over this connection (from a thread)."""
         self._check_thread()
-        self._host.invoker.threads.submit(self._conn, request, timeout, "oneway").result()
+        conn = self._conn
+        self._host.caller.invoke_oneway(conn, conn.remote_addr, request, timeout)
 
     async def invoke_sync_async(
         self, request: RemotingCommand, timeout: float = 3.0
     ) -> RemotingCommand:
         """Call the peer over this connection and wait (from a trio task)."""
-        return await self._host.invoker.invoke(self._conn, request, timeout)
+        conn = self._conn
+        return await self._host.caller.ainvoke_sync(conn, conn.remote_addr, request, timeout)
+
+    async def invoke_async_async(
+        self, request: RemotingCommand, timeout: float = 3.0,
+        callback: Callable[[ResponseFuture], object] | None = None,
+    ) -> ResponseFuture:
+        """Send a request over this connection; return its future (from a trio task)."""
+        conn = self._conn
+        return await self._host.caller.ainvoke_async(conn, conn.remote_addr, request, timeout,
+                                                     callback)
 
     async def invoke_oneway_async(self, request: RemotingCommand, timeout: float = 3.0) -> None:
         """Send a oneway request over this connection (from a trio task)."""
-        await self._host.invoker.invoke_oneway(self._conn, request, timeout)
+        conn = self._conn
+        await self._host.caller.ainvoke_oneway(conn, conn.remote_addr, request, timeout)

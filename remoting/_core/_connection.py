@@ -257,6 +257,7 @@ class Connection:
         if not count:
             self.close(self._eof_reason())
             return False
+        self._counters.bytes_read += count
         self._got_data = True
         self._last_read = self._now()
         return True

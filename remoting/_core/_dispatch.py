@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from contextvars import copy_context
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
@@ -26,6 +27,7 @@ import trio
 from codec import LanguageCode, ResponseCode
 from processors import AsyncRequestProcessor, RequestProcessor
 
+from .._interceptors import ServerCall, chain, chain_async
 from .._log import log
 from ._pools import ExecutorPool, ProcessorPool
 from ._processing import (
@@ -35,11 +37,13 @@ from ._processing import (
     resume_suspended,
     run_async_request,
     run_sync_request,
+    serve_async,
+    serve_sync,
 )
 from ._threads import mark_own_thread
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Awaitable, Callable, Coroutine
     from concurrent.futures import Executor
     from contextvars import Context
 
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
 
     from .._config import ClientConfig, ServerConfig
     from .._hooks import RPCHook
+    from .._interceptors import ServerInterceptor
     from .._observability._statistics import Counters
     from ._connection import Connection
     from ._processing import Reply
@@ -92,9 +97,10 @@ def _overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bo
 class Dispatcher:
     """Routes received requests to processors and sends their replies."""
 
-    def __init__(self, name: str, config: ClientConfig | ServerConfig, counters: Counters,
-                 inbox: Inbox, owner: object) -> None:
-        self._name = name
+    def __init__(self, role: Literal["client", "server"], config: ClientConfig | ServerConfig,
+                 counters: Counters, inbox: Inbox, owner: object) -> None:
+        self._role = role
+        self._name = f"remoting-{role}"
         self._config = config
         self._counters = counters
         self._inbox = inbox
@@ -102,6 +108,10 @@ class Dispatcher:
         self.processors: dict[int, ProcessorEntry] = {}
         self.default: ProcessorEntry | None = None
         self.hooks: list[RPCHook] = []
+        self.interceptors: list[ServerInterceptor] = []
+        # hooks and interceptors around a processor, composed; None when there are none
+        self._serve_sync: Callable[[ServerCall], RemotingCommand | None] | None = None
+        self._serve_async: Callable[[ServerCall], Awaitable[RemotingCommand | None]] | None = None
         self.shutting_down = False
         self.processing = 0
         self._pools: list[Pool] = []
@@ -151,6 +161,30 @@ class Dispatcher:
         """Run ``hook`` around every processor (once, in registration order)."""
         if hook not in self.hooks:
             self.hooks.append(hook)
+            self._compose()
+
+    def register_interceptor(self, interceptor: ServerInterceptor, *,
+                             outermost: bool = False) -> None:
+        """Run ``interceptor`` around every processor, inside those registered before
+        (``outermost``: outside every other, telemetry)."""
+        if interceptor not in self.interceptors:
+            if outermost:
+                self.interceptors.insert(0, interceptor)
+            else:
+                self.interceptors.append(interceptor)
+            self._compose()
+
+    def _compose(self) -> None:
+        hooks = self.hooks
+        self._serve_sync = chain([i.intercept_request for i in self.interceptors],
+                                 partial(serve_sync, hooks))
+        self._serve_async = chain_async([i.intercept_request_async for i in self.interceptors],
+                                        partial(serve_async, hooks))
+
+    def _server_call(self, conn: Connection, request: RemotingCommand,
+                     processor: RequestProcessor | AsyncRequestProcessor) -> ServerCall:
+        return ServerCall(request=request, context=conn.ctx, processor=processor,
+                          role=self._role)
 
     # ------------------------------------------------------------------ the decision
 
@@ -239,26 +273,27 @@ class Dispatcher:
         self.processing += 1
         conn.processing += 1
         context = copy_context()
-        # Without hooks the processor's own coroutine is run (no wrapper coroutine per
-        # request); its result or failure becomes the reply here (`reply_of`).
-        hooks = self.hooks
+        # Without hooks or interceptors the processor's own coroutine is run (no wrapper
+        # coroutine per request); its result or failure becomes the reply here.
+        serve = self._serve_async
         coro: Coroutine[Any, Any, Any] = (
-            run_async_request(processor, conn.ctx, request, hooks) if hooks
-            else processor.process_request(conn.ctx, request))
+            processor.process_request(conn.ctx, request) if serve is None
+            else run_async_request(serve, self._server_call(conn, request, processor)))
+        wrapped = serve is not None  # run_async_request's coroutine: its value is the reply
         try:
             trap = context.run(coro.send, None)
         except StopIteration as finished:
-            reply = finished.value if hooks else (
+            reply = finished.value if wrapped else (
                 None if finished.value is None else encode_reply(request, finished.value))
             self._processed(conn, request.code, reply)
             return None
-        except Exception as exc:  # only a hook-less processor's own failure gets here
+        except Exception as exc:  # only a bare processor's own failure gets here
             self._processed(conn, request.code, encode_reply(request, failure(request, exc)))
             return None
         except BaseException:
             self._processed(conn, request.code, None)
             raise
-        return _Suspended(self, conn, request, coro, trap, context, wrapped=bool(hooks))
+        return _Suspended(self, conn, request, coro, trap, context, wrapped=wrapped)
 
     def _run_sync(self, task: SyncTask, alone: bool) -> Reply | None:
         """Run one sync processor (on a pool thread; touches no loop state).
@@ -267,7 +302,16 @@ class Dispatcher:
         loop then only does the bookkeeping (the frame comes back as None).
         """
         conn, request, processor = task
-        reply = run_sync_request(processor, conn.ctx, request, self.hooks)
+        serve = self._serve_sync
+        if serve is None:  # no hooks, no interceptors
+            try:
+                response = processor.process_request(conn.ctx, request)
+            except Exception as exc:
+                reply = encode_reply(request, failure(request, exc))
+            else:
+                reply = None if response is None else encode_reply(request, response)
+        else:
+            reply = run_sync_request(serve, self._server_call(conn, request, processor))
         if alone and reply is not None:
             frame, code = reply
             if frame is not None and conn.send_from_thread(frame):

@@ -4,6 +4,7 @@ It owns its parts and wires them together; each part talks to the others through
 endpoint's wiring, never through the endpoint as a whole:
 
 - `Invoker`: the calling side (permits, response table, deadlines, calls from threads);
+- `Caller`: the ways to call, for every face, with RPC hooks and interceptors;
 - `Dispatcher`: the receiving side (processors, their pools, replies);
 - `ChannelTable`: a client's connections by address;
 - `Inbox`, `CallbackRunner` (`_threads`): the hand-offs with other threads;
@@ -29,8 +30,10 @@ from processors import RequestContext
 from .._config import ClientConfig
 from .._errors import RemotingError
 from .._log import log
+from .._observability._otel_setup import install_telemetry
 from .._observability._statistics import Counters, EndpointStatistics
 from .._security._tls import client_context, tls_client_stream
+from ._caller import Caller
 from ._channel_handle import ChannelHandle
 from ._channels import ChannelTable
 from ._connection import Connection
@@ -78,7 +81,9 @@ class Endpoint:
                 permits=(config.server_async_semaphore_value,
                          config.server_oneway_semaphore_value),
                 go_away_retry=False, close_on_sync_timeout=False)
-        self.dispatcher = Dispatcher(f"remoting-{role}", config, self.counters, self.inbox, self)
+        self.dispatcher = Dispatcher(role, config, self.counters, self.inbox, self)
+        self.caller = Caller(self.invoker, self.dispatcher.hooks, run_hooks=role == "client",
+                             role=role)
         # the ConnectionOwner protocol, wired straight to the parts (one call per command)
         self.request_received = self.dispatcher.request_received
         self.response_received = self.invoker.response_received
@@ -87,6 +92,7 @@ class Endpoint:
         self.loop_thread_id: int | None = None
         self.running = False
         self.closed = False
+        self.telemetry_installed = False
         self._nursery: trio.Nursery | None = None
         self._tls = client_context(config) if isinstance(config, ClientConfig) else None
         self._max_processing = getattr(config, "max_requests_per_connection", 0)
@@ -95,6 +101,7 @@ class Endpoint:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the core until cancelled; on exit every pending call has failed."""
+        install_telemetry(self)  # the SDK is configured by now, if the application uses one
         self.inbox.open(trio.lowlevel.current_trio_token())
         self.loop_thread_id = threading.get_ident()
         try:
@@ -203,6 +210,8 @@ class Endpoint:
     def connection_closed(self, conn: Connection) -> None:
         """Forget ``conn`` and fail its pending calls at once (RocketMQ failFast)."""
         self.connections.discard(conn)
+        self.counters.bytes_written += conn.sender.bytes_sent_by_threads
+        conn.sender.bytes_sent_by_threads = 0
         self.channels.forget(conn)
         self.invoker.connection_lost(conn)
         if conn.broken:
@@ -270,6 +279,10 @@ class Endpoint:
             writes=c.writes,
             frames_written=c.frames_written,
             sent_by_threads=c.sent_by_threads,
+            bytes_read=c.bytes_read,
+            bytes_written=c.bytes_written + sum(
+                conn.sender.bytes_sent_by_threads for conn in self.connections),
+            go_away_received=c.go_away,
         )
 
 

@@ -23,7 +23,12 @@ import trio
 
 from codec import RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
 
-from .._errors import RemotingError, RemotingTooManyRequestsError, translate
+from .._errors import (
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTooManyRequestsError,
+    translate,
+)
 from .._log import log
 from .._observability._histogram import LatencyHistogram
 from ._channels import target_addr
@@ -283,6 +288,7 @@ class Invoker:
         """Handle a GO_AWAY reply; True if handled (resent, or failed), False if it is to be
         returned as data (resending disabled, as RocketMQ without enableReconnectForGoAway)."""
         self.channels.forget(conn)  # new calls open a new connection; this one drains
+        self._counters.go_away += 1
         if not self.go_away_retry:
             return False
         target = fut.retry_target
@@ -306,14 +312,15 @@ class Invoker:
         fut.request.opaque = next_opaque()
         log.info("request.resent", reason="go_away", opaque=fut.request.opaque,
                  peer=conn.remote_addr)
-        assert fut._permits is not None  # still held: taken by the first send
+        # its permit, if it took one (a thread's direct send takes none), is still held
         self.send(conn, fut, fut.deadline, fut._permits)
 
     def connection_lost(self, conn: Connection) -> None:
         """Fail every call pending on ``conn`` at once (RocketMQ's failFast)."""
         self.threads.adopt()
         for fut in self.table.pop_connection(conn):
-            fut._fail_send(f"connection closed ({conn.close_reason})")
+            fut._fail(RemotingSendRequestError(fut.addr, f"connection closed ({conn.close_reason})",
+                                               connection_lost=True))
 
     # ------------------------------------------------------------------ trio-native calls
 
@@ -367,11 +374,13 @@ class Invoker:
         self.send_oneway(conn, request, permits)
 
     async def invoke_many(self, target: Target, requests: Sequence[RemotingCommand],
-                          timeout: float, limit: int) -> list[RemotingCommand | RemotingError]:
-        """Send all ``requests`` with at most ``limit`` in flight; results in order."""
+                          timeout: float, limit: int, finished_at: list[float] | None = None
+                          ) -> list[RemotingCommand | RemotingError]:
+        """Send all ``requests`` with at most ``limit`` in flight; results in order
+        (``finished_at``: filled with the instant of each outcome, `time.monotonic`)."""
         done = trio.Event()
         batch = Batch(self, self.channels, target, requests, timeout, limit,
-                      lambda _: done.set())
+                      lambda _: done.set(), finished_at)
         batch.start(self._nursery)
         await done.wait()
         return batch.results
@@ -389,8 +398,9 @@ class Invoker:
             nursery.start_soon(self._send_later, target, fut, deadline, kind)
 
     def start_batch(self, target: Target, requests: Sequence[RemotingCommand], timeout: float,
-                    limit: int, on_done: Callable[[list[Any]], None]) -> None:
+                    limit: int, on_done: Callable[[list[Any]], None],
+                    finished_at: list[float] | None = None) -> None:
         """Start an ``invoke_many`` batch a thread handed over; ``on_done(results)`` runs
         here, on the loop thread."""
-        Batch(self, self.channels, target, requests, timeout, limit, on_done).start(
-            self._nursery)
+        Batch(self, self.channels, target, requests, timeout, limit, on_done,
+              finished_at).start(self._nursery)

@@ -10,6 +10,7 @@ left to send), so its requests do not take and give one each.
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -51,7 +52,8 @@ class Batch:
 
     def __init__(self, invoker: BatchSender, channels: ChannelTable, target: Target,
                  requests: Sequence[RemotingCommand], timeout: float, limit: int,
-                 on_done: Callable[[list[Any]], None]) -> None:
+                 on_done: Callable[[list[Any]], None],
+                 finished_at: list[float] | None = None) -> None:
         self._invoker = invoker
         self._channels = channels
         self._target = target
@@ -60,6 +62,10 @@ class Batch:
         self._limit = max(1, limit)
         self._on_done: Callable[[list[Any]], None] | None = on_done
         self.results: list[Any] = [None] * len(requests)
+        # when each outcome was known (`time.monotonic`), if the caller asked (interceptors)
+        self._finished_at = finished_at
+        if finished_at is not None:
+            finished_at[:] = [0.0] * len(requests)
         self._conn: Connection | None = None
         self._nursery: trio.Nursery | None = None
         self._next = 0
@@ -117,6 +123,8 @@ class Batch:
         n = len(self._requests)
         for i in range(self._next, n):
             self.results[i] = exc
+        if self._finished_at is not None:
+            self._finished_at[self._next:n] = [monotonic()] * (n - self._next)
         self._completed += n - self._next
         self._next = n
         self._give_back_spare()
@@ -178,12 +186,16 @@ class Batch:
     def _record(self, i: int, result: object) -> None:
         self.results[i] = result
         self._completed += 1
+        if self._finished_at is not None:
+            self._finished_at[i] = monotonic()
 
     def done_one(self, i: int, result: object) -> None:
         """Record the outcome of request ``i`` and send the next one."""
         self._in_flight -= 1
         self.results[i] = result
         self._completed += 1
+        if self._finished_at is not None:
+            self._finished_at[i] = monotonic()
         if self._completed == len(self._requests):
             self._finish()
         else:

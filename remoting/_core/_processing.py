@@ -1,9 +1,10 @@
-"""Running one request: RPC hooks around the processor, and the encoded reply.
+"""Running one request: interceptors and RPC hooks around the processor, and the encoded reply.
 
-`run_sync_request` (on a pool thread) and `run_async_request` (on the loop) never raise for a
-processor or hook failure: that becomes a SYSTEM_ERROR reply, logged once as
-``processor.failed``. They return a `Reply`: the encoded frame and its response code (for the
-error-reply counts), or None when nothing is to be sent.
+`serve_sync` / `serve_async` run the hooks and the processor (the innermost step of the
+interceptors' chain). `run_sync_request` (on a pool thread) and `run_async_request` (on the
+loop) never raise for a processor, hook or interceptor failure: that becomes a SYSTEM_ERROR
+reply, logged once as ``processor.failed``. They return a `Reply`: the encoded frame and its
+response code (for the error-reply counts), or None when nothing is to be sent.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from .._hooks import AbortProcessError
 from .._log import log
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Generator, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
     from contextvars import Context
 
     from codec import EncodedFrame
-    from processors import AsyncRequestProcessor, RequestContext, RequestProcessor
 
     from .._hooks import RPCHook
+    from .._interceptors import ServerCall
 
 __all__ = [
     "Reply",
@@ -35,6 +36,8 @@ __all__ = [
     "resume_suspended",
     "run_async_request",
     "run_sync_request",
+    "serve_async",
+    "serve_sync",
 ]
 
 # The frame to send (None: already sent), and its response code.
@@ -119,55 +122,61 @@ def _after(
         hook.do_after_response(addr, request, response)
 
 
-def _answer(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand,
-            response: RemotingCommand | None) -> Reply | None:
-    """Run the after-hooks on a processor's response and encode it (None: nothing to send).
-
-    An after-hook that raises replaces the response with SYSTEM_ERROR (SPEC 6.1).
-    """
-    if hooks:
-        try:
-            _after(hooks, addr, request, response)
-        except Exception as exc:
-            response = failure(request, exc)
-    if response is None:
-        return None
-    return encode_reply(request, response)
-
-
-def run_sync_request(
-    processor: RequestProcessor,
-    ctx: RequestContext,
-    request: RemotingCommand,
-    hooks: Sequence[RPCHook],
-) -> Reply | None:
-    """Run hooks and a sync processor (on a pool thread); return the frame to send or None."""
-    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
-        return encode_reply(request, refusal)
+def _after_hooks(hooks: Sequence[RPCHook], addr: str, request: RemotingCommand,
+                 response: RemotingCommand | None) -> RemotingCommand | None:
+    """Run the after-hooks on a processor's response; one that raises replaces it with
+    SYSTEM_ERROR (SPEC 6.1)."""
     try:
-        response = processor.process_request(ctx, request)
+        _after(hooks, addr, request, response)
+    except Exception as exc:
+        return failure(request, exc)
+    return response
+
+
+def serve_sync(hooks: Sequence[RPCHook], call: ServerCall) -> RemotingCommand | None:
+    """Run the hooks and a sync processor; return its response. The processor's own
+    exception propagates (interceptors see it; `run_sync_request` turns it into a reply)."""
+    ctx, request = call.context, call.request
+    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
+        return refusal
+    response = call.processor.process_request(ctx, request)
+    if hooks:
+        return _after_hooks(hooks, ctx.remote_addr, request, response)  # type: ignore[arg-type]
+    return response  # type: ignore[return-value]
+
+
+async def serve_async(hooks: Sequence[RPCHook], call: ServerCall) -> RemotingCommand | None:
+    """`serve_sync` for an async processor (on the loop)."""
+    ctx, request = call.context, call.request
+    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
+        return refusal
+    response = await call.processor.process_request(ctx, request)  # type: ignore[misc]
+    if hooks:
+        return _after_hooks(hooks, ctx.remote_addr, request, response)
+    return response  # type: ignore[no-any-return]
+
+
+def run_sync_request(serve: Callable[[ServerCall], RemotingCommand | None], call: ServerCall
+                     ) -> Reply | None:
+    """Process ``call`` with ``serve`` (hooks, interceptors, the processor; on a pool
+    thread); return the frame to send, or None. Never raises for a processor's failure."""
+    request = call.request
+    try:
+        response = serve(call)
     except Exception as exc:
         return encode_reply(request, failure(request, exc))
-    if hooks:
-        return _answer(hooks, ctx.remote_addr, request, response)
     return None if response is None else encode_reply(request, response)
 
 
 async def run_async_request(
-    processor: AsyncRequestProcessor,
-    ctx: RequestContext,
-    request: RemotingCommand,
-    hooks: Sequence[RPCHook],
+    serve: Callable[[ServerCall], Awaitable[RemotingCommand | None]], call: ServerCall
 ) -> Reply | None:
-    """Run hooks and an async processor on the loop; return the frame to send or None."""
-    if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
-        return encode_reply(request, refusal)
+    """`run_sync_request` for an async processor, on the loop."""
+    request = call.request
     try:
-        response = await processor.process_request(ctx, request)
+        response = await serve(call)
     except Exception as exc:
         return encode_reply(request, failure(request, exc))
-    if hooks:
-        return _answer(hooks, ctx.remote_addr, request, response)
     return None if response is None else encode_reply(request, response)
 
 

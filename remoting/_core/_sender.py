@@ -50,6 +50,7 @@ class Sender:
         # True while a burst of work is handled (a read, a batch of pool results): frames are
         # only queued, and whoever set it sends them together with `flush` afterwards.
         self.holding = False
+        self.bytes_sent_by_threads = 0  # changed under the gate only (`send_from_thread`)
         self.outbound = self._out = Outbound()
         self._transport = transport
         self._can_send_now = transport.can_send_now
@@ -117,6 +118,7 @@ class Sender:
         counters = self._counters
         if sent:
             counters.writes += 1
+            counters.bytes_written += sent
         if sent == size:
             counters.frames_written += 1
             if on_sent is not None:
@@ -143,6 +145,7 @@ class Sender:
                 callbacks = out.sent(sent)
             if sent:
                 self._counters.writes += 1
+                self._counters.bytes_written += sent
             if callbacks is not None:
                 self._counters.frames_written += frames
                 for fn in callbacks:
@@ -174,6 +177,7 @@ class Sender:
                 sent = self._transport.send_now(pieces)  # type: ignore[arg-type]
             except OSError:
                 sent = 0  # the loop meets the error on its next read or write, and closes
+            self.bytes_sent_by_threads += sent  # only ever changed under the gate
             rest = consume(pieces, sent)  # type: ignore[arg-type]
             if rest:
                 self._out.add_rest(rest)
@@ -217,6 +221,7 @@ class Sender:
             with self._gate:
                 frames = out.frames
                 pieces, callbacks = out.take()
+                size = out.in_flight
             try:
                 await transport.send_all(pieces)
             finally:
@@ -224,6 +229,7 @@ class Sender:
                     out.taken_done()
                 self._send_blocked = False  # the socket took a whole take again
                 counters.writes += 1
+                counters.bytes_written += size
                 counters.frames_written += frames
                 for fn in callbacks:  # sent, or never will be: either way the permit is free
                     fn()

@@ -62,8 +62,8 @@ class CallStarter(Protocol):
               ) -> None: ...
 
     def start_batch(self, target: str | Connection | None, requests: Sequence[RemotingCommand],
-                    timeout: float, limit: int, on_done: Callable[[list[Any]], None]
-                    ) -> None: ...
+                    timeout: float, limit: int, on_done: Callable[[list[Any]], None],
+                    finished_at: list[float] | None = None) -> None: ...
 
 
 class ThreadCalls:
@@ -100,7 +100,8 @@ class ThreadCalls:
         return fut
 
     def submit_many(self, target: str | Connection | None, requests: Sequence[RemotingCommand],
-                    timeout: float, limit: int, on_done: Callable[[list[Any]], None]) -> None:
+                    timeout: float, limit: int, on_done: Callable[[list[Any]], None],
+                    finished_at: list[float] | None = None) -> None:
         """Hand an ``invoke_many`` batch to the loop; ``on_done(results)`` runs there.
 
         Raises:
@@ -109,12 +110,12 @@ class ThreadCalls:
         invoker = self._invoker
         try:
             self._inbox.post(lambda _: invoker.start_batch(target, requests, timeout, limit,
-                                                           on_done), None)
+                                                           on_done, finished_at), None)
         except RuntimeError as exc:
             raise RemotingError(f"the {invoker.role} is shut down") from exc
 
-    def send_directly(self, addr: str | None, request: RemotingCommand, timeout: float
-                      ) -> ResponseFuture | None:
+    def send_directly(self, addr: str | Connection | None, request: RemotingCommand,
+                      timeout: float) -> ResponseFuture | None:
         """Register and send a blocking ``invoke_sync`` from the calling thread.
 
         Only on a live, idle, plain-TCP connection to ``addr``; returns None (nothing sent or
@@ -123,7 +124,7 @@ class ThreadCalls:
         sending the same command at once cannot collide. As RocketMQ's ``invokeSync``, such a
         call takes no in-flight permit: it holds its caller's thread.
         """
-        if type(addr) is not str:
+        if type(addr) is not str:  # the address list, or a server's call back: submit
             return None
         invoker = self._invoker
         conn = invoker.channels.by_addr.get(addr)

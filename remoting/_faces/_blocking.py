@@ -10,20 +10,14 @@ trio. Calling a blocking method from the loop's own thread would deadlock, so it
 
 from __future__ import annotations
 
-import _thread
 import os
 import threading
-import time
 from typing import TYPE_CHECKING, Final, NoReturn, Self, TypeVar
 
-from codec import ResponseCode
-
 from .._config import ClientConfig
-from .._core._invoker import busy_backoff
 from .._errors import RemotingError
-from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
 from ._loop_thread import LoopThread
-from ._trio import DEFAULT_TIMEOUT, TrioRemotingClient, TrioRemotingServer
+from ._trio import DEFAULT_TIMEOUT, TrioRemotingClient, TrioRemotingServer, register_interceptor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -37,6 +31,7 @@ if TYPE_CHECKING:
     from .._core._events import ChannelEventListener
     from .._core._future import ResponseFuture
     from .._hooks import RPCHook
+    from .._interceptors import ClientInterceptor, ServerInterceptor
     from .._observability._statistics import EndpointStatistics
 
 __all__ = ["BlockingFace", "RemotingClient"]
@@ -71,6 +66,11 @@ class BlockingFace:
     def register_rpc_hook(self, hook: RPCHook) -> None:
         """Run ``hook`` around every call."""
         self._core.register_rpc_hook(hook)
+
+    def register_interceptor(self, interceptor: ClientInterceptor | ServerInterceptor) -> None:
+        """Run ``interceptor`` around every call it is made for; register before `start`
+        (see `TrioRemotingClient.register_interceptor`)."""
+        register_interceptor(self.endpoint, interceptor)
 
     def register_channel_event_listener(self, listener: ChannelEventListener) -> None:
         """Receive connect/close/exception/idle events, in order, off the event loop."""
@@ -135,8 +135,7 @@ class RemotingClient(BlockingFace):
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config or ClientConfig()
         self._core = TrioRemotingClient(self.config)
-        self._threads = self._core.endpoint.invoker.threads
-        self._hooks = self._core.endpoint.dispatcher.hooks
+        self._caller = self._core.endpoint.caller
         self._loop: LoopThread | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -211,26 +210,7 @@ class RemotingClient(BlockingFace):
             RemotingError: the client is closed or not started.
         """
         self._check_caller()
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, addr, request)
-        deadline = time.monotonic() + timeout
-        attempt = 0
-        while True:
-            remaining = timeout if not attempt else deadline - time.monotonic()
-            fut = (self._threads.send_directly(addr, request, remaining)
-                   or self._threads.submit(addr, request, remaining, "sync"))
-            response = fut.result()
-            if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
-                break
-            attempt += 1
-            pause = busy_backoff(attempt)
-            if time.monotonic() + pause >= deadline:
-                break
-            time.sleep(pause)
-        if hooks:
-            run_after_hooks(hooks, fut.addr, request, response)
-        return response
+        return self._caller.invoke_sync(addr, addr, request, timeout, retry_busy)
 
     def invoke_async(self, addr: str | None, request: RemotingCommand,
                      timeout: float = DEFAULT_TIMEOUT,
@@ -242,11 +222,7 @@ class RemotingClient(BlockingFace):
         a send failure, a timeout or a connection loss. Failures go into the future.
         """
         self._check_caller()
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, addr, request)
-            callback = with_after_hooks(hooks, request, callback)
-        return self._threads.submit(addr, request, timeout, "async", callback)
+        return self._caller.invoke_async(addr, addr, request, timeout, callback)
 
     def invoke_oneway(self, addr: str | None, request: RemotingCommand,
                       timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -257,9 +233,7 @@ class RemotingClient(BlockingFace):
             RemotingSendRequestError: before the frame could be queued.
         """
         self._check_caller()
-        if self._hooks:
-            run_before_hooks(self._hooks, addr, request)
-        self._threads.submit(addr, request, timeout, "oneway").result()
+        self._caller.invoke_oneway(addr, addr, request, timeout)
 
     def invoke_many(self, addr: str | None, requests: Sequence[RemotingCommand],
                     timeout: float = DEFAULT_TIMEOUT, limit: int = 64
@@ -267,19 +241,8 @@ class RemotingClient(BlockingFace):
         """Send all ``requests`` in one hand-off to the loop, at most ``limit`` in flight.
 
         Each request has its own ``timeout``. Returns one entry per request, in order: the
-        response or the `RemotingError` that ended it. Hooks are not run for batch calls.
+        response or the `RemotingError` that ended it. Hooks are not run for batch calls;
+        interceptors are (once per batch).
         """
         self._check_caller()
-        lock = _thread.allocate_lock()
-        lock.acquire()
-        box: list[list[RemotingCommand | RemotingError]] = []
-
-        def on_done(results: list[RemotingCommand | RemotingError]) -> None:
-            box.append(results)
-            lock.release()
-
-        self._threads.submit_many(addr, requests, timeout, limit, on_done)
-        waves = -(-len(requests) // max(1, limit))
-        if not lock.acquire(timeout=timeout * max(1, waves) + 30.0):
-            raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
-        return box[0]
+        return self._caller.invoke_many(addr, addr, requests, timeout, limit)

@@ -70,8 +70,9 @@ class RemotingServer(BlockingFace):
         return self
 
     def drain(self) -> None:
-        """Answer GO_AWAY to every new request from now on (see `TrioRemotingServer.drain`)."""
-        self.endpoint.call_on_loop(self._core.drain)
+        """Answer GO_AWAY to every new request from now on (see `TrioRemotingServer.drain`);
+        in effect when this returns."""
+        self._on_loop(self._core.drain)
 
     @property
     def draining(self) -> bool:
@@ -142,8 +143,7 @@ class RemotingServer(BlockingFace):
                      ) -> ResponseFuture:
         """Call a connected client; return the future."""
         self._check_caller()
-        return self.endpoint.invoker.threads.submit(channel._conn, request, timeout, "async",
-                                                    callback)
+        return channel.invoke_async(request, timeout, callback)
 
     def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
                       timeout: float = DEFAULT_TIMEOUT) -> None:

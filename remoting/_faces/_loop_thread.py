@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .._log import log
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -51,8 +53,10 @@ class LoopThread:
     def _run(self, serve: Callable[..., Any]) -> None:
         try:
             trio.run(self._main, serve)
-        except BaseException as exc:  # reported to start(); nothing else can see it
-            self._error = exc
+        except BaseException as exc:
+            if self._ready.is_set():  # it had started: a bug ended it; calls now fail
+                log.critical("loop.crashed", thread=self.name, exc_info=_single(exc))
+            self._error = exc  # before start: start() raises it
         finally:
             self._ready.set()
 

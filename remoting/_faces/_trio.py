@@ -1,7 +1,7 @@
 """The trio-native faces: `TrioRemotingClient`, `TrioRemotingServer`, `open_client/server`.
 
-Thin: each method runs the client-side RPC hooks and hands the call to the endpoint's
-`Invoker`; processors, hooks and listeners are registered with its `Dispatcher` and
+Thin: each call goes to the endpoint's `Caller` (hooks, interceptors, the invoker); processors,
+hooks, interceptors and listeners are registered with its `Dispatcher`, `Caller` and
 `EventDispatcher`. Everything here runs on the caller's trio loop, the endpoint's own.
 """
 
@@ -17,7 +17,7 @@ from .._config import ClientConfig, ServerConfig
 from .._core._acceptor import Acceptor
 from .._core._endpoint import Endpoint
 from .._core._listen import bind_listeners, trio_listeners
-from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
+from .._interceptors import ClientInterceptor, ServerInterceptor
 from .._log import log
 
 if TYPE_CHECKING:
@@ -69,6 +69,15 @@ class _Face:
         """Run ``hook`` around every call (client: sends; server: processing)."""
         self.endpoint.dispatcher.register_hook(hook)
 
+    def register_interceptor(self, interceptor: ClientInterceptor | ServerInterceptor) -> None:
+        """Run ``interceptor`` around every call it is made for (see `ClientInterceptor`,
+        `ServerInterceptor`; an object may be both), inside those registered before.
+
+        Raises:
+            TypeError: ``interceptor`` is neither.
+        """
+        register_interceptor(self.endpoint, interceptor)
+
     def register_channel_event_listener(self, listener: ChannelEventListener) -> None:
         """Receive connect/close/exception/idle events, in order, off the event loop."""
         self.endpoint.events.add(listener)
@@ -76,6 +85,18 @@ class _Face:
     def statistics(self) -> EndpointStatistics:
         """Return a frozen snapshot of the counters."""
         return self.endpoint.statistics()
+
+
+def register_interceptor(endpoint: Endpoint,
+                         interceptor: ClientInterceptor | ServerInterceptor) -> None:
+    """Register ``interceptor`` on the sides of ``endpoint`` it is made for."""
+    if not isinstance(interceptor, ClientInterceptor | ServerInterceptor):
+        raise TypeError("an interceptor must subclass remoting.ClientInterceptor or "
+                        f"remoting.ServerInterceptor, not {type(interceptor).__name__}")
+    if isinstance(interceptor, ClientInterceptor):
+        endpoint.caller.add(interceptor)
+    if isinstance(interceptor, ServerInterceptor):
+        endpoint.dispatcher.register_interceptor(interceptor)
 
 
 class TrioRemotingClient(_Face):
@@ -86,8 +107,7 @@ class TrioRemotingClient(_Face):
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config or ClientConfig()
         self.endpoint = Endpoint(self.config, "client")
-        self._invoker = self.endpoint.invoker
-        self._hooks = self.endpoint.dispatcher.hooks
+        self._caller = self.endpoint.caller
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the client's core until cancelled (use with ``nursery.start``)."""
@@ -129,13 +149,7 @@ class TrioRemotingClient(_Face):
             RemotingCommandError: the request cannot be encoded.
         Cancelling the call removes its entry; the response, if any, is dropped.
         """
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, addr, request)
-        response = await self._invoker.invoke(addr, request, timeout, retry_busy)
-        if hooks:
-            run_after_hooks(hooks, addr, request, response)
-        return response
+        return await self._caller.ainvoke_sync(addr, addr, request, timeout, retry_busy)
 
     async def invoke_async(self, addr: str | None, request: RemotingCommand,
                            timeout: float = DEFAULT_TIMEOUT,
@@ -145,11 +159,7 @@ class TrioRemotingClient(_Face):
 
         Failures (connect, permit, send, timeout) end up in the future, never raised here.
         """
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, addr, request)
-            callback = with_after_hooks(hooks, request, callback)
-        return await self._invoker.start_call(addr, request, timeout, callback)
+        return await self._caller.ainvoke_async(addr, addr, request, timeout, callback)
 
     async def invoke_oneway(self, addr: str | None, request: RemotingCommand,
                             timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -159,9 +169,7 @@ class TrioRemotingClient(_Face):
             RemotingConnectError, RemotingTimeoutError, RemotingTooManyRequestsError,
             RemotingSendRequestError: as for `invoke_sync`, before the frame is queued.
         """
-        if self._hooks:
-            run_before_hooks(self._hooks, addr, request)
-        await self._invoker.invoke_oneway(addr, request, timeout)
+        await self._caller.ainvoke_oneway(addr, addr, request, timeout)
 
     async def invoke_many(self, addr: str | None, requests: Sequence[RemotingCommand],
                           timeout: float = DEFAULT_TIMEOUT, limit: int = 64
@@ -169,9 +177,9 @@ class TrioRemotingClient(_Face):
         """Send all ``requests`` with at most ``limit`` in flight; each has its own ``timeout``.
 
         Returns one entry per request, in order: its response, or the `RemotingError` that
-        ended it. Hooks are not run for batch calls.
+        ended it. Hooks are not run for batch calls; interceptors are (once per batch).
         """
-        return await self._invoker.invoke_many(addr, requests, timeout, limit)
+        return await self._caller.ainvoke_many(addr, addr, requests, timeout, limit)
 
 
 class TrioRemotingServer(_Face):
@@ -183,8 +191,7 @@ class TrioRemotingServer(_Face):
         self.config = config or ServerConfig()
         self.endpoint = Endpoint(self.config, "server")
         self.port: int | None = None
-        self._invoker = self.endpoint.invoker
-        self._hooks = self.endpoint.dispatcher.hooks
+        self._caller = self.endpoint.caller
         self._acceptor = Acceptor(self.endpoint, self.config)
         self._bound: list[socket.socket] = []
         self._listeners: list[trio.SocketListener] = []
@@ -277,32 +284,23 @@ class TrioRemotingServer(_Face):
 
     async def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
                           timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
-        """Call a connected client (which registered a processor) and wait."""
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, channel.remote_addr, request)
-        response = await self._invoker.invoke(channel._conn, request, timeout)
-        if hooks:
-            run_after_hooks(hooks, channel.remote_addr, request, response)
-        return response
+        """Call a connected client (which registered a processor) and wait.
+
+        A server's RPC hooks do not run for its calls back (as RocketMQ); interceptors do.
+        """
+        return await channel.invoke_sync_async(request, timeout)
 
     async def invoke_async(self, channel: ChannelHandle, request: RemotingCommand,
                            timeout: float = DEFAULT_TIMEOUT,
                            callback: Callable[[ResponseFuture], object] | None = None,
                            ) -> ResponseFuture:
         """Call a connected client; return the future."""
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, channel.remote_addr, request)
-            callback = with_after_hooks(hooks, request, callback)
-        return await self._invoker.start_call(channel._conn, request, timeout, callback)
+        return await channel.invoke_async_async(request, timeout, callback)
 
     async def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
                             timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send a oneway request to a connected client."""
-        if self._hooks:
-            run_before_hooks(self._hooks, channel.remote_addr, request)
-        await self._invoker.invoke_oneway(channel._conn, request, timeout)
+        await channel.invoke_oneway_async(request, timeout)
 
     def broadcast_oneway(self, channels: Iterable[ChannelHandle], request: RemotingCommand
                          ) -> int:

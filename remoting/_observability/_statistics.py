@@ -43,6 +43,9 @@ class EndpointStatistics:
         sent_by_threads: of those, frames a thread sent itself on an idle connection instead
             of handing them to the loop (a blocking ``invoke_sync``'s request, a pool
             thread's lone reply; see docs/architecture.md).
+        bytes_read: bytes received from sockets.
+        bytes_written: bytes handed to sockets.
+        go_away_received: GO_AWAY replies received (a server draining asked to go elsewhere).
     """
 
     connections: int
@@ -65,6 +68,9 @@ class EndpointStatistics:
     writes: int = 0
     frames_written: int = 0
     sent_by_threads: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    go_away_received: int = 0
 
 
 EndpointStatistics.__module__ = "remoting"
@@ -73,8 +79,9 @@ EndpointStatistics.__module__ = "remoting"
 class Counters:
     """The live counters of one endpoint; changed on its loop thread only."""
 
-    __slots__ = ("connections_opened", "error_replies", "frames_written", "latency", "orphans",
-                 "received", "sent", "sent_by_threads", "timeouts", "writes")
+    __slots__ = ("bytes_read", "bytes_written", "connections_opened", "error_replies",
+                 "frames_written", "go_away", "latency", "orphans", "received", "sent",
+                 "sent_by_threads", "timeouts", "writes")
 
     def __init__(self) -> None:
         self.sent: dict[int, int] = {}
@@ -87,6 +94,9 @@ class Counters:
         self.writes = 0
         self.frames_written = 0
         self.sent_by_threads = 0
+        self.bytes_read = 0
+        self.bytes_written = 0  # by the loop; threads' sends are kept per connection
+        self.go_away = 0
 
     def count_thread_send(self) -> None:
         """Count a frame a thread sent itself (the bookkeeping, on the loop)."""

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from .._core._listen import reserve_port
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from .._config import ServerConfig
 
-__all__ = ["load_factory", "run_server", "supervise"]
+__all__ = ["TelemetryOptions", "load_factory", "run_server", "supervise"]
 
 RESTART_BACKOFF: Final = 0.5  # seconds between restarts of a crashing worker
 STOP_TIMEOUT: Final = 10.0
@@ -35,6 +36,30 @@ STOP_TIMEOUT: Final = 10.0
 
 class FactoryError(Exception):
     """The factory spec cannot be loaded or returned something unusable."""
+
+
+@dataclass(frozen=True)
+class TelemetryOptions:
+    """What ``--metrics-port``, ``--otlp-endpoint`` and ``--service-name`` asked for."""
+
+    metrics_port: int | None = None
+    otlp_endpoint: str | None = None
+    service_name: str = "remoting-serve"
+
+    @property
+    def wanted(self) -> bool:
+        """True if anything is to be exported."""
+        return self.metrics_port is not None or self.otlp_endpoint is not None
+
+    def worker_argv(self, worker: int) -> list[str]:
+        """The options of worker number ``worker`` (its own metrics port)."""
+        argv = ["--service-name", self.service_name]
+        if self.metrics_port is not None:
+            argv += ["--metrics-port", str(self.metrics_port + worker if self.metrics_port
+                                           else 0)]
+        if self.otlp_endpoint is not None:
+            argv += ["--otlp-endpoint", self.otlp_endpoint]
+        return argv
 
 
 def load_factory(spec: str) -> Mapping[int | None, RequestProcessor | AsyncRequestProcessor]:
@@ -68,11 +93,21 @@ def load_factory(spec: str) -> Mapping[int | None, RequestProcessor | AsyncReque
 
 
 def run_server(spec: str, config: ServerConfig, ready: threading.Event | None = None,
-               stop: threading.Event | None = None) -> None:
-    """Serve the factory's processors (plus the stats processor) until SIGTERM/SIGINT."""
+               stop: threading.Event | None = None,
+               telemetry: TelemetryOptions = TelemetryOptions()) -> None:
+    """Serve the factory's processors (plus the stats processor) until SIGTERM/SIGINT,
+    exporting telemetry if asked (the SDK is configured before the server starts)."""
     from ..blocking import RemotingServer
+    from ._telemetry import start_exporters
 
     processors = load_factory(spec)
+    exporters = None
+    if telemetry.wanted:
+        exporters = start_exporters(
+            metrics_port=telemetry.metrics_port, metrics_bind=config.bind_address,
+            otlp_endpoint=telemetry.otlp_endpoint, service_name=telemetry.service_name)
+        if exporters.metrics_url is not None:
+            sys.stdout.write(f"metrics on {exporters.metrics_url} (pid {os.getpid()})\n")
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -97,10 +132,13 @@ def run_server(spec: str, config: ServerConfig, ready: threading.Event | None = 
         stop.wait()
     finally:
         server.shutdown()
+        if exporters is not None:
+            exporters.shutdown()  # flushes the last spans and metrics
 
 
 def supervise(spec: str, config: ServerConfig, workers: int,
-              stop: threading.Event | None = None) -> int:
+              stop: threading.Event | None = None,
+              telemetry: TelemetryOptions = TelemetryOptions()) -> int:
     """Run ``workers`` processes on one port; restart the ones that die; return 0 on stop."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -114,7 +152,8 @@ def supervise(spec: str, config: ServerConfig, workers: int,
     print(f"serving {spec} on {config.bind_address}:{port} with {workers} workers", flush=True)
 
     def launch(i: int) -> None:
-        procs[i] = subprocess.Popen(argv)
+        procs[i] = subprocess.Popen(argv + telemetry.worker_argv(i) if telemetry.wanted
+                                    else argv)
         print(f"worker {procs[i].pid} started", flush=True)
 
     try:

@@ -56,20 +56,33 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=count, default=1,
                         help="server processes sharing the port with SO_REUSEPORT (default 1)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--metrics-port", type=port, default=None,
+                        help="serve Prometheus metrics on this port, on the --bind address "
+                             "(0: a free port; with --workers, worker i uses port + i)")
+    parser.add_argument("--otlp-endpoint", metavar="URL", default=None,
+                        help="push traces and metrics over OTLP/HTTP to this collector "
+                             "(e.g. http://127.0.0.1:4318)")
+    parser.add_argument("--service-name", default="remoting-serve",
+                        help="the service.name of exported telemetry (default: remoting-serve;"
+                             " OTEL_SERVICE_NAME wins)")
 
 
 def _run_serve(args: argparse.Namespace) -> int:
     from .._config import ServerConfig
     from .._errors import RemotingStartError
-    from ._serve import FactoryError, run_server, supervise
+    from ._serve import FactoryError, TelemetryOptions, run_server, supervise
+    from ._telemetry import TelemetrySetupError
 
     config = ServerConfig(listen_port=args.port, bind_address=args.bind,
                           reuse_port=args.reuse_port or args.workers > 1)
+    telemetry = TelemetryOptions(metrics_port=args.metrics_port,
+                                 otlp_endpoint=args.otlp_endpoint,
+                                 service_name=args.service_name)
     try:
         if args.workers > 1:
-            return supervise(args.factory, config, args.workers)
-        run_server(args.factory, config)
-    except (FactoryError, RemotingStartError) as exc:
+            return supervise(args.factory, config, args.workers, telemetry=telemetry)
+        run_server(args.factory, config, telemetry=telemetry)
+    except (FactoryError, RemotingStartError, TelemetrySetupError) as exc:
         print(f"remoting serve: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -32,6 +32,7 @@ from ._columns import (
     raise_first,
     result_type,
 )
+from ._telemetry import batch_span, driver_context, run_worker_setup
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
     from .._config import ClientConfig
     from ..blocking import RemotingClient
+    from ._telemetry import BatchSpan
 
 __all__ = ["remote_batch_udf", "remote_map_in_arrow"]
 
@@ -109,41 +111,50 @@ def _batchoutput(answer: pa.RecordBatch, rows: int, value_type: DataType
 
 def _batch_function(spec: CallSpec, config: ClientConfig | None, value_type: DataType,
                     on_error: OnError, on_batch: Callable[[BatchStats], object] | None,
-                    log_level: int | None
+                    log_level: int | None, worker_setup: Callable[[], object] | None,
+                    parent: Mapping[str, str] | None
                     ) -> Callable[[Iterator[pd.Series]], Iterator[pd.Series]]:
     def remote_batches(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
+        run_worker_setup(worker_setup)
         client = get_client(config, log_level=log_level)
         for batch_no, args in enumerate(batches):
-            column = column_of(args)
-            rows = len(column)
-            report = CallReport()
-            answer = _call_batch(client, spec, _record_batch_of(column), batch_no, report)
-            result = answer if isinstance(answer, tuple) else _batchoutput(
-                answer, rows, value_type)
-            failed = rows if isinstance(result, tuple) else 0
-            if on_batch is not None:
-                on_batch(BatchStats(mode="batch", rows=rows, requests=report.requests,
-                                    errors=failed, seconds=report.seconds, max_in_flight=1))
-            if isinstance(result, tuple):
-                if on_error == "raise":
-                    raise_first([result] * rows, rows, spec.code)
-                yield output([None] * rows, [result] * rows, value_type,
-                              on_error)
-            elif on_error == "raise":
-                yield result
-            else:
-                values = result.to_dict("records") if isinstance(result, pd.DataFrame) \
-                    else result
-                if isinstance(result, pd.DataFrame):
-                    value_column: Any = pd.Series(values, dtype=object)
-                else:
-                    value_column = result.reset_index(drop=True)
-                yield pd.DataFrame({
-                    "value": value_column,
-                    "error": pd.Series([None] * rows, dtype=object),
-                })
+            with batch_span("batch", spec.code, batch_no, parent) as traced:
+                result = _one_batch(client, spec, args, batch_no, value_type, on_error,
+                                    on_batch, traced)
+            yield result
 
     return remote_batches
+
+
+def _one_batch(client: RemotingClient, spec: CallSpec, args: pd.Series, batch_no: int,
+               value_type: DataType, on_error: OnError,
+               on_batch: Callable[[BatchStats], object] | None, traced: BatchSpan
+               ) -> pd.Series | pd.DataFrame:
+    column = column_of(args)
+    rows = len(column)
+    report = CallReport()
+    answer = _call_batch(client, spec, _record_batch_of(column), batch_no, report)
+    result = answer if isinstance(answer, tuple) else _batchoutput(answer, rows, value_type)
+    failed = rows if isinstance(result, tuple) else 0
+    traced.rows, traced.requests, traced.errors = rows, report.requests, failed
+    if on_batch is not None:
+        on_batch(BatchStats(mode="batch", rows=rows, requests=report.requests,
+                            errors=failed, seconds=report.seconds, max_in_flight=1))
+    if isinstance(result, tuple):
+        if on_error == "raise":
+            raise_first([result] * rows, rows, spec.code)
+        return output([None] * rows, [result] * rows, value_type, on_error)
+    if on_error == "raise":
+        return result
+    values = result.to_dict("records") if isinstance(result, pd.DataFrame) else result
+    if isinstance(result, pd.DataFrame):
+        value_column: Any = pd.Series(values, dtype=object)
+    else:
+        value_column = result.reset_index(drop=True)
+    return pd.DataFrame({
+        "value": value_column,
+        "error": pd.Series([None] * rows, dtype=object),
+    })
 
 
 def remote_batch_udf(
@@ -158,6 +169,7 @@ def remote_batch_udf(
     serialize_type: SerializeType = SerializeType.ROCKETMQ,
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | None = logging.WARNING,
+    worker_setup: Callable[[], object] | None = None,
     deterministic: bool = False,
 ) -> RemoteUDF:
     """Return a pandas UDF (iterator form) that sends one request per Arrow batch.
@@ -174,42 +186,52 @@ def remote_batch_udf(
     mode = check_on_error(on_error)
     value_type = data_type(return_type)
     spec = call_spec(addresses, code, timeout, 64, header, serialize_type)
-    fn = _batch_function(spec, config, value_type, mode, on_batch, worker_log_level)
+    fn = _batch_function(spec, config, value_type, mode, on_batch, worker_log_level,
+                         worker_setup, driver_context())
     udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
     return cast("RemoteUDF", udf if deterministic else udf.asNondeterministic())
 
 
 def _map_function(spec: CallSpec, config: ClientConfig | None, schema: pa.Schema,
-                  on_batch: Callable[[BatchStats], object] | None, log_level: int | None
+                  on_batch: Callable[[BatchStats], object] | None, log_level: int | None,
+                  worker_setup: Callable[[], object] | None, parent: Mapping[str, str] | None
                   ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def remote_map(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
+        run_worker_setup(worker_setup)
         client = get_client(config, log_level=log_level)
         for batch_no, batch in enumerate(batches):
-            report = CallReport()
-            answer = _call_batch(client, spec, batch, batch_no, report)
-            if on_batch is not None:
-                on_batch(BatchStats(
-                    mode="batch", rows=batch.num_rows, requests=report.requests,
-                    errors=batch.num_rows if isinstance(answer, tuple) else 0,
-                    seconds=report.seconds, max_in_flight=1))
-            if isinstance(answer, tuple):
-                raise_first([answer], batch.num_rows, spec.code)
-                return
-            if answer.schema != schema:
-                try:
-                    answer = pa.Table.from_batches([answer]).select(schema.names).cast(
-                        schema).combine_chunks().to_batches()[0]
-                except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                    raise RemoteCallError(
-                        int(ResponseCode.RPC_UNKNOWN),
-                        f"the answer does not fit the schema {schema}: {exc}",
-                        row=0, failed=batch.num_rows, total=batch.num_rows,
-                        request_code=spec.code) from exc
+            with batch_span("batch", spec.code, batch_no, parent) as traced:
+                answer = _map_one(client, spec, batch, batch_no, schema, on_batch, traced)
             yield answer
 
     return remote_map
+
+
+def _map_one(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch, batch_no: int,
+             schema: pa.Schema, on_batch: Callable[[BatchStats], object] | None,
+             traced: BatchSpan) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    report = CallReport()
+    answer = _call_batch(client, spec, batch, batch_no, report)
+    failed = batch.num_rows if isinstance(answer, tuple) else 0
+    traced.rows, traced.requests, traced.errors = batch.num_rows, report.requests, failed
+    if on_batch is not None:
+        on_batch(BatchStats(mode="batch", rows=batch.num_rows, requests=report.requests,
+                            errors=failed, seconds=report.seconds, max_in_flight=1))
+    if isinstance(answer, tuple):
+        raise_first([answer], batch.num_rows, spec.code)
+    if answer.schema != schema:
+        try:
+            answer = pa.Table.from_batches([answer]).select(schema.names).cast(
+                schema).combine_chunks().to_batches()[0]
+        except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise RemoteCallError(
+                int(ResponseCode.RPC_UNKNOWN),
+                f"the answer does not fit the schema {schema}: {exc}",
+                row=0, failed=batch.num_rows, total=batch.num_rows,
+                request_code=spec.code) from exc
+    return answer
 
 
 def remote_map_in_arrow(
@@ -224,6 +246,7 @@ def remote_map_in_arrow(
     serialize_type: SerializeType = SerializeType.ROCKETMQ,
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | None = logging.WARNING,
+    worker_setup: Callable[[], object] | None = None,
 ) -> DataFrame:
     """Return ``df.mapInArrow(...)`` sending each Arrow batch to a `BatchProcessor`.
 
@@ -239,7 +262,8 @@ def remote_map_in_arrow(
     if not isinstance(spark_schema, StructType):
         raise ValueError(f"schema must be a struct type, got {spark_schema.simpleString()}")
     spec = call_spec(addresses, code, timeout, 64, header, serialize_type)
-    fn = _map_function(spec, config, to_arrow_schema(spark_schema), on_batch, worker_log_level)
+    fn = _map_function(spec, config, to_arrow_schema(spark_schema), on_batch, worker_log_level,
+                       worker_setup, driver_context())
     return df.mapInArrow(fn, spark_schema)
 
 

@@ -4,7 +4,7 @@ outcomes become pandas columns."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Protocol
 
 import pandas as pd
 from pyspark.sql.functions import col
@@ -201,7 +201,7 @@ def column_of(args: pd.Series | pd.DataFrame | tuple[pd.Series | pd.DataFrame, .
 
 
 def raise_first(errors: Sequence[tuple[int, str] | None], failed: int, request_code: int
-                 ) -> None:
+                 ) -> NoReturn:
     row = next(i for i, e in enumerate(errors) if e is not None)
     code, remark = errors[row]  # type: ignore[misc]
     raise RemoteCallError(code, remark, row=row, failed=failed, total=len(errors),

@@ -29,6 +29,7 @@ from ._columns import (
     result_type,
 )
 from ._serde import DefaultSerializer, Serializer, bodies_of
+from ._telemetry import batch_span, driver_context, run_worker_setup
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -42,22 +43,26 @@ __all__ = ["remote_udf"]
 
 def _row_function(spec: CallSpec, config: ClientConfig | None, serializer: Serializer,
                   value_type: DataType, on_error: OnError,
-                  on_batch: Callable[[BatchStats], object] | None, log_level: int | None
+                  on_batch: Callable[[BatchStats], object] | None, log_level: int | None,
+                  worker_setup: Callable[[], object] | None, parent: Mapping[str, str] | None
                   ) -> Callable[[Iterator[pd.Series]], Iterator[pd.Series]]:
     def remote_rows(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
+        run_worker_setup(worker_setup)
         client = get_client(config, log_level=log_level)
         for batch_no, args in enumerate(batches):
-            column = column_of(args)
-            bodies = bodies_of(column, serializer)
-            report = CallReport()
-            outcomes = call_bodies(client, spec, bodies, batch_no, report)
-            values, errors, failed = decode_outcomes(outcomes, serializer)
-            if on_batch is not None:
-                on_batch(BatchStats(mode="row", rows=len(bodies), requests=report.requests,
-                                    errors=failed, seconds=report.seconds,
-                                    max_in_flight=spec.max_in_flight))
-            if failed and on_error == "raise":
-                raise_first(errors, failed, spec.code)
+            with batch_span("row", spec.code, batch_no, parent) as traced:
+                column = column_of(args)
+                bodies = bodies_of(column, serializer)
+                report = CallReport()
+                outcomes = call_bodies(client, spec, bodies, batch_no, report)
+                values, errors, failed = decode_outcomes(outcomes, serializer)
+                traced.rows, traced.requests, traced.errors = len(bodies), report.requests, failed
+                if on_batch is not None:
+                    on_batch(BatchStats(mode="row", rows=len(bodies), requests=report.requests,
+                                        errors=failed, seconds=report.seconds,
+                                        max_in_flight=spec.max_in_flight))
+                if failed and on_error == "raise":
+                    raise_first(errors, failed, spec.code)
             yield output(values, errors, value_type, on_error)
 
     return remote_rows
@@ -77,6 +82,7 @@ def remote_udf(
     serialize_type: SerializeType = SerializeType.ROCKETMQ,
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | None = logging.WARNING,
+    worker_setup: Callable[[], object] | None = None,
     deterministic: bool = False,
 ) -> RemoteUDF:
     """Return a pandas UDF (iterator form) that sends one request per row.
@@ -107,6 +113,10 @@ def remote_udf(
             e.g. an accumulator); picklable.
         worker_log_level: the level of the ``remoting`` loggers in the worker, unless the
             application set one there; None leaves them alone.
+        worker_setup: called once per worker process before its first request (keyed by
+            its qualified name), e.g. to configure the OpenTelemetry SDK there; picklable.
+            Each Arrow batch is then traced (docs/observability.md), as a child of the
+            trace context current when this UDF was made.
         deterministic: leave False unless calls are pure: Spark may then re-evaluate or
             reorder them (e.g. evaluate the UDF twice for a filter on its result).
 
@@ -120,7 +130,7 @@ def remote_udf(
     value_type = data_type(return_type)
     spec = call_spec(addresses, code, timeout, max_in_flight, header, serialize_type)
     fn = _row_function(spec, config, serializer or DefaultSerializer(value_type), value_type,
-                       mode, on_batch, worker_log_level)
+                       mode, on_batch, worker_log_level, worker_setup, driver_context())
     udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
     return cast("RemoteUDF", udf if deterministic else udf.asNondeterministic())
 

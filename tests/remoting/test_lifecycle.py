@@ -572,3 +572,17 @@ def test_a_processor_shutting_down_its_own_server_neither_waits_for_itself_nor_l
     finally:
         client.shutdown()
         server.shutdown()
+
+
+def test_a_direct_blocking_call_to_a_draining_server_fails_fast_with_go_away() -> None:
+    """The call goes straight from the thread (a live idle connection) and holds no permit:
+    its one resend after GO_AWAY must not need one."""
+    with RemotingServer() as server, RemotingClient() as client:
+        server.register_processor(ECHO, AsyncEchoProcessor())
+        client.invoke_sync(server.addr, req(ECHO), timeout=3)  # the connection is live
+        server.drain()
+        started = time.monotonic()
+        with pytest.raises(RemotingSendRequestError, match="GO_AWAY"):
+            client.invoke_sync(server.addr, req(ECHO), timeout=3)
+        assert time.monotonic() - started < 2
+        assert client.statistics().go_away_received == 2
