@@ -166,6 +166,6 @@ def chain_async(steps: Sequence[Callable[[Any, Callable[[Any], Awaitable[Any]]],
 
 def _link_async(step: Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]],
                 proceed: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
-    async def run(call: Any) -> Any:
-        return await step(call, proceed)
+    def run(call: Any) -> Awaitable[Any]:
+        return step(call, proceed)  # the step's own coroutine: no wrapper to await it
     return run

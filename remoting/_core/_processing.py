@@ -145,15 +145,22 @@ def serve_sync(hooks: Sequence[RPCHook], call: ServerCall) -> RemotingCommand | 
     return response  # type: ignore[return-value]
 
 
-async def serve_async(hooks: Sequence[RPCHook], call: ServerCall) -> RemotingCommand | None:
-    """`serve_sync` for an async processor (on the loop)."""
+def serve_async(hooks: Sequence[RPCHook], call: ServerCall
+                ) -> Awaitable[RemotingCommand | None]:
+    """`serve_sync` for an async processor (on the loop): without hooks, the processor's
+    own coroutine."""
+    if not hooks:
+        return call.processor.process_request(call.context, call.request)  # type: ignore[return-value]
+    return _serve_async_hooked(hooks, call)
+
+
+async def _serve_async_hooked(hooks: Sequence[RPCHook], call: ServerCall
+                              ) -> RemotingCommand | None:
     ctx, request = call.context, call.request
     if hooks and (refusal := _refused_by_hooks(hooks, ctx.remote_addr, request)) is not None:
         return refusal
     response = await call.processor.process_request(ctx, request)  # type: ignore[misc]
-    if hooks:
-        return _after_hooks(hooks, ctx.remote_addr, request, response)
-    return response  # type: ignore[no-any-return]
+    return _after_hooks(hooks, ctx.remote_addr, request, response)
 
 
 def run_sync_request(serve: Callable[[ServerCall], RemotingCommand | None], call: ServerCall

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as otel_context
-from opentelemetry import metrics, propagate, trace
+from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from codec import ResponseCode
@@ -28,6 +28,7 @@ from .._interceptors import ClientInterceptor, ServerInterceptor
 from .._version import __version__
 from ._otel_metrics import instruments_for
 from ._outcome import outcome_of_error, outcome_of_response
+from ._w3c import extract, inject
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -97,7 +98,7 @@ class Telemetry(ClientInterceptor, ServerInterceptor):
                 span.set_attributes(self._span_attributes(call, request))
             if request.ext_fields is None:
                 request.ext_fields = {}
-            propagate.inject(request.ext_fields, trace.set_span_in_context(span))
+            inject(request.ext_fields, span)
             spans.append(span)
         return spans
 
@@ -178,7 +179,7 @@ class Telemetry(ClientInterceptor, ServerInterceptor):
             return None, None
         request = call.request
         ext = request.ext_fields
-        parent = propagate.extract(ext) if ext and "traceparent" in ext else None
+        parent = extract(ext) if ext else None
         span = tracer.start_span(f"remoting/{request.code}", context=parent,
                                  kind=SpanKind.SERVER)
         if span.is_recording():
