@@ -6,8 +6,12 @@
 Modes, alternated within each run (so drift hits them all alike):
 - ``off``: the ``otel`` extra installed, no SDK configured (what a user without telemetry
   pays; the same code path as the extra not installed: nothing is registered);
-- ``dropped``: the SDK's tracer with a sampler that drops every span (``ALWAYS_OFF``), no
-  metrics: the spans are made and their context still travels;
+- ``unsampled``: the calls belong to a trace that was not sampled (the client makes them
+  inside an unsampled span; the SDK's default ``ParentBased`` sampler), no metrics: how the
+  calls of the traces a ratio sampler dropped cost;
+- ``dropped``: a sampler that drops every span (``ALWAYS_OFF``) and calls made outside any
+  trace, no metrics: each call is a root, whose span is made (unrecorded) to carry a
+  context that says "not sampled";
 - ``metrics``: the SDK's meter provider only (a reader that never exports during the run);
 - ``traces``: every span sampled and handed to a batch span processor whose exporter discards
   them (the SDK's cost, without a network);
@@ -38,7 +42,7 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 
-MODES = ["off", "dropped", "metrics", "traces", "both"]
+MODES = ["off", "unsampled", "dropped", "metrics", "traces", "both"]
 ANSWER_SECONDS = 300.0  # a child that says nothing for this long has failed
 CASES = {"sequential": 4000, "pipelined": 40000}  # requests measured per case
 WARMUP = 0.25  # share of requests sent first, not measured
@@ -54,7 +58,7 @@ def _configure(mode: str) -> None:
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 
     class Discard(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
@@ -64,8 +68,8 @@ def _configure(mode: str) -> None:
         provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(Discard()))
         trace.set_tracer_provider(provider)
-    if mode == "dropped":
-        trace.set_tracer_provider(TracerProvider(sampler=ALWAYS_OFF))
+    if mode in ("dropped", "unsampled"):
+        trace.set_tracer_provider(TracerProvider(sampler=ParentBased(ALWAYS_OFF)))
     if mode in ("metrics", "both"):
         metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 
@@ -96,6 +100,10 @@ def client_main(mode: str, case: str, addr: str, cpu: int | None, conn: Any) -> 
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     _configure(mode)
+    if mode == "unsampled":  # every call below belongs to this unsampled trace
+        from opentelemetry import context, trace
+
+        context.attach(trace.set_span_in_context(trace.get_tracer("bench").start_span("job")))
     n = CASES[case]
     warm = int(n * WARMUP)
     body = b"x" * 128
@@ -217,7 +225,7 @@ def main() -> int:
             extra = f"+{total - base:.1f}" if mode != "off" else "-"
             speed = (f"p50 {row['p50_us']:.0f} µs" if "p50_us" in row
                      else f"{row['rate']:,.0f} req/s")
-            print(f"  {mode:8} client {row['client_us']:6.1f}  server {row['server_us']:6.1f}"
+            print(f"  {mode:9} client {row['client_us']:6.1f}  server {row['server_us']:6.1f}"
                   f"  total {total:6.1f}  extra {extra:>6}  {speed}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,9 @@ marker's set."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -44,6 +46,15 @@ def pages_with_examples(spark: bool) -> list[Any]:
 
 def run_page(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # examples that write files write them here
+    if "set_tracer_provider(" in page.read_text():
+        # OpenTelemetry's global providers can be set once per process: such a page runs in
+        # a fresh interpreter, so the rest of the suite keeps none
+        program = "\n".join(code for _, code in blocks(page))
+        result = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, timeout=120,
+                                capture_output=True, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert result.returncode == 0, result.stderr[-3000:]
+        return
     module = types.ModuleType(f"example_{page.stem.replace('-', '_')}")
     if "pyspark" not in page.read_text():
         # dataclasses look their module up; a Spark page's functions must instead be pickled

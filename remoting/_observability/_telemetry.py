@@ -55,6 +55,9 @@ class Telemetry(ClientInterceptor, ServerInterceptor):
     def __init__(self, tracer: Tracer | None, client_duration: Histogram | None,
                  server_duration: Histogram | None) -> None:
         self._tracer = tracer
+        # True if the SDK's sampler drops every child of an unsampled parent (its default,
+        # ParentBased): such calls then make no span and pass the parent's context on
+        self._skip_unsampled = follows_parent(tracer)
         self._client_duration = client_duration
         self._server_duration = server_duration
         self._attributes: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -90,6 +93,15 @@ class Telemetry(ClientInterceptor, ServerInterceptor):
         tracer = self._tracer
         if tracer is None:
             return None
+        if self._skip_unsampled:
+            parent = trace.get_current_span()
+            context = parent.get_span_context()
+            if context.is_valid and not context.trace_flags.sampled:
+                for request in call.requests:  # the unsampled parent's context travels on
+                    if request.ext_fields is None:
+                        request.ext_fields = {}
+                    inject(request.ext_fields, parent)
+                return None
         spans = []
         name = f"remoting/{call.request.code}"
         for request in call.requests:
@@ -180,6 +192,11 @@ class Telemetry(ClientInterceptor, ServerInterceptor):
         request = call.request
         ext = request.ext_fields
         parent = extract(ext) if ext else None
+        if self._skip_unsampled and parent is not None:
+            remote = trace.get_current_span(parent)
+            if not remote.get_span_context().trace_flags.sampled:
+                # the processor runs in the unsampled parent's context: its spans drop too
+                return None, otel_context.attach(parent)
         span = tracer.start_span(f"remoting/{request.code}", context=parent,
                                  kind=SpanKind.SERVER)
         if span.is_recording():
@@ -206,8 +223,9 @@ class Telemetry(ClientInterceptor, ServerInterceptor):
                                              None)
         if self._server_duration is not None:
             self._server_duration.record(time.monotonic() - started, attributes)
-        if span is not None:
+        if token is not None:
             otel_context.detach(token)  # type: ignore[arg-type]
+        if span is not None:
             _finish_span(span, attributes, outcome, error, None)
 
     # ------------------------------------------------------------------ attributes
@@ -266,6 +284,21 @@ def _finish_span(span: Span, attributes: dict[str, Any], outcome: Outcome,
             span.set_status(Status(StatusCode.ERROR, str(error) if error is not None
                                    else f"response code {status}"))
     span.end(end_time)
+
+
+def follows_parent(tracer: object) -> bool:
+    """True if ``tracer`` is the SDK's with a sampler that drops every span whose parent was
+    not sampled: `ParentBased` with its default for unsampled parents, `TraceIdRatioBased`
+    (the trace id decides, as it did for the parent), or ``ALWAYS_OFF``."""
+    try:
+        from opentelemetry.sdk.trace import sampling
+    except ImportError:  # another SDK: make every span
+        return False
+    sampler = getattr(tracer, "sampler", None)
+    if isinstance(sampler, sampling.ParentBased):
+        return all(getattr(sampler, name, None) is sampling.ALWAYS_OFF
+                   for name in ("_remote_parent_not_sampled", "_local_parent_not_sampled"))
+    return isinstance(sampler, sampling.TraceIdRatioBased) or sampler is sampling.ALWAYS_OFF
 
 
 def configured(provider: object) -> bool:

@@ -13,8 +13,8 @@ import trio
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-from opentelemetry.trace import StatusCode
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased
+from opentelemetry.trace import SpanContext, StatusCode
 
 from codec import RemotingCommand, ResponseCode
 from processors import AsyncEchoProcessor, EchoProcessor, RequestContext, RequestProcessor
@@ -339,3 +339,49 @@ def test_without_a_configured_sdk_nothing_is_installed() -> None:
         assert client.endpoint.caller.interceptors == []
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     assert "traceparent" not in (request.ext_fields or {})
+
+
+def test_calls_of_an_unsampled_trace_make_no_spans_and_pass_its_context_on(
+    otel: Telemetry,
+) -> None:
+    """With the SDK's default ParentBased sampler, the children of an unsampled span are
+    dropped: the calls of such a trace make no span and carry the parent's context."""
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
+    provider.add_span_processor(SimpleSpanProcessor(otel.spans))
+    seen: list[SpanContext] = []
+
+    class Current(RequestProcessor):
+        def process_request(self, ctx: RequestContext, request: RemotingCommand
+                            ) -> RemotingCommand:
+            seen.append(trace.get_current_span().get_span_context())
+            with provider.get_tracer("service").start_as_current_span("own work"):
+                return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+    with RemotingServer(otel.server_config(tracer_provider=provider)) as server, \
+            RemotingClient(otel.client_config(tracer_provider=provider)) as client:
+        server.register_processor(ECHO, Current())
+        with provider.get_tracer("app").start_as_current_span("unsampled job") as job:
+            request = req(ECHO)
+            assert client.invoke_sync(server.addr, request, 5).code == 0
+    parent = job.get_span_context()
+    assert not parent.trace_flags.sampled
+    assert otel.finished() == []
+    assert request.ext_fields is not None
+    assert request.ext_fields["traceparent"] == (
+        f"00-{parent.trace_id:032x}-{parent.span_id:016x}-{parent.trace_flags:02x}")
+    [current] = seen
+    assert (current.trace_id, current.span_id, current.is_remote) == (
+        parent.trace_id, parent.span_id, True)
+
+
+def test_a_sampler_that_records_children_of_unsampled_parents_still_gets_spans(
+    otel: Telemetry,
+) -> None:
+    sampler = ParentBased(ALWAYS_OFF, remote_parent_not_sampled=ALWAYS_ON)
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(SimpleSpanProcessor(otel.spans))
+    with RemotingServer(otel.server_config(tracer_provider=provider)) as server, \
+            RemotingClient(otel.client_config(tracer_provider=provider)) as client:
+        server.register_processor(ECHO, EchoProcessor())
+        client.invoke_sync(server.addr, req(ECHO), 5)
+    assert [s.kind.name for s in otel.finished()] == ["SERVER"]  # the client's was dropped
