@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check
 
-.PHONY: test test-all demo lint docs wheel-check bench charts clean
+.PHONY: test test-cluster test-all demo lint docs wheel-check bench charts clean
 
 $(VENV)/.created:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -30,7 +30,12 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
 	@touch $@
 
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow and not cluster" -q
+
+# A Spark standalone cluster (Master + Worker JVMs) calling fleets of servers, with the
+# death tests; the first run also builds the executors' packed virtualenv (~40 s).
+test-cluster: $(VENV)/.installed-dev
+	$(PY) -m pytest -m cluster -q
 
 test-all: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
@@ -60,4 +65,4 @@ charts: $(VENV)/.installed-docs
 	$(PY) bench/charts.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache docs/_build dist
+	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache docs/_build dist

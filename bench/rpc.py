@@ -477,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations (1 run by default)")
     ap.add_argument("--runs", type=int, default=None, help="median of N runs (default 3)")
+    ap.add_argument("--json", metavar="PATH", help="also write every run's figures as JSON")
     ap.add_argument("--profile", choices=["pool", "async"],
                     help="instead of the table: record a pipelined case with py-spy")
     ap.add_argument("--profile-mode", default="tasks64",
@@ -545,6 +546,13 @@ def main(argv: list[str] | None = None) -> int:
               "'of which GC' = the client's CPU time in Python's cyclic GC (gc.callbacks).\n")
         print_table(cpu_rows, ["case", "client CPU us", "of which GC", "server CPU us",
                                "ceiling req/s", "measured", "run-queue wait us (cli / srv)"])
+    if args.json:
+        from _report import write_json
+
+        write_json(args.json, {
+            "bench": "rpc", "params": params, "others_share": contended,
+            "runs": [{"/".join(key): value for key, value in run.items()} for run in all_runs],
+            "table": rows, "cpu_table": cpu_rows})
     return 0
 
 

@@ -243,6 +243,7 @@ def main() -> int:
                         help="timed runs per variant (best is reported)")
     parser.add_argument("--skip-invoke-many", action="store_true")
     parser.add_argument("--invoke-many-only", action="store_true")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
 
     import warnings
@@ -360,6 +361,21 @@ def main() -> int:
     for label, best, median in many:
         print(f"{label:<40} best {best:>8,.0f} req/s, median {median:>8,.0f}")
     print(f"\nother processes used {others:.0%} of the {cpus} CPUs during the run")
+    if args.json:
+        import pandas
+        import pyspark
+
+        sys.path.append(_HERE)
+        from _report import write_json
+
+        write_json(args.json, {
+            "bench": "spark", "master": "local[2]", "partitions": args.partitions,
+            "max_in_flight": args.max_in_flight, "pandas": pandas.__version__,
+            "pyspark": pyspark.__version__, "others_share": others,
+            "variants": {label: {"rows": rows_of[label], "seconds": runs[label]}
+                         for label in runs},
+            "invoke_many": [{"label": label, "best": best, "median": median}
+                            for label, best, median in many]})
     return 0
 
 

@@ -102,6 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; 2 client processes, invoke_many windows of 128, "
           "async echo, 128-byte bodies")
@@ -113,6 +114,12 @@ def main() -> None:
             print(f"  run {run + 1}: {workers} worker(s): {rate:,.0f} req/s", flush=True)
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
     print(f"median: 1 worker {one:,.0f} req/s, 2 workers {two:,.0f} req/s, ratio {two / one:.2f}x")
+    if args.json:
+        sys.path.append(str(ROOT / "bench"))
+        from _report import write_json
+
+        write_json(args.json, {"bench": "workers", "seconds": args.seconds,
+                               "req_per_s": {str(k): v for k, v in rates.items()}})
 
 
 if __name__ == "__main__":

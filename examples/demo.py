@@ -26,6 +26,7 @@ from remoting import RemotingServer, ServerConfig
 from remoting.spark import remote_map_in_arrow, remote_udf, with_remote_column
 
 from .feature_store import SCORE, SCORE_BATCH, FeatureTable, register
+from .shipping import zip_packages
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,7 +71,7 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
 
 
-def _spark(partitions: int) -> SparkSession:
+def _spark(partitions: int, master: str, ship_to: Path) -> SparkSession:
     from pyspark.sql import SparkSession
 
     # Spark runs `python3` from PATH for its workers unless told (ANCHORS.md).
@@ -79,7 +80,7 @@ def _spark(partitions: int) -> SparkSession:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     log4j = HERE / "log4j2.properties"
     builder = (
-        SparkSession.builder.master("local[*]").appName("trio-remoting demo")
+        SparkSession.builder.master(master).appName("trio-remoting demo")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "true")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -88,6 +89,13 @@ def _spark(partitions: int) -> SparkSession:
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
         .config("spark.executorEnv.PYTHONWARNINGS", f"ignore:{PANDAS_WARNING}:FutureWarning")
     )
+    if not master.startswith("local"):
+        # Executors of a cluster do not see this checkout: ship its packages (the UDFs refer
+        # to examples.*). They run this interpreter, so the cluster's workers must be on this
+        # host; docs/spark.md shows how to ship a packed virtualenv to other hosts.
+        code = zip_packages(HERE.parent, ("codec", "processors", "remoting", "examples"),
+                            ship_to / "demo-code.zip")
+        builder = builder.config("spark.submit.pyFiles", str(code))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
@@ -177,7 +185,8 @@ def _summary(results: list[ModeResult], rows: int, out: IO[str]) -> None:
 
 
 def run_demo(rows: int = 1_000_000, output: Path = Path("output"),
-             partitions: int | None = None, out: IO[str] = sys.stdout) -> int:
+             partitions: int | None = None, out: IO[str] = sys.stdout,
+             master: str = "local[*]") -> int:
     """Run the demo; return the process exit code (0: every row scored and correct)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         print("remoting demo needs Java 17+ for Spark: install a JDK or set JAVA_HOME",
@@ -193,9 +202,10 @@ def run_demo(rows: int = 1_000_000, output: Path = Path("output"),
     server.start()
     spark = None
     try:
-        print(f"demo: feature-store service on {server.addr}; Spark local[*] on {cores} cores, "
+        where = f"Spark {master}" + (f" on {cores} cores" if master == "local[*]" else "")
+        print(f"demo: feature-store service on {server.addr}; {where}, "
               f"{rows:,} rows in {partitions} partitions -> {target}", file=out, flush=True)
-        spark = _spark(partitions)
+        spark = _spark(partitions, master, target)
         from pyspark.sql import functions as F
 
         users = len(table)

@@ -34,6 +34,9 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for the Parquet tables (default: output/)")
     parser.add_argument("--partitions", type=positive_int, default=None,
                         help="Spark partitions (default: 2 per CPU core)")
+    parser.add_argument("--master", default="local[*]",
+                        help="Spark master URL, e.g. spark://HOST:7077 for a standalone "
+                             "cluster whose workers run on this host (default: local[*])")
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -48,7 +51,8 @@ def _run_demo(args: argparse.Namespace) -> int:
             print(f"remoting demo runs from a source checkout (examples/ not importable: "
                   f"{exc})", file=sys.stderr)
         return 2
-    return run_demo(rows=args.rows, output=args.output, partitions=args.partitions)
+    return run_demo(rows=args.rows, output=args.output, partitions=args.partitions,
+                    master=args.master)
 
 
 COMMANDS: list[Command] = [

@@ -19,6 +19,7 @@ from ._calls import CallReport, CallSpec, call_bodies, error_of
 from ._client import get_client
 from ._columns import (
     DEFAULT_BATCH_TIMEOUT,
+    DEFAULT_COOLDOWN,
     FRAME_SLACK_BYTES,
     BatchStats,
     OnError,
@@ -171,6 +172,8 @@ def remote_batch_udf(
     worker_log_level: int | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
     deterministic: bool = False,
+    idempotent: bool = False,
+    cooldown: float = DEFAULT_COOLDOWN,
 ) -> RemoteUDF:
     """Return a pandas UDF (iterator form) that sends one request per Arrow batch.
 
@@ -185,7 +188,8 @@ def remote_batch_udf(
     """
     mode = check_on_error(on_error)
     value_type = data_type(return_type)
-    spec = call_spec(addresses, code, timeout, 64, header, serialize_type)
+    spec = call_spec(addresses, code, timeout, 64, header, serialize_type, idempotent,
+                     cooldown)
     fn = _batch_function(spec, config, value_type, mode, on_batch, worker_log_level,
                          worker_setup, driver_context())
     udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
@@ -247,6 +251,8 @@ def remote_map_in_arrow(
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
+    idempotent: bool = False,
+    cooldown: float = DEFAULT_COOLDOWN,
 ) -> DataFrame:
     """Return ``df.mapInArrow(...)`` sending each Arrow batch to a `BatchProcessor`.
 
@@ -261,7 +267,8 @@ def remote_map_in_arrow(
     spark_schema = schema if isinstance(schema, StructType) else data_type(schema)
     if not isinstance(spark_schema, StructType):
         raise ValueError(f"schema must be a struct type, got {spark_schema.simpleString()}")
-    spec = call_spec(addresses, code, timeout, 64, header, serialize_type)
+    spec = call_spec(addresses, code, timeout, 64, header, serialize_type, idempotent,
+                     cooldown)
     fn = _map_function(spec, config, to_arrow_schema(spark_schema), on_batch, worker_log_level,
                        worker_setup, driver_context())
     return df.mapInArrow(fn, spark_schema)

@@ -8,10 +8,15 @@ Theory of operation:
   answers costs one timeout per batch, not one per window: a chunk that got no response at all
   ends the batch for that address, and the rows not yet sent get the chunk's error.
 - Rows that were never sent (connect failed, or skipped as above) are safe to resend, so they
-  fail over to the next address. Rows that were sent and failed are not resent: the server may
-  have processed them (at-least-once is the caller's business, not ours).
+  fail over to the next address, and so are rows a server refused with SYSTEM_BUSY: a busy
+  answer also moves the rest of the batch on. When every address answered busy, the batch
+  backs off (50 ms, doubling up to 1 s) and goes round again, within one request timeout.
+- Rows that were sent and then lost (timeout, broken connection) may have been processed:
+  they are resent to the next address only for an ``idempotent`` processor; otherwise each
+  row is sent at most once per call.
 - Each batch starts on a different address (rotated per batch and per process), which spreads
-  the load of many workers over the addresses.
+  the load of many workers over the addresses; an address that failed is skipped for a
+  cool-down (`_fleet.Cooldowns`), so later batches do not pay its timeout again.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from .._errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
+from ._fleet import COOLDOWNS, Cooldowns
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,6 +46,9 @@ __all__ = ["CallReport", "CallSpec", "Outcome", "call_bodies", "error_of"]
 Outcome = RemotingCommand | RemotingError | None  # None: the row was null, nothing was sent
 
 CHUNK_GROWTH: Final = 4  # first chunk is one window; each next one is 4x larger
+DEFAULT_COOLDOWN: Final = 10.0  # seconds a dead, refusing or stalled server is skipped
+BUSY_BACKOFF: Final = 0.05  # first pause when every server answered SYSTEM_BUSY (doubles)
+BUSY_BACKOFF_MAX: Final = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +63,9 @@ class CallSpec:
         header: ext fields copied into every request.
         serialize_type: how request headers are written (the server answers in kind);
             ``ROCKETMQ`` (binary) costs about half of ``JSON`` to encode and decode.
+        idempotent: rows lost to a timeout or a broken connection are resent to another
+            address (the processor may then see a row twice).
+        cooldown: seconds a failed address is skipped by this worker process.
     """
 
     addresses: tuple[str, ...]
@@ -62,6 +74,8 @@ class CallSpec:
     max_in_flight: int
     header: tuple[tuple[str, str], ...] = ()
     serialize_type: SerializeType = SerializeType.JSON
+    idempotent: bool = False
+    cooldown: float = DEFAULT_COOLDOWN
 
     def __post_init__(self) -> None:
         if not self.addresses:
@@ -74,6 +88,8 @@ class CallSpec:
             raise ValueError("timeout must be > 0 seconds")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
+        if self.cooldown < 0:
+            raise ValueError("cooldown must be >= 0 seconds")
 
 
 def error_of(outcome: Outcome) -> tuple[int, str] | None:
@@ -105,7 +121,8 @@ class CallReport:
 
 
 def call_bodies(client: RemotingClient, spec: CallSpec, bodies: Sequence[bytes | None],
-                batch_no: int = 0, report: CallReport | None = None) -> list[Outcome]:
+                batch_no: int = 0, report: CallReport | None = None,
+                cooldowns: Cooldowns = COOLDOWNS) -> list[Outcome]:
     """Send one request per non-None body; return one outcome per body, in order.
 
     Never raises for a failed row: its outcome is the `RemotingError` (or the non-SUCCESS
@@ -115,38 +132,49 @@ def call_bodies(client: RemotingClient, spec: CallSpec, bodies: Sequence[bytes |
     positions = [i for i, body in enumerate(bodies) if body is not None]
     if not positions:
         return outcomes
-    code = spec.code
     header = dict(spec.header) if spec.header else None
-    serialize_type = spec.serialize_type
     requests = [
-        RemotingCommand(code=code, body=bodies[i], serialize_type=serialize_type,
+        RemotingCommand(code=spec.code, body=bodies[i], serialize_type=spec.serialize_type,
                         ext_fields=None if header is None else dict(header))
         for i in positions
     ]
-    n_addr = len(spec.addresses)
-    first = (batch_no + os.getpid()) % n_addr
+    first = (batch_no + os.getpid()) % len(spec.addresses)
     pending = list(range(len(requests)))  # indexes into requests still to (re)send
-    started = time.perf_counter()
+    started = time.monotonic()
+    backoff = BUSY_BACKOFF
     sent = 0
-    for attempt in range(n_addr):
-        addr = spec.addresses[(first + attempt) % n_addr]
-        batch = [requests[k] for k in pending]
-        results, unsent = _send_chunked(client, addr, batch, spec)
-        sent += len(batch) - len(unsent)
-        for k, result in zip(pending, results, strict=True):
-            outcomes[positions[k]] = result
-        pending = [pending[j] for j in unsent]
-        if not pending:
+    while True:
+        for addr in cooldowns.order(spec.addresses, first, time.monotonic()):
+            results, went_out, retry = _send_chunked(
+                client, addr, [requests[k] for k in pending], spec)
+            sent += went_out
+            _learn(cooldowns, addr, results, spec)
+            for k, result in zip(pending, results, strict=True):
+                outcomes[positions[k]] = result
+            pending = [pending[j] for j in retry]
+            if not pending:
+                break
+        if not pending or not any(_busy(outcomes[positions[k]]) for k in pending):
             break
+        if time.monotonic() + backoff > started + spec.timeout:
+            break  # every server stayed busy for a whole request timeout: report it
+        time.sleep(backoff)  # every server was busy: back off before another round
+        backoff = min(backoff * 2, BUSY_BACKOFF_MAX)
     if report is not None:
         report.requests += sent
-        report.seconds += time.perf_counter() - started
+        report.seconds += time.monotonic() - started
     return outcomes
 
 
 def _send_chunked(client: RemotingClient, addr: str, requests: list[RemotingCommand],
-                  spec: CallSpec) -> tuple[list[RemotingCommand | RemotingError], list[int]]:
-    """Send ``requests`` to ``addr`` in growing chunks; return results and unsent indexes."""
+                  spec: CallSpec) -> tuple[list[RemotingCommand | RemotingError], int, list[int]]:
+    """Send ``requests`` to ``addr`` in growing chunks.
+
+    Returns the results, how many requests went out, and the indexes to resend elsewhere:
+    rows never sent, rows a busy server refused, and with ``spec.idempotent`` rows lost to a
+    timeout or a broken connection. A chunk with a busy answer, or with no answer at all, ends
+    the batch for ``addr``.
+    """
     results: list[RemotingCommand | RemotingError] = []
     unsent: list[int] = []
     n = len(requests)
@@ -158,14 +186,37 @@ def _send_chunked(client: RemotingClient, addr: str, requests: list[RemotingComm
         results.extend(got)
         unsent.extend(start + j for j, r in enumerate(got) if isinstance(r, RemotingConnectError))
         start += len(chunk)
-        if start < n and not any(isinstance(r, RemotingCommand) for r in got):
-            # Nothing came back: do not feed a dead or stalled server the rest of the batch.
-            skipped = _skipped_error(got[-1], addr, spec.timeout)
-            results.extend([skipped] * (n - start))
-            unsent.extend(range(start, n))
-            break
+        if start < n:
+            busy = next((r for r in got if _busy(r)), None)
+            if busy is not None or not any(isinstance(r, RemotingCommand) for r in got):
+                # A busy server gets no more of this batch, nor a dead or stalled one.
+                results.extend([busy or _skipped_error(got[-1], addr, spec.timeout)] * (n - start))
+                unsent.extend(range(start, n))
+                break
         size *= CHUNK_GROWTH
-    return results, unsent
+    skipped = set(unsent)
+    retry = [j for j, r in enumerate(results)
+             if j in skipped or _busy(r) or (spec.idempotent and _lost(r))]
+    return results, n - len(unsent), retry
+
+
+def _busy(result: Outcome) -> bool:
+    return isinstance(result, RemotingCommand) and result.code == ResponseCode.SYSTEM_BUSY
+
+
+def _lost(result: RemotingCommand | RemotingError) -> bool:
+    """Sent, and then lost to a timeout or a broken connection: maybe processed, maybe not."""
+    return isinstance(result, RemotingTimeoutError | RemotingSendRequestError)
+
+
+def _learn(cooldowns: Cooldowns, addr: str, results: list[RemotingCommand | RemotingError],
+           spec: CallSpec) -> None:
+    """Cool ``addr`` down if its last result was a transport failure; else it is healthy."""
+    last = results[-1]
+    if isinstance(last, RemotingCommand):
+        cooldowns.answered(addr)
+    elif isinstance(last, RemotingConnectError | RemotingTimeoutError | RemotingSendRequestError):
+        cooldowns.failed(addr, time.monotonic(), spec.cooldown, type(last).__name__)
 
 
 def _skipped_error(last: RemotingCommand | RemotingError, addr: str, timeout: float

@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 from codec import RemotingCommand, ResponseCode, SerializeType
 
 from .._errors import RemotingError
-from ._calls import CallSpec, Outcome, error_of
+from ._calls import DEFAULT_COOLDOWN, CallSpec, Outcome, error_of
 from ._serde import Serializer, to_pandas_column
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RemoteUDF",
     "DEFAULT_BATCH_TIMEOUT",
+    "DEFAULT_COOLDOWN",
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_ROW_TIMEOUT",
     "ERROR_TYPE",
@@ -172,7 +173,8 @@ def data_type(return_type: DataType | str) -> DataType:
 
 def call_spec(addresses: str | Sequence[str], code: int, timeout: float,
                max_in_flight: int, header: Mapping[str, str] | None,
-               serialize_type: SerializeType) -> CallSpec:
+               serialize_type: SerializeType, idempotent: bool = False,
+               cooldown: float = DEFAULT_COOLDOWN) -> CallSpec:
     if isinstance(addresses, str):
         addrs = tuple(a.strip() for a in addresses.split(",") if a.strip())
     else:
@@ -182,6 +184,7 @@ def call_spec(addresses: str | Sequence[str], code: int, timeout: float,
         max_in_flight=int(max_in_flight),
         header=tuple(sorted((str(k), str(v)) for k, v in (header or {}).items())),
         serialize_type=SerializeType(serialize_type),
+        idempotent=bool(idempotent), cooldown=float(cooldown),
     )
 
 

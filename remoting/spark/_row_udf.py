@@ -14,6 +14,7 @@ from codec import SerializeType
 from ._calls import CallReport, CallSpec, call_bodies
 from ._client import get_client
 from ._columns import (
+    DEFAULT_COOLDOWN,
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_ROW_TIMEOUT,
     BatchStats,
@@ -84,6 +85,8 @@ def remote_udf(
     worker_log_level: int | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
     deterministic: bool = False,
+    idempotent: bool = False,
+    cooldown: float = DEFAULT_COOLDOWN,
 ) -> RemoteUDF:
     """Return a pandas UDF (iterator form) that sends one request per row.
 
@@ -95,7 +98,7 @@ def remote_udf(
     Args:
         addresses: ``"host:port"``, a comma-separated list, or a sequence; each Arrow batch
             goes to one of them in rotation, and rows that could not be sent (connect
-            failed) are resent to the next.
+            failed) or that a server refused as busy (SYSTEM_BUSY) are resent to the next.
         code: the request code the server registered a processor for.
         return_type: the Spark type of the result (a `DataType` or a type string).
         timeout: seconds per request, enforced inside the client's trio loop.
@@ -119,6 +122,11 @@ def remote_udf(
             trace context current when this UDF was made.
         deterministic: leave False unless calls are pure: Spark may then re-evaluate or
             reorder them (e.g. evaluate the UDF twice for a filter on its result).
+        idempotent: True if processing a row twice is harmless: rows lost to a timeout or a
+            broken connection are then resent to the next address (at-least-once). False
+            (the default) sends each row at most once per call; they fail instead.
+        cooldown: seconds an address that refused, lost or stalled a connection is skipped
+            by this worker process (then tried again); logged as ``server.cooling_down``.
 
     Returns:
         The UDF, to call on a column: ``df.withColumn("y", udf("x"))``.
@@ -128,7 +136,8 @@ def remote_udf(
     """
     mode = check_on_error(on_error)
     value_type = data_type(return_type)
-    spec = call_spec(addresses, code, timeout, max_in_flight, header, serialize_type)
+    spec = call_spec(addresses, code, timeout, max_in_flight, header, serialize_type, idempotent,
+                     cooldown)
     fn = _row_function(spec, config, serializer or DefaultSerializer(value_type), value_type,
                        mode, on_batch, worker_log_level, worker_setup, driver_context())
     udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]

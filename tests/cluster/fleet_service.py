@@ -1,0 +1,61 @@
+"""The service of the cluster tests: ``remoting serve tests.cluster.fleet_service:processors``.
+
+UPPER upper-cases a row, BATCH_UPPER the ``value`` column of an Arrow batch; SERVED answers
+how many rows this process has served so far (the death tests pick their moment with it).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from codec import RemotingCommand, ResponseCode
+from processors import BatchProcessor, RequestContext, RequestProcessor
+
+UPPER = 1001
+BATCH_UPPER = 2001
+SERVED = 3001
+
+
+class _Counter:
+    """Rows served by this process (processors run on pool threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def add(self, rows: int) -> None:
+        with self._lock:
+            self.value += rows
+
+
+SERVED_ROWS = _Counter()
+
+
+class Upper(RequestProcessor):
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        SERVED_ROWS.add(1)
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = (request.body or b"").upper()
+        return response
+
+
+class BatchUpper(BatchProcessor):
+    def process_batch(self, ctx: RequestContext, batch: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        SERVED_ROWS.add(batch.num_rows)
+        return pa.record_batch([pc.utf8_upper(batch.column("value"))], names=["value"])
+
+
+class Served(RequestProcessor):
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = str(SERVED_ROWS.value).encode()
+        return response
+
+
+def processors() -> dict[int | None, RequestProcessor]:
+    """The factory ``remoting serve`` calls."""
+    return {UPPER: Upper(), BATCH_UPPER: BatchUpper(), SERVED: Served()}

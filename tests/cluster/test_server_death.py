@@ -1,0 +1,108 @@
+"""The death tests: a server of three dies (SIGKILL) or hangs (SIGSTOP) in the middle of a job.
+
+Each job upper-cases 200,000 rows on the standalone cluster, per row (`remote_udf`) or per
+Arrow batch (`remote_batch_udf`), against three ``remoting serve`` processes; the fault hits
+a random server once the fleet has served a random 20-60% of the rows. What must hold:
+
+- ``idempotent=True``: the job finishes, every row is right, no error rows;
+- at most once (the default) with ``on_error="null"``: the job finishes, no row is wrong,
+  the rows lost with the server carry a transport error (counted);
+- at most once with ``on_error="raise"``: a lost row fails its task with `RemoteCallError`,
+  Spark runs the task again (its rows go to the servers still up), and the job finishes
+  right; had the retries run out, the job would fail naming `RemoteCallError`.
+
+A hung server is bounded by the timeouts: its requests time out, it cools down, the job
+never waits on it for long.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_job
+
+ROWS = 200_000
+MODES = ["row", "batch"]
+
+
+def report(name: str, run) -> None:
+    r = run.result
+    print(f"\n{name}: {run.seconds:.1f} s (job {r.get('seconds', 0):.1f} s), fault at "
+          f"{run.killed_at_rows} rows served; right {r.get('right')}, errors {r.get('errors')}, "
+          f"failed {r.get('failed', '-')[:200]}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_idempotent_job_survives_a_killed_server_with_every_row_right(
+        cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
+    run = run_job(cluster, shipped, fleet, tmp_path, mode=mode, rows=ROWS, idempotent=True,
+                  fault=signal.SIGKILL)
+    report(f"kill, idempotent, {mode}", run)
+
+    assert run.killed_at_rows is not None and run.killed_at_rows < ROWS  # mid-job
+    assert "failed" not in run.result, run.stderr[-3000:]
+    assert (run.result["rows"], run.result["right"], run.result["errors"]) == (ROWS, ROWS, 0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_at_most_once_job_reports_the_rows_lost_with_a_killed_server(
+        cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
+    run = run_job(cluster, shipped, fleet, tmp_path, mode=mode, rows=ROWS, on_error="null",
+                  fault=signal.SIGKILL)
+    report(f"kill, at most once, null, {mode}", run)
+
+    r = run.result
+    assert run.killed_at_rows is not None and run.killed_at_rows < ROWS  # mid-job
+    assert "failed" not in r, run.stderr[-3000:]
+    assert r["rows"] == ROWS and r["wrong"] == 0
+    assert r["right"] + r["errors"] == ROWS
+    assert r["errors"] > 0  # the server died with rows in flight: those were not resent
+    # Lost rows carry a transport error: connection lost / refused, or a timeout.
+    assert r["send_failed"] + r["timeout"] + r["unknown"] == r["errors"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_at_most_once_job_with_raise_is_retried_by_spark(
+        cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
+    run = run_job(cluster, shipped, fleet, tmp_path, mode=mode, rows=ROWS, on_error="raise",
+                  fault=signal.SIGKILL)
+    report(f"kill, at most once, raise, {mode}", run)
+
+    assert run.killed_at_rows is not None and run.killed_at_rows < ROWS  # mid-job
+    if "failed" in run.result:  # Spark's retries ran out: the error says what happened
+        assert "RemoteCallError" in run.result["failed"]
+    else:
+        assert (run.result["rows"], run.result["right"]) == (ROWS, ROWS)
+    lost = re.findall(r"Lost task \S+ in stage", run.stderr)
+    print(f"tasks lost and run again: {len(lost)}")
+    # The server died with rows in flight: their task failed on RemoteCallError, and Spark
+    # ran it again (the log of the driver says so).
+    assert lost and "RemoteCallError" in run.stderr
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_hung_server_costs_timeouts_never_a_stuck_job(
+        cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
+    run = run_job(cluster, shipped, fleet, tmp_path, mode=mode, rows=ROWS, idempotent=True,
+                  fault=signal.SIGSTOP)
+    report(f"stop, idempotent, {mode}", run)
+
+    assert run.killed_at_rows is not None and run.killed_at_rows < ROWS  # mid-job
+    assert "failed" not in run.result, run.stderr[-3000:]
+    assert (run.result["rows"], run.result["right"], run.result["errors"]) == (ROWS, ROWS, 0)
+
+
+def test_a_hung_server_at_most_once_gives_timeouts_not_wrong_rows(
+        cluster, shipped, fleet, tmp_path: Path) -> None:
+    run = run_job(cluster, shipped, fleet, tmp_path, mode="row", rows=ROWS, on_error="null",
+                  fault=signal.SIGSTOP)
+    report("stop, at most once, null, row", run)
+
+    r = run.result
+    assert "failed" not in r, run.stderr[-3000:]
+    assert r["rows"] == ROWS and r["wrong"] == 0 and r["right"] + r["errors"] == ROWS
+    assert r["timeout"] + r["send_failed"] == r["errors"]
