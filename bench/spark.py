@@ -55,7 +55,6 @@ UPPER = 4001
 UPPER_BATCH = 4002
 UPPER_MAP = 4003
 ECHO = 4004
-PANDAS_WARNING = "PySpark does not yet fully support pandas"
 
 ECHO_SERVER = f"""
 import sys
@@ -246,9 +245,6 @@ def main() -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
 
-    import warnings
-
-    warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # all traffic stays on loopback
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -280,9 +276,7 @@ def main() -> int:
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.host", "127.0.0.1")
-             .config("spark.executorEnv.PYTHONWARNINGS",
-                     f"ignore:{PANDAS_WARNING}:FutureWarning")
-             .getOrCreate())
+              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
 
     def strings(rows: int) -> Any:

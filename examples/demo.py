@@ -14,7 +14,6 @@ import shutil
 import statistics
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["ModeResult", "run_demo"]
 
 HERE = Path(__file__).resolve().parent
-PANDAS_WARNING = "PySpark does not yet fully support pandas"
 
 
 class _ListParam(AccumulatorParam[list[Any]]):
@@ -66,11 +64,6 @@ class ModeResult:
         return self.rows / self.seconds if self.seconds else 0.0
 
 
-def _quiet() -> None:
-    """Keep the console for Spark's progress bar and our summary."""
-    warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
-
-
 def _spark(partitions: int, master: str, ship_to: Path) -> SparkSession:
     from pyspark.sql import SparkSession
 
@@ -87,7 +80,6 @@ def _spark(partitions: int, master: str, ship_to: Path) -> SparkSession:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
-        .config("spark.executorEnv.PYTHONWARNINGS", f"ignore:{PANDAS_WARNING}:FutureWarning")
     )
     if not master.startswith("local"):
         # Executors of a cluster do not see this checkout: ship its packages (the UDFs refer
@@ -192,7 +184,6 @@ def run_demo(rows: int = 1_000_000, output: Path = Path("output"),
         print("remoting demo needs Java 17+ for Spark: install a JDK or set JAVA_HOME",
               file=sys.stderr)
         return 2
-    _quiet()
     cores = os.cpu_count() or 2
     partitions = partitions or 2 * cores
     target = output.resolve() / "demo"

@@ -40,7 +40,8 @@ ROW_TIMEOUT = 2.0
 BATCH_TIMEOUT = 5.0
 
 
-def session(master: str, env: str | None, code: str) -> SparkSession:
+def session(master: str, env: str | None, code: str | None) -> SparkSession:
+    """A session on ``master``; executors get ``env`` (``spark.archives``) and ``code``."""
     builder = (SparkSession.builder.master(master).appName("fleet-job")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
@@ -48,8 +49,9 @@ def session(master: str, env: str | None, code: str) -> SparkSession:
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.executor.memory", "1g")
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
-               .config("spark.task.maxFailures", "4")
-               .config("spark.submit.pyFiles", code))
+               .config("spark.task.maxFailures", "4"))
+    if code is not None:
+        builder = builder.config("spark.submit.pyFiles", code)
     if env is not None:
         # PySpark's documented way: the archive is unpacked as ./environment on each executor.
         os.environ["PYSPARK_PYTHON"] = "./environment/bin/python"
@@ -77,22 +79,24 @@ def executor_python(spark: SparkSession) -> dict[str, Any]:
             "path": sorted({p for s in seen for p in s["path"]})}
 
 
-def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
-    df = spark.range(args.rows, numPartitions=PARTITIONS).select(
+def run(spark: SparkSession, addresses: str, mode: str, rows: int, *, idempotent: bool = False,
+        on_error: str = "null", cooldown: float = 10.0) -> dict[str, Any]:
+    """Run the job once; return its counts and the seconds of its one Spark action."""
+    df = spark.range(rows, numPartitions=PARTITIONS).select(
         F.concat(F.lit("row-"), F.col("id").cast("string")).alias("s"))
-    if args.mode == "row":
-        udf = remote_udf(args.addresses, UPPER, timeout=ROW_TIMEOUT, on_error=args.on_error,
-                         idempotent=args.idempotent, cooldown=args.cooldown)
+    if mode == "row":
+        udf = remote_udf(addresses, UPPER, timeout=ROW_TIMEOUT, on_error=on_error,
+                         idempotent=idempotent, cooldown=cooldown)
     else:
-        udf = remote_batch_udf(args.addresses, BATCH_UPPER, timeout=BATCH_TIMEOUT,
-                               on_error=args.on_error, idempotent=args.idempotent,
-                               cooldown=args.cooldown)
+        udf = remote_batch_udf(addresses, BATCH_UPPER, timeout=BATCH_TIMEOUT,
+                               on_error=on_error, idempotent=idempotent,
+                               cooldown=cooldown)
     out = with_remote_column(df, "up", udf, "s")
     right = F.col("up") == F.upper(F.col("s"))
     counts = [F.count_if(right).alias("right"),
               F.count_if(F.col("up").isNotNull() & ~right).alias("wrong"),
               F.count_if(F.col("up").isNull()).alias("null_values")]
-    if args.on_error == "null":
+    if on_error == "null":
         counts.append(F.count_if(F.col("up_error").isNotNull()).alias("errors"))
         counts += [F.count_if(F.col("up_error.code") == code).alias(name)
                    for name, code in CODES.items()]
@@ -119,7 +123,9 @@ def main() -> int:
     try:
         result["executors"] = executor_python(spark)
         print("ready", flush=True)  # the test may now pick its moment to kill a server
-        result.update(run(spark, args))
+        result.update(run(spark, args.addresses, args.mode, args.rows,
+                          idempotent=args.idempotent, on_error=args.on_error,
+                          cooldown=args.cooldown))
     except Exception as exc:  # the job failed: report how, for the test to judge
         result["failed"] = f"{type(exc).__name__}: {exc}"[-4000:]
     finally:

@@ -1,11 +1,13 @@
 """The service of the cluster tests: ``remoting serve tests.cluster.fleet_service:processors``.
 
 UPPER upper-cases a row, BATCH_UPPER the ``value`` column of an Arrow batch; SERVED answers
-how many rows this process has served so far (the death tests pick their moment with it).
+``{"rows": served so far, "peers": connections seen}`` as JSON (the death tests pick their
+moment with it; bench/cluster.py counts connections per server).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -18,15 +20,17 @@ SERVED = 3001
 
 
 class _Counter:
-    """Rows served by this process (processors run on pool threads)."""
+    """Rows served by this process, and the peers (connections) they came from."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # processors run on pool threads
         self.value = 0
+        self.peers: set[str] = set()
 
-    def add(self, rows: int) -> None:
+    def add(self, rows: int, peer: str) -> None:
         with self._lock:
             self.value += rows
+            self.peers.add(peer)
 
 
 SERVED_ROWS = _Counter()
@@ -34,7 +38,7 @@ SERVED_ROWS = _Counter()
 
 class Upper(RequestProcessor):
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        SERVED_ROWS.add(1)
+        SERVED_ROWS.add(1, ctx.remote_addr)
         response = RemotingCommand.create_response(ResponseCode.SUCCESS)
         response.body = (request.body or b"").upper()
         return response
@@ -45,14 +49,15 @@ class BatchUpper(BatchProcessor):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        SERVED_ROWS.add(batch.num_rows)
+        SERVED_ROWS.add(batch.num_rows, ctx.remote_addr)
         return pa.record_batch([pc.utf8_upper(batch.column("value"))], names=["value"])
 
 
 class Served(RequestProcessor):
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         response = RemotingCommand.create_response(ResponseCode.SUCCESS)
-        response.body = str(SERVED_ROWS.value).encode()
+        response.body = json.dumps(
+            {"rows": SERVED_ROWS.value, "peers": len(SERVED_ROWS.peers)}).encode()
         return response
 
 

@@ -27,8 +27,6 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 ROWS_PER_ARROW_BATCH = 100
 
-PANDAS_WARNING = "PySpark does not yet fully support pandas"
-
 SPARK_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -39,8 +37,6 @@ SPARK_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": str(ROWS_PER_ARROW_BATCH),
     "spark.python.worker.faulthandler.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
-    # Workers inherit this; pandas 3 makes every PySpark worker warn once otherwise.
-    "spark.executorEnv.PYTHONWARNINGS": f"ignore:{PANDAS_WARNING}:FutureWarning",
 }
 
 

@@ -1,0 +1,94 @@
+"""A fleet of ``remoting serve`` processes on 127.0.0.1, and faults for them (by pid).
+
+Used by the cluster tests and bench/cluster.py. Each server serves
+`tests.cluster.fleet_service`; `Fleet.served` asks each how many rows it has served, and
+`Fleet.hit_mid_job` picks the moment and the server for a SIGKILL or SIGSTOP.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from collections.abc import Callable
+from typing import Self
+
+from codec import RemotingCommand
+from remoting import RemotingClient, RemotingError
+from tests.processes import Proc
+
+from .fleet_service import SERVED
+
+LOOK_EVERY = 0.02  # seconds between two looks at the servers' progress
+
+
+class Fleet:
+    """``size`` server processes, each on an ephemeral port; stopped (by pid) on exit."""
+
+    def __init__(self, size: int) -> None:
+        self.procs: list[Proc] = []
+        self.addresses: list[str] = []
+        try:
+            for _ in range(size):
+                proc = Proc("--log-level", "error", "serve",
+                            "tests.cluster.fleet_service:processors", "--port", "0")
+                self.procs.append(proc)
+                port = proc.expect(r"on 127\.0\.0\.1:(\d+)").group(1)
+                self.addresses.append(f"127.0.0.1:{port}")
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.popen.poll() is None:
+                proc.popen.send_signal(signal.SIGCONT)  # a stopped one cannot take SIGTERM
+            proc.stop()
+
+    def stats(self, client: RemotingClient) -> list[dict[str, int]]:
+        """Each server's ``{"rows": served, "peers": connections seen}`` (zeros if silent)."""
+        out = []
+        for addr in self.addresses:
+            try:
+                response = client.invoke_sync(addr, RemotingCommand(code=SERVED), timeout=0.5)
+            except RemotingError:  # a dead or stopped server: it serves nothing more
+                out.append({"rows": 0, "peers": 0})
+                continue
+            out.append(json.loads(response.body or b"{}"))
+        return out
+
+    def served(self, client: RemotingClient) -> list[int]:
+        """Rows served so far by each server."""
+        return [s["rows"] for s in self.stats(client)]
+
+    def hit_mid_job(self, rows: int, fault: int, stop_waiting: Callable[[], bool],
+                    timeout: float = 600.0) -> tuple[int, str] | None:
+        """Once a random 20-60% of ``rows`` are served, send ``fault`` to a server serving now.
+
+        "Serving now": its count grew since the previous look (20 ms before), so it very
+        likely has rows in flight when the signal lands. Returns (rows served, address), or
+        None if ``stop_waiting()`` said so (the job ended) first.
+        """
+        threshold = int(rows * random.uniform(0.2, 0.6))
+        deadline = time.monotonic() + timeout
+        with RemotingClient() as client:
+            before = self.served(client)
+            while True:
+                if stop_waiting() or time.monotonic() > deadline:
+                    return None
+                time.sleep(LOOK_EVERY)  # polling other processes' progress
+                now = self.served(client)
+                busy = [i for i, (b, n) in enumerate(zip(before, now, strict=True)) if n > b]
+                if sum(now) >= threshold and busy:
+                    break
+                before = now
+        victim = random.choice(busy)
+        self.procs[victim].popen.send_signal(fault)
+        return sum(now), self.addresses[victim]
