@@ -56,11 +56,15 @@ docs: $(VENV)/.installed-docs
 wheel-check: $(VENV)/.installed-dev
 	bash .ci/wheel-check
 
+# The figures of docs/performance.md and docs/scaling.md, as JSON in bench/results/ (~15 min).
 bench: $(VENV)/.installed-dev
 	-$(PY) bench/codec.py
-	$(PY) bench/rpc.py
+	$(PY) bench/rpc.py --json bench/results/rpc.json
+	$(PY) bench/spark.py --json bench/results/spark.json
+	$(PY) bench/workers.py --json bench/results/workers.json
+	$(PY) bench/cluster.py --json bench/results/cluster.json
 
-# Redraw docs/images/*.png from the benchmarks' committed JSON (bench/results/).
+# Redraw docs/images/*.png from the benchmarks' JSON (bench/results/).
 charts: $(VENV)/.installed-docs
 	$(PY) bench/charts.py
 

@@ -18,9 +18,12 @@ median run are the lost time. The table also gives the connections each server s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -92,33 +95,54 @@ def lost_time(spark: Any, rows: int, mode: str, fault: int) -> dict[str, Any]:
     return {"seconds": result["seconds"], "hit": hit[0]}
 
 
+def one_master(master: str, rows: int, repeats: int, out: str) -> None:
+    """Measure on ``master`` ("local[2]" or "standalone") and write the figures to ``out``.
+
+    Each master gets a process of its own: ``spark.archives`` and ``spark.submit.pyFiles``
+    only take effect when the driver's JVM starts.
+    """
+    deaths: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if master == "local[2]":
+            spark = session("local[2]", None, None)
+        else:
+            cluster = stack.enter_context(StandaloneCluster(cores=2, memory="2g"))
+            spark = session(cluster.master_url, str(packed_env()), str(code_zip(Path(tmp))))
+        try:
+            times, peers = measure(spark, rows, repeats, master)
+            if master == "standalone":
+                for mode in MODES:
+                    for name, fault in (("SIGKILL", signal.SIGKILL), ("SIGSTOP", signal.SIGSTOP)):
+                        deaths[f"{mode}|{name}"] = lost_time(spark, rows, mode, fault)
+                        print(f"  {mode} {name}: {deaths[f'{mode}|{name}']}", flush=True)
+        finally:
+            spark.stop()
+    Path(out).write_text(json.dumps({"times": times, "peers": peers, "deaths": deaths}))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--only", choices=["local[2]", "standalone"], help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.only:
+        one_master(args.only, args.rows, args.repeats, args.out)
+        return 0
     times: dict[str, list[float]] = {}
     peers: dict[str, dict[str, list[int]]] = {}
     deaths: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        spark = session("local[2]", None, None)
-        try:
-            t, peers["local[2]"] = measure(spark, args.rows, args.repeats, "local[2]")
-            times.update(t)
-        finally:
-            spark.stop()
-        with StandaloneCluster(cores=2, memory="2g") as cluster:
-            spark = session(cluster.master_url, str(packed_env()), str(code_zip(Path(tmp))))
-            try:
-                t, peers["standalone"] = measure(spark, args.rows, args.repeats, "standalone")
-                times.update(t)
-                for mode in MODES:
-                    for name, fault in (("SIGKILL", signal.SIGKILL), ("SIGSTOP", signal.SIGSTOP)):
-                        deaths[f"{mode}|{name}"] = lost_time(spark, args.rows, mode, fault)
-                        print(f"  {mode} {name}: {deaths[f'{mode}|{name}']}", flush=True)
-            finally:
-                spark.stop()
+        for master in ("local[2]", "standalone"):
+            out = Path(tmp) / "figures.json"
+            subprocess.run([sys.executable, __file__, "--only", master, "--rows", str(args.rows),
+                            "--repeats", str(args.repeats), "--out", str(out)], check=True)
+            figures = json.loads(out.read_text())
+            times.update(figures["times"])
+            peers[master] = figures["peers"]
+            deaths.update(figures["deaths"])
     print(f"\n{args.rows:,} rows, best of {args.repeats} (median in brackets), rows/s")
     print(f"{'master':<12} {'mode':<6} {'1 server':>20} {'3 servers':>20}")
     for master in ("local[2]", "standalone"):

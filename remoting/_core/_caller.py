@@ -21,7 +21,7 @@ from codec import ResponseCode
 from .._errors import RemotingError
 from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
 from .._interceptors import ClientCall, chain, chain_async
-from ._invoker import busy_backoff
+from ._deadlines import busy_backoff
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence

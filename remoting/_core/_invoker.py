@@ -16,7 +16,6 @@ Theory of operation (loop thread only; threads come in through `ThreadCalls`):
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
@@ -33,7 +32,7 @@ from .._log import log
 from .._observability._histogram import LatencyHistogram
 from ._channels import target_addr
 from ._connection import Connection
-from ._deadlines import Deadlines
+from ._deadlines import Deadlines, busy_backoff
 from ._future import ResponseFuture
 from ._many import Batch
 from ._permits import Permits
@@ -48,22 +47,14 @@ if TYPE_CHECKING:
     from ._channels import ChannelTable, Target
     from ._threads import CallbackRunner, Inbox
 
-__all__ = ["CallKind", "Invoker", "busy_backoff"]
+__all__ = ["CallKind", "Invoker"]
 
 CallKind = Literal["sync", "async", "oneway"]
 
-BUSY_BACKOFF_FIRST: Final = 0.01  # seconds; doubles up to BUSY_BACKOFF_MAX, with jitter
-BUSY_BACKOFF_MAX: Final = 0.2
 # Responses matching no call that one connection may send beyond the calls given up on it
 # (timed out or cancelled: their late answers are expected) before it is closed.
 MAX_UNEXPECTED: Final = 100
 _GO_AWAY: Final = int(ResponseCode.GO_AWAY)  # a plain int compares faster than the enum
-
-
-def busy_backoff(attempt: int) -> float:
-    """Return the pause before retry number ``attempt`` (1-based) of a SYSTEM_BUSY reply."""
-    base: float = min(BUSY_BACKOFF_MAX, BUSY_BACKOFF_FIRST * 2.0 ** (attempt - 1))
-    return base * random.uniform(0.5, 1.0)
 
 
 class Invoker:

@@ -88,7 +88,7 @@ def remote_udf(
     idempotent: bool = False,
     cooldown: float = DEFAULT_COOLDOWN,
 ) -> RemoteUDF:
-    """Return a pandas UDF (iterator form) that sends one request per row.
+    """Return a pandas UDF (iterator form) sending one request per row: ``udf("column")``.
 
     The UDF takes one column (a struct column arrives as one dict per row; several columns
     as one list per row). Each non-null value becomes a request body (str as UTF-8, bytes as
@@ -96,40 +96,27 @@ def remote_udf(
     SUCCESS response bodies are decoded to ``return_type``.
 
     Args:
-        addresses: ``"host:port"``, a comma-separated list, or a sequence; each Arrow batch
-            goes to one of them in rotation, and rows that could not be sent (connect
-            failed) or that a server refused as busy (SYSTEM_BUSY) are resent to the next.
+        addresses: ``"host:port"``, a comma-separated list, or a sequence: a fleet, each
+            Arrow batch starting at the next (docs/spark.md, "A fleet of servers").
         code: the request code the server registered a processor for.
         return_type: the Spark type of the result (a `DataType` or a type string).
         timeout: seconds per request, enforced inside the client's trio loop.
         max_in_flight: requests in flight at most, per Python worker process.
-        on_error: ``"raise"`` fails the task on the first failed row (Spark may retry it);
-            ``"null"`` makes the UDF return ``struct<value, error: struct<code, remark>>``
-            with a null value on failure (see `with_remote_column`).
+        on_error: ``"raise"`` fails the task on a failed row (Spark may retry it); ``"null"``
+            returns ``struct<value, error: struct<code, remark>>`` (`with_remote_column`).
         serializer: a `Serializer` to replace the default body encoding and decoding.
         config: the worker's client settings (picklable: shipped, not the client).
         header: ext fields added to every request.
-        serialize_type: the header encoding of requests (the server answers in kind):
-            ``SerializeType.ROCKETMQ`` (binary) is smaller and about twice as cheap to
-            encode and decode as ``JSON``, RocketMQ's default.
-        on_batch: called in the worker with a `BatchStats` after each Arrow batch (metrics,
-            e.g. an accumulator); picklable.
-        worker_log_level: the level of the ``remoting`` loggers in the worker, unless the
-            application set one there; None leaves them alone.
-        worker_setup: called once per worker process before its first request (keyed by
-            its qualified name), e.g. to configure the OpenTelemetry SDK there; picklable.
-            Each Arrow batch is then traced (docs/observability.md), as a child of the
-            trace context current when this UDF was made.
-        deterministic: leave False unless calls are pure: Spark may then re-evaluate or
-            reorder them (e.g. evaluate the UDF twice for a filter on its result).
+        serialize_type: the requests' header encoding; ``ROCKETMQ`` (binary) is smaller and
+            twice as cheap as ``JSON``, RocketMQ's default. The server answers in kind.
+        on_batch: called in the worker with a `BatchStats` after each Arrow batch; picklable.
+        worker_log_level: the ``remoting`` loggers' level in the worker (None: untouched).
+        worker_setup: called once per worker process before its first request, e.g. to
+            configure the OpenTelemetry SDK there (batches are then traced); picklable.
+        deterministic: True only for pure calls: Spark may then re-evaluate or reorder them.
         idempotent: True if processing a row twice is harmless: rows lost to a timeout or a
-            broken connection are then resent to the next address (at-least-once). False
-            (the default) sends each row at most once per call; they fail instead.
-        cooldown: seconds an address that refused, lost or stalled a connection is skipped
-            by this worker process (then tried again); logged as ``server.cooling_down``.
-
-    Returns:
-        The UDF, to call on a column: ``df.withColumn("y", udf("x"))``.
+            broken connection are then resent to the next address (else they fail).
+        cooldown: seconds a failed address is skipped by the worker process.
 
     Raises:
         ValueError: a bad address, timeout, in-flight bound, ``on_error`` or return type.

@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 
@@ -25,6 +26,7 @@ from tests.logs import capture_logs
 from .service import UPPER, ok
 
 ROWS = 300
+P = TypeVar("P", bound="Upper")
 
 
 class Upper(RequestProcessor):
@@ -50,28 +52,24 @@ class Busy(Upper):
         return True
 
 
-@pytest.fixture
-def good() -> Iterator[tuple[RemotingServer, Upper]]:
+def serving(processor: P) -> Iterator[tuple[RemotingServer, P]]:
     server = RemotingServer(ServerConfig(listen_port=0))
-    processor = Upper()
     server.register_processor(UPPER, processor)
     server.start()
     try:
         yield server, processor
     finally:
         server.shutdown()
+
+
+@pytest.fixture
+def good() -> Iterator[tuple[RemotingServer, Upper]]:
+    yield from serving(Upper())
 
 
 @pytest.fixture
 def busy() -> Iterator[tuple[RemotingServer, Busy]]:
-    server = RemotingServer(ServerConfig(listen_port=0))
-    processor = Busy()
-    server.register_processor(UPPER, processor)
-    server.start()
-    try:
-        yield server, processor
-    finally:
-        server.shutdown()
+    yield from serving(Busy())
 
 
 @pytest.fixture
