@@ -30,7 +30,6 @@ from processors import RequestContext
 from .._config import ClientConfig
 from .._errors import RemotingError
 from .._log import log
-from .._observability._otel_setup import install_telemetry
 from .._observability._statistics import Counters, EndpointStatistics
 from .._security._tls import client_context, tls_client_stream
 from ._caller import Caller
@@ -101,7 +100,6 @@ class Endpoint:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the core until cancelled; on exit every pending call has failed."""
-        install_telemetry(self)  # the SDK is configured by now, if the application uses one
         self.inbox.open(trio.lowlevel.current_trio_token())
         self.loop_thread_id = threading.get_ident()
         try:

@@ -19,6 +19,7 @@ from .._core._endpoint import Endpoint
 from .._core._listen import bind_listeners, trio_listeners
 from .._interceptors import ClientInterceptor, ServerInterceptor
 from .._log import log
+from .._observability._otel_setup import install_telemetry
 
 if TYPE_CHECKING:
     import socket
@@ -111,6 +112,7 @@ class TrioRemotingClient(_Face):
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the client's core until cancelled (use with ``nursery.start``)."""
+        install_telemetry(self.endpoint)  # the SDK is configured by now, if the app uses one
         await self.endpoint.run(task_status=task_status)
 
     def update_name_server_address_list(self, addrs: list[str]) -> None:
@@ -224,6 +226,7 @@ class TrioRemotingServer(_Face):
         try:
             with trio.CancelScope() as self._scope:
                 async with trio.open_nursery() as nursery:
+                    install_telemetry(self.endpoint)
                     await nursery.start(self.endpoint.run)
                     nursery.start_soon(self._accept)
                     log.info("server.started", port=self.port, bind=self.config.bind_address)

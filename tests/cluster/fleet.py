@@ -2,7 +2,8 @@
 
 Used by the cluster tests and bench/cluster.py. Each server serves
 `tests.cluster.fleet_service`; `Fleet.served` asks each how many rows it has served, and
-`Fleet.hit_mid_job` picks the moment and the server for a SIGKILL or SIGSTOP.
+`Fleet.hit_mid_job` picks the moment and the server (one with requests in its processors,
+from the statistics `remoting serve` answers) for a SIGKILL or SIGSTOP.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from collections.abc import Callable
 from typing import Self
 
 from codec import RemotingCommand
-from remoting import RemotingClient, RemotingError
+from remoting import STATS_REQUEST_CODE, RemotingClient, RemotingError
 from tests.processes import Proc
 
 from .fleet_service import SERVED
 
-LOOK_EVERY = 0.02  # seconds between two looks at the servers' progress
+LOOK_EVERY = 0.005  # seconds between two looks at the servers' progress
 
 
 class Fleet:
@@ -68,27 +69,39 @@ class Fleet:
         """Rows served so far by each server."""
         return [s["rows"] for s in self.stats(client)]
 
+    def processing(self, client: RemotingClient) -> list[int]:
+        """Requests each server has handed to its processors and not answered yet, now."""
+        out = []
+        for addr in self.addresses:
+            try:
+                response = client.invoke_sync(addr, RemotingCommand(code=STATS_REQUEST_CODE),
+                                              timeout=0.5)
+            except RemotingError:
+                out.append(0)
+                continue
+            out.append(json.loads(response.body or b"{}").get("processing", 0))
+        return out
+
     def hit_mid_job(self, rows: int, fault: int, stop_waiting: Callable[[], bool],
                     timeout: float = 600.0) -> tuple[int, str] | None:
-        """Once a random 20-60% of ``rows`` are served, send ``fault`` to a server serving now.
+        """Once a random 20-60% of ``rows`` are served, send ``fault`` to a busy server.
 
-        "Serving now": its count grew since the previous look (20 ms before), so it very
-        likely has rows in flight when the signal lands. Returns (rows served, address), or
-        None if ``stop_waiting()`` said so (the job ended) first.
+        "Busy": it has requests in its processors right now (its statistics' ``processing``),
+        so rows are in flight to it when the signal lands. Returns (rows served, address),
+        or None if ``stop_waiting()`` said so (the job ended) first.
         """
         threshold = int(rows * random.uniform(0.2, 0.6))
         deadline = time.monotonic() + timeout
         with RemotingClient() as client:
-            before = self.served(client)
             while True:
                 if stop_waiting() or time.monotonic() > deadline:
                     return None
+                served = sum(self.served(client))
+                if served >= threshold:
+                    busy = [i for i, n in enumerate(self.processing(client)) if n > 0]
+                    if busy:
+                        break
                 time.sleep(LOOK_EVERY)  # polling other processes' progress
-                now = self.served(client)
-                busy = [i for i, (b, n) in enumerate(zip(before, now, strict=True)) if n > b]
-                if sum(now) >= threshold and busy:
-                    break
-                before = now
         victim = random.choice(busy)
         self.procs[victim].popen.send_signal(fault)
-        return sum(now), self.addresses[victim]
+        return served, self.addresses[victim]

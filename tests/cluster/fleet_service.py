@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 from codec import RemotingCommand, ResponseCode
@@ -17,6 +18,7 @@ from processors import BatchProcessor, RequestContext, RequestProcessor
 UPPER = 1001
 BATCH_UPPER = 2001
 SERVED = 3001
+BATCH_WORK_SECONDS = 0.02
 
 
 class _Counter:
@@ -50,6 +52,7 @@ class BatchUpper(BatchProcessor):
         import pyarrow.compute as pc
 
         SERVED_ROWS.add(batch.num_rows, ctx.remote_addr)
+        time.sleep(BATCH_WORK_SECONDS)  # a batch handler does some work: rows stay in flight
         return pa.record_batch([pc.utf8_upper(batch.column("value"))], names=["value"])
 
 
