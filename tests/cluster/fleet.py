@@ -70,7 +70,10 @@ class Fleet:
         return [s["rows"] for s in self.stats(client)]
 
     def processing(self, client: RemotingClient) -> list[int]:
-        """Requests each server has handed to its processors and not answered yet, now."""
+        """Requests each server has handed to its processors and not answered yet, now.
+
+        The statistics request itself is one of them: it is not counted.
+        """
         out = []
         for addr in self.addresses:
             try:
@@ -79,7 +82,7 @@ class Fleet:
             except RemotingError:
                 out.append(0)
                 continue
-            out.append(json.loads(response.body or b"{}").get("processing", 0))
+            out.append(json.loads(response.body or b"{}").get("processing", 1) - 1)
         return out
 
     def hit_mid_job(self, rows: int, fault: int, stop_waiting: Callable[[], bool],
