@@ -23,29 +23,32 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_job
+from .conftest import JobRun, run_job
 
 ROWS = 200_000
 MODES = ["row", "batch"]
 MAX_JOB_SECONDS = 120.0
 
 
-def report(name: str, run) -> None:
+def faulted(name: str, *fixtures: object, **options: object) -> JobRun:
+    """Run the job with ``options`` (a ``fault`` among them); print what happened; check
+    that the fault landed mid-job."""
+    run = run_job(*fixtures, rows=ROWS, **options)
     r = run.result
     print(f"\n{name}: {run.seconds:.1f} s (job {r.get('seconds', 0):.1f} s), fault at "
           f"{run.killed_at_rows} rows served; right {r.get('right')}, errors {r.get('errors')}, "
           f"failed {r.get('failed', '-')[:200]}")
+    assert run.killed_at_rows is not None and run.killed_at_rows < ROWS  # mid-job
+    return run
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fault", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
 def test_idempotent_job_survives_a_lost_server_with_every_row_right(
         cluster, shipped, fleet, tmp_path: Path, mode: str, fault: int) -> None:
-    run = run_job(cluster, shipped, fleet, tmp_path, mode=mode, rows=ROWS, idempotent=True,
-                  fault=fault)
-    report(f"{signal.Signals(fault).name}, idempotent, {mode}", run)
+    run = faulted(f"{signal.Signals(fault).name}, idempotent, {mode}", cluster, shipped,
+                  fleet, tmp_path, mode=mode, idempotent=True, fault=fault)
 
-    assert run.killed_at_rows is not None and run.killed_at_rows < ROWS  # mid-job
     assert "failed" not in run.result, run.stderr[-3000:]
     assert (run.result["rows"], run.result["right"], run.result["errors"]) == (ROWS, ROWS, 0)
     # A hung server costs timeouts and a cool-down, never a stuck job (it takes 10-25 s).
@@ -55,12 +58,10 @@ def test_idempotent_job_survives_a_lost_server_with_every_row_right(
 @pytest.mark.parametrize("mode", MODES)
 def test_at_most_once_job_reports_the_rows_lost_with_a_killed_server(
         cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
-    run = run_job(cluster, shipped, fleet, tmp_path, mode=mode, rows=ROWS, on_error="null",
-                  fault=signal.SIGKILL)
-    report(f"kill, at most once, null, {mode}", run)
+    run = faulted(f"kill, at most once, null, {mode}", cluster, shipped, fleet, tmp_path,
+                  mode=mode, on_error="null", fault=signal.SIGKILL)
 
     r = run.result
-    assert run.killed_at_rows is not None and run.killed_at_rows < ROWS  # mid-job
     assert "failed" not in r, run.stderr[-3000:]
     assert r["rows"] == ROWS and r["wrong"] == 0
     assert r["right"] + r["errors"] == ROWS
@@ -72,11 +73,9 @@ def test_at_most_once_job_reports_the_rows_lost_with_a_killed_server(
 @pytest.mark.parametrize("mode", MODES)
 def test_at_most_once_job_with_raise_is_retried_by_spark(
         cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
-    run = run_job(cluster, shipped, fleet, tmp_path, mode=mode, rows=ROWS, on_error="raise",
-                  fault=signal.SIGKILL)
-    report(f"kill, at most once, raise, {mode}", run)
+    run = faulted(f"kill, at most once, raise, {mode}", cluster, shipped, fleet, tmp_path,
+                  mode=mode, on_error="raise", fault=signal.SIGKILL)
 
-    assert run.killed_at_rows is not None and run.killed_at_rows < ROWS  # mid-job
     if "failed" in run.result:  # Spark's retries ran out: the error says what happened
         assert "RemoteCallError" in run.result["failed"]
     else:
@@ -90,9 +89,8 @@ def test_at_most_once_job_with_raise_is_retried_by_spark(
 
 def test_a_hung_server_at_most_once_gives_timeouts_not_wrong_rows(
         cluster, shipped, fleet, tmp_path: Path) -> None:
-    run = run_job(cluster, shipped, fleet, tmp_path, mode="row", rows=ROWS, on_error="null",
-                  fault=signal.SIGSTOP)
-    report("stop, at most once, null, row", run)
+    run = faulted("stop, at most once, null, row", cluster, shipped, fleet, tmp_path,
+                  mode="row", on_error="null", fault=signal.SIGSTOP)
 
     r = run.result
     assert "failed" not in r, run.stderr[-3000:]
