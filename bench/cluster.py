@@ -5,14 +5,15 @@ losing a server mid-job costs.
     .venv/bin/python bench/cluster.py --rows 500000 --json bench/results/cluster.json
 
 Each job upper-cases ``row-<id>`` strings through ``remoting serve`` processes (the cluster
-tests' service), per row (`remote_udf`) or per Arrow batch (`remote_batch_udf`), and checks
-every row; it is timed as its one Spark action, after a warm-up job. The standalone cluster
-is a Master and one Worker (2 cores, one executor) started with the installed pyspark's
-``spark-class``; its executors run the packed virtualenv of the cluster tests. ``local[2]``
-runs 2 task slots in the driver's JVM. Both have two Python workers: the difference is the
-executor JVM and the shipping. Then, on the cluster with 3 servers and ``idempotent=True``,
-one server is killed (SIGKILL) or stopped (SIGSTOP) mid-job: the extra seconds over the
-median run are the lost time. The table also gives the connections each server saw.
+tests' service), per row (`remote_udf`) or per Arrow batch of 2,000 rows (`remote_batch_udf`;
+the handler also does 20 ms of work per batch), and checks every row; it is timed as its one
+Spark action, after a warm-up job. The standalone cluster is a Master and one Worker (2 cores,
+one executor) started with the installed pyspark's ``spark-class``; its executors run the
+packed virtualenv of the cluster tests. ``local[2]`` runs 2 task slots in the driver's JVM.
+Both have two Python workers: the difference is the executor JVM and the shipping. Then, on
+the cluster with 3 servers and ``idempotent=True``, one server is killed (SIGKILL) or stopped
+(SIGSTOP) mid-job: the extra seconds over the median run are the lost time. The table also
+gives the connections each server saw.
 """
 
 from __future__ import annotations
