@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from codec import RemotingCommand, ResponseCode, SerializeType
+from codec import RemotingCommand, ResponseCode, SerializeType, next_opaque
 
 from .._errors import (
     RemotingConnectError,
@@ -154,6 +154,8 @@ def call_bodies(client: RemotingClient, spec: CallSpec, bodies: Sequence[bytes |
             pending = [pending[j] for j in retry]
             if not pending:
                 break
+            for k in pending:  # a resent request is a new call: a late answer must not match it
+                requests[k].opaque = next_opaque()
         if not pending or not any(_busy(outcomes[positions[k]]) for k in pending):
             break
         if time.monotonic() + backoff > started + spec.timeout:
@@ -190,7 +192,8 @@ def _send_chunked(client: RemotingClient, addr: str, requests: list[RemotingComm
             busy = next((r for r in got if _busy(r)), None)
             if busy is not None or not any(isinstance(r, RemotingCommand) for r in got):
                 # A busy server gets no more of this batch, nor a dead or stalled one.
-                results.extend([busy or _skipped_error(got[-1], addr, spec.timeout)] * (n - start))
+                rest = busy if busy is not None else _skipped_error(got[-1], addr, spec.timeout)
+                results.extend([rest] * (n - start))
                 unsent.extend(range(start, n))
                 break
         size *= CHUNK_GROWTH

@@ -53,17 +53,22 @@ class Fleet:
                 proc.popen.send_signal(signal.SIGCONT)  # a stopped one cannot take SIGTERM
             proc.stop()
 
-    def stats(self, client: RemotingClient) -> list[dict[str, int]]:
-        """Each server's ``{"rows": served, "peers": connections seen}`` (zeros if silent)."""
+    def _ask(self, client: RemotingClient, code: int) -> list[dict[str, int]]:
+        """Each server's JSON answer to ``code`` ({} from one silent for 0.5 s: dead or stopped)."""
         out = []
         for addr in self.addresses:
             try:
-                response = client.invoke_sync(addr, RemotingCommand(code=SERVED), timeout=0.5)
-            except RemotingError:  # a dead or stopped server: it serves nothing more
-                out.append({"rows": 0, "peers": 0})
+                response = client.invoke_sync(addr, RemotingCommand(code=code), timeout=0.5)
+            except RemotingError:
+                out.append({})
                 continue
             out.append(json.loads(response.body or b"{}"))
         return out
+
+    def stats(self, client: RemotingClient) -> list[dict[str, int]]:
+        """Each server's ``{"rows": served, "peers": connections seen}``."""
+        return [{"rows": s.get("rows", 0), "peers": s.get("peers", 0)}
+                for s in self._ask(client, SERVED)]
 
     def served(self, client: RemotingClient) -> list[int]:
         """Rows served so far by each server."""
@@ -74,16 +79,7 @@ class Fleet:
 
         The statistics request itself is one of them: it is not counted.
         """
-        out = []
-        for addr in self.addresses:
-            try:
-                response = client.invoke_sync(addr, RemotingCommand(code=STATS_REQUEST_CODE),
-                                              timeout=0.5)
-            except RemotingError:
-                out.append(0)
-                continue
-            out.append(json.loads(response.body or b"{}").get("processing", 1) - 1)
-        return out
+        return [max(0, s.get("processing", 1) - 1) for s in self._ask(client, STATS_REQUEST_CODE)]
 
     def hit_mid_job(self, rows: int, fault: int, stop_waiting: Callable[[], bool],
                     timeout: float = 600.0) -> tuple[int, str] | None:
