@@ -64,8 +64,8 @@ def run_job(cluster: StandaloneCluster, shipped: tuple[Path, Path], fleet: Fleet
             fault: int | None = None, cooldown: float = 10.0) -> JobRun:
     """Run tests/cluster/fleet_job.py; with ``fault`` (SIGKILL or SIGSTOP) hit one server.
 
-    The fault hits a random server once the fleet has served a random 20-60% of the rows,
-    which is mid-job by construction.
+    The fault hits one server (`Fleet.hit_mid_job`) while it handles a row request, once the
+    fleet has served a random 20-60% of the rows: mid-job, with rows in flight, by construction.
     """
     env_archive, code = shipped
     result_file = tmp / f"result-{mode}-{time.monotonic_ns()}.json"

@@ -2,8 +2,8 @@
 
 Used by the cluster tests and bench/cluster.py. Each server serves
 `tests.cluster.fleet_service`; `Fleet.served` asks each how many rows it has served, and
-`Fleet.hit_mid_job` picks the moment and the server (one with requests in its processors,
-from the statistics `remoting serve` answers) for a SIGKILL or SIGSTOP.
+`Fleet.hit_mid_job` picks the moment and the server for a SIGKILL or SIGSTOP, which that
+server sends itself while it handles a row request (so rows are in flight when it lands).
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import random
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Self
 
 from codec import RemotingCommand
 from remoting import STATS_REQUEST_CODE, RemotingClient, RemotingError
 from tests.processes import Proc
 
-from .fleet_service import SERVED
+from .fleet_service import FAULT, SERVED
 
 LOOK_EVERY = 0.005  # seconds between two looks at the servers' progress
 
@@ -83,11 +84,13 @@ class Fleet:
 
     def hit_mid_job(self, rows: int, fault: int, stop_waiting: Callable[[], bool],
                     timeout: float = 600.0) -> tuple[int, str] | None:
-        """Once a random 20-60% of ``rows`` are served, send ``fault`` to a busy server.
+        """Once a random 20-60% of ``rows`` are served, make one server take ``fault``.
 
-        "Busy": it has requests in its processors right now (its statistics' ``processing``),
-        so rows are in flight to it when the signal lands. Returns (rows served, address),
-        or None if ``stop_waiting()`` said so (the job ended) first.
+        The victim is a random server, one with requests in its processors if there is one.
+        It is armed (`fleet_service.FAULT`) and sends itself the signal while it handles its
+        next row request, so rows are in flight to it when the signal lands; a signal sent
+        from here could land between two of its batches. Returns (rows served when armed,
+        address) once the fault has landed, or None if ``stop_waiting()`` said so first.
         """
         threshold = int(rows * random.uniform(0.2, 0.6))
         deadline = time.monotonic() + timeout
@@ -97,10 +100,24 @@ class Fleet:
                     return None
                 served = sum(self.served(client))
                 if served >= threshold:
-                    busy = [i for i, n in enumerate(self.processing(client)) if n > 0]
-                    if busy:
-                        break
+                    break
                 time.sleep(LOOK_EVERY)  # polling other processes' progress
-        victim = random.choice(busy)
-        self.procs[victim].popen.send_signal(fault)
+            busy = [i for i, n in enumerate(self.processing(client)) if n > 0]
+            victim = random.choice(busy or range(len(self.procs)))
+            client.invoke_sync(self.addresses[victim],
+                               RemotingCommand(code=FAULT, body=str(int(fault)).encode()),
+                               timeout=5.0)
+        while not _landed(self.procs[victim].popen.pid, fault):
+            if stop_waiting() or time.monotonic() > deadline:
+                return None
+            time.sleep(LOOK_EVERY)
         return served, self.addresses[victim]
+
+
+def _landed(pid: int, fault: int) -> bool:
+    """Whether process ``pid`` is gone (SIGKILL) or stopped (SIGSTOP)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X") if fault == signal.SIGKILL else state in ("T", "t")

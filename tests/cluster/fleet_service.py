@@ -2,12 +2,17 @@
 
 UPPER upper-cases a row, BATCH_UPPER the ``value`` column of an Arrow batch; SERVED answers
 ``{"rows": served so far, "peers": connections seen}`` as JSON (the death tests pick their
-moment with it; bench/cluster.py counts connections per server).
+moment with it; bench/cluster.py counts connections per server). FAULT arms a signal (its
+body: the number, for example ``b"9"``) that the process sends itself while it handles its
+next UPPER or BATCH_UPPER request: the process dies (SIGKILL) or hangs (SIGSTOP) with that
+request, and any others, in flight, which a signal sent from outside at a chosen moment
+cannot promise.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from typing import Any
@@ -18,6 +23,7 @@ from processors import BatchProcessor, RequestContext, RequestProcessor
 UPPER = 1001
 BATCH_UPPER = 2001
 SERVED = 3001
+FAULT = 3002
 BATCH_WORK_SECONDS = 0.02
 
 
@@ -38,8 +44,31 @@ class _Counter:
 SERVED_ROWS = _Counter()
 
 
+class _Fault:
+    """A signal this process sends itself while handling its next row request, once armed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._signal = 0
+
+    def arm(self, signum: int) -> None:
+        with self._lock:
+            self._signal = signum
+
+    def strike(self) -> None:
+        """Called with a request in hand: send the armed signal (once), if any."""
+        with self._lock:
+            signum, self._signal = self._signal, 0
+        if signum:
+            os.kill(os.getpid(), signum)  # the request in hand, and others, stay in flight
+
+
+ARMED = _Fault()
+
+
 class Upper(RequestProcessor):
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        ARMED.strike()
         SERVED_ROWS.add(1, ctx.remote_addr)
         response = RemotingCommand.create_response(ResponseCode.SUCCESS)
         response.body = (request.body or b"").upper()
@@ -51,6 +80,7 @@ class BatchUpper(BatchProcessor):
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        ARMED.strike()
         SERVED_ROWS.add(batch.num_rows, ctx.remote_addr)
         time.sleep(BATCH_WORK_SECONDS)  # a batch handler does some work: rows stay in flight
         return pa.record_batch([pc.utf8_upper(batch.column("value"))], names=["value"])
@@ -64,6 +94,12 @@ class Served(RequestProcessor):
         return response
 
 
+class Fault(RequestProcessor):
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        ARMED.arm(int(request.body or b"0"))
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
 def processors() -> dict[int | None, RequestProcessor]:
     """The factory ``remoting serve`` calls."""
-    return {UPPER: Upper(), BATCH_UPPER: BatchUpper(), SERVED: Served()}
+    return {UPPER: Upper(), BATCH_UPPER: BatchUpper(), SERVED: Served(), FAULT: Fault()}

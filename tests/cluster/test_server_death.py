@@ -1,8 +1,9 @@
 """The death tests: a server of three dies (SIGKILL) or hangs (SIGSTOP) in the middle of a job.
 
 Each job upper-cases 200,000 rows on the standalone cluster, per row (`remote_udf`) or per
-Arrow batch (`remote_batch_udf`), against three ``remoting serve`` processes; the fault hits
-a random server once the fleet has served a random 20-60% of the rows. What must hold:
+Arrow batch (`remote_batch_udf`), against three ``remoting serve`` processes; once the fleet
+has served a random 20-60% of the rows, one server sends itself the signal while it handles
+a row request, so rows are in flight when it dies or hangs. What must hold:
 
 - ``idempotent=True``: the job finishes, every row is right, no error rows;
 - at most once (the default) with ``on_error="null"``: the job finishes, no row is wrong,
