@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CodecError",
     "ForeignProtocolError",
@@ -17,6 +19,17 @@ class CodecError(Exception):
     """Bytes or a command that cannot be translated; the stream it came from is unusable."""
 
     __module__ = "codec"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other arguments than their message: rebuild from the message and
+        # the attributes, not through __init__, so that every one survives pickling.
+        return _rebuild, (type(self), self.args), self.__dict__
+
+
+def _rebuild(cls: type[CodecError], args: tuple[Any, ...]) -> CodecError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    return error
 
 
 class FrameTooLargeError(CodecError):

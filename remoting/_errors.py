@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ssl
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
@@ -29,6 +29,7 @@ __all__ = [
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
     "map_exceptions",
+    "rebuild_error",
     "translate",
 ]
 
@@ -45,6 +46,19 @@ class RemotingError(Exception):
     def __init__(self, message: str, addr: str | None = None) -> None:
         self.addr = addr
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other arguments than their message: rebuild from the message and
+        # the attributes, not through __init__, so that every one survives pickling
+        # (process pools, multiprocessing) with its message and attributes.
+        return rebuild_error, (type(self), self.args), self.__dict__
+
+
+def rebuild_error(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    """Unpickle an error of ``cls`` from its ``args`` (its attributes are set after)."""
+    error = cls.__new__(cls, *args)
+    error.args = args  # OSError's __new__ leaves them to __init__
+    return error
 
 
 class RemotingConnectError(RemotingError):

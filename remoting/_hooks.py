@@ -9,9 +9,11 @@ placeholder SYSTEM_ERROR response, and the reply is SYSTEM_ERROR naming the hook
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from codec import ResponseCode
+
+from ._errors import rebuild_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -52,6 +54,9 @@ class AbortProcessError(Exception):
         self.code = code
         self.remark = remark
         super().__init__(f"request aborted with code {code}: {remark}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuild_error, (type(self), self.args), self.__dict__
 
 
 def run_before_hooks(hooks: Sequence[RPCHook], addr: str | None, request: RemotingCommand) -> None:
