@@ -140,7 +140,8 @@ def _one_batch(client: RemotingClient, spec: CallSpec, args: pd.Series, batch_no
     traced.rows, traced.requests, traced.errors = rows, report.requests, failed
     if on_batch is not None:
         on_batch(BatchStats(mode="batch", rows=rows, requests=report.requests,
-                            errors=failed, seconds=report.seconds, max_in_flight=1))
+                            errors=failed, seconds=report.seconds, max_in_flight=1,
+                            cooling=report.cooling))
     if isinstance(result, tuple):
         if on_error == "raise":
             raise_first([result] * rows, rows, spec.code)
@@ -222,7 +223,8 @@ def _map_one(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch, batc
     traced.rows, traced.requests, traced.errors = batch.num_rows, report.requests, failed
     if on_batch is not None:
         on_batch(BatchStats(mode="batch", rows=batch.num_rows, requests=report.requests,
-                            errors=failed, seconds=report.seconds, max_in_flight=1))
+                            errors=failed, seconds=report.seconds, max_in_flight=1,
+                            cooling=report.cooling))
     if isinstance(answer, tuple):
         raise_first([answer], batch.num_rows, spec.code)
     if answer.schema != schema:

@@ -114,10 +114,11 @@ def error_of(outcome: Outcome) -> tuple[int, str] | None:
 
 @dataclass(slots=True)
 class CallReport:
-    """What one batch cost: for metrics callbacks."""
+    """What one batch cost, and the addresses skipped after it: for metrics callbacks."""
 
     requests: int = 0
     seconds: float = 0.0
+    cooling: tuple[str, ...] = ()
 
 
 def call_bodies(client: RemotingClient, spec: CallSpec, bodies: Sequence[bytes | None],
@@ -164,7 +165,9 @@ def call_bodies(client: RemotingClient, spec: CallSpec, bodies: Sequence[bytes |
         backoff = min(backoff * 2, BUSY_BACKOFF_MAX)
     if report is not None:
         report.requests += sent
-        report.seconds += time.monotonic() - started
+        now = time.monotonic()
+        report.seconds += now - started
+        report.cooling = tuple(a for a in cooldowns.cooling(now) if a in spec.addresses)
     return outcomes
 
 

@@ -134,6 +134,9 @@ class BatchStats:
         errors: rows that got an error.
         seconds: wall time of the calls (one ``invoke_many`` hand-off or more).
         max_in_flight: the in-flight bound used.
+        cooling: the UDF's addresses this worker process skips as the batch ends (they
+            refused, lost or stalled a call in the last ``cooldown`` seconds); through an
+            accumulator, the driver sees a dead server without reading executor logs.
     """
 
     mode: Literal["row", "batch"]
@@ -142,6 +145,7 @@ class BatchStats:
     errors: int
     seconds: float
     max_in_flight: int
+    cooling: tuple[str, ...] = ()
 
 
 def result_type(return_type: DataType, on_error: OnError) -> DataType:

@@ -61,7 +61,8 @@ def _row_function(spec: CallSpec, config: ClientConfig | None, serializer: Seria
                 if on_batch is not None:
                     on_batch(BatchStats(mode="row", rows=len(bodies), requests=report.requests,
                                         errors=failed, seconds=report.seconds,
-                                        max_in_flight=spec.max_in_flight))
+                                        max_in_flight=spec.max_in_flight,
+                                        cooling=report.cooling))
                 if failed and on_error == "raise":
                     raise_first(errors, failed, spec.code)
             yield output(values, errors, value_type, on_error)

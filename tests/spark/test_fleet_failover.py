@@ -19,7 +19,7 @@ import pytest
 from codec import RemotingCommand, ResponseCode
 from processors import RequestContext, RequestProcessor
 from remoting import RemotingClient, RemotingServer, ServerConfig
-from remoting.spark._calls import CallSpec, call_bodies
+from remoting.spark._calls import CallReport, CallSpec, call_bodies
 from remoting.spark._fleet import Cooldowns
 from tests.logs import capture_logs
 
@@ -178,6 +178,21 @@ def test_a_refusing_server_is_skipped_by_later_batches(client, good, dead) -> No
         revived.shutdown()
     assert revived_processor.served == 0
     assert processor.served == 2 * ROWS
+
+
+def test_a_batch_report_names_the_addresses_of_its_udf_cooling_down(client, good, dead) -> None:
+    server, _ = good
+    cooldowns = Cooldowns()
+    cooldowns.failed("10.0.0.9:1", time.monotonic(), 60.0, "another UDF's server")
+    report = CallReport()
+
+    call_bodies(client, spec(dead, server.addr), bodies(), first_goes_to(0, 2), report,
+                cooldowns=cooldowns)
+
+    assert report.cooling == (dead,)  # what on_batch's BatchStats.cooling carries
+    report = CallReport()
+    call_bodies(client, spec(server.addr), bodies(), 0, report, cooldowns=cooldowns)
+    assert report.cooling == ()
 
 
 def test_a_stalled_server_costs_one_timeout_then_is_skipped(client, good, stalled) -> None:

@@ -261,3 +261,27 @@ def test_on_batch_reports_each_arrow_batch(spark, service):
     strings(spark, rows=1_000, partitions=2).withColumn("up", udf("s")).collect()
 
     assert sorted(acc.value) == [("row", 100, 100, 0)] * 10
+
+
+def test_on_batch_tells_the_driver_which_servers_are_cooling_down(spark, service):
+    import socket
+
+    from pyspark.accumulators import AccumulatorParam
+
+    class SetParam(AccumulatorParam):
+        def zero(self, value: set[str]) -> set[str]:
+            return set()
+
+        def addInPlace(self, a: set[str], b: set[str]) -> set[str]:
+            return a | b
+
+    with socket.create_server(("127.0.0.1", 0)) as s:  # closed again: nothing listens there
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    cooling = spark.sparkContext.accumulator(set(), SetParam())
+    udf = remote_udf([dead, service.addr], UPPER,
+                     on_batch=lambda s: cooling.add(set(s.cooling)))
+
+    rows = strings(spark, rows=1_000, partitions=2).withColumn("up", udf("s")).collect()
+
+    assert all(r["up"] == r["s"].upper() for r in rows)  # the rows went to the live server
+    assert cooling.value == {dead}
