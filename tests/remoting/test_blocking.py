@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from codec import ResponseCode, SerializeType
+from codec import RemotingCommand, ResponseCode, SerializeType
+from processors import AsyncRequestProcessor, RequestContext
 from remoting import (
     ClientConfig,
     RemotingClient,
@@ -22,6 +23,8 @@ from remoting import (
 
 from ..factories import req
 from .conftest import ASYNC_ECHO, ECHO, GATED, Gate
+
+PUSHED = 63  # a code the client serves for the server
 
 
 @pytest.mark.parametrize("st", list(SerializeType))
@@ -127,22 +130,28 @@ def test_client_refuses_to_be_pickled(blocking_client: RemotingClient) -> None:
     assert pickle.loads(pickle.dumps(ClientConfig(connect_timeout=1.5))).connect_timeout == 1.5
 
 
-def test_blocking_call_from_the_loop_thread_raises(blocking_client: RemotingClient) -> None:
-    loop = blocking_client._loop
-    assert loop is not None and loop.token is not None
+def test_blocking_call_from_the_loop_thread_raises(blocking_server: RemotingServer) -> None:
+    # The mistake as users make it: an async processor (run on the client's loop thread)
+    # calling the blocking client it belongs to.
     outcome: list[BaseException] = []
-    done = threading.Event()
 
-    def in_loop() -> None:
-        try:
-            blocking_client.invoke_sync("127.0.0.1:1", req(ECHO), timeout=1)
-        except BaseException as exc:
-            outcome.append(exc)
-        done.set()
+    class CallsBlockingClient(AsyncRequestProcessor):
+        async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                                  ) -> RemotingCommand:
+            try:
+                client.invoke_sync(blocking_server.addr, req(ECHO), timeout=1)
+            except BaseException as exc:
+                outcome.append(exc)
+            return RemotingCommand.create_response(ResponseCode.SUCCESS)
 
-    loop.token.run_sync_soon(in_loop)
-    assert done.wait(5)
-    assert isinstance(outcome[0], RuntimeError)
+    with RemotingClient() as client:
+        client.register_processor(PUSHED, CallsBlockingClient())
+        assert client.invoke_sync(blocking_server.addr, req(ECHO), timeout=5).code == 0
+        [channel] = blocking_server.channels()
+        pushed = blocking_server.invoke_sync(channel, req(PUSHED), timeout=5)
+    assert pushed.code == ResponseCode.SUCCESS
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError)
+    assert "event loop's thread" in str(outcome[0])
 
 
 def test_calls_after_shutdown_raise_and_shutdown_is_idempotent(
