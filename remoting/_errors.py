@@ -131,21 +131,24 @@ class RemotingCommandError(RemotingError):
 
 
 class RemotingStartError(RemotingError, OSError):
-    """A server could not start listening: the port is taken or invalid, or the bind address
-    does not resolve. Nothing was started; fix the address or port and start again.
+    """A server or client could not start: the port is taken or invalid, the bind address
+    does not resolve, or a TLS certificate, key or CA file cannot be loaded. Nothing was
+    started; fix the configuration and start again.
 
-    Also an `OSError`, so code that caught the bare bind error keeps working.
+    Also an `OSError`, so code that caught the bare bind or file error keeps working.
 
     Attributes:
-        addr: the ``"host:port"`` that could not be bound.
+        addr: the ``"host:port"`` a server could not listen on, or None when the address is
+            not the problem (a client's TLS files).
         reason: what went wrong, and what to do about it.
     """
 
     __module__ = "remoting"
 
-    def __init__(self, addr: str, reason: str) -> None:
+    def __init__(self, addr: str | None, reason: str) -> None:
         self.reason = reason
-        RemotingError.__init__(self, f"cannot listen on {addr}: {reason}", addr)
+        where = f"cannot listen on {addr}" if addr else "cannot start"
+        RemotingError.__init__(self, f"{where}: {reason}", addr)
 
 
 Phase = Literal["connect", "encode", "send", "call"]

@@ -42,6 +42,7 @@ ERRORS: list[BaseException] = [
     RemotingTooManyRequestsError("no permit", "127.0.0.1:4"),
     RemotingCommandError("cannot decode", "127.0.0.1:5"),
     RemotingStartError("127.0.0.1:6", "the port is in use"),
+    RemotingStartError(None, "cannot load tls_ca_file '/x.pem': No such file or directory"),
     RemoteCallError(-1006, "timed out", row=3, failed=2, total=10, request_code=1001),
     AbortProcessError(16, "no permission"),
     CodecError("bad bytes"),

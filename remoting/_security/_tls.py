@@ -9,23 +9,29 @@ from __future__ import annotations
 
 import socket
 import ssl
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import trio
 
+from .._errors import RemotingStartError
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._config import ClientConfig, ServerConfig
 
 __all__ = ["client_context", "server_context", "tls_client_stream", "tls_server_stream"]
 
 TLS_HANDSHAKE_RECORD: Final = 0x16
+T = TypeVar("T")
 
 
 def server_context(config: ServerConfig) -> ssl.SSLContext | None:
     """Build the server's context, or None when TLS is disabled.
 
     Raises:
-        ValueError: TLS is on but the certificate or key file is missing.
+        ValueError: TLS is on but the certificate or key file is not configured.
+        RemotingStartError: a certificate, key or CA file cannot be read or is not PEM.
     """
     if config.tls_mode == "disabled":
         return None
@@ -33,23 +39,46 @@ def server_context(config: ServerConfig) -> ssl.SSLContext | None:
         raise ValueError(
             f"tls_mode={config.tls_mode!r} needs tls_cert_file and tls_key_file"
         )
+    addr = f"{config.bind_address}:{config.listen_port}"
+    cert, key, ca = config.tls_cert_file, config.tls_key_file, config.tls_ca_file
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(config.tls_cert_file, config.tls_key_file)
-    if config.tls_ca_file:
-        ctx.load_verify_locations(config.tls_ca_file)
+    _load(addr, "tls_cert_file / tls_key_file", (cert, key), lambda: ctx.load_cert_chain(cert, key))
+    if ca:
+        _load(addr, "tls_ca_file", (ca,), lambda: ctx.load_verify_locations(ca))
         ctx.verify_mode = ssl.CERT_REQUIRED  # mutual TLS
     return ctx
 
 
 def client_context(config: ClientConfig) -> ssl.SSLContext | None:
-    """Build the client's context, or None when ``use_tls`` is off."""
+    """Build the client's context, or None when ``use_tls`` is off.
+
+    Raises:
+        RemotingStartError: a certificate, key or CA file cannot be read or is not PEM.
+    """
     if not config.use_tls:
         return None
-    ctx = ssl.create_default_context(cafile=config.tls_ca_file)
+    cert, key, ca = config.tls_cert_file, config.tls_key_file, config.tls_ca_file
+    # With a CA file, only that CA is trusted (not the system's as well).
+    ctx = _load(None, "tls_ca_file", (ca,), lambda: ssl.create_default_context(cafile=ca))
     ctx.check_hostname = config.tls_check_hostname
-    if config.tls_cert_file:
-        ctx.load_cert_chain(config.tls_cert_file, config.tls_key_file)
+    if cert:
+        _load(None, "tls_cert_file / tls_key_file", (cert, key),
+              lambda: ctx.load_cert_chain(cert, key))
     return ctx
+
+
+def _load(addr: str | None, option: str, files: tuple[str | None, ...],
+          load: Callable[[], T]) -> T:
+    """Return ``load()``; turn its bare OS or OpenSSL error into one that names the files."""
+    try:
+        return load()
+    except OSError as exc:  # FileNotFoundError does not name the file here; ssl.SSLError
+        named = ", ".join(repr(f) for f in files if f)
+        why = (f"not PEM, or the key does not match the certificate ({exc.reason or exc})"
+               if isinstance(exc, ssl.SSLError) else exc.strerror or str(exc))
+        raise RemotingStartError(
+            addr, f"cannot load {option} {named}: {why}; check the path and the file's contents"
+        ) from exc
 
 
 async def tls_client_stream(stream: trio.SocketStream, ctx: ssl.SSLContext, host: str,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
 
@@ -9,8 +11,11 @@ from codec import RemotingCommand
 from processors import AsyncEchoProcessor
 from remoting import (
     ClientConfig,
+    RemotingClient,
     RemotingConnectError,
     RemotingSendRequestError,
+    RemotingServer,
+    RemotingStartError,
     ServerConfig,
     TrioRemotingClient,
     TrioRemotingServer,
@@ -120,3 +125,37 @@ async def test_mutual_tls_requires_a_client_certificate(nursery: trio.Nursery, p
 def test_tls_on_without_certificate_files_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="tls_cert_file"):
         TrioRemotingServer(ServerConfig(tls_mode="enforcing"))
+
+
+def unloadable(pki: Pki, tmp_path: Path, problem: str) -> tuple[str, str, str]:
+    """Return (certificate, key, words of the error) for one way TLS files go wrong."""
+    if problem == "missing":
+        return str(tmp_path / "nowhere.pem"), pki.server_key, "No such file"
+    if problem == "not PEM":
+        text = tmp_path / "notes.txt"
+        text.write_text("not a certificate\n")
+        return str(text), str(text), "not PEM"
+    return pki.server_cert, pki.client_key, "does not match"  # another certificate's key
+
+
+@pytest.mark.parametrize("problem", ["missing", "not PEM", "key of another certificate"])
+def test_a_server_whose_tls_files_do_not_load_raises_start_error(
+    pki: Pki, tmp_path: Path, problem: str,
+) -> None:
+    cert, key, words = unloadable(pki, tmp_path, problem)
+    with pytest.raises(RemotingStartError, match=words) as info:
+        RemotingServer(ServerConfig(tls_mode="enforcing", tls_cert_file=cert, tls_key_file=key))
+    assert isinstance(info.value, OSError)  # what the bare error was: except OSError still works
+    assert cert in str(info.value) and "tls_cert_file" in str(info.value)
+
+
+@pytest.mark.parametrize("problem", ["missing", "not PEM", "key of another certificate"])
+def test_a_client_whose_tls_files_do_not_load_raises_start_error(
+    pki: Pki, tmp_path: Path, problem: str,
+) -> None:
+    cert, key, words = unloadable(pki, tmp_path, problem)
+    with pytest.raises(RemotingStartError, match=words) as info:
+        RemotingClient(ClientConfig(use_tls=True, tls_cert_file=cert, tls_key_file=key))
+    assert info.value.addr is None and str(info.value).startswith("cannot start: ")
+    with pytest.raises(RemotingStartError, match=f"tls_ca_file '{tmp_path}"):
+        RemotingClient(ClientConfig(use_tls=True, tls_ca_file=str(tmp_path / "no-ca.pem")))
