@@ -30,23 +30,38 @@ from ._connection import Connection
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-__all__ = ["ChannelTable", "Target", "parse_addr", "target_addr"]
+__all__ = ["ChannelTable", "Target", "parse_addr", "split_addr", "target_addr"]
 
 Target = str | Connection | None
 
 
-def parse_addr(addr: str) -> tuple[str, int]:
-    """Split ``"host:port"`` (or ``"[v6]:port"``) at the last colon.
+def split_addr(addr: object) -> tuple[str, int]:
+    """Split ``"host:port"`` (or ``"[v6]:port"``) at the last colon; the port is 1-65535.
 
     Raises:
-        RemotingConnectError: the address is not of that form.
+        ValueError: the address is not of that form; the message says what is wrong.
     """
     if not isinstance(addr, str):
-        raise RemotingConnectError(repr(addr), "address must be a 'host:port' string")
+        raise ValueError(f"address must be a 'host:port' string, got {addr!r}")
     host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise RemotingConnectError(addr, "address must be 'host:port'")
+    if not sep or not host or not (port.isascii() and port.isdigit()):
+        raise ValueError(f"address must be 'host:port', got {addr!r}")
+    if not 0 < int(port) < 65536:
+        raise ValueError(f"the port must be 1-65535, got {addr!r}")
     return host.strip("[]"), int(port)
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """`split_addr` for a call: a bad address fails the call as a connect error.
+
+    Raises:
+        RemotingConnectError: the address is not ``"host:port"`` with a port 1-65535.
+    """
+    try:
+        return split_addr(addr)
+    except ValueError as exc:
+        raise RemotingConnectError(addr if isinstance(addr, str) else repr(addr),
+                                   str(exc)) from None
 
 
 def target_addr(target: Target) -> str | None:

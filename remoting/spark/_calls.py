@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 from codec import RemotingCommand, ResponseCode, SerializeType, next_opaque
 
+from .._core._channels import split_addr
 from .._errors import (
     RemotingConnectError,
     RemotingError,
@@ -81,9 +82,7 @@ class CallSpec:
         if not self.addresses:
             raise ValueError("at least one server address is needed")
         for addr in self.addresses:
-            host, sep, port = addr.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ValueError(f"address must be 'host:port', got {addr!r}")
+            split_addr(addr)  # ValueError saying what is wrong with it
         if self.timeout <= 0:
             raise ValueError("timeout must be > 0 seconds")
         if self.max_in_flight < 1:

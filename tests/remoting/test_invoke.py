@@ -145,9 +145,17 @@ async def test_connection_refused_raises_connect_error_quickly(
     assert client.statistics().in_flight == 0
 
 
-async def test_bad_address_is_a_connect_error(client: TrioRemotingClient) -> None:
-    with pytest.raises(RemotingConnectError, match="host:port"):
-        await client.invoke_sync("no-port-here", request(ECHO), timeout=1)
+@pytest.mark.parametrize(("addr", "words"), [
+    ("no-port-here", "host:port"), ("127.0.0.1:", "host:port"), ("127.0.0.1:http", "host:port"),
+    ("127.0.0.1:\u0661\u0662", "host:port"),  # digits, but not ASCII ones
+    ("127.0.0.1:70000", "1-65535"),  # was taken modulo 65536: a call to port 4464
+    ("127.0.0.1:0", "1-65535"),
+])
+async def test_bad_address_is_a_connect_error(client: TrioRemotingClient, addr: str,
+                                              words: str) -> None:
+    with pytest.raises(RemotingConnectError, match=words):
+        await client.invoke_sync(addr, request(ECHO), timeout=1)
+    assert client.statistics().connections_opened == 0
 
 
 async def test_concurrent_first_calls_share_one_connection(

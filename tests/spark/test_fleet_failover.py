@@ -154,6 +154,13 @@ def test_cool_down_must_not_be_negative() -> None:
         spec("127.0.0.1:1", cooldown=-1)
 
 
+@pytest.mark.parametrize(("addr", "words"), [
+    ("127.0.0.1", "host:port"), ("127.0.0.1:70000", "1-65535"), ("127.0.0.1:0", "1-65535")])
+def test_a_bad_address_is_refused_when_the_udf_is_made(addr: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        spec("127.0.0.1:1", addr)
+
+
 # ---------------------------------------------------------------- against real servers
 
 
