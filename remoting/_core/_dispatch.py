@@ -102,6 +102,7 @@ class Dispatcher:
         self._role = role
         self._name = f"remoting-{role}"
         self._config = config
+        self._max_frame = config.max_frame_bytes  # the peer's limit too, as RocketMQ assumes
         self._counters = counters
         self._inbox = inbox
         self._owner = owner  # whose threads the pools' threads are (see _threads)
@@ -266,7 +267,7 @@ class Dispatcher:
     def write_response(self, conn: Connection, request: RemotingCommand,
                        response: RemotingCommand) -> None:
         """Send a response produced later (long polling, `RequestContext.write_response`)."""
-        self._send_reply(conn, request.code, encode_reply(request, response))
+        self._send_reply(conn, request.code, encode_reply(request, response, self._max_frame))
 
     def _run_async(self, conn: Connection, request: RemotingCommand,
                    processor: AsyncRequestProcessor) -> _Suspended | None:
@@ -278,13 +279,15 @@ class Dispatcher:
         serve = self._serve_async
         coro: Coroutine[Any, Any, Any] = (
             processor.process_request(conn.ctx, request) if serve is None
-            else run_async_request(serve, self._server_call(conn, request, processor)))
+            else run_async_request(serve, self._server_call(conn, request, processor),
+                                   self._max_frame))
         wrapped = serve is not None  # run_async_request's coroutine: its value is the reply
         try:
             trap = context.run(coro.send, None)
         except StopIteration as finished:
             reply = finished.value if wrapped else (
-                None if finished.value is None else encode_reply(request, finished.value))
+                None if finished.value is None
+                else encode_reply(request, finished.value, self._max_frame))
             self._processed(conn, request.code, reply)
             return None
         except Exception as exc:  # only a bare processor's own failure gets here
@@ -309,9 +312,11 @@ class Dispatcher:
             except Exception as exc:
                 reply = encode_reply(request, failure(request, exc))
             else:
-                reply = None if response is None else encode_reply(request, response)
+                reply = None if response is None else encode_reply(request, response,
+                                                                    self._max_frame)
         else:
-            reply = run_sync_request(serve, self._server_call(conn, request, processor))
+            reply = run_sync_request(serve, self._server_call(conn, request, processor),
+                                     self._max_frame)
         if alone and reply is not None:
             frame, code = reply
             if frame is not None and conn.send_from_thread(frame):
@@ -388,7 +393,8 @@ class _Suspended:
         reply: Reply | None = None
         try:
             result = await resume_suspended(self._coro, self._trap, self._context)
-            reply = result if self._wrapped or result is None else encode_reply(request, result)
+            reply = result if self._wrapped or result is None else encode_reply(
+                request, result, self._dispatcher._max_frame)
         except Exception as exc:  # a hook-less processor's own failure
             reply = encode_reply(request, failure(request, exc))
         finally:

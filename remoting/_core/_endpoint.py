@@ -234,7 +234,7 @@ class Endpoint:
         slow consumer cannot stall the others) and logged.
         """
         request.flag |= 2
-        frame = encode_frame_parts(request)
+        frame = encode_frame_parts(request, self.invoker.max_frame)
         sent = 0
         for conn in conns:
             if conn.closed:

@@ -65,6 +65,7 @@ class Invoker:
                  permits: tuple[int, int], go_away_retry: bool,
                  close_on_sync_timeout: bool) -> None:
         self.role = role
+        self.max_frame = config.max_frame_bytes  # the peer's limit too, as RocketMQ assumes
         self.callbacks = callbacks  # with `inbox`: what futures need (CallSupport)
         self.inbox = inbox
         self.table = ResponseTable()
@@ -131,7 +132,7 @@ class Invoker:
         if request.opaque in entries:
             request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
         try:
-            frame = encode_frame_parts(request)
+            frame = encode_frame_parts(request, self.max_frame)
         except Exception as exc:
             fut._fail(translate(exc, "encode", fut.addr))
             return
@@ -153,7 +154,7 @@ class Invoker:
         """
         request.flag |= 2
         try:
-            frame = encode_frame_parts(request)
+            frame = encode_frame_parts(request, self.max_frame)
         except Exception as exc:
             permits.give()
             raise translate(exc, "encode", conn.remote_addr) from exc

@@ -60,11 +60,13 @@ def error_reply(request: RemotingCommand, code: int, remark: str) -> Reply | Non
     return encode_reply(request, RemotingCommand.create_response(code, remark))
 
 
-def encode_reply(request: RemotingCommand, response: object) -> Reply | None:
+def encode_reply(request: RemotingCommand, response: object, limit: int = 0x7FFFFFFF + 4
+                 ) -> Reply | None:
     """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway).
 
-    A response that is not a `RemotingCommand`, or cannot be encoded, becomes a SYSTEM_ERROR
-    reply saying so (logged once as ``processor.bad_response``).
+    A response that is not a `RemotingCommand`, cannot be encoded, or would make a frame
+    over ``limit`` bytes (the peer's ``max_frame_bytes``), becomes a SYSTEM_ERROR reply
+    saying so (logged once as ``processor.bad_response``).
     """
     if request.flag & 2:  # oneway (is_oneway, inlined: this runs per request)
         return None
@@ -75,7 +77,7 @@ def encode_reply(request: RemotingCommand, response: object) -> Reply | None:
         response.flag |= 1
         response.serialize_type = request.serialize_type  # mirror the request, as 4.9
         try:
-            return encode_frame_parts(response), response.code
+            return encode_frame_parts(response, limit), response.code
         except CodecError as exc:
             problem = f"response could not be encoded: {exc}"
         except (TypeError, ValueError, AttributeError) as exc:  # e.g. a str body
@@ -163,20 +165,22 @@ async def _serve_async_hooked(hooks: Sequence[RPCHook], call: ServerCall
     return _after_hooks(hooks, ctx.remote_addr, request, response)
 
 
-def run_sync_request(serve: Callable[[ServerCall], RemotingCommand | None], call: ServerCall
-                     ) -> Reply | None:
+def run_sync_request(serve: Callable[[ServerCall], RemotingCommand | None], call: ServerCall,
+                     limit: int) -> Reply | None:
     """Process ``call`` with ``serve`` (hooks, interceptors, the processor; on a pool
-    thread); return the frame to send, or None. Never raises for a processor's failure."""
+    thread); return the frame to send (at most ``limit`` bytes), or None. Never raises for
+    a processor's failure."""
     request = call.request
     try:
         response = serve(call)
     except Exception as exc:
         return encode_reply(request, failure(request, exc))
-    return None if response is None else encode_reply(request, response)
+    return None if response is None else encode_reply(request, response, limit)
 
 
 async def run_async_request(
-    serve: Callable[[ServerCall], Awaitable[RemotingCommand | None]], call: ServerCall
+    serve: Callable[[ServerCall], Awaitable[RemotingCommand | None]], call: ServerCall,
+    limit: int,
 ) -> Reply | None:
     """`run_sync_request` for an async processor, on the loop."""
     request = call.request
@@ -184,7 +188,7 @@ async def run_async_request(
         response = await serve(call)
     except Exception as exc:
         return encode_reply(request, failure(request, exc))
-    return None if response is None else encode_reply(request, response)
+    return None if response is None else encode_reply(request, response, limit)
 
 
 @types.coroutine

@@ -52,6 +52,9 @@ class CallStarter(Protocol):
     @property
     def channels(self) -> ChannelTable: ...
 
+    @property
+    def max_frame(self) -> int: ...
+
     def now(self) -> float: ...
 
     def new_future(self, target: str | Connection | None, request: RemotingCommand,
@@ -132,7 +135,7 @@ class ThreadCalls:
             return None
         opaque = next_opaque()
         try:
-            frame = encode_frame_parts(request.with_opaque(opaque))
+            frame = encode_frame_parts(request.with_opaque(opaque), invoker.max_frame)
         except Exception:  # submit reports it
             return None
         fut = invoker.new_future(addr, request, timeout, "sync", threaded=True)

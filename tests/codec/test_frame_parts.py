@@ -266,3 +266,12 @@ def test_split_points_do_not_matter_for_large_frames_fed_normally() -> None:
     for cuts in ([7], [8, 9], [70_000, 70_001], list(range(0, len(stream), 99_999))):
         got, _ = decode_chunks(split_at(stream, cuts))
         assert [command_fields(c) for c in got] == [command_fields(c) for c in cmds]
+
+
+def test_a_frame_over_the_limit_is_refused_and_one_at_it_is_not() -> None:
+    cmd = RemotingCommand.create_request(1, body=b"x" * 1000)
+    length = len(encode_frame(cmd))  # the whole frame, as max_frame_bytes counts it
+    assert encode_frame_parts(cmd, length) is not None
+    with pytest.raises(FrameTooLargeError) as info:
+        encode_frame_parts(cmd, length - 1)
+    assert (info.value.length, info.value.limit) == (length, length - 1)
