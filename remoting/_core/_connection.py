@@ -49,7 +49,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Connection", "ConnectionOwner", "ConnectionSettings", "Suspension"]
 
-RECEIVE_BYTES = 256 * 1024
+# A chunked read asks for at most this much. Kept below glibc's mmap threshold (128 KiB):
+# a larger request is a fresh mmap per read, shrunk (mremap) and unmapped again, ~12 µs of
+# CPU per read measured (docs/performance.md).
+RECEIVE_BYTES = 64 * 1024
 # A frame still missing this much is received in place (FrameDecoder.get_buffer); below it
 # the usual chunked read costs no more, and reads whole runs of small frames at once.
 RECEIVE_INTO_MIN_BYTES = 64 * 1024
