@@ -281,7 +281,14 @@ def test_on_batch_tells_the_driver_which_servers_are_cooling_down(spark, service
     udf = remote_udf([dead, service.addr], UPPER,
                      on_batch=lambda s: cooling.add(set(s.cooling)))
 
-    rows = strings(spark, rows=1_000, partitions=2).withColumn("up", udf("s")).collect()
+    # Several Arrow batches per task, so every task starts a batch on each address: which
+    # address a task's first batch starts on depends on its worker's pid.
+    batch_rows = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        rows = strings(spark, rows=1_000, partitions=2).withColumn("up", udf("s")).collect()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch_rows)
 
     assert all(r["up"] == r["s"].upper() for r in rows)  # the rows went to the live server
     assert cooling.value == {dead}
