@@ -1,14 +1,17 @@
 """Client and server settings: RocketMQ's NettyServerConfig / NettyClientConfig in snake_case.
 
 Times are float seconds (RocketMQ uses milliseconds); defaults are RocketMQ's unless noted.
-Configs are frozen and picklable, so a Spark job can ship one to its executors.
+Configs are frozen and picklable, so a Spark job can ship one to its executors. Every field
+is checked when a config is made: a wrong type raises TypeError, a wrong value ValueError,
+naming the field (``_RULES``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from codec import DEFAULT_MAX_FRAME_BYTES
 
@@ -24,6 +27,71 @@ def _cpu_count() -> int:
 
 def _rebuild(cls: type[Any], values: dict[str, Any]) -> Any:
     return cls(**values)
+
+
+# What each field accepts: ("int", minimum), ("seconds", minimum, strictly above), ("bool",),
+# ("str",), ("path",) (str, os.PathLike or None), ("name",) (str or None), ("port",) (an int;
+# its range is checked when the server binds, as RemotingStartError), ("one of", values).
+_RULES: Final[dict[str, tuple[Any, ...]]] = {
+    "max_frame_bytes": ("int", 8), "max_idle_seconds": ("seconds", 0.0, False),
+    "scan_initial_delay": ("seconds", 0.0, False), "scan_period": ("seconds", 0.0, True),
+    "scan_grace": ("seconds", 0.0, False), "precise_timeouts": ("bool",),
+    "callback_executor_threads": ("int", 0), "write_buffer_high_water_mark": ("int", 0),
+    "write_buffer_low_water_mark": ("int", 0), "default_processor_threads": ("int", 0),
+    "processor_queue_capacity": ("int", 0), "partial_frame_timeout": ("seconds", 0.0, False),
+    "telemetry": ("bool",),
+    "listen_port": ("port",), "bind_address": ("str",), "server_async_semaphore_value": ("int", 1),
+    "server_oneway_semaphore_value": ("int", 1), "shutdown_grace_seconds": ("seconds", 0.0, False),
+    "backlog": ("int", 0), "reuse_port": ("bool",), "max_connections": ("int", 0),
+    "max_connections_per_ip": ("int", 0), "max_requests_per_connection": ("int", 1),
+    "tls_mode": ("one of", ("disabled", "permissive", "enforcing")),
+    "tls_cert_file": ("path",), "tls_key_file": ("path",), "tls_ca_file": ("path",),
+    "tls_handshake_timeout": ("seconds", 0.0, True),
+    "connect_timeout": ("seconds", 0.0, True), "client_async_semaphore_value": ("int", 1),
+    "client_oneway_semaphore_value": ("int", 1), "close_socket_if_timeout": ("bool",),
+    "enable_reconnect_for_go_away": ("bool",), "use_tls": ("bool",),
+    "tls_server_hostname": ("name",), "tls_check_hostname": ("bool",),
+}
+
+
+def _problem(value: Any, rule: tuple[Any, ...]) -> tuple[type[Exception], str] | None:
+    """Return (exception class, what is expected) if ``value`` breaks ``rule``, else None."""
+    kind = rule[0]
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "int" or kind == "port":
+        expected = "an int" if kind == "port" else f"an int >= {rule[1]}"
+        if isinstance(value, bool) or not isinstance(value, int):
+            return TypeError, expected
+        return (ValueError, expected) if kind == "int" and value < rule[1] else None
+    if kind == "seconds":
+        expected = f"a number of seconds {'>' if rule[2] else '>='} {rule[1]:g}"
+        if not is_number:
+            return TypeError, expected
+        bad = math.isnan(value) or value < rule[1] or (rule[2] and value == rule[1])
+        return (ValueError, expected) if bad else None
+    if kind == "bool":
+        return None if isinstance(value, bool) else (TypeError, "True or False")
+    if kind == "str":
+        return None if isinstance(value, str) else (TypeError, "a str")
+    if kind == "name":
+        return None if value is None or isinstance(value, str) else (TypeError, "a str or None")
+    if kind == "path":
+        ok = value is None or isinstance(value, str | os.PathLike)
+        return None if ok else (TypeError, "a file path (str) or None")
+    # "one of"
+    return None if value in rule[1] else (ValueError, " or ".join(map(repr, rule[1])))
+
+
+def _validate(config: Any) -> None:
+    for f in fields(config):
+        rule = _RULES.get(f.name)
+        if rule is None:
+            continue
+        value = getattr(config, f.name)
+        problem = _problem(value, rule)
+        if problem is not None:
+            error, expected = problem
+            raise error(f"{type(config).__name__}.{f.name} must be {expected}, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +120,9 @@ class _CommonConfig:
     tracer_provider: Any = field(default=None, compare=False, repr=False)
     meter_provider: Any = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        _validate(self)
+
     def __reduce__(self) -> tuple[Any, ...]:
         values = {f.name: getattr(self, f.name) for f in fields(self)
                   if f.name not in _NOT_PICKLED}
@@ -60,6 +131,10 @@ class _CommonConfig:
     def callback_threads(self) -> int:
         """Return the callback executor size (0 means one per CPU)."""
         return self.callback_executor_threads or _cpu_count()
+
+    def processor_threads(self) -> int:
+        """Return the default pool size of a sync processor (0 means 4, as RocketMQ)."""
+        return self.default_processor_threads or 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,17 +7,20 @@ when an interceptor is registered. A client's RPC hooks run innermost, just befo
 a server calling its clients back runs none (as RocketMQ's ``NettyRemotingServer``).
 
 The blocking methods run on the caller's thread (never the loop's); the ``a``-prefixed
-methods on the loop, in the calling task.
+methods on the loop, in the calling task. Each checks its arguments first (`_checks`): a wrong
+request or timeout fails here, before any interceptor, permit or I/O.
 """
 
 from __future__ import annotations
 
 import _thread
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
 
 from codec import ResponseCode
 
+from .._checks import call_timeout, requests_of, the_request
 from .._errors import RemotingError
 from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
 from .._interceptors import ClientCall, chain, chain_async
@@ -86,6 +89,8 @@ class Caller:
     def invoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
                     timeout: float, retry_busy: bool = False) -> RemotingCommand:
         """Send and wait, on the calling thread (see `RemotingClient.invoke_sync`)."""
+        the_request(request)
+        timeout = call_timeout(timeout)
         if self.interceptors:
             return self._chains["sync"](  # type: ignore[no-any-return]
                 self._call("sync", target, addr, request, timeout, retry_busy=retry_busy))
@@ -95,6 +100,8 @@ class Caller:
                      timeout: float, callback: Callable[[ResponseFuture], object] | None
                      ) -> ResponseFuture:
         """Send; return the future at once (see `RemotingClient.invoke_async`)."""
+        the_request(request)
+        timeout = call_timeout(timeout)
         if self.interceptors:
             return self._chains["async"](  # type: ignore[no-any-return]
                 self._call("async", target, addr, request, timeout, callback=callback))
@@ -107,6 +114,8 @@ class Caller:
     def invoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
                       timeout: float) -> None:
         """Queue a oneway request and return (see `RemotingClient.invoke_oneway`)."""
+        the_request(request)
+        timeout = call_timeout(timeout)
         if self.interceptors:
             self._chains["oneway"](self._call("oneway", target, addr, request, timeout))
             return
@@ -118,6 +127,8 @@ class Caller:
                     requests: Sequence[RemotingCommand], timeout: float, limit: int
                     ) -> Results:
         """Send a batch and wait for all of it (see `RemotingClient.invoke_many`)."""
+        requests = requests_of(requests)
+        timeout = call_timeout(timeout)
         if self.interceptors and requests:
             return self._chains["many"](  # type: ignore[no-any-return]
                 self._call("many", target, addr, requests[0], timeout, requests=requests,
@@ -160,7 +171,8 @@ class Caller:
 
         self._threads.submit_many(target, requests, timeout, limit, on_done, finished_at)
         waves = -(-len(requests) // max(1, limit))
-        if not lock.acquire(timeout=timeout * max(1, waves) + BATCH_WAIT_SLACK):
+        wait = min(timeout * max(1, waves) + BATCH_WAIT_SLACK, threading.TIMEOUT_MAX)
+        if not lock.acquire(timeout=wait):
             raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
         return box[0]
 
@@ -192,6 +204,8 @@ class Caller:
     async def ainvoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
                            timeout: float, retry_busy: bool = False) -> RemotingCommand:
         """Send and wait, in the calling task (see `TrioRemotingClient.invoke_sync`)."""
+        the_request(request)
+        timeout = call_timeout(timeout)
         if self.interceptors:
             return await self._async_chains["sync"](  # type: ignore[no-any-return]
                 self._call("sync", target, addr, request, timeout, retry_busy=retry_busy))
@@ -208,6 +222,8 @@ class Caller:
                             callback: Callable[[ResponseFuture], object] | None
                             ) -> ResponseFuture:
         """Send; return the future (see `TrioRemotingClient.invoke_async`)."""
+        the_request(request)
+        timeout = call_timeout(timeout)
         if self.interceptors:
             return await self._async_chains["async"](  # type: ignore[no-any-return]
                 self._call("async", target, addr, request, timeout, callback=callback))
@@ -220,6 +236,8 @@ class Caller:
     async def ainvoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
                              timeout: float) -> None:
         """Queue a oneway request (see `TrioRemotingClient.invoke_oneway`)."""
+        the_request(request)
+        timeout = call_timeout(timeout)
         if self.interceptors:
             await self._async_chains["oneway"](
                 self._call("oneway", target, addr, request, timeout))
@@ -232,6 +250,8 @@ class Caller:
                            requests: Sequence[RemotingCommand], timeout: float, limit: int
                            ) -> Results:
         """Send a batch and wait for all of it (see `TrioRemotingClient.invoke_many`)."""
+        requests = requests_of(requests)
+        timeout = call_timeout(timeout)
         if self.interceptors and requests:
             return await self._async_chains["many"](  # type: ignore[no-any-return]
                 self._call("many", target, addr, requests[0], timeout, requests=requests,

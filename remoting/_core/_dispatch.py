@@ -17,6 +17,8 @@ Theory of operation (loop thread only):
 
 from __future__ import annotations
 
+import inspect
+from concurrent.futures import Executor
 from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
@@ -27,6 +29,7 @@ import trio
 from codec import LanguageCode, ResponseCode
 from processors import AsyncRequestProcessor, RequestProcessor
 
+from .._checks import request_code
 from .._interceptors import ServerCall, chain, chain_async
 from .._log import log
 from ._pools import ExecutorPool, ProcessorPool
@@ -44,7 +47,6 @@ from ._threads import mark_own_thread
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
-    from concurrent.futures import Executor
     from contextvars import Context
 
     from codec import RemotingCommand
@@ -94,6 +96,25 @@ def _overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bo
             or "reject_request" in getattr(processor, "__dict__", ()))
 
 
+def _check_registration(code: object, processor: object, executor: object,
+                        threads: object) -> None:
+    """Refuse a registration that could never serve a request (see `Dispatcher.register`)."""
+    if code is not None:
+        request_code(code)
+    if executor is not None and not isinstance(executor, Executor):
+        raise TypeError(f"executor must be a concurrent.futures.Executor, got "
+                        f"{type(executor).__name__}")
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise TypeError(f"threads must be an int, got {threads!r}")
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0 (0: config.default_processor_threads), "
+                             f"got {threads}")
+    if (isinstance(processor, RequestProcessor)
+            and inspect.iscoroutinefunction(processor.process_request)):
+        raise TypeError(f"{type(processor).__name__}.process_request is a coroutine function: "
+                        "subclass processors.AsyncRequestProcessor for processors that await")
+
 class Dispatcher:
     """Routes received requests to processors and sends their replies."""
 
@@ -126,9 +147,13 @@ class Dispatcher:
         """Serve ``code`` (None: every code without a processor of its own) with ``processor``.
 
         Raises:
-            ValueError: an executor was given for an async processor.
-            TypeError: ``processor`` is not a processor.
+            ValueError: an executor was given for an async processor; a code outside int32;
+                ``threads`` below 0.
+            TypeError: ``processor`` is not a processor, or a `RequestProcessor` whose
+                ``process_request`` is a coroutine function; a wrong type of ``code``,
+                ``executor`` or ``threads``.
         """
+        _check_registration(code, processor, executor, threads)
         pool: Pool | None = None
         if isinstance(processor, AsyncRequestProcessor):
             if executor is not None:
@@ -140,7 +165,7 @@ class Dispatcher:
                                     inbox=self._inbox)
             else:
                 pool = ProcessorPool(
-                    name, threads or self._config.default_processor_threads,
+                    name, threads or self._config.processor_threads(),
                     self._config.processor_queue_capacity, run=self._run_sync,
                     done=self._pool_results, inbox=self._inbox,
                     on_pending=self._pools_to_flush.append,

@@ -41,6 +41,7 @@ __all__ = ["CallSupport", "ResponseFuture"]
 THREAD_WAIT_SLACK: Final = 5.0
 _LOCK: Final = threading.Lock()
 _get_ident: Final = _thread.get_ident
+_WAIT_MAX: Final = threading.TIMEOUT_MAX
 
 
 class CallSupport(Protocol):
@@ -151,6 +152,7 @@ class ResponseFuture:
 
     def _block(self, seconds: float) -> bool:
         """Block the calling thread until done or ``seconds`` passed; True if done."""
+        seconds = min(seconds, _WAIT_MAX)  # an infinite timeout: as long as a lock can wait
         signal = self._signal
         if signal is not None:
             if signal.acquire(timeout=seconds):

@@ -152,8 +152,8 @@ class Invoker:
             RemotingCommandError: it cannot be encoded.
             RemotingSendRequestError: the connection is closed.
         """
-        request.flag |= 2
         try:
+            request.flag |= 2
             frame = encode_frame_parts(request, self.max_frame)
         except Exception as exc:
             permits.give()

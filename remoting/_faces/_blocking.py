@@ -14,6 +14,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Final, NoReturn, Self, TypeVar
 
+from .._checks import config_of
 from .._config import ClientConfig
 from .._errors import RemotingError
 from ._loop_thread import LoopThread
@@ -133,7 +134,7 @@ class RemotingClient(BlockingFace):
     _core: TrioRemotingClient
 
     def __init__(self, config: ClientConfig | None = None) -> None:
-        self.config = config or ClientConfig()
+        self.config = config_of(config, ClientConfig)
         self._core = TrioRemotingClient(self.config)
         self._caller = self._core.endpoint.caller
         self._loop: LoopThread | None = None
@@ -208,6 +209,8 @@ class RemotingClient(BlockingFace):
             RemotingTooManyRequestsError: no permit, or the peer does not drain its socket.
             RemotingCommandError: the request cannot be encoded.
             RemotingError: the client is closed or not started.
+            TypeError, ValueError: ``request`` is not a `RemotingCommand`, or ``timeout`` is
+                not a number of seconds (NaN); nothing was sent.
         """
         self._check_caller()
         return self._caller.invoke_sync(addr, addr, request, timeout, retry_busy)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Self
 
 import trio
 
+from .._checks import config_of, grace_seconds
 from .._config import ServerConfig
 from .._errors import RemotingError
 from ._blocking import LOOP_ANSWER_SECONDS, BlockingFace
@@ -34,7 +35,7 @@ class RemotingServer(BlockingFace):
     _core: TrioRemotingServer
 
     def __init__(self, config: ServerConfig | None = None) -> None:
-        self.config = config or ServerConfig()
+        self.config = config_of(config, ServerConfig)
         self._core = TrioRemotingServer(self.config)
         self._loop: LoopThread | None = None
         self._closed = False
@@ -90,7 +91,11 @@ class RemotingServer(BlockingFace):
         starts the shutdown in a thread of its own and returns at once: the caller is one of
         the processors the shutdown waits for, and its response still goes out. A later call
         from another thread waits for that shutdown to end.
+
+        Raises:
+            TypeError, ValueError: ``grace`` is not a number of seconds >= 0.
         """
+        grace = grace_seconds(grace)
         own_thread = self.endpoint.in_own_thread()
         with self._lock:
             stopper = self._stopper

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .._checks import config_of, grace_seconds
 from .._config import ClientConfig, ServerConfig
 from .._core._acceptor import Acceptor
 from .._core._endpoint import Endpoint
@@ -106,7 +107,7 @@ class TrioRemotingClient(_Face):
     __module__ = "remoting"
 
     def __init__(self, config: ClientConfig | None = None) -> None:
-        self.config = config or ClientConfig()
+        self.config = config_of(config, ClientConfig)
         self.endpoint = Endpoint(self.config, "client")
         self._caller = self.endpoint.caller
 
@@ -116,7 +117,13 @@ class TrioRemotingClient(_Face):
         await self.endpoint.run(task_status=task_status)
 
     def update_name_server_address_list(self, addrs: list[str]) -> None:
-        """Set the addresses used by calls with ``addr=None`` (round-robin, failover)."""
+        """Set the addresses used by calls with ``addr=None`` (round-robin, failover).
+
+        Raises:
+            TypeError: ``addrs`` is a single string, not a list of them.
+        """
+        if isinstance(addrs, str | bytes):
+            raise TypeError(f"addrs must be a list of 'host:port' strings, got {addrs!r}")
         self.endpoint.channels.set_addresses(addrs)
 
     def get_name_server_address_list(self) -> list[str]:
@@ -149,6 +156,8 @@ class TrioRemotingClient(_Face):
             RemotingSendRequestError: the write failed or the connection broke.
             RemotingTooManyRequestsError: no permit, or the peer does not drain its socket.
             RemotingCommandError: the request cannot be encoded.
+            TypeError, ValueError: ``request`` is not a `RemotingCommand`, or ``timeout`` is
+                not a number of seconds (NaN); nothing was sent.
         Cancelling the call removes its entry; the response, if any, is dropped.
         """
         return await self._caller.ainvoke_sync(addr, addr, request, timeout, retry_busy)
@@ -190,7 +199,7 @@ class TrioRemotingServer(_Face):
     __module__ = "remoting"
 
     def __init__(self, config: ServerConfig | None = None) -> None:
-        self.config = config or ServerConfig()
+        self.config = config_of(config, ServerConfig)
         self.endpoint = Endpoint(self.config, "server")
         self.port: int | None = None
         self._caller = self.endpoint.caller
@@ -267,7 +276,12 @@ class TrioRemotingServer(_Face):
     async def shutdown(self, grace: float | None = None) -> None:
         """Stop gracefully: stop accepting, answer GO_AWAY to new requests, let running
         processors finish for up to ``grace`` seconds (``config.shutdown_grace_seconds``),
-        then close every connection and fail what is still pending. Idempotent."""
+        then close every connection and fail what is still pending. Idempotent.
+
+        Raises:
+            TypeError, ValueError: ``grace`` is not a number of seconds >= 0.
+        """
+        grace = grace_seconds(grace)
         if self._scope is None or self._scope.cancel_called:
             return
         if self._accept_scope is not None:

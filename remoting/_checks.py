@@ -1,0 +1,125 @@
+"""Checks of what a caller hands the library, where it is handed over.
+
+A wrong type raises `TypeError` and a wrong value `ValueError`, at once and before any I/O,
+with a message that names the argument (docs/errors.md): never a failure deep inside the
+event loop later, a hang, or a permit that is never given back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from codec import RemotingCommand
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["call_timeout", "config_of", "grace_seconds", "request_code", "requests_of",
+           "seconds", "the_request"]
+
+C = TypeVar("C")
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+
+def seconds(name: str, value: object, *, minimum: float = 0.0, above: bool = False) -> float:
+    """Return ``value`` if it is a number of seconds ``>= minimum`` (``> minimum`` with
+    ``above``); infinity is allowed, NaN is not.
+
+    Raises:
+        TypeError: not an int or float (a bool is not a number of seconds).
+        ValueError: NaN, or below the minimum.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if math.isnan(value) or value < minimum or (above and value == minimum):
+        relation = ">" if above else ">="
+        raise ValueError(f"{name} must be a number of seconds {relation} {minimum:g}, "
+                         f"got {value!r}")
+    return value
+
+
+def call_timeout(timeout: object) -> float:
+    """Return a call's timeout: a number of seconds; 0 or less is a deadline already past
+    (the call fails with `RemotingTimeoutError`, as gRPC's), infinity waits for ever.
+
+    Raises:
+        TypeError: not an int or float.
+        ValueError: NaN.
+    """
+    if type(timeout) is float or type(timeout) is int:  # the usual case, cheaply
+        if timeout > 0:  # False for NaN
+            return timeout
+        if timeout <= 0:
+            return 0.0
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
+    if math.isnan(timeout):
+        raise ValueError("timeout must be a number of seconds, got nan")
+    return float(timeout) if timeout > 0 else 0.0
+
+
+def grace_seconds(grace: object) -> float | None:
+    """Return a shutdown's ``grace`` (None: the config's).
+
+    Raises:
+        TypeError, ValueError: not a number of seconds >= 0.
+    """
+    return None if grace is None else seconds("grace", grace)
+
+
+def the_request(request: object) -> RemotingCommand:
+    """Return ``request`` if it is a `RemotingCommand`.
+
+    Raises:
+        TypeError: it is not.
+    """
+    if not isinstance(request, RemotingCommand):
+        raise TypeError(f"request must be a RemotingCommand, got {type(request).__name__}")
+    return request
+
+
+def requests_of(requests: object) -> Sequence[RemotingCommand]:
+    """Return the requests of a batch as a sequence of `RemotingCommand`.
+
+    Raises:
+        TypeError: not an iterable of them (the message gives the first bad item's index).
+    """
+    if isinstance(requests, RemotingCommand | str | bytes) or not hasattr(requests, "__iter__"):
+        raise TypeError(f"requests must be a sequence of RemotingCommand, got "
+                        f"{type(requests).__name__}")
+    items: Sequence[Any] = requests if isinstance(requests, list | tuple) else list(requests)
+    for i, request in enumerate(items):
+        if not isinstance(request, RemotingCommand):
+            raise TypeError(f"requests[{i}] must be a RemotingCommand, got "
+                            f"{type(request).__name__}")
+    return items
+
+
+def request_code(code: object) -> int:
+    """Return a processor's request code: an int in the wire's int32 range.
+
+    Raises:
+        TypeError: not an int (a bool is not a code).
+        ValueError: outside int32.
+    """
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise TypeError(f"code must be an int, got {code!r}")
+    if not INT32_MIN <= code <= INT32_MAX:
+        raise ValueError(f"code must fit the wire's int32, got {code}")
+    return code
+
+
+def config_of(config: C | None, cls: type[C]) -> C:
+    """Return ``config``, or ``cls()`` when it is None.
+
+    Raises:
+        TypeError: ``config`` is not a ``cls`` (a ServerConfig for a client, a dict...).
+    """
+    if config is None:
+        return cls()
+    if not isinstance(config, cls):
+        raise TypeError(f"config must be a {cls.__name__}, got {type(config).__name__}")
+    return config

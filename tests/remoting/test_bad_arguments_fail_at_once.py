@@ -1,0 +1,279 @@
+"""Wrong arguments fail where they are given, with TypeError or ValueError naming them.
+
+Never later inside the event loop, never as a hang, never with a permit kept for good, and
+never after the request was already processed by the server (docs/errors.md).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import trio
+
+from codec import RemotingCommand, ResponseCode
+from processors import EchoProcessor, RequestContext, RequestProcessor
+from remoting import (
+    ClientConfig,
+    RemotingClient,
+    RemotingCommandError,
+    RemotingConnectError,
+    RemotingServer,
+    RemotingTimeoutError,
+    ServerConfig,
+    TrioRemotingClient,
+    TrioRemotingServer,
+)
+
+from ..factories import req
+from .conftest import ECHO, addr_of
+
+COUNTED = 40
+
+
+class Counting(RequestProcessor):
+    """Echo that counts what reached it (a request the client refused must not)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        with self.lock:
+            self.calls += 1
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
+# ---------------------------------------------------------------------- configs
+
+BAD_CONFIGS: list[tuple[type[Any], dict[str, Any], type[Exception]]] = [
+    (ServerConfig, {"max_frame_bytes": 0}, ValueError),  # crashed the loop at the first connection
+    (ClientConfig, {"max_frame_bytes": 4}, ValueError),
+    (ServerConfig, {"max_frame_bytes": "16"}, TypeError),
+    (ClientConfig, {"scan_period": -1}, ValueError),  # crashed the loop once the scanner ran
+    (ClientConfig, {"scan_period": 0}, ValueError),  # a busy loop at 100% CPU
+    (ServerConfig, {"scan_initial_delay": -1}, ValueError),
+    (ClientConfig, {"callback_executor_threads": -1}, ValueError),
+    (ClientConfig, {"connect_timeout": -1}, ValueError),
+    (ClientConfig, {"connect_timeout": None}, TypeError),
+    (ClientConfig, {"connect_timeout": math.nan}, ValueError),
+    (ServerConfig, {"write_buffer_high_water_mark": -1}, ValueError),  # every call timed out
+    (ClientConfig, {"write_buffer_low_water_mark": -1}, ValueError),
+    (ServerConfig, {"max_requests_per_connection": -1}, ValueError),
+    (ServerConfig, {"max_connections": -1}, ValueError),  # refused every connection
+    (ServerConfig, {"max_connections_per_ip": -1}, ValueError),
+    (ServerConfig, {"processor_queue_capacity": -100}, ValueError),  # all SYSTEM_BUSY
+    (ClientConfig, {"client_async_semaphore_value": -1}, ValueError),
+    (ClientConfig, {"client_oneway_semaphore_value": 0}, ValueError),
+    (ServerConfig, {"listen_port": "0"}, TypeError),
+    (ServerConfig, {"listen_port": 0.5}, TypeError),
+    (ServerConfig, {"bind_address": None}, TypeError),  # bound every interface
+    (ServerConfig, {"tls_mode": "Permissive"}, ValueError),  # enforced TLS
+    (ServerConfig, {"tls_mode": "on"}, ValueError),
+    (ServerConfig, {"shutdown_grace_seconds": -1}, ValueError),  # half-stopped the server
+    (ServerConfig, {"tls_handshake_timeout": 0}, ValueError),
+    (ServerConfig, {"default_processor_threads": -2}, ValueError),
+    (ClientConfig, {"use_tls": "yes"}, TypeError),
+    (ServerConfig, {"tls_cert_file": 42}, TypeError),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "error"), BAD_CONFIGS,
+                         ids=[f"{c.__name__}-{next(iter(k))}={next(iter(k.values()))!r}"
+                              for c, k, _ in BAD_CONFIGS])
+def test_a_bad_config_field_is_refused_when_the_config_is_made(
+        cls: type[Any], kwargs: dict[str, Any], error: type[Exception]) -> None:
+    [(name, value)] = kwargs.items()
+    with pytest.raises(error) as info:
+        cls(**kwargs)
+    assert f"{cls.__name__}.{name} must be" in str(info.value)
+    assert repr(value) in str(info.value)
+
+
+def test_documented_special_values_stay_accepted() -> None:
+    ServerConfig(listen_port=0, max_idle_seconds=0, partial_frame_timeout=0,
+                 processor_queue_capacity=0, max_connections=0, max_connections_per_ip=0,
+                 default_processor_threads=0, shutdown_grace_seconds=0)
+    ClientConfig(callback_executor_threads=0, connect_timeout=math.inf, max_idle_seconds=0)
+
+
+@pytest.mark.parametrize(("face", "config"), [
+    (RemotingClient, ServerConfig()), (RemotingServer, ClientConfig()),
+    (TrioRemotingClient, {}), (TrioRemotingServer, {"listen_port": 0}),
+])
+def test_a_config_of_the_wrong_kind_is_refused(face: type[Any], config: object) -> None:
+    with pytest.raises(TypeError, match="config must be a"):
+        face(config)
+
+
+def test_default_processor_threads_0_means_4_as_documented() -> None:
+    with RemotingServer(ServerConfig(default_processor_threads=0)) as server, \
+            RemotingClient() as client:
+        server.register_processor(ECHO, EchoProcessor())  # raised "needs at least one thread"
+        response = client.invoke_sync(server.addr, req(ECHO, b"hi"), 5)
+    assert response.body == b"hi"
+
+
+# ---------------------------------------------------------------------- registration
+
+class AwaitingInASyncProcessor(RequestProcessor):
+    async def process_request(self, ctx: RequestContext,  # type: ignore[override]
+                              request: RemotingCommand) -> RemotingCommand:
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
+@pytest.mark.parametrize(("args", "kwargs", "error", "words"), [
+    ((2**31, EchoProcessor()), {}, ValueError, "int32"),
+    (("101", EchoProcessor()), {}, TypeError, "code must be an int"),
+    ((True, EchoProcessor()), {}, TypeError, "code must be an int"),
+    ((108, EchoProcessor(), "pool"), {}, TypeError, "Executor"),  # answered SYSTEM_BUSY
+    ((109, EchoProcessor()), {"threads": "2"}, TypeError, "threads"),
+    ((109, EchoProcessor()), {"threads": -1}, ValueError, "threads"),
+    ((110, AwaitingInASyncProcessor()), {}, TypeError, "AsyncRequestProcessor"),
+])
+def test_a_registration_that_could_never_serve_is_refused(
+        args: tuple[Any, ...], kwargs: dict[str, Any], error: type[Exception], words: str
+) -> None:
+    server = TrioRemotingServer()
+    with pytest.raises(error, match=words):
+        server.register_processor(*args, **kwargs)
+
+
+def test_a_user_executor_is_still_accepted() -> None:
+    with ThreadPoolExecutor(2) as pool, RemotingServer() as server, RemotingClient() as client:
+        server.register_processor(ECHO, EchoProcessor(), pool)
+        assert client.invoke_sync(server.addr, req(ECHO, b"x"), 5).body == b"x"
+
+
+def test_an_address_list_given_as_one_string_is_refused() -> None:
+    client = TrioRemotingClient()
+    with pytest.raises(TypeError, match="list of 'host:port'"):
+        client.update_name_server_address_list("127.0.0.1:9876")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- calls, blocking face
+
+@pytest.fixture
+def counted() -> Any:
+    processor = Counting()
+    with RemotingServer() as server, RemotingClient() as client:
+        server.register_processor(COUNTED, processor)
+        client.invoke_sync(server.addr, req(COUNTED), 5)  # connected: every check below is live
+        processor.calls = 0
+        yield server, client, processor
+
+
+@pytest.mark.parametrize(("timeout", "error"), [
+    (math.nan, ValueError), ("1", TypeError), (None, TypeError), (True, TypeError)])
+@pytest.mark.parametrize("kind", ["sync", "async", "oneway", "many"])
+def test_a_bad_timeout_fails_before_anything_is_sent(counted: Any, kind: str, timeout: object,
+                                                     error: type[Exception]) -> None:
+    server, client, processor = counted
+    before = client.statistics()
+    call = {"sync": lambda: client.invoke_sync(server.addr, req(COUNTED), timeout),
+            "async": lambda: client.invoke_async(server.addr, req(COUNTED), timeout),
+            "oneway": lambda: client.invoke_oneway(server.addr, req(COUNTED), timeout),
+            "many": lambda: client.invoke_many(server.addr, [req(COUNTED)], timeout)}[kind]
+    with pytest.raises(error, match="timeout must be a number of seconds"):
+        call()
+    after = client.statistics()
+    assert (after.async_permits_free, after.oneway_permits_free) == (
+        before.async_permits_free, before.oneway_permits_free)
+    assert client.invoke_sync(server.addr, req(COUNTED), 5).code == ResponseCode.SUCCESS
+    assert processor.calls == 1  # only the last call reached the server
+
+
+def test_a_negative_timeout_is_a_deadline_already_past(counted: Any) -> None:
+    server, client, processor = counted
+    with pytest.raises(RemotingTimeoutError):  # -1 used to mean "wait for ever"
+        client.invoke_sync(server.addr, req(COUNTED), -1)
+    results = client.invoke_many(server.addr, [req(COUNTED)], -0.5)
+    assert isinstance(results[0], RemotingTimeoutError)
+
+
+def test_an_infinite_timeout_waits_as_long_as_it_takes(counted: Any) -> None:
+    server, client, processor = counted  # OverflowError after the request was processed
+    assert client.invoke_sync(server.addr, req(COUNTED), math.inf).code == ResponseCode.SUCCESS
+    [response] = client.invoke_many(server.addr, [req(COUNTED)], math.inf)
+    assert isinstance(response, RemotingCommand)
+    assert client.invoke_async(server.addr, req(COUNTED), math.inf).result(5).code == 0
+    assert processor.calls == 3
+
+
+@pytest.mark.parametrize("request_", [None, {"code": COUNTED}, b"frame"])
+def test_a_request_that_is_not_a_command_is_refused(counted: Any, request_: object) -> None:
+    server, client, _ = counted
+    with pytest.raises(TypeError, match="request must be a RemotingCommand"):
+        client.invoke_sync(server.addr, request_, 5)
+
+
+def test_invoke_many_with_a_foreign_item_fails_at_once_and_keeps_no_permit(
+        counted: Any) -> None:
+    server, client, processor = counted
+    free = client.statistics().async_permits_free
+    with pytest.raises(TypeError, match=r"requests\[1\] must be a RemotingCommand"):
+        client.invoke_many(server.addr, [req(COUNTED), "x", req(COUNTED)], 5)  # hung 31 s
+    assert client.statistics().async_permits_free == free
+    assert processor.calls == 0
+
+
+def test_a_oneway_request_with_a_bad_flag_fails_and_keeps_no_permit(counted: Any) -> None:
+    server, client, _ = counted
+    free = client.statistics().oneway_permits_free
+    request = req(COUNTED)
+    request.flag = None  # type: ignore[assignment]
+    with pytest.raises(RemotingCommandError):  # was a 6 s wait, then "loop stalled"
+        client.invoke_oneway(server.addr, request, 1.0)
+    assert client.statistics().oneway_permits_free == free
+
+
+def test_a_shutdown_with_a_bad_grace_changes_nothing() -> None:
+    server = RemotingServer().start()
+    server.register_processor(ECHO, EchoProcessor())
+    addr = server.addr
+    with RemotingClient() as client:
+        with pytest.raises(ValueError, match="grace"):
+            server.shutdown(grace=-1)  # stopped accepting, then could not be stopped at all
+        assert client.invoke_sync(addr, req(ECHO, b"still"), 5).body == b"still"
+        server.shutdown()
+        with pytest.raises(RemotingConnectError):  # now it did stop
+            client.invoke_sync(addr, req(ECHO), 5)
+
+
+# ---------------------------------------------------------------------- calls, trio face
+
+async def test_trio_invoke_many_with_bad_arguments_keeps_no_permit(
+        server: TrioRemotingServer, nursery: trio.Nursery) -> None:
+    client = TrioRemotingClient(ClientConfig(client_async_semaphore_value=2))
+    await nursery.start(client.serve)
+    addr = addr_of(server)
+    for _ in range(3):  # each used to keep a permit: the third found none left
+        with pytest.raises(TypeError):
+            await client.invoke_many(addr, [req(ECHO), req(ECHO)], "1")  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            await client.invoke_many(addr, [req(ECHO), 7])  # type: ignore[list-item]
+    results = await client.invoke_many(addr, [req(ECHO, b"a"), req(ECHO, b"b")], 5)
+    assert [r.body for r in results] == [b"a", b"b"]  # type: ignore[union-attr]
+    assert client.statistics().async_permits_free == 2
+
+
+async def test_trio_oneway_with_a_bad_flag_keeps_no_permit(
+        server: TrioRemotingServer, client: TrioRemotingClient) -> None:
+    addr = addr_of(server)
+    await client.invoke_sync(addr, req(ECHO), 5)
+    free = client.statistics().oneway_permits_free
+    request = req(ECHO)
+    request.flag = None  # type: ignore[assignment]
+    with pytest.raises(RemotingCommandError):
+        await client.invoke_oneway(addr, request, 1.0)
+    assert client.statistics().oneway_permits_free == free
+
+
+async def test_trio_shutdown_with_a_bad_grace_changes_nothing(
+        server: TrioRemotingServer, client: TrioRemotingClient) -> None:
+    with pytest.raises(ValueError, match="grace"):
+        await server.shutdown(grace=math.nan)
+    assert (await client.invoke_sync(addr_of(server), req(ECHO, b"up"), 5)).body == b"up"
