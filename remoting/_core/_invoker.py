@@ -311,7 +311,8 @@ class Invoker:
         """Fail every call pending on ``conn`` at once (RocketMQ's failFast)."""
         self.threads.adopt()
         for fut in self.table.pop_connection(conn):
-            fut._fail(RemotingSendRequestError(fut.addr, f"connection closed ({conn.close_reason})",
+            reason = conn.close_reason or f"the {self.role} shut down"
+            fut._fail(RemotingSendRequestError(fut.addr, f"connection closed ({reason})",
                                                connection_lost=True))
 
     # ------------------------------------------------------------------ trio-native calls

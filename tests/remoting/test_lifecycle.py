@@ -29,7 +29,7 @@ from remoting import (
 )
 
 from ..factories import req
-from .conftest import ASYNC_ECHO, ECHO, GATED_ASYNC, AsyncGate, addr_of, stalled_flood
+from .conftest import ASYNC_ECHO, ECHO, GATED, GATED_ASYNC, AsyncGate, Gate, addr_of, stalled_flood
 
 
 async def dead_port() -> int:
@@ -586,3 +586,17 @@ def test_a_direct_blocking_call_to_a_draining_server_fails_fast_with_go_away() -
             client.invoke_sync(server.addr, req(ECHO), timeout=3)
         assert time.monotonic() - started < 2
         assert client.statistics().go_away_received == 2
+
+
+def test_a_call_pending_at_client_shutdown_says_the_client_shut_down() -> None:
+    gate = Gate()
+    with RemotingServer() as server:
+        server.register_processor(GATED, gate)
+        client = RemotingClient().start()
+        future = client.invoke_async(server.addr, req(GATED), 30)
+        assert gate.entered.acquire(timeout=10)
+        client.shutdown()
+        gate.release()
+        with pytest.raises(RemotingSendRequestError) as info:
+            future.result(10)
+    assert "the client shut down" in str(info.value)  # was "connection closed (None)"
