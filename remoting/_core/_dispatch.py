@@ -179,9 +179,23 @@ class Dispatcher:
         entry = ProcessorEntry(processor=processor, pool=pool,
                                may_reject=_overrides_reject(processor))
         if code is None:
-            self.default = entry
+            replaced, self.default = self.default, entry
         else:
+            replaced = self.processors.get(code)
             self.processors[code] = entry
+        if replaced is not None and isinstance(replaced.pool, ProcessorPool):
+            self._retire(replaced.pool)
+
+    def _retire(self, pool: ProcessorPool[SyncTask]) -> None:
+        """Let a replaced processor's pool finish what it holds, then end its threads.
+
+        On the loop thread (through the inbox) when the loop runs, as only the loop touches a
+        pool's bookkeeping; what the loop gave the pool before the swap still runs and answers.
+        """
+        try:
+            self._inbox.post(lambda _: pool.stop(), None)
+        except RuntimeError:  # the loop is not running: nothing else touches the pool
+            pool.stop()
 
     def register_hook(self, hook: RPCHook) -> None:
         """Run ``hook`` around every processor (once, in registration order)."""

@@ -13,7 +13,13 @@ import pytest
 import trio
 
 from codec import RemotingCommand, ResponseCode
-from processors import AsyncEchoProcessor, AsyncRequestProcessor, RequestContext, RequestProcessor
+from processors import (
+    AsyncEchoProcessor,
+    AsyncRequestProcessor,
+    EchoProcessor,
+    RequestContext,
+    RequestProcessor,
+)
 from remoting import (
     ChannelHandle,
     ClientConfig,
@@ -600,3 +606,24 @@ def test_a_call_pending_at_client_shutdown_says_the_client_shut_down() -> None:
         with pytest.raises(RemotingSendRequestError) as info:
             future.result(10)
     assert "the client shut down" in str(info.value)  # was "connection closed (None)"
+
+
+def test_registering_a_code_again_ends_the_replaced_pools_threads() -> None:
+    code = 77
+
+    def pool_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith(f"remoting-server-{code}-")]
+
+    with RemotingServer() as server, RemotingClient() as client:
+        replaced: list[threading.Thread] = []
+        for i in range(4):
+            replaced = pool_threads()  # the pools replaced by this registration
+            server.register_processor(code, EchoProcessor(), threads=2)
+            futures = [client.invoke_async(server.addr, req(code, b"%d" % i), 5) for _ in range(8)]
+            assert all(f.result(5).body == b"%d" % i for f in futures)
+        assert replaced  # the pools did start threads
+        deadline = time.monotonic() + 10
+        for t in replaced:  # each used to stay until the server's shutdown
+            t.join(max(0.0, deadline - time.monotonic()))
+        assert not [t.name for t in replaced if t.is_alive()]
+        assert len(pool_threads()) <= 2  # the current pool's
