@@ -48,7 +48,12 @@ def split_addr(addr: object) -> tuple[str, int]:
         raise ValueError(f"address must be 'host:port', got {addr!r}")
     if not 0 < int(port) < 65536:
         raise ValueError(f"the port must be 1-65535, got {addr!r}")
-    return host.strip("[]"), int(port)
+    if "[" in host or "]" in host:  # only as one pair around the whole host: "[v6]"
+        if not (host[0] == "[" and host[-1] == "]" and len(host) > 2
+                and host.count("[") == host.count("]") == 1):
+            raise ValueError(f"address must be 'host:port' or '[v6]:port', got {addr!r}")
+        host = host[1:-1]
+    return host, int(port)
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
