@@ -63,7 +63,7 @@ class Sender:
         self._direct_budget = True  # one straight send per read
         self._send_blocked = False  # the socket was full: only the writer sends until it drained
         self._writer_lot = trio.lowlevel.ParkingLot()
-        self._writer_waits = False  # the writer is parked in _writer_lot (a flag: no call)
+        self._writer_waits = False  # the writer is parked in _writer_lot and not yet woken
         self._drain_lot = trio.lowlevel.ParkingLot()
         self._flush_lot = trio.lowlevel.ParkingLot()
 
@@ -97,7 +97,7 @@ class Sender:
         if flush:
             self.flush()
         elif self._writer_waits and not self.holding:
-            self._writer_lot.unpark()
+            self._wake_writer()
         return True
 
     def _send_direct(self, frame: EncodedFrame, on_sent: Callable[[], None] | None) -> None:
@@ -127,7 +127,7 @@ class Sender:
         self._out.add_rest(consume(pieces, sent), on_sent)
         self._send_blocked = True
         if self._writer_waits:
-            self._writer_lot.unpark()
+            self._wake_writer()
 
     def flush(self) -> None:
         """Send what is queued now, as far as the socket takes it; the writer sends the rest."""
@@ -154,7 +154,7 @@ class Sender:
                 return
             self._send_blocked = True  # the socket is full: the writer waits for room
         if self._writer_waits:
-            self._writer_lot.unpark()
+            self._wake_writer()
 
     def send_from_thread(self, frame: EncodedFrame, before: Callable[[], None] | None = None
                          ) -> bool:
@@ -185,9 +185,14 @@ class Sender:
             self._call_on_loop(self._kick_writer)
         return True
 
+    def _wake_writer(self) -> None:
+        """Wake the parked writer once: until it runs, later sends need not wake it again."""
+        self._writer_waits = False
+        self._writer_lot.unpark()
+
     def _kick_writer(self) -> None:
         if self._out and self._writer_waits:
-            self._writer_lot.unpark()
+            self._wake_writer()
 
     async def wait_writable(self) -> None:
         """Wait until the outbound queue is under the high water mark (or the connection closed)."""
