@@ -25,6 +25,7 @@ from codec import RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
 from .._errors import (
     RemotingError,
     RemotingSendRequestError,
+    RemotingTimeoutError,
     RemotingTooManyRequestsError,
     translate,
 )
@@ -125,6 +126,9 @@ class Invoker:
         fut.conn = conn
         fut.addr = conn.remote_addr
         fut.deadline = deadline
+        if deadline <= self.now():  # a timeout of 0 or less: nothing is sent
+            fut._fail_timeout()
+            return
         request = fut.request
         entries = self.table.entries
         if self.threads.pending:  # their opaques are pending too
@@ -181,6 +185,10 @@ class Invoker:
                    permits: Permits, kind: CallKind) -> None:
         if kind != "oneway":
             self.send(conn, fut, deadline, permits)
+            return
+        if deadline <= self.now():  # a timeout of 0 or less: nothing is sent
+            permits.give()
+            fut._fail_timeout()
             return
         try:
             self.send_oneway(conn, fut.request, permits)
@@ -360,6 +368,8 @@ class Invoker:
     async def invoke_oneway(self, target: Target, request: RemotingCommand,
                             timeout: float) -> None:
         """Queue a oneway request (see TrioRemotingClient.invoke_oneway)."""
+        if timeout <= 0:  # nothing is sent
+            raise RemotingTimeoutError(target_addr(target), timeout)
         permits = self.oneway_permits
         conn = self.channels.live(target)
         if conn is None or not permits.try_take():

@@ -127,7 +127,7 @@ class ThreadCalls:
         sending the same command at once cannot collide. As RocketMQ's ``invokeSync``, such a
         call takes no in-flight permit: it holds its caller's thread.
         """
-        if type(addr) is not str:  # the address list, or a server's call back: submit
+        if type(addr) is not str or timeout <= 0:  # the loop sends, or refuses expired calls
             return None
         invoker = self._invoker
         conn = invoker.channels.by_addr.get(addr)

@@ -186,12 +186,47 @@ def test_a_bad_timeout_fails_before_anything_is_sent(counted: Any, kind: str, ti
     assert processor.calls == 1  # only the last call reached the server
 
 
-def test_a_negative_timeout_is_a_deadline_already_past(counted: Any) -> None:
+@pytest.mark.parametrize("timeout", [-1, -0.5, 0])
+def test_a_timeout_of_0_or_less_is_a_deadline_already_past_and_sends_nothing(
+        counted: Any, timeout: float) -> None:
     server, client, processor = counted
+    before = client.statistics()
     with pytest.raises(RemotingTimeoutError):  # -1 used to mean "wait for ever"
-        client.invoke_sync(server.addr, req(COUNTED), -1)
-    results = client.invoke_many(server.addr, [req(COUNTED)], -0.5)
-    assert isinstance(results[0], RemotingTimeoutError)
+        client.invoke_sync(server.addr, req(COUNTED), timeout)
+    [result] = client.invoke_many(server.addr, [req(COUNTED)], timeout)
+    assert isinstance(result, RemotingTimeoutError)
+    with pytest.raises(RemotingTimeoutError):
+        client.invoke_async(server.addr, req(COUNTED), timeout).result(5)
+    with pytest.raises(RemotingTimeoutError):
+        client.invoke_oneway(server.addr, req(COUNTED), timeout)
+    # nothing went out: a live call after them is the first the server sees
+    assert client.invoke_sync(server.addr, req(COUNTED), 5).code == ResponseCode.SUCCESS
+    assert processor.calls == 1
+    after = client.statistics()
+    assert (after.async_permits_free, after.oneway_permits_free) == (
+        before.async_permits_free, before.oneway_permits_free)
+
+
+async def test_trio_calls_with_a_timeout_of_0_send_nothing(nursery: trio.Nursery) -> None:
+    processor = Counting()
+    server = TrioRemotingServer()
+    server.register_processor(COUNTED, processor)
+    await nursery.start(server.serve)
+    client = TrioRemotingClient()
+    await nursery.start(client.serve)
+    addr = addr_of(server)
+    await client.invoke_sync(addr, req(COUNTED), 5)
+    for timeout in (0, -1):
+        with pytest.raises(RemotingTimeoutError):
+            await client.invoke_sync(addr, req(COUNTED), timeout)
+        with pytest.raises(RemotingTimeoutError):
+            await client.invoke_oneway(addr, req(COUNTED), timeout)
+        with pytest.raises(RemotingTimeoutError):
+            await (await client.invoke_async(addr, req(COUNTED), timeout)).wait()
+        [result] = await client.invoke_many(addr, [req(COUNTED)], timeout)
+        assert isinstance(result, RemotingTimeoutError)
+    await client.invoke_sync(addr, req(COUNTED), 5)
+    assert processor.calls == 2
 
 
 def test_an_infinite_timeout_waits_as_long_as_it_takes(counted: Any) -> None:
