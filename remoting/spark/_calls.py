@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 from codec import RemotingCommand, ResponseCode, SerializeType, next_opaque
 
+from .._checks import request_code, seconds
 from .._core._channels import split_addr
 from .._errors import (
     RemotingConnectError,
@@ -83,12 +84,11 @@ class CallSpec:
             raise ValueError("at least one server address is needed")
         for addr in self.addresses:
             split_addr(addr)  # ValueError saying what is wrong with it
-        if self.timeout <= 0:
-            raise ValueError("timeout must be > 0 seconds")
+        request_code(self.code)  # an int32, as on the wire
+        seconds("timeout", self.timeout, above=True)  # NaN failed every row in the executors
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
-        if self.cooldown < 0:
-            raise ValueError("cooldown must be >= 0 seconds")
+        seconds("cooldown", self.cooldown)
 
 
 def error_of(outcome: Outcome) -> tuple[int, str] | None:

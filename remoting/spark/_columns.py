@@ -179,6 +179,8 @@ def call_spec(addresses: str | Sequence[str], code: int, timeout: float,
                max_in_flight: int, header: Mapping[str, str] | None,
                serialize_type: SerializeType, idempotent: bool = False,
                cooldown: float = DEFAULT_COOLDOWN) -> CallSpec:
+    if isinstance(code, bool):
+        raise TypeError(f"code must be an int, got {code!r}")
     if isinstance(addresses, str):
         addrs = tuple(a.strip() for a in addresses.split(",") if a.strip())
     else:

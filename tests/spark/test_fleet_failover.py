@@ -161,6 +161,23 @@ def test_a_bad_address_is_refused_when_the_udf_is_made(addr: str, words: str) ->
         spec("127.0.0.1:1", addr)
 
 
+@pytest.mark.parametrize(("kwargs", "error", "words"), [
+    ({"timeout": float("nan")}, ValueError, "timeout"),  # every row failed in the executors
+    ({"timeout": 0}, ValueError, "timeout"),
+    ({"cooldown": float("nan")}, ValueError, "cooldown"),
+    ({"code": 2**31}, ValueError, "int32"),  # every row failed: not encodable
+    ({"code": True}, TypeError, "code must be an int"),
+])
+def test_a_bad_option_is_refused_when_the_udf_is_made(kwargs: dict[str, object],
+                                                      error: type[Exception], words: str) -> None:
+    from remoting.spark import remote_udf
+
+    options: dict[str, object] = {"code": UPPER}
+    options.update(kwargs)
+    with pytest.raises(error, match=words):
+        remote_udf("127.0.0.1:1", return_type="string", **options)  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------- against real servers
 
 
