@@ -7,16 +7,19 @@ event loop later, a hang, or a permit that is never given back.
 
 from __future__ import annotations
 
+import inspect
 import math
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from codec import RemotingCommand
+from processors import RequestProcessor
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["call_timeout", "config_of", "grace_seconds", "request_code", "requests_of",
-           "seconds", "the_request"]
+__all__ = ["call_timeout", "config_of", "grace_seconds", "processor_registration",
+           "request_code", "requests_of", "seconds", "the_request"]
 
 C = TypeVar("C")
 
@@ -123,3 +126,29 @@ def config_of(config: C | None, cls: type[C]) -> C:
     if not isinstance(config, cls):
         raise TypeError(f"config must be a {cls.__name__}, got {type(config).__name__}")
     return config
+
+
+def processor_registration(code: object, processor: object, executor: object,
+                           threads: object) -> None:
+    """Refuse a processor registration that could never serve a request.
+
+    Raises:
+        TypeError: a wrong type of ``code``, ``executor`` or ``threads``, or a
+            `RequestProcessor` whose ``process_request`` is a coroutine function.
+        ValueError: a code outside int32, or ``threads`` below 0.
+    """
+    if code is not None:
+        request_code(code)
+    if executor is not None and not isinstance(executor, Executor):
+        raise TypeError(f"executor must be a concurrent.futures.Executor, got "
+                        f"{type(executor).__name__}")
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise TypeError(f"threads must be an int, got {threads!r}")
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0 (0: config.default_processor_threads), "
+                             f"got {threads}")
+    if (isinstance(processor, RequestProcessor)
+            and inspect.iscoroutinefunction(processor.process_request)):
+        raise TypeError(f"{type(processor).__name__}.process_request is a coroutine function: "
+                        "subclass processors.AsyncRequestProcessor for processors that await")

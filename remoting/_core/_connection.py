@@ -56,6 +56,9 @@ RECEIVE_BYTES = 64 * 1024
 # A frame still missing this much is received in place (FrameDecoder.get_buffer); below it
 # the usual chunked read costs no more, and reads whole runs of small frames at once.
 RECEIVE_INTO_MIN_BYTES = 64 * 1024
+# Responses matching no call that one connection may send beyond the calls given up on it
+# (timed out or cancelled: their late answers are expected) before it is closed.
+MAX_UNEXPECTED = 100
 _ids = itertools.count(1)
 
 
@@ -172,6 +175,20 @@ class Connection:
         return max(self._last_read, self.sender.last_sent)
 
     # ------------------------------------------------------------------ receiving
+
+    def orphaned(self, response: RemotingCommand) -> None:
+        """A response read here matched no call: logged sparingly (1, 2, 4, 8...), and the
+        connection closed once they exceed its given-up calls by `MAX_UNEXPECTED`."""
+        self.orphans += 1
+        n = self.orphans
+        if n & (n - 1) == 0:
+            log.warning("response.orphaned", opaque=response.opaque, code=response.code,
+                        peer=self.remote_addr, orphaned_on_connection=n)
+        if n > self.abandoned + MAX_UNEXPECTED:
+            log.warning("connection.misbehaving", conn_id=self.id, peer=self.remote_addr,
+                        orphaned=n, given_up=self.abandoned)
+            self.close(f"{n} responses matched no call (only {self.abandoned} calls were "
+                       "given up on)")
 
     def processing_done(self) -> None:
         """One of this connection's requests finished processing."""

@@ -17,8 +17,6 @@ Theory of operation (loop thread only):
 
 from __future__ import annotations
 
-import inspect
-from concurrent.futures import Executor
 from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
@@ -29,15 +27,15 @@ import trio
 from codec import LanguageCode, ResponseCode
 from processors import AsyncRequestProcessor, RequestProcessor
 
-from .._checks import request_code
+from .._checks import processor_registration
 from .._interceptors import ServerCall, chain, chain_async
 from .._log import log
 from ._pools import ExecutorPool, ProcessorPool
 from ._processing import (
+    Suspended,
     encode_reply,
     error_reply,
     failure,
-    resume_suspended,
     run_async_request,
     run_sync_request,
     serve_async,
@@ -47,7 +45,7 @@ from ._threads import mark_own_thread
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
-    from contextvars import Context
+    from concurrent.futures import Executor
 
     from codec import RemotingCommand
 
@@ -96,25 +94,6 @@ def _overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bo
             or "reject_request" in getattr(processor, "__dict__", ()))
 
 
-def _check_registration(code: object, processor: object, executor: object,
-                        threads: object) -> None:
-    """Refuse a registration that could never serve a request (see `Dispatcher.register`)."""
-    if code is not None:
-        request_code(code)
-    if executor is not None and not isinstance(executor, Executor):
-        raise TypeError(f"executor must be a concurrent.futures.Executor, got "
-                        f"{type(executor).__name__}")
-    if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int):
-            raise TypeError(f"threads must be an int, got {threads!r}")
-        if threads < 0:
-            raise ValueError(f"threads must be >= 0 (0: config.default_processor_threads), "
-                             f"got {threads}")
-    if (isinstance(processor, RequestProcessor)
-            and inspect.iscoroutinefunction(processor.process_request)):
-        raise TypeError(f"{type(processor).__name__}.process_request is a coroutine function: "
-                        "subclass processors.AsyncRequestProcessor for processors that await")
-
 class Dispatcher:
     """Routes received requests to processors and sends their replies."""
 
@@ -153,7 +132,7 @@ class Dispatcher:
                 ``process_request`` is a coroutine function; a wrong type of ``code``,
                 ``executor`` or ``threads``.
         """
-        _check_registration(code, processor, executor, threads)
+        processor_registration(code, processor, executor, threads)
         pool: Pool | None = None
         if isinstance(processor, AsyncRequestProcessor):
             if executor is not None:
@@ -255,7 +234,7 @@ class Dispatcher:
     # ------------------------------------------------------------------ acting on it
 
     def request_received(self, conn: Connection, request: RemotingCommand
-                         ) -> _Suspended | None:
+                         ) -> Suspended | None:
         """Process ``request`` (see the module docstring); return a suspended async processor
         that the calling task must finish."""
         received = self._counters.received
@@ -309,7 +288,7 @@ class Dispatcher:
         self._send_reply(conn, request.code, encode_reply(request, response, self._max_frame))
 
     def _run_async(self, conn: Connection, request: RemotingCommand,
-                   processor: AsyncRequestProcessor) -> _Suspended | None:
+                   processor: AsyncRequestProcessor) -> Suspended | None:
         self.processing += 1
         conn.processing += 1
         context = copy_context()
@@ -335,7 +314,8 @@ class Dispatcher:
         except BaseException:
             self._processed(conn, request.code, None)
             raise
-        return _Suspended(self, conn, request, coro, trap, context, wrapped=wrapped)
+        return Suspended(request, coro, trap, context, wrapped=wrapped, limit=self._max_frame,
+                         done=partial(self._processed, conn))
 
     def _run_sync(self, task: SyncTask, alone: bool) -> Reply | None:
         """Run one sync processor (on a pool thread; touches no loop state).
@@ -408,33 +388,3 @@ class Dispatcher:
 _GOING_AWAY: Final = Refusal(ResponseCode.GO_AWAY, GO_AWAY_REMARK, "going away")
 _REJECTED: Final = Refusal(ResponseCode.SYSTEM_BUSY, REJECT_REMARK, "rejected")
 _OVERLOADED: Final = Refusal(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK, "overloaded")
-
-
-class _Suspended:
-    """An async processor that suspended in its first step (see `resume_suspended`)."""
-
-    __slots__ = ("_conn", "_context", "_coro", "_dispatcher", "_request", "_trap", "_wrapped")
-
-    def __init__(self, dispatcher: Dispatcher, conn: Connection, request: RemotingCommand,
-                 coro: Coroutine[Any, Any, Any], trap: object, context: Context, *,
-                 wrapped: bool) -> None:
-        self._dispatcher = dispatcher
-        self._conn = conn
-        self._request = request
-        self._coro = coro
-        self._trap = trap
-        self._context = context
-        self._wrapped = wrapped  # run_async_request's coroutine: its value is the reply
-
-    async def finish(self) -> None:
-        """Run the processor to the end (in the task that ran its first step); reply."""
-        request = self._request
-        reply: Reply | None = None
-        try:
-            result = await resume_suspended(self._coro, self._trap, self._context)
-            reply = result if self._wrapped or result is None else encode_reply(
-                request, result, self._dispatcher._max_frame)
-        except Exception as exc:  # a hook-less processor's own failure
-            reply = encode_reply(request, failure(request, exc))
-        finally:
-            self._dispatcher._processed(self._conn, request.code, reply)

@@ -10,8 +10,8 @@ Theory of operation (loop thread only; threads come in through `ThreadCalls`):
 - Each registered call completes exactly once, by whoever removes it from the table: its
   response (`response_received`), its deadline (`Deadlines`), the loss of its connection
   (`connection_lost`), a failed send, a cancelled wait, or shutdown (`fail_all`).
-- Responses that match nothing are counted per connection; a peer sending more of them than
-  its calls that were given up (timed out or cancelled) allow is closed (`MAX_UNEXPECTED`).
+- Responses that match nothing are counted, and their connection judges them
+  (`Connection.orphaned`).
 """
 
 from __future__ import annotations
@@ -52,9 +52,6 @@ __all__ = ["CallKind", "Invoker"]
 
 CallKind = Literal["sync", "async", "oneway"]
 
-# Responses matching no call that one connection may send beyond the calls given up on it
-# (timed out or cancelled: their late answers are expected) before it is closed.
-MAX_UNEXPECTED: Final = 100
 _GO_AWAY: Final = int(ResponseCode.GO_AWAY)  # a plain int compares faster than the enum
 
 
@@ -149,13 +146,18 @@ class Invoker:
         if not conn.send(frame) and self.table.pop_for(fut.opaque, conn) is fut:
             fut._fail_send("connection is closed")
 
-    def send_oneway(self, conn: Connection, request: RemotingCommand, permits: Permits) -> None:
+    def send_oneway(self, conn: Connection, request: RemotingCommand, permits: Permits,
+                    deadline: float) -> None:
         """Queue a oneway request; its permit comes back once it reached the socket.
 
         Raises:
+            RemotingTimeoutError: ``deadline`` has passed (a timeout of 0 or less); not sent.
             RemotingCommandError: it cannot be encoded.
             RemotingSendRequestError: the connection is closed.
         """
+        if deadline <= self.now():
+            permits.give()
+            raise RemotingTimeoutError(conn.remote_addr, 0.0, "send")
         try:
             request.flag |= 2
             frame = encode_frame_parts(request, self.max_frame)
@@ -186,12 +188,8 @@ class Invoker:
         if kind != "oneway":
             self.send(conn, fut, deadline, permits)
             return
-        if deadline <= self.now():  # a timeout of 0 or less: nothing is sent
-            permits.give()
-            fut._fail_timeout()
-            return
         try:
-            self.send_oneway(conn, fut.request, permits)
+            self.send_oneway(conn, fut.request, permits, deadline)
         except RemotingError as exc:
             fut._fail(exc)
         else:
@@ -257,7 +255,8 @@ class Invoker:
             self.threads.adopt()
             fut = entries.get(cmd.opaque)
         if fut is None or fut.conn is not conn:
-            self._unexpected(conn, cmd)
+            self._counters.orphans += 1
+            conn.orphaned(cmd)
             return
         del entries[cmd.opaque]
         if cmd.code == _GO_AWAY and self._go_away(fut, conn):
@@ -270,19 +269,6 @@ class Invoker:
             hist = latency[code] = LatencyHistogram()
         hist.record(conn.last_activity - (fut.deadline - fut.timeout))
         fut._complete(cmd)
-
-    def _unexpected(self, conn: Connection, cmd: RemotingCommand) -> None:
-        self._counters.orphans += 1
-        conn.orphans += 1
-        n = conn.orphans
-        if n & (n - 1) == 0:  # 1, 2, 4, 8...: a flood of them logs a few lines, not one each
-            log.warning("response.orphaned", opaque=cmd.opaque, code=cmd.code,
-                        peer=conn.remote_addr, orphaned_on_connection=n)
-        if n > conn.abandoned + MAX_UNEXPECTED:
-            log.warning("connection.misbehaving", conn_id=conn.id, peer=conn.remote_addr,
-                        orphaned=n, given_up=conn.abandoned)
-            conn.close(f"{n} responses matched no call (only {conn.abandoned} calls were "
-                       "given up on)")
 
     def _go_away(self, fut: ResponseFuture, conn: Connection) -> bool:
         """Handle a GO_AWAY reply; True if handled (resent, or failed), False if it is to be
@@ -368,13 +354,12 @@ class Invoker:
     async def invoke_oneway(self, target: Target, request: RemotingCommand,
                             timeout: float) -> None:
         """Queue a oneway request (see TrioRemotingClient.invoke_oneway)."""
-        if timeout <= 0:  # nothing is sent
-            raise RemotingTimeoutError(target_addr(target), timeout)
+        deadline = self.now() + timeout
         permits = self.oneway_permits
         conn = self.channels.live(target)
         if conn is None or not permits.try_take():
-            conn = await self.prepare(target, permits, self.now() + timeout, timeout)
-        self.send_oneway(conn, request, permits)
+            conn = await self.prepare(target, permits, deadline, timeout)
+        self.send_oneway(conn, request, permits, deadline)
 
     async def invoke_many(self, target: Target, requests: Sequence[RemotingCommand],
                           timeout: float, limit: int, finished_at: list[float] | None = None

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Reply",
+    "Suspended",
     "encode_reply",
     "error_reply",
     "exception_simple_desc",
@@ -218,3 +219,34 @@ def resume_suspended(coro: Coroutine[Any, Any, Reply | None], trap: Any, context
                 message = run(coro.send, value)
             except StopIteration as finished:
                 return finished.value  # type: ignore[no-any-return]
+
+
+class Suspended:
+    """An async processor that suspended in its first step: finished by the task that ran
+    that step (see `resume_suspended`), then ``done(code, reply)``."""
+
+    __slots__ = ("_context", "_coro", "_done", "_limit", "_request", "_trap", "_wrapped")
+
+    def __init__(self, request: RemotingCommand, coro: Coroutine[Any, Any, Any], trap: object,
+                 context: Context, *, wrapped: bool, limit: int,
+                 done: Callable[[int, Reply | None], None]) -> None:
+        self._request = request
+        self._coro = coro
+        self._trap = trap
+        self._context = context
+        self._wrapped = wrapped  # run_async_request's coroutine: its value is the reply
+        self._limit = limit  # the largest frame the peer accepts
+        self._done = done
+
+    async def finish(self) -> None:
+        """Run the processor to the end and reply."""
+        request = self._request
+        reply: Reply | None = None
+        try:
+            result = await resume_suspended(self._coro, self._trap, self._context)
+            reply = result if self._wrapped or result is None else encode_reply(
+                request, result, self._limit)
+        except Exception as exc:  # a hook-less processor's own failure
+            reply = encode_reply(request, failure(request, exc))
+        finally:
+            self._done(request.code, reply)
