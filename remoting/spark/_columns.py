@@ -161,6 +161,9 @@ def result_type(return_type: DataType, on_error: OnError) -> DataType:
 def data_type(return_type: DataType | str) -> DataType:
     if isinstance(return_type, DataType):
         return return_type
+    if not isinstance(return_type, str):  # e.g. the Python type str: its .strip crashed 3.11.7
+        raise TypeError("return_type must be a pyspark.sql.types.DataType or a type string "
+                        f"such as 'double', got {return_type!r}")
     atomic = _ATOMIC_TYPES.get(return_type.strip().lower())
     if atomic is not None:
         return atomic

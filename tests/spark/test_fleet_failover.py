@@ -167,15 +167,17 @@ def test_a_bad_address_is_refused_when_the_udf_is_made(addr: str, words: str) ->
     ({"cooldown": float("nan")}, ValueError, "cooldown"),
     ({"code": 2**31}, ValueError, "int32"),  # every row failed: not encodable
     ({"code": True}, TypeError, "code must be an int"),
+    ({"return_type": str}, TypeError, "return_type"),  # the Python type: a segfault in 3.11.7
+    ({"return_type": None}, TypeError, "return_type"),
 ])
 def test_a_bad_option_is_refused_when_the_udf_is_made(kwargs: dict[str, object],
                                                       error: type[Exception], words: str) -> None:
     from remoting.spark import remote_udf
 
-    options: dict[str, object] = {"code": UPPER}
+    options: dict[str, object] = {"code": UPPER, "return_type": "string"}
     options.update(kwargs)
     with pytest.raises(error, match=words):
-        remote_udf("127.0.0.1:1", return_type="string", **options)  # type: ignore[arg-type]
+        remote_udf("127.0.0.1:1", **options)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- against real servers
