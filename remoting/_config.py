@@ -8,12 +8,13 @@ naming the field (``_RULES``).
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
 from codec import DEFAULT_MAX_FRAME_BYTES
+
+from ._checks import seconds
 
 __all__ = ["ClientConfig", "ServerConfig"]
 
@@ -57,18 +58,11 @@ _RULES: Final[dict[str, tuple[Any, ...]]] = {
 def _problem(value: Any, rule: tuple[Any, ...]) -> tuple[type[Exception], str] | None:
     """Return (exception class, what is expected) if ``value`` breaks ``rule``, else None."""
     kind = rule[0]
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
     if kind == "int" or kind == "port":
         expected = "an int" if kind == "port" else f"an int >= {rule[1]}"
         if isinstance(value, bool) or not isinstance(value, int):
             return TypeError, expected
         return (ValueError, expected) if kind == "int" and value < rule[1] else None
-    if kind == "seconds":
-        expected = f"a number of seconds {'>' if rule[2] else '>='} {rule[1]:g}"
-        if not is_number:
-            return TypeError, expected
-        bad = math.isnan(value) or value < rule[1] or (rule[2] and value == rule[1])
-        return (ValueError, expected) if bad else None
     if kind == "bool":
         return None if isinstance(value, bool) else (TypeError, "True or False")
     if kind == "str":
@@ -88,10 +82,14 @@ def _validate(config: Any) -> None:
         if rule is None:
             continue
         value = getattr(config, f.name)
+        name = f"{type(config).__name__}.{f.name}"
+        if rule[0] == "seconds":  # the same check as a call's seconds arguments
+            seconds(name, value, minimum=rule[1], above=rule[2])
+            continue
         problem = _problem(value, rule)
         if problem is not None:
             error, expected = problem
-            raise error(f"{type(config).__name__}.{f.name} must be {expected}, got {value!r}")
+            raise error(f"{name} must be {expected}, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

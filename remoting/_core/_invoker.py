@@ -123,7 +123,7 @@ class Invoker:
         fut.conn = conn
         fut.addr = conn.remote_addr
         fut.deadline = deadline
-        if deadline <= self.now():  # a timeout of 0 or less: nothing is sent
+        if fut.timeout <= 0:  # an expired deadline (call_timeout gives 0): nothing is sent
             fut._fail_timeout()
             return
         request = fut.request
@@ -147,15 +147,15 @@ class Invoker:
             fut._fail_send("connection is closed")
 
     def send_oneway(self, conn: Connection, request: RemotingCommand, permits: Permits,
-                    deadline: float) -> None:
+                    timeout: float) -> None:
         """Queue a oneway request; its permit comes back once it reached the socket.
 
         Raises:
-            RemotingTimeoutError: ``deadline`` has passed (a timeout of 0 or less); not sent.
+            RemotingTimeoutError: ``timeout`` is 0 or less (an expired deadline); not sent.
             RemotingCommandError: it cannot be encoded.
             RemotingSendRequestError: the connection is closed.
         """
-        if deadline <= self.now():
+        if timeout <= 0:
             permits.give()
             raise RemotingTimeoutError(conn.remote_addr, 0.0, "send")
         try:
@@ -189,7 +189,7 @@ class Invoker:
             self.send(conn, fut, deadline, permits)
             return
         try:
-            self.send_oneway(conn, fut.request, permits, deadline)
+            self.send_oneway(conn, fut.request, permits, fut.timeout)
         except RemotingError as exc:
             fut._fail(exc)
         else:
@@ -354,12 +354,11 @@ class Invoker:
     async def invoke_oneway(self, target: Target, request: RemotingCommand,
                             timeout: float) -> None:
         """Queue a oneway request (see TrioRemotingClient.invoke_oneway)."""
-        deadline = self.now() + timeout
         permits = self.oneway_permits
         conn = self.channels.live(target)
         if conn is None or not permits.try_take():
-            conn = await self.prepare(target, permits, deadline, timeout)
-        self.send_oneway(conn, request, permits, deadline)
+            conn = await self.prepare(target, permits, self.now() + timeout, timeout)
+        self.send_oneway(conn, request, permits, timeout)
 
     async def invoke_many(self, target: Target, requests: Sequence[RemotingCommand],
                           timeout: float, limit: int, finished_at: list[float] | None = None
