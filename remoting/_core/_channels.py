@@ -43,6 +43,8 @@ def split_addr(addr: object) -> tuple[str, int]:
     """
     if not isinstance(addr, str):
         raise ValueError(f"address must be a 'host:port' string, got {addr!r}")
+    if any(c.isspace() for c in addr):
+        raise ValueError(f"address must be 'host:port' without spaces, got {addr!r}")
     host, sep, port = addr.rpartition(":")
     if not sep or not host or not (port.isascii() and port.isdigit()):
         raise ValueError(f"address must be 'host:port', got {addr!r}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator  # noqa: TC003  (pandas_udf reads the type hints at runtime)
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import pandas as pd
 from pyspark.sql.pandas.functions import pandas_udf
@@ -25,14 +25,14 @@ from ._columns import (
     OnError,
     RemoteCallError,
     RemoteUDF,
-    call_spec,
-    check_on_error,
     column_of,
     data_type,
     output,
     raise_first,
     result_type,
 )
+from ._options import WorkerOptions, call_spec, check_on_error, flag, worker_options
+from ._serde import arrow_type
 from ._telemetry import batch_span, driver_context, run_worker_setup
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from ._telemetry import BatchSpan
 
 __all__ = ["remote_batch_udf", "remote_map_in_arrow"]
+
+MAP_HINT: Final = "for per-row errors, use remote_batch_udf with on_error='null'"
 
 
 def _record_batch_of(column: pd.Series | pd.DataFrame) -> pa.RecordBatch:
@@ -70,13 +72,13 @@ def _split_bodies(batch: pa.RecordBatch, max_body: int) -> list[bytes | None]:
     return bodies
 
 
-def _call_batch(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch, batch_no: int,
+def _call_batch(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch,
                 report: CallReport) -> pa.RecordBatch | tuple[int, str]:
     """Send ``batch`` (split if needed); return the answer batch or the first error."""
     import pyarrow as pa
 
     bodies = _split_bodies(batch, client.config.max_frame_bytes - FRAME_SLACK_BYTES)
-    outcomes = call_bodies(client, spec, bodies, batch_no, report)
+    outcomes = call_bodies(client, spec, bodies, report=report)
     answers = []
     for outcome in outcomes:
         error = error_of(outcome)
@@ -94,7 +96,11 @@ def _call_batch(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch, b
 
 
 def _batchoutput(answer: pa.RecordBatch, rows: int, value_type: DataType
-                  ) -> pd.Series | pd.DataFrame | tuple[int, str]:
+                 ) -> pd.Series | pd.DataFrame | tuple[int, str]:
+    """Return the answer's result column(s) as Spark will take them, or the batch's error:
+    the wrong number of rows, missing columns, or values ``value_type`` cannot hold."""
+    import pyarrow as pa
+
     if answer.num_rows != rows:
         return (int(ResponseCode.RPC_UNKNOWN),
                 f"the batch processor returned {answer.num_rows} rows for {rows}")
@@ -103,38 +109,54 @@ def _batchoutput(answer: pa.RecordBatch, rows: int, value_type: DataType
         missing = [n for n in names if n not in answer.schema.names]
         if missing:
             return int(ResponseCode.RPC_UNKNOWN), f"the answer lacks columns {missing}"
-        frame: pd.DataFrame = answer.select(names).to_pandas()
+        columns = [answer.column(answer.schema.get_field_index(n)) for n in names]
+        targets = [arrow_type(f.dataType) for f in value_type.fields]
+    else:
+        index = answer.schema.get_field_index("value")
+        columns, targets = [answer.column(index if index >= 0 else 0)], [arrow_type(value_type)]
+    try:  # Arrow refuses here what Spark would refuse later, failing the whole task
+        columns = [_fit(c, t) for c, t in zip(columns, targets, strict=True)]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        return (int(ResponseCode.RPC_UNKNOWN),
+                f"the answer does not fit {value_type.simpleString()}: {exc}")
+    if isinstance(value_type, StructType):
+        frame: pd.DataFrame = pa.RecordBatch.from_arrays(columns, names=names).to_pandas()
         return frame
-    index = answer.schema.get_field_index("value")
-    series: pd.Series = answer.column(index if index >= 0 else 0).to_pandas()
+    series: pd.Series = columns[0].to_pandas()
     return series
 
 
-def _batch_function(spec: CallSpec, config: ClientConfig | None, value_type: DataType,
-                    on_error: OnError, on_batch: Callable[[BatchStats], object] | None,
-                    log_level: int | None, worker_setup: Callable[[], object] | None,
-                    parent: Mapping[str, str] | None
-                    ) -> Callable[[Iterator[pd.Series]], Iterator[pd.Series]]:
+def _fit(column: pa.Array, target: pa.DataType) -> pa.Array:
+    """Return ``column`` cast to ``target`` (raises if it does not fit); a timestamp column
+    stays as it is, for Spark to localise."""
+    import pyarrow as pa
+
+    cast = column.cast(target)
+    return column if pa.types.is_timestamp(target) else cast
+
+
+def _batch_function(spec: CallSpec, worker: WorkerOptions, value_type: DataType,
+                    on_error: OnError) -> Callable[[Iterator[pd.Series]], Iterator[pd.Series]]:
     def remote_batches(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
-        run_worker_setup(worker_setup)
-        client = get_client(config, log_level=log_level)
+        run_worker_setup(worker.setup)
+        client = get_client(worker.config, log_level=worker.log_level)
         for batch_no, args in enumerate(batches):
-            with batch_span("batch", spec.code, batch_no, parent) as traced:
-                result = _one_batch(client, spec, args, batch_no, value_type, on_error,
-                                    on_batch, traced)
+            with batch_span("batch", spec.code, batch_no, worker.parent) as traced:
+                result = _one_batch(client, spec, args, value_type, on_error,
+                                    worker.on_batch, traced)
             yield result
 
     return remote_batches
 
 
-def _one_batch(client: RemotingClient, spec: CallSpec, args: pd.Series, batch_no: int,
+def _one_batch(client: RemotingClient, spec: CallSpec, args: pd.Series,
                value_type: DataType, on_error: OnError,
                on_batch: Callable[[BatchStats], object] | None, traced: BatchSpan
                ) -> pd.Series | pd.DataFrame:
     column = column_of(args)
     rows = len(column)
     report = CallReport()
-    answer = _call_batch(client, spec, _record_batch_of(column), batch_no, report)
+    answer = _call_batch(client, spec, _record_batch_of(column), report)
     result = answer if isinstance(answer, tuple) else _batchoutput(answer, rows, value_type)
     failed = rows if isinstance(result, tuple) else 0
     traced.rows, traced.requests, traced.errors = rows, report.requests, failed
@@ -170,7 +192,7 @@ def remote_batch_udf(
     header: Mapping[str, str] | None = None,
     serialize_type: SerializeType = SerializeType.ROCKETMQ,
     on_batch: Callable[[BatchStats], object] | None = None,
-    worker_log_level: int | None = logging.WARNING,
+    worker_log_level: int | str | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
     deterministic: bool = False,
     idempotent: bool = False,
@@ -191,34 +213,34 @@ def remote_batch_udf(
     value_type = data_type(return_type)
     spec = call_spec(addresses, code, timeout, 64, header, serialize_type, idempotent,
                      cooldown)
-    fn = _batch_function(spec, config, value_type, mode, on_batch, worker_log_level,
-                         worker_setup, driver_context())
+    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context())
+    fn = _batch_function(spec, worker, value_type, mode)
     udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
-    return cast("RemoteUDF", udf if deterministic else udf.asNondeterministic())
+    return cast("RemoteUDF", udf if flag("deterministic", deterministic)
+                else udf.asNondeterministic())
 
 
-def _map_function(spec: CallSpec, config: ClientConfig | None, schema: pa.Schema,
-                  on_batch: Callable[[BatchStats], object] | None, log_level: int | None,
-                  worker_setup: Callable[[], object] | None, parent: Mapping[str, str] | None
+def _map_function(spec: CallSpec, worker: WorkerOptions, schema: pa.Schema
                   ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def remote_map(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        run_worker_setup(worker_setup)
-        client = get_client(config, log_level=log_level)
+        run_worker_setup(worker.setup)
+        client = get_client(worker.config, log_level=worker.log_level)
         for batch_no, batch in enumerate(batches):
-            with batch_span("batch", spec.code, batch_no, parent) as traced:
-                answer = _map_one(client, spec, batch, batch_no, schema, on_batch, traced)
+            with batch_span("batch", spec.code, batch_no, worker.parent) as traced:
+                answer = _map_one(client, spec, batch, schema, worker.on_batch,
+                                  traced)
             yield answer
 
     return remote_map
 
 
-def _map_one(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch, batch_no: int,
+def _map_one(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch,
              schema: pa.Schema, on_batch: Callable[[BatchStats], object] | None,
              traced: BatchSpan) -> pa.RecordBatch:
     import pyarrow as pa
 
     report = CallReport()
-    answer = _call_batch(client, spec, batch, batch_no, report)
+    answer = _call_batch(client, spec, batch, report)
     failed = batch.num_rows if isinstance(answer, tuple) else 0
     traced.rows, traced.requests, traced.errors = batch.num_rows, report.requests, failed
     if on_batch is not None:
@@ -226,7 +248,7 @@ def _map_one(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch, batc
                             errors=failed, seconds=report.seconds, max_in_flight=1,
                             cooling=report.cooling))
     if isinstance(answer, tuple):
-        raise_first([answer], batch.num_rows, spec.code)
+        raise_first([answer], batch.num_rows, spec.code, MAP_HINT)
     if answer.schema != schema:
         try:
             answer = pa.Table.from_batches([answer]).select(schema.names).cast(
@@ -236,7 +258,7 @@ def _map_one(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch, batc
                 int(ResponseCode.RPC_UNKNOWN),
                 f"the answer does not fit the schema {schema}: {exc}",
                 row=0, failed=batch.num_rows, total=batch.num_rows,
-                request_code=spec.code) from exc
+                request_code=spec.code, hint=MAP_HINT) from exc
     return answer
 
 
@@ -251,7 +273,7 @@ def remote_map_in_arrow(
     header: Mapping[str, str] | None = None,
     serialize_type: SerializeType = SerializeType.ROCKETMQ,
     on_batch: Callable[[BatchStats], object] | None = None,
-    worker_log_level: int | None = logging.WARNING,
+    worker_log_level: int | str | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
     idempotent: bool = False,
     cooldown: float = DEFAULT_COOLDOWN,
@@ -271,8 +293,8 @@ def remote_map_in_arrow(
         raise ValueError(f"schema must be a struct type, got {spark_schema.simpleString()}")
     spec = call_spec(addresses, code, timeout, 64, header, serialize_type, idempotent,
                      cooldown)
-    fn = _map_function(spec, config, to_arrow_schema(spark_schema), on_batch, worker_log_level,
-                       worker_setup, driver_context())
+    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context())
+    fn = _map_function(spec, worker, to_arrow_schema(spark_schema))
     return df.mapInArrow(fn, spark_schema)
 
 

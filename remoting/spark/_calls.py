@@ -14,13 +14,15 @@ Theory of operation:
 - Rows that were sent and then lost (timeout, broken connection) may have been processed:
   they are resent to the next address only for an ``idempotent`` processor; otherwise each
   row is sent at most once per call.
-- Each batch starts on a different address (rotated per batch and per process), which spreads
-  the load of many workers over the addresses; an address that failed is skipped for a
+- Each batch starts on a different address (rotated per batch of the process, offset by its
+  pid), which spreads the load of many workers over the addresses, also when every task is
+  one batch; an address that failed is skipped for a
   cool-down (`_fleet.Cooldowns`), so later batches do not pay its timeout again.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from dataclasses import dataclass
@@ -51,6 +53,8 @@ CHUNK_GROWTH: Final = 4  # first chunk is one window; each next one is 4x larger
 DEFAULT_COOLDOWN: Final = 10.0  # seconds a dead, refusing or stalled server is skipped
 BUSY_BACKOFF: Final = 0.05  # first pause when every server answered SYSTEM_BUSY (doubles)
 BUSY_BACKOFF_MAX: Final = 1.0
+
+_TURNS = itertools.count()  # this process's batches: each starts at the next address
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,9 +125,13 @@ class CallReport:
 
 
 def call_bodies(client: RemotingClient, spec: CallSpec, bodies: Sequence[bytes | None],
-                batch_no: int = 0, report: CallReport | None = None,
+                turn: int | None = None, report: CallReport | None = None,
                 cooldowns: Cooldowns = COOLDOWNS) -> list[Outcome]:
     """Send one request per non-None body; return one outcome per body, in order.
+
+    The batch starts at address ``(turn + pid) % len(addresses)``; ``turn`` is by default
+    this process's next batch number, so the batches of a worker process (of all its tasks,
+    however short) go round the addresses.
 
     Never raises for a failed row: its outcome is the `RemotingError` (or the non-SUCCESS
     response). Raises `RemotingError` only if the client itself is closed.
@@ -138,7 +146,9 @@ def call_bodies(client: RemotingClient, spec: CallSpec, bodies: Sequence[bytes |
                         ext_fields=None if header is None else dict(header))
         for i in positions
     ]
-    first = (batch_no + os.getpid()) % len(spec.addresses)
+    if turn is None:
+        turn = next(_TURNS)
+    first = (turn + os.getpid()) % len(spec.addresses)
     pending = list(range(len(requests)))  # indexes into requests still to (re)send
     started = time.monotonic()
     backoff = BUSY_BACKOFF

@@ -25,14 +25,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from codec import RemotingCommand, ResponseCode, SerializeType
+from codec import RemotingCommand, ResponseCode
 
 from .._errors import RemotingError
-from ._calls import DEFAULT_COOLDOWN, CallSpec, Outcome, error_of
-from ._serde import Serializer, to_pandas_column
+from ._calls import DEFAULT_COOLDOWN, Outcome, error_of
+from ._serde import Serializer, misfits, to_pandas_column
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from pyspark.sql import Column, DataFrame
 
@@ -47,8 +47,6 @@ __all__ = [
     "BatchStats",
     "OnError",
     "RemoteCallError",
-    "call_spec",
-    "check_on_error",
     "column_of",
     "data_type",
     "decode_outcomes",
@@ -96,6 +94,9 @@ _ATOMIC_TYPES: Final[dict[str, DataType]] = {
 }
 
 
+ON_ERROR_HINT: Final = "use on_error='null' to get per-row errors instead"
+
+
 class RemoteCallError(RemotingError):
     """Rows of a batch failed and the UDF was made with ``on_error="raise"``.
 
@@ -112,14 +113,14 @@ class RemoteCallError(RemotingError):
     __module__ = "remoting.spark"
 
     def __init__(self, code: int, remark: str, *, row: int, failed: int, total: int,
-                 request_code: int) -> None:
+                 request_code: int, hint: str = ON_ERROR_HINT) -> None:
         self.code = code
         self.remark = remark
         self.row = row
         self.failed = failed
         super().__init__(
             f"{failed} of {total} rows failed calling request code {request_code}; first: row "
-            f"{row}: code {code}: {remark} (use on_error='null' to get per-row errors instead)"
+            f"{row}: code {code}: {remark} ({hint})"
         )
 
 
@@ -178,31 +179,6 @@ def data_type(return_type: DataType | str) -> DataType:
     return _parse_datatype_string(return_type)
 
 
-def call_spec(addresses: str | Sequence[str], code: int, timeout: float,
-               max_in_flight: int, header: Mapping[str, str] | None,
-               serialize_type: SerializeType, idempotent: bool = False,
-               cooldown: float = DEFAULT_COOLDOWN) -> CallSpec:
-    if isinstance(code, bool):
-        raise TypeError(f"code must be an int, got {code!r}")
-    if isinstance(addresses, str):
-        addrs = tuple(a.strip() for a in addresses.split(",") if a.strip())
-    else:
-        addrs = tuple(addresses)
-    return CallSpec(
-        addresses=addrs, code=int(code), timeout=float(timeout),
-        max_in_flight=int(max_in_flight),
-        header=tuple(sorted((str(k), str(v)) for k, v in (header or {}).items())),
-        serialize_type=SerializeType(serialize_type),
-        idempotent=bool(idempotent), cooldown=float(cooldown),
-    )
-
-
-def check_on_error(on_error: str) -> OnError:
-    if on_error not in ("raise", "null"):
-        raise ValueError(f"on_error must be 'raise' or 'null', not {on_error!r}")
-    return on_error  # type: ignore[return-value]
-
-
 def column_of(args: pd.Series | pd.DataFrame | tuple[pd.Series | pd.DataFrame, ...]
                ) -> pd.Series | pd.DataFrame:
     """Return the UDF's one argument; several columns become one list per row."""
@@ -212,17 +188,21 @@ def column_of(args: pd.Series | pd.DataFrame | tuple[pd.Series | pd.DataFrame, .
     return pd.Series([list(row) for row in zip(*parts, strict=True)], dtype=object)
 
 
-def raise_first(errors: Sequence[tuple[int, str] | None], failed: int, request_code: int
-                 ) -> NoReturn:
+def raise_first(errors: Sequence[tuple[int, str] | None], failed: int, request_code: int,
+                hint: str = ON_ERROR_HINT) -> NoReturn:
     row = next(i for i, e in enumerate(errors) if e is not None)
     code, remark = errors[row]  # type: ignore[misc]
     raise RemoteCallError(code, remark, row=row, failed=failed, total=len(errors),
-                          request_code=request_code)
+                          request_code=request_code, hint=hint)
 
 
-def decode_outcomes(outcomes: Sequence[Outcome], serializer: Serializer
-                     ) -> tuple[list[Any], list[tuple[int, str] | None], int]:
-    """Return (values, errors, failed) for one batch of row outcomes."""
+def decode_outcomes(outcomes: Sequence[Outcome], serializer: Serializer, value_type: DataType
+                    ) -> tuple[list[Any], list[tuple[int, str] | None], int]:
+    """Return (values, errors, failed) for one batch of row outcomes.
+
+    A SUCCESS body that cannot be decoded, or whose value ``value_type`` cannot hold, is a
+    row error (``RPC_UNKNOWN``), not a failed task.
+    """
     n = len(outcomes)
     values: list[Any] = [None] * n
     errors: list[tuple[int, str] | None] = [None] * n
@@ -241,6 +221,10 @@ def decode_outcomes(outcomes: Sequence[Outcome], serializer: Serializer
                 failed += 1
             continue
         errors[i] = error_of(outcome)
+        failed += 1
+    for i, reason in misfits(values, value_type).items():
+        values[i] = None
+        errors[i] = (int(ResponseCode.RPC_UNKNOWN), f"the response does not fit: {reason}")
         failed += 1
     return values, errors, failed
 

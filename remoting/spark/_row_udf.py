@@ -20,14 +20,20 @@ from ._columns import (
     BatchStats,
     OnError,
     RemoteUDF,
-    call_spec,
-    check_on_error,
     column_of,
     data_type,
     decode_outcomes,
     output,
     raise_first,
     result_type,
+)
+from ._options import (
+    WorkerOptions,
+    call_spec,
+    check_on_error,
+    check_serializer,
+    flag,
+    worker_options,
 )
 from ._serde import DefaultSerializer, Serializer, bodies_of
 from ._telemetry import batch_span, driver_context, run_worker_setup
@@ -42,27 +48,25 @@ if TYPE_CHECKING:
 __all__ = ["remote_udf"]
 
 
-def _row_function(spec: CallSpec, config: ClientConfig | None, serializer: Serializer,
-                  value_type: DataType, on_error: OnError,
-                  on_batch: Callable[[BatchStats], object] | None, log_level: int | None,
-                  worker_setup: Callable[[], object] | None, parent: Mapping[str, str] | None
+def _row_function(spec: CallSpec, worker: WorkerOptions, serializer: Serializer,
+                  value_type: DataType, on_error: OnError
                   ) -> Callable[[Iterator[pd.Series]], Iterator[pd.Series]]:
     def remote_rows(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
-        run_worker_setup(worker_setup)
-        client = get_client(config, log_level=log_level)
+        run_worker_setup(worker.setup)
+        client = get_client(worker.config, log_level=worker.log_level)
         for batch_no, args in enumerate(batches):
-            with batch_span("row", spec.code, batch_no, parent) as traced:
+            with batch_span("row", spec.code, batch_no, worker.parent) as traced:
                 column = column_of(args)
                 bodies = bodies_of(column, serializer)
                 report = CallReport()
-                outcomes = call_bodies(client, spec, bodies, batch_no, report)
-                values, errors, failed = decode_outcomes(outcomes, serializer)
+                outcomes = call_bodies(client, spec, bodies, report=report)
+                values, errors, failed = decode_outcomes(outcomes, serializer, value_type)
                 traced.rows, traced.requests, traced.errors = len(bodies), report.requests, failed
-                if on_batch is not None:
-                    on_batch(BatchStats(mode="row", rows=len(bodies), requests=report.requests,
-                                        errors=failed, seconds=report.seconds,
-                                        max_in_flight=spec.max_in_flight,
-                                        cooling=report.cooling))
+                if worker.on_batch is not None:
+                    worker.on_batch(BatchStats(
+                        mode="row", rows=len(bodies), requests=report.requests, errors=failed,
+                        seconds=report.seconds, max_in_flight=spec.max_in_flight,
+                        cooling=report.cooling))
                 if failed and on_error == "raise":
                     raise_first(errors, failed, spec.code)
             yield output(values, errors, value_type, on_error)
@@ -83,7 +87,7 @@ def remote_udf(
     header: Mapping[str, str] | None = None,
     serialize_type: SerializeType = SerializeType.ROCKETMQ,
     on_batch: Callable[[BatchStats], object] | None = None,
-    worker_log_level: int | None = logging.WARNING,
+    worker_log_level: int | str | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
     deterministic: bool = False,
     idempotent: bool = False,
@@ -111,7 +115,8 @@ def remote_udf(
         serialize_type: the requests' header encoding; ``ROCKETMQ`` (binary) is smaller and
             twice as cheap as ``JSON``, RocketMQ's default. The server answers in kind.
         on_batch: called in the worker with a `BatchStats` after each Arrow batch; picklable.
-        worker_log_level: the ``remoting`` loggers' level in the worker (None: untouched).
+        worker_log_level: the ``remoting`` loggers' level in the worker, a number or a name
+            such as ``"DEBUG"`` (None: untouched).
         worker_setup: called once per worker process before its first request, e.g. to
             configure the OpenTelemetry SDK there (batches are then traced); picklable.
         deterministic: True only for pure calls: Spark may then re-evaluate or reorder them.
@@ -120,15 +125,19 @@ def remote_udf(
         cooldown: seconds a failed address is skipped by the worker process.
 
     Raises:
+        TypeError: an argument of the wrong type, e.g. ``code=1.7`` or ``timeout="3"``.
         ValueError: a bad address, timeout, in-flight bound, ``on_error`` or return type.
     """
     mode = check_on_error(on_error)
     value_type = data_type(return_type)
     spec = call_spec(addresses, code, timeout, max_in_flight, header, serialize_type, idempotent,
                      cooldown)
-    fn = _row_function(spec, config, serializer or DefaultSerializer(value_type), value_type,
-                       mode, on_batch, worker_log_level, worker_setup, driver_context())
+    check_serializer(serializer)
+    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context())
+    fn = _row_function(spec, worker, serializer or DefaultSerializer(value_type), value_type,
+                       mode)
     udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
-    return cast("RemoteUDF", udf if deterministic else udf.asNondeterministic())
+    return cast("RemoteUDF", udf if flag("deterministic", deterministic)
+                else udf.asNondeterministic())
 
 

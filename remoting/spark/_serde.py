@@ -1,10 +1,10 @@
 """Row values to request bodies, response bodies to Spark values (pandas side of remote_udf).
 
 Requests: a str is sent as UTF-8, bytes as they are, anything else as JSON (orjson; a struct
-column arrives as one dict per row). Responses are decoded according to the UDF's return
-type: strings as UTF-8, binary as is, numbers and booleans from their text (JSON numbers are
-text too), decimals exactly, dates and timestamps from ISO 8601 text, and everything else
-(struct, array, map) from JSON.
+column arrives as one dict per row; dates and timestamps become ISO 8601 strings). Responses
+are decoded according to the UDF's return type: strings as UTF-8, binary as is, numbers and
+booleans from their text (JSON numbers are text too), decimals exactly, dates and timestamps
+from ISO 8601 text, and everything else (struct, array, map) from JSON.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from pyspark.sql.types import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["DefaultSerializer", "Serializer", "bodies_of", "to_pandas_column"]
+__all__ = ["DefaultSerializer", "Serializer", "arrow_type", "bodies_of", "misfits",
+           "to_pandas_column"]
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
@@ -67,6 +68,8 @@ def _json_default(value: Any) -> Any:
         return None
     if isinstance(value, pd.Timedelta | datetime.timedelta):
         return value.total_seconds()
+    if isinstance(value, datetime.date | datetime.time):  # pd.Timestamp, which orjson refuses
+        return value.isoformat()
     if hasattr(value, "tolist"):  # numpy arrays and scalars orjson did not take
         return value.tolist()
     raise TypeError(f"cannot send a {type(value).__name__} as JSON")
@@ -200,6 +203,46 @@ def bodies_of(column: pd.Series | pd.DataFrame, serializer: Serializer) -> list[
     else:
         enc = serializer.encode
     return [None if null else enc(v) for v, null in zip(values, nulls, strict=True)]
+
+
+def arrow_type(data_type: DataType) -> Any:
+    """Return the Arrow type Spark turns ``data_type`` into (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return to_arrow_type(data_type, timezone="UTC")
+
+
+def misfits(values: Sequence[Any], data_type: DataType) -> dict[int, str]:
+    """Return ``{row: reason}`` for the values ``data_type`` cannot hold (None is null).
+
+    Arrow judges, as it will when Spark takes the column: an int out of range, a decimal with
+    too many digits, a wrong type inside an array. A struct takes a JSON object only (a list
+    is not matched to its fields by position). One conversion of the whole column; rows are
+    tried one by one only when it fails.
+    """
+    import pyarrow as pa
+
+    target = arrow_type(data_type)
+    struct = isinstance(data_type, StructType)
+    if not (struct and any(v is not None and not isinstance(v, dict) for v in values)):
+        try:
+            pa.array(values, type=target, from_pandas=True)
+        except (ArithmeticError, TypeError, ValueError, pa.ArrowException):
+            pass
+        else:
+            return {}
+    bad: dict[int, str] = {}
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        if struct and not isinstance(value, dict):
+            bad[i] = f"a {data_type.simpleString()} needs a JSON object, got {value!r:.80}"
+            continue
+        try:
+            pa.array([value], type=target, from_pandas=True)
+        except (ArithmeticError, TypeError, ValueError, pa.ArrowException) as exc:
+            bad[i] = f"{value!r:.80} does not fit {data_type.simpleString()}: {exc}"
+    return bad
 
 
 def to_pandas_column(values: Sequence[Any], data_type: DataType) -> pd.Series | pd.DataFrame:

@@ -151,6 +151,7 @@ async def test_connection_refused_raises_connect_error_quickly(
     ("127.0.0.1:70000", "1-65535"),  # was taken modulo 65536: a call to port 4464
     ("127.0.0.1:0", "1-65535"),
     ("[::1:9876", "v6"), ("[x]y:80", "v6"), ("[]:80", "v6"),  # brackets that do not pair
+    (" 127.0.0.1:80", "without spaces"), ("127.0.0.1 :80", "without spaces"),
 ])
 async def test_bad_address_is_a_connect_error(client: TrioRemotingClient, addr: str,
                                               words: str) -> None:

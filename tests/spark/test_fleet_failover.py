@@ -161,25 +161,6 @@ def test_a_bad_address_is_refused_when_the_udf_is_made(addr: str, words: str) ->
         spec("127.0.0.1:1", addr)
 
 
-@pytest.mark.parametrize(("kwargs", "error", "words"), [
-    ({"timeout": float("nan")}, ValueError, "timeout"),  # every row failed in the executors
-    ({"timeout": 0}, ValueError, "timeout"),
-    ({"cooldown": float("nan")}, ValueError, "cooldown"),
-    ({"code": 2**31}, ValueError, "int32"),  # every row failed: not encodable
-    ({"code": True}, TypeError, "code must be an int"),
-    ({"return_type": str}, TypeError, "return_type"),  # the Python type: a segfault in 3.11.7
-    ({"return_type": None}, TypeError, "return_type"),
-])
-def test_a_bad_option_is_refused_when_the_udf_is_made(kwargs: dict[str, object],
-                                                      error: type[Exception], words: str) -> None:
-    from remoting.spark import remote_udf
-
-    options: dict[str, object] = {"code": UPPER, "return_type": "string"}
-    options.update(kwargs)
-    with pytest.raises(error, match=words):
-        remote_udf("127.0.0.1:1", **options)  # type: ignore[arg-type]
-
-
 # ---------------------------------------------------------------- against real servers
 
 
@@ -204,6 +185,27 @@ def test_a_refusing_server_is_skipped_by_later_batches(client, good, dead) -> No
         revived.shutdown()
     assert revived_processor.served == 0
     assert processor.served == 2 * ROWS
+
+
+@pytest.fixture
+def other() -> Iterator[tuple[RemotingServer, Upper]]:
+    yield from serving(Upper())
+
+
+def test_successive_batches_of_a_process_start_at_successive_addresses(client, good,
+                                                                        other) -> None:
+    # A task's batches were numbered from 0, so a worker whose tasks were one batch each
+    # sent every one of them to the same server.
+    (a, served_a), (b, served_b) = good, other
+    s = spec(a.addr, b.addr)
+    went_to = []
+    for _ in range(4):
+        before = (served_a.served, served_b.served)
+        assert_all_upper(call_bodies(client, s, bodies(10), cooldowns=Cooldowns()))
+        went_to.append("a" if served_a.served > before[0] else "b")
+        assert served_a.served + served_b.served == sum(before) + 10  # one address per batch
+
+    assert went_to in (["a", "b", "a", "b"], ["b", "a", "b", "a"])
 
 
 def test_a_batch_report_names_the_addresses_of_its_udf_cooling_down(client, good, dead) -> None:
