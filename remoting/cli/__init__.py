@@ -11,6 +11,7 @@ The command line is an application: it configures how the library's events are r
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +40,18 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
                              "cluster whose workers run on this host (default: local[*])")
 
 
+# The master URLs SparkContext parses (SparkMasterRegex), and yarn and k8s's cluster managers.
+SPARK_MASTER = re.compile(
+    r"local(\[([1-9][0-9]*|\*)(\s*,\s*[0-9]+)?\])?"
+    r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]"
+    r"|spark://[^,/\s]+:[0-9]+(,[^,/\s]+:[0-9]+)*|yarn|k8s://\S+")
+
+
 def _run_demo(args: argparse.Namespace) -> int:
+    if not SPARK_MASTER.fullmatch(args.master):
+        print(f"remoting demo: --master {args.master!r} is not a Spark master URL: use local, "
+              "local[N], local[*], spark://HOST:PORT, yarn or k8s://URL", file=sys.stderr)
+        return 2
     try:
         from examples.demo import run_demo
     except ImportError as exc:

@@ -1,10 +1,9 @@
 """``remoting serve``: run a server from a processor factory, on one or several processes.
 
 A factory is ``"module:callable"``; the callable returns a mapping of request code to processor
-(the key ``None`` is the default processor). With ``workers > 1`` the parent reserves the port
-with a bound, non-listening SO_REUSEPORT socket and starts that many worker processes, each
-listening on the same port (the kernel spreads connections across them). The parent restarts a
-worker that dies and stops them all on SIGTERM or SIGINT.
+(the key ``None`` is the default processor). `load_factory` refuses, with a `FactoryError`, a
+factory that cannot be loaded or an entry the server could not register. Several worker
+processes on one port: `remoting.cli._supervise`.
 """
 
 from __future__ import annotations
@@ -12,26 +11,22 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from .._core._listen import reserve_port
 from .._observability._stats_processor import STATS_REQUEST_CODE, StatsProcessor
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from processors import AsyncRequestProcessor, RequestProcessor
 
     from .._config import ServerConfig
 
-__all__ = ["TelemetryOptions", "load_factory", "run_server", "supervise"]
-
-RESTART_BACKOFF: Final = 0.5  # seconds between restarts of a crashing worker
-STOP_TIMEOUT: Final = 10.0
+__all__ = ["FactoryError", "TelemetryOptions", "load_factory", "run_server"]
 
 
 class FactoryError(Exception):
@@ -89,14 +84,44 @@ def load_factory(spec: str) -> Mapping[int | None, RequestProcessor | AsyncReque
         raise FactoryError(f"{spec}() raised {exc!r}") from exc
     if not isinstance(processors, Mapping):
         raise FactoryError(f"{spec} must return a mapping of request code to processor")
+    for code, processor in processors.items():
+        _check_entry(spec, code, processor)
     return processors
 
 
-def run_server(spec: str, config: ServerConfig, ready: threading.Event | None = None,
+def _check_entry(spec: str, code: object, processor: object) -> None:
+    """Refuse an entry of the factory's mapping that the server could not register.
+
+    Raises:
+        FactoryError: naming the entry and what a good one is.
+    """
+    from processors import AsyncRequestProcessor, RequestProcessor
+
+    from .._checks import INT32_MAX, INT32_MIN, processor_registration
+
+    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+        raise FactoryError(f"{spec} returned the key {code!r}: request codes are ints "
+                           "(None: the default processor)")
+    if code is not None and not INT32_MIN <= code <= INT32_MAX:
+        raise FactoryError(f"{spec} returned the code {code}: request codes must fit the "
+                           f"wire's int32 ({INT32_MIN} to {INT32_MAX})")
+    if not isinstance(processor, RequestProcessor | AsyncRequestProcessor):
+        raise FactoryError(f"{spec} returned {type(processor).__name__} for code {code!r}: "
+                           "processors subclass processors.RequestProcessor or "
+                           "AsyncRequestProcessor")
+    try:
+        processor_registration(code, processor, None, None)
+    except (TypeError, ValueError) as exc:  # a sync processor whose method is async
+        raise FactoryError(f"{spec} returned a processor for code {code!r} that cannot "
+                           f"serve: {exc}") from exc
+
+
+def run_server(spec: str, config: ServerConfig, ready: Callable[[], object] | None = None,
                stop: threading.Event | None = None,
                telemetry: TelemetryOptions = TelemetryOptions()) -> None:
     """Serve the factory's processors (plus the stats processor) until SIGTERM/SIGINT,
-    exporting telemetry if asked (the SDK is configured before the server starts)."""
+    exporting telemetry if asked (the SDK is configured before the server starts); call
+    ``ready`` once serving."""
     from ..blocking import RemotingServer
     from ._telemetry import start_exporters
 
@@ -127,55 +152,10 @@ def run_server(spec: str, config: ServerConfig, ready: threading.Event | None = 
                      f"(pid {os.getpid()})\n")
     sys.stdout.flush()
     if ready is not None:
-        ready.set()
+        ready()
     try:
         stop.wait()
     finally:
         server.shutdown()
         if exporters is not None:
             exporters.shutdown()  # flushes the last spans and metrics
-
-
-def supervise(spec: str, config: ServerConfig, workers: int,
-              stop: threading.Event | None = None,
-              telemetry: TelemetryOptions = TelemetryOptions()) -> int:
-    """Run ``workers`` processes on one port; restart the ones that die; return 0 on stop."""
-    stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    holder = reserve_port(config.bind_address, config.listen_port)
-    port = holder.getsockname()[1]
-    argv = [sys.executable, "-m", "remoting", "serve", spec, "--port", str(port),
-            "--bind", config.bind_address, "--reuse-port"]
-    procs: dict[int, subprocess.Popen[bytes]] = {}
-    print(f"serving {spec} on {config.bind_address}:{port} with {workers} workers", flush=True)
-
-    def launch(i: int) -> None:
-        procs[i] = subprocess.Popen(argv + telemetry.worker_argv(i) if telemetry.wanted
-                                    else argv)
-        print(f"worker {procs[i].pid} started", flush=True)
-
-    try:
-        for i in range(workers):
-            launch(i)
-        while not stop.wait(0.2):
-            for i, proc in list(procs.items()):
-                code = proc.poll()
-                if code is not None and not stop.is_set():
-                    print(f"worker {proc.pid} exited with {code}; restarting", flush=True)
-                    time.sleep(RESTART_BACKOFF)
-                    launch(i)
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        deadline = time.monotonic() + STOP_TIMEOUT
-        for proc in procs.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        holder.close()
-    return 0

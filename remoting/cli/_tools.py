@@ -1,7 +1,8 @@
 """The operator commands of ``remoting``: ``serve``, ``call``, ``ping`` and ``stats``.
 
-Exit codes: 0 success; 1 the server answered with a non-SUCCESS code; 2 a transport error or
-bad arguments (one line on stderr says which; never a traceback for a user's mistake).
+Exit codes: 0 success; 1 the server answered with a non-SUCCESS code (for ``stats``, or with
+something other than statistics); 2 a transport error or bad arguments (one line on stderr
+says which; never a traceback for a user's mistake).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=count, default=1,
                         help="server processes sharing the port with SO_REUSEPORT (default 1)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--status-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--metrics-port", type=port, default=None,
                         help="serve Prometheus metrics on this port, on the --bind address "
                              "(0: a free port; with --workers, worker i uses port + i)")
@@ -70,7 +72,8 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_serve(args: argparse.Namespace) -> int:
     from .._config import ServerConfig
     from .._errors import RemotingStartError
-    from ._serve import FactoryError, TelemetryOptions, run_server, supervise
+    from ._serve import FactoryError, TelemetryOptions, run_server
+    from ._supervise import WorkerStatus, supervise
     from ._telemetry import TelemetrySetupError
 
     config = ServerConfig(listen_port=args.port, bind_address=args.bind,
@@ -78,13 +81,13 @@ def _run_serve(args: argparse.Namespace) -> int:
     telemetry = TelemetryOptions(metrics_port=args.metrics_port,
                                  otlp_endpoint=args.otlp_endpoint,
                                  service_name=args.service_name)
+    status = WorkerStatus(args.status_fd)  # a worker of `supervise` reports to it
     try:
         if args.workers > 1:
             return supervise(args.factory, config, args.workers, telemetry=telemetry)
-        run_server(args.factory, config, telemetry=telemetry)
+        run_server(args.factory, config, ready=status.ready, telemetry=telemetry)
     except (FactoryError, RemotingStartError, TelemetrySetupError) as exc:
-        print(f"remoting serve: {exc}", file=sys.stderr)
-        return 2
+        return status.refuse(f"remoting serve: {exc}")
     return 0
 
 
@@ -95,7 +98,8 @@ def _call_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("addr", help="host:port")
     parser.add_argument("code", type=int, help="request code")
     body = parser.add_mutually_exclusive_group()
-    body.add_argument("--body", help="request body (UTF-8 text)")
+    body.add_argument("--body", help="request body (UTF-8 text; bytes that are not UTF-8 "
+                                     "are sent as given)")
     body.add_argument("--body-file", help="read the request body from this file ('-': stdin)")
     parser.add_argument("--ext", type=ext_pair, action="append", default=[],
                         metavar="KEY=VALUE", help="an ext field (repeatable)")
@@ -106,8 +110,10 @@ def _call_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_body(args: argparse.Namespace) -> bytes | None:
+    """The request body; raises UnicodeEncodeError for a ``--body`` UTF-8 cannot encode."""
     if args.body is not None:
-        return bytes(args.body.encode("utf-8"))
+        # Python decoded the argument's bytes with surrogateescape: this gives them back.
+        return bytes(args.body.encode("utf-8", "surrogateescape"))
     if args.body_file is None:
         return None
     if args.body_file == "-":
@@ -126,6 +132,11 @@ def _run_call(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"remoting call: cannot read --body-file {args.body_file}: "
               f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except UnicodeEncodeError as exc:
+        print(f"remoting call: --body has a character UTF-8 cannot encode "
+              f"({exc.object[exc.start:exc.end]!r}); give the body with --body-file",
+              file=sys.stderr)
         return 2
     request = RemotingCommand.create_request(args.code, header=dict(args.ext) or None,
                                              body=body)
@@ -202,6 +213,23 @@ def _stats_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=seconds, default=3.0, help="seconds (default 3)")
 
 
+STATS_KEYS = ("connections", "in_flight", "timeouts", "orphaned_responses",
+              "requests_received", "error_replies", "processor_queue")
+STATS_TABLES = ("requests_received", "error_replies", "processor_queue")
+
+
+def _statistics(body: bytes | None) -> dict[str, Any] | None:
+    """The stats processor's reply, or None if ``body`` is not one."""
+    try:
+        stats = json.loads(body or b"")
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    if (not isinstance(stats, dict) or any(key not in stats for key in STATS_KEYS)
+            or any(not isinstance(stats[key], dict) for key in STATS_TABLES)):
+        return None
+    return stats
+
+
 def _run_stats(args: argparse.Namespace) -> int:
     from codec import RemotingCommand, ResponseCode
 
@@ -224,7 +252,12 @@ def _run_stats(args: argparse.Namespace) -> int:
     if response.code != ResponseCode.SUCCESS:
         print(f"remoting stats: code {response.code}: {response.remark}", file=sys.stderr)
         return 1
-    stats = json.loads(response.body or b"{}")
+    stats = _statistics(response.body)
+    if stats is None:
+        print(f"remoting stats: {args.addr} answered code {STATS_REQUEST_CODE} with something "
+              f"other than statistics (is that code served by remoting.StatsProcessor?)",
+              file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(stats, indent=2, sort_keys=True))
         return 0
