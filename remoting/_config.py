@@ -90,6 +90,10 @@ def _validate(config: Any) -> None:
         if problem is not None:
             error, expected = problem
             raise error(f"{name} must be {expected}, got {value!r}")
+    low, high = config.write_buffer_low_water_mark, config.write_buffer_high_water_mark
+    if low > high:  # as Netty's WriteBufferWaterMark
+        raise ValueError(f"{type(config).__name__}.write_buffer_low_water_mark ({low}) must "
+                         f"not exceed write_buffer_high_water_mark ({high})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

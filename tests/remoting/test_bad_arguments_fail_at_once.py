@@ -93,6 +93,12 @@ def test_a_bad_config_field_is_refused_when_the_config_is_made(
     assert repr(value) in str(info.value)
 
 
+def test_a_low_water_mark_above_the_high_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="write_buffer_low_water_mark .* must not exceed"):
+        ClientConfig(write_buffer_high_water_mark=512 * 1024)  # the default low is 1 MiB
+    ClientConfig(write_buffer_high_water_mark=1 << 20, write_buffer_low_water_mark=1 << 20)
+
+
 def test_documented_special_values_stay_accepted() -> None:
     ServerConfig(listen_port=0, max_idle_seconds=0, partial_frame_timeout=0,
                  processor_queue_capacity=0, max_connections=0, max_connections_per_ip=0,
