@@ -6,7 +6,9 @@ many worker processes (``remoting serve ... --reuse-port``), each listening on t
 it writes ``ready`` once serving, or the one-line usage error that stopped it before (a factory
 that cannot be loaded, a metrics port in use...). A worker that exits with 2 before it was
 ready stops the command with that line and exit status 2, as one ``remoting serve`` would: it
-would fail the same way on every restart. A worker that dies after it served is restarted. The
+would fail the same way on every restart. A worker that dies after it served is restarted;
+one that dies before serving is restarted too, but a slot whose workers die before serving
+three times in a row (a crash at start-up) stops the command with exit status 1. The
 parent stops them all on SIGTERM or SIGINT.
 """
 
@@ -33,6 +35,7 @@ __all__ = ["WorkerStatus", "supervise"]
 
 RESTART_BACKOFF: Final = 0.5  # seconds between restarts of a crashing worker
 STOP_TIMEOUT: Final = 10.0
+MAX_EARLY_EXITS: Final = 3  # a worker slot that never serves this often in a row: give up
 READY: Final = b"ready\n"
 REFUSED: Final = b"error "
 
@@ -118,6 +121,7 @@ def _launch(argv: list[str]) -> _Worker:
 def _watch(workers: dict[int, _Worker], launch: Callable[[int], _Worker],
            stop: threading.Event) -> int:
     """Restart workers that die after serving until ``stop``; return the exit status."""
+    early_exits = dict.fromkeys(workers, 0)  # per slot: exits in a row before serving
     while not stop.wait(0.2):
         for i, worker in list(workers.items()):
             code = worker.proc.poll()
@@ -127,6 +131,12 @@ def _watch(workers: dict[int, _Worker], launch: Callable[[int], _Worker],
             if code == 2 and not worker.ready:
                 print(worker.refusal(), file=sys.stderr, flush=True)
                 return 2
+            early_exits[i] = 0 if worker.ready else early_exits[i] + 1
+            if early_exits[i] >= MAX_EARLY_EXITS:
+                print(f"remoting serve: workers exited with {code} before serving, "
+                      f"{MAX_EARLY_EXITS} times in a row; stopping (run the same command "
+                      f"without --workers to see why)", file=sys.stderr, flush=True)
+                return 1
             print(f"worker {worker.proc.pid} exited with {code}; restarting", flush=True)
             worker.close()
             time.sleep(RESTART_BACKOFF)

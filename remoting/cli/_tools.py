@@ -225,9 +225,15 @@ def _statistics(body: bytes | None) -> dict[str, Any] | None:
     except ValueError:  # not JSON, or not UTF-8
         return None
     if (not isinstance(stats, dict) or any(key not in stats for key in STATS_KEYS)
-            or any(not isinstance(stats[key], dict) for key in STATS_TABLES)):
+            or any(not _code_table(stats[key]) for key in STATS_TABLES)):
         return None
     return stats
+
+
+def _code_table(table: object) -> bool:
+    """Whether ``table`` maps request codes (as JSON keys) to counts."""
+    return isinstance(table, dict) and all(
+        key.lstrip("-").isdigit() and isinstance(value, int) for key, value in table.items())
 
 
 def _run_stats(args: argparse.Namespace) -> int:

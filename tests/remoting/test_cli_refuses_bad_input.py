@@ -35,6 +35,7 @@ def notproc(): return {1: object()}
 def bigcode(): return {2**40: EchoProcessor()}
 def boolkey(): return {True: EchoProcessor()}
 def good(): return {9: ExitsWithTwo(), None: EchoProcessor()}
+def crashes(): os._exit(1)  # not a usage error: a crash before serving
 """
 
 
@@ -82,6 +83,22 @@ def test_workers_that_cannot_start_stop_the_command_in_one_line(factories: Path,
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(says)
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"),
+                    reason="SO_REUSEPORT is not available on this platform")
+def test_workers_that_crash_before_serving_stop_the_command_after_three_tries(
+        factories: Path) -> None:
+    proc = Proc("serve", "badfac:crashes", "--workers", "2", cwd=factories)
+    try:
+        proc.popen.wait(30)  # TimeoutExpired if the workers are restarted for ever
+    finally:
+        code = proc.stop()
+    assert code == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "remoting serve: workers exited with 1 before serving, 3 times in a row")
+    restarts = [line for line in [*proc.seen, *proc.lines.queue] if "restarting" in line]
+    assert 2 <= len(restarts) <= 4  # two per slot before the third exit, two slots
 
 
 @pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"),
@@ -141,7 +158,9 @@ def echo_server() -> Iterator[str]:
 @pytest.mark.parametrize("processor", [
     AsyncEchoProcessor(), Replies(b"not json \xff"), Replies(b"[1, 2]"), Replies(b"{}"),
     Replies(b'{"connections": 1}'),
-], ids=["echo", "not-json", "a-list", "empty-object", "missing-keys"])
+    Replies(b'{"connections": 1, "in_flight": 0, "timeouts": 0, "orphaned_responses": 0, '
+            b'"requests_received": {"x": 1}, "error_replies": {}, "processor_queue": {}}'),
+], ids=["echo", "not-json", "a-list", "empty-object", "missing-keys", "codes-not-numbers"])
 @pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["text", "json"])
 def test_stats_from_a_code_not_served_by_the_stats_processor_is_one_line(
     processor: AsyncRequestProcessor, json_flag: list[str],
