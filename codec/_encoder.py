@@ -69,10 +69,9 @@ def encode_frame_parts(cmd: RemotingCommand, limit: int = 0x7FFFFFFF + 4) -> Enc
     else:
         header = _header_for_int_type(cmd, st)
     header_length = len(header)
-    body = cmd.body
-    if body is not None and type(body) is not bytes and not isinstance(
-            body, bytearray | memoryview):
-        raise InvalidCommandError(f"body must be bytes, got {type(body).__name__}")
+    body: bytes | bytearray | memoryview | None = cmd.body
+    if body is not None and type(body) is not bytes:
+        body = _flat_body(body)
     length = 4 + header_length + (len(body) if body else 0)
     # Literals, not the module constants: this runs per frame (see _header_json).
     if header_length > 0xFFFFFF or length > 0x7FFFFFFF:
@@ -88,6 +87,24 @@ def encode_frame_parts(cmd: RemotingCommand, limit: int = 0x7FFFFFFF + 4) -> Enc
             return prefix + header, body
         return b"".join((prefix, header, body))
     return prefix + header
+
+
+def _flat_body(body: object) -> bytes | bytearray | memoryview:
+    """Return a body that is not ``bytes`` as one run of bytes whose ``len`` is its size.
+
+    A memoryview of wider items (``array('i')``, numpy), of several dimensions or with
+    strides is copied into ``bytes``: its ``len`` counts items or rows, not bytes.
+
+    Raises:
+        InvalidCommandError: the body is not bytes, a bytearray or a memoryview.
+    """
+    if isinstance(body, bytearray):
+        return body
+    if isinstance(body, memoryview):
+        if body.itemsize == 1 and body.ndim == 1 and body.c_contiguous:
+            return body
+        return body.tobytes()
+    raise InvalidCommandError(f"body must be bytes, got {type(body).__name__}")
 
 
 def _header_for_int_type(cmd: RemotingCommand, st: object) -> bytes:

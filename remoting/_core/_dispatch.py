@@ -32,6 +32,7 @@ from .._interceptors import ServerCall, chain, chain_async
 from .._log import log
 from ._pools import ExecutorPool, ProcessorPool
 from ._processing import (
+    FAILURES,
     Suspended,
     encode_reply,
     error_reply,
@@ -308,7 +309,7 @@ class Dispatcher:
                 else encode_reply(request, finished.value, self._max_frame))
             self._processed(conn, request.code, reply)
             return None
-        except Exception as exc:  # only a bare processor's own failure gets here
+        except (*FAILURES, GeneratorExit) as exc:  # only a bare processor's own failure
             self._processed(conn, request.code, encode_reply(request, failure(request, exc)))
             return None
         except BaseException:
@@ -328,7 +329,7 @@ class Dispatcher:
         if serve is None:  # no hooks, no interceptors
             try:
                 response = processor.process_request(conn.ctx, request)
-            except Exception as exc:
+            except BaseException as exc:  # on a pool thread: only the processor raises these
                 reply = encode_reply(request, failure(request, exc))
             else:
                 reply = None if response is None else encode_reply(request, response,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import traceback
 import types
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
 
@@ -32,6 +32,7 @@ __all__ = [
     "Suspended",
     "encode_reply",
     "error_reply",
+    "FAILURES",
     "exception_simple_desc",
     "failure",
     "resume_suspended",
@@ -44,9 +45,22 @@ __all__ = [
 # The frame to send (None: already sent), and its response code.
 Reply: TypeAlias = "tuple[EncodedFrame | None, int]"
 
+# What a processor, hook or interceptor may raise that becomes a SYSTEM_ERROR reply. Not
+# KeyboardInterrupt (Ctrl-C stops the server) nor trio.Cancelled (shutdown): they propagate.
+# A processor's own GeneratorExit is turned into a RuntimeError where it is caught.
+FAILURES: Final = (Exception, SystemExit)
+
+
 def exception_simple_desc(exc: BaseException) -> str:
-    """Describe ``exc`` like RocketMQ's UtilAll.exceptionSimpleDesc: type, message, where."""
-    desc = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    """Describe ``exc`` like RocketMQ's UtilAll.exceptionSimpleDesc: type, message, where.
+
+    Never raises, even for an exception whose ``__str__`` does.
+    """
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<its message could not be made>"
+    desc = f"{type(exc).__module__}.{type(exc).__qualname__}: {message}"
     frames = traceback.extract_tb(exc.__traceback__)
     if frames:
         last = frames[-1]
@@ -93,11 +107,22 @@ def encode_reply(request: RemotingCommand, response: object, limit: int = 0x7FFF
 
 def failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
     """Return the response to a request whose processor or hook raised ``exc`` (logged once
-    as ``processor.failed``; `AbortProcessError` answers with its own code)."""
-    if isinstance(exc, AbortProcessError):
+    as ``processor.failed``; `AbortProcessError` answers with its own code and remark when
+    they fit the wire). Never raises: the reply to a failure must not fail in turn."""
+    if isinstance(exc, AbortProcessError) and _abort_fits(exc):
         return RemotingCommand.create_response(exc.code, exc.remark)
-    log.error("processor.failed", opaque=request.opaque, code=request.code, exc_info=exc)
+    try:
+        log.error("processor.failed", opaque=request.opaque, code=request.code, exc_info=exc)
+    except Exception:  # a logging handler that cannot format this exception
+        pass
     return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
+
+
+def _abort_fits(exc: AbortProcessError) -> bool:
+    """Whether an `AbortProcessError`'s code is an int32 and its remark a str or None."""
+    code = exc.code
+    return (type(code) is int or (isinstance(code, int) and not isinstance(code, bool))) and (
+        -0x80000000 <= code <= 0x7FFFFFFF and (exc.remark is None or isinstance(exc.remark, str)))
 
 
 def _refused_by_hooks(
@@ -174,7 +199,7 @@ def run_sync_request(serve: Callable[[ServerCall], RemotingCommand | None], call
     request = call.request
     try:
         response = serve(call)
-    except Exception as exc:
+    except BaseException as exc:  # on a pool thread: only the processor raises these here
         return encode_reply(request, failure(request, exc))
     return None if response is None else encode_reply(request, response, limit)
 
@@ -187,7 +212,7 @@ async def run_async_request(
     request = call.request
     try:
         response = await serve(call)
-    except Exception as exc:
+    except FAILURES as exc:
         return encode_reply(request, failure(request, exc))
     return None if response is None else encode_reply(request, response, limit)
 
@@ -214,11 +239,15 @@ def resume_suspended(coro: Coroutine[Any, Any, Reply | None], trap: Any, context
                 message = run(coro.throw, exc)
             except StopIteration as finished:
                 return finished.value  # type: ignore[no-any-return]
+            except GeneratorExit as own:  # the processor's, not a close of this generator
+                raise RuntimeError("the processor raised GeneratorExit") from own
         else:
             try:
                 message = run(coro.send, value)
             except StopIteration as finished:
                 return finished.value  # type: ignore[no-any-return]
+            except GeneratorExit as own:
+                raise RuntimeError("the processor raised GeneratorExit") from own
 
 
 class Suspended:
@@ -246,7 +275,7 @@ class Suspended:
             result = await resume_suspended(self._coro, self._trap, self._context)
             reply = result if self._wrapped or result is None else encode_reply(
                 request, result, self._limit)
-        except Exception as exc:  # a hook-less processor's own failure
+        except FAILURES as exc:  # a hook-less processor's own failure
             reply = encode_reply(request, failure(request, exc))
         finally:
             self._done(request.code, reply)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -76,6 +78,23 @@ def test_a_mutable_large_body_is_copied(kind: type) -> None:
     expected = encode_frame(make_command(body=bytes(source)))
     source[:3] = b"zzz"
     assert frame == expected
+
+
+@pytest.mark.parametrize("view", [
+    memoryview(array("i", range(8))),  # items of 4 bytes: len() counts 8, the body is 32
+    memoryview(bytes(range(24))).cast("B", (4, 6)),  # two dimensions: len() counts rows
+    memoryview(bytes(range(24)))[::2],  # strided: not one run of bytes
+], ids=["wide-items", "two-dimensions", "strided"])
+def test_a_memoryview_body_travels_as_its_bytes(view: memoryview) -> None:
+    # The length field counted len(view) while the frame carried every byte: the peer
+    # read a truncated body and then garbage as the next frame.
+    frames = encode_frame(make_command(code=1, body=view)) + encode_frame(make_command(code=2))
+
+    commands, decoder = decode_chunks([frames])
+
+    assert [c.code for c in commands] == [1, 2]
+    assert commands[0].body == view.tobytes()
+    assert decoder.buffered_bytes == 0
 
 
 @pytest.mark.parametrize("encode", [encode_frame, encode_frame_parts])
