@@ -106,6 +106,9 @@ def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:
         MalformedFrameError: truncated data, trailing bytes, or an invalid frame.
         UnsupportedSerializeTypeError: unknown serialize type byte.
     """
+    if not isinstance(data, bytes | bytearray | memoryview):  # bytes(12) is 12 zero bytes
+        raise TypeError(f"data must be bytes, bytearray or memoryview, got "
+                        f"{type(data).__name__}")
     data = bytes(data)
     if len(data) < 8:
         foreign = sniff_foreign_protocol(data)
@@ -149,6 +152,8 @@ class FrameDecoder:
     __slots__ = ("_after", "_buf", "_error", "_filled", "_pos", "_rest", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int):
+            raise TypeError(f"max_frame_bytes must be an int, got {max_frame_bytes!r}")
         if max_frame_bytes < 8:
             raise ValueError("max_frame_bytes must be at least 8")
         self.max_frame_bytes = max_frame_bytes
@@ -243,7 +248,14 @@ class FrameDecoder:
         self._filled += nbytes
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Append received bytes (copied unless ``data`` is immutable ``bytes``)."""
+        """Append received bytes (copied unless ``data`` is immutable ``bytes``).
+
+        Raises:
+            TypeError: ``data`` is not bytes, a bytearray or a memoryview.
+        """
+        if type(data) is not bytes and not isinstance(data, bytearray | memoryview):
+            raise TypeError(f"data must be bytes, bytearray or memoryview, got "
+                            f"{type(data).__name__}")
         if self._rest is not None:
             self._feed_rest(data)
             return

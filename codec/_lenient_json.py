@@ -79,6 +79,7 @@ class _Lenient:
     def string(self) -> str:
         quote = self.s[self.i]
         self.i += 1
+        start = self.i
         out: list[str] = []
         s = self.s
         while True:
@@ -87,7 +88,11 @@ class _Lenient:
             ch = s[self.i]
             self.i += 1
             if ch == quote:
-                return "".join(out)
+                text = "".join(out)
+                if "\\u" in s[start:self.i]:  # \uD83D\uDE00 is one character, as in JSON
+                    text = text.encode("utf-16-le", "surrogatepass").decode(
+                        "utf-16-le", "surrogatepass")
+                return text
             if ch != "\\":
                 out.append(ch)
                 continue

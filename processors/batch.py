@@ -51,7 +51,7 @@ def decode_batch(body: bytes | None) -> Any:
     try:
         reader = pa.ipc.open_stream(pa.py_buffer(body))
         batches = list(reader)
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowException, OSError, ValueError) as exc:  # a truncated one: OSError
         raise ValueError(f"body is not an Arrow IPC stream: {exc}") from exc
     if len(batches) == 1:
         return batches[0]

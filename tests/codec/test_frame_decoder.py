@@ -362,3 +362,20 @@ def test_decoder_raises_only_after_delivering_the_good_frames_before_it() -> Non
     assert decoder.next_command().opaque == 5  # type: ignore[union-attr]
     with pytest.raises(MalformedFrameError):
         decoder.next_command()
+
+
+@pytest.mark.parametrize("data", [12, "abc", None])
+def test_data_that_is_not_bytes_is_a_type_error(data: object) -> None:
+    # bytes(12) is twelve zero bytes: an int was read as an (invalid) frame
+    with pytest.raises(TypeError, match="data must be bytes"):
+        decode_frame(data)  # type: ignore[arg-type]
+    decoder = FrameDecoder()
+    with pytest.raises(TypeError, match="data must be bytes"):
+        decoder.feed(data)  # type: ignore[arg-type]
+    assert decoder.buffered_bytes == 0
+
+
+@pytest.mark.parametrize("limit", ["1M", 1e9, True])
+def test_a_frame_limit_that_is_not_an_int_is_a_type_error(limit: object) -> None:
+    with pytest.raises(TypeError, match="max_frame_bytes must be an int"):
+        FrameDecoder(limit)  # type: ignore[arg-type]

@@ -211,6 +211,15 @@ def test_json_reader_accepts_single_quotes_and_unquoted_keys() -> None:
     assert cmd.ext_fields == {"topic": "TopicTest", "k": "v"}
 
 
+def test_lenient_reader_joins_escaped_surrogate_pairs_like_strict_json() -> None:
+    # Read as two lone surrogates, the remark could not be written again (an echo failed).
+    lenient = decode_json("{'code':1,'remark':'smile \\ud83d\\ude00'}")
+    strict = decode_json('{"code":1,"remark":"smile \\ud83d\\ude00"}')
+
+    assert lenient.remark == strict.remark == "smile \U0001F600"
+    assert decode_frame(encode_frame(lenient)).remark == "smile \U0001F600"
+
+
 def test_json_reader_accepts_whitespace_and_escapes() -> None:
     cmd = decode_json(' {\n "code" : 1 ,\t"opaque":2, "remark":"a\\u0041\\n\\/"\r\n} ')
     assert cmd.remark == "aA\n/"

@@ -222,7 +222,9 @@ def test_decode_header_names_a_missing_required_field(
 @pytest.mark.parametrize(
     ("field", "raw"),
     [("queue_id", "abc"), ("queue_id", "1.5"), ("queue_offset", ""), ("ratio", "fast"),
-     ("flag_on", "yes"), ("flag_on", "1")],
+     ("flag_on", "yes"), ("flag_on", "1"),
+     # what Java's parseInt / parseDouble refuse, though Python's int() / float() take it
+     ("queue_id", "4_2"), ("queue_id", " 42 "), ("queue_id", "\u0661\u0662"), ("ratio", "1_0.5")],
 )
 def test_decode_header_names_a_field_that_does_not_parse(field: str, raw: str) -> None:
     ext = {"topic": "t", "queue_id": "1", field: raw}
