@@ -10,16 +10,19 @@ from __future__ import annotations
 import inspect
 import math
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from codec import RemotingCommand
+from codec import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from processors import RequestProcessor
+
+from ._core._channel_handle import ChannelHandle
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["call_timeout", "config_of", "grace_seconds", "processor_registration",
-           "request_code", "requests_of", "seconds", "the_request"]
+__all__ = ["call_timeout", "channel_of", "channels_of", "command_of", "config_of",
+           "grace_seconds", "processor_registration", "request_code", "requests_of", "seconds",
+           "the_request"]
 
 C = TypeVar("C")
 
@@ -73,22 +76,42 @@ def grace_seconds(grace: object) -> float | None:
     return None if grace is None else seconds("grace", grace)
 
 
-def the_request(request: object) -> RemotingCommand:
-    """Return ``request`` if it is a `RemotingCommand`.
+ANSWERED: Final = FLAG_RESPONSE | FLAG_ONEWAY  # flag bits of a request that gets no answer
+
+
+def the_request(request: object, refused: int = ANSWERED, name: str = "request"
+                ) -> RemotingCommand:
+    """Return ``request`` if it is a `RemotingCommand` whose flag has none of the
+    ``refused`` bits (default: response and oneway, for calls that wait for an answer).
 
     Raises:
-        TypeError: it is not.
+        TypeError: it is not a `RemotingCommand`.
+        ValueError: it is a response, or marked oneway where an answer is awaited: the peer
+            would never answer it.
     """
     if not isinstance(request, RemotingCommand):
-        raise TypeError(f"request must be a RemotingCommand, got {type(request).__name__}")
+        raise TypeError(f"{name} must be a RemotingCommand, got {type(request).__name__}")
+    flag = request.flag
+    if flag and type(flag) is int and flag & refused:  # a non-int flag: the encoder says so
+        _refuse_flag(name, flag)
     return request
 
 
+def _refuse_flag(name: str, flag: int) -> None:
+    if flag & FLAG_RESPONSE:
+        raise ValueError(f"{name} is a response (flag {flag:#x} has the response bit): "
+                         "create a request with RemotingCommand.create_request")
+    raise ValueError(f"{name} is marked oneway (flag {flag:#x}): send it with "
+                     "invoke_oneway, or clear the oneway bit")
+
+
 def requests_of(requests: object) -> Sequence[RemotingCommand]:
-    """Return the requests of a batch as a sequence of `RemotingCommand`.
+    """Return the requests of a batch as a sequence of `RemotingCommand` (none of them a
+    response or marked oneway).
 
     Raises:
         TypeError: not an iterable of them (the message gives the first bad item's index).
+        ValueError: an item is a response or marked oneway.
     """
     if isinstance(requests, RemotingCommand | str | bytes) or not hasattr(requests, "__iter__"):
         raise TypeError(f"requests must be a sequence of RemotingCommand, got "
@@ -98,6 +121,49 @@ def requests_of(requests: object) -> Sequence[RemotingCommand]:
         if not isinstance(request, RemotingCommand):
             raise TypeError(f"requests[{i}] must be a RemotingCommand, got "
                             f"{type(request).__name__}")
+        flag = request.flag
+        if flag and type(flag) is int and flag & ANSWERED:
+            _refuse_flag(f"requests[{i}]", flag)
+    return items
+
+
+def command_of(name: str, command: object) -> RemotingCommand:
+    """Return ``command`` if it is a `RemotingCommand` (any flag).
+
+    Raises:
+        TypeError: it is not.
+    """
+    if not isinstance(command, RemotingCommand):
+        raise TypeError(f"{name} must be a RemotingCommand, got {type(command).__name__}")
+    return command
+
+
+def channel_of(channel: object, name: str = "channel") -> ChannelHandle:
+    """Return ``channel`` if it is a channel of an endpoint (``server.channels()``,
+    ``ctx.channel``).
+
+    Raises:
+        TypeError: it is not (an address is not a channel: a server only calls its clients
+            back over their connections).
+    """
+    if not isinstance(channel, ChannelHandle):
+        raise TypeError(f"{name} must be a channel from server.channels() or ctx.channel, "
+                        f"got {type(channel).__name__}")
+    return channel
+
+
+def channels_of(channels: object) -> list[ChannelHandle]:
+    """Return ``channels`` as a list of channels.
+
+    Raises:
+        TypeError: not an iterable of channels (the message gives the first bad item's index).
+    """
+    if isinstance(channels, ChannelHandle | str | bytes) or not hasattr(channels, "__iter__"):
+        raise TypeError(f"channels must be an iterable of channels, got "
+                        f"{type(channels).__name__}")
+    items = list(channels)
+    for i, channel in enumerate(items):
+        channel_of(channel, f"channels[{i}]")
     return items
 
 

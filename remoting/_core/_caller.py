@@ -18,7 +18,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from codec import ResponseCode
+from codec import FLAG_RESPONSE, ResponseCode
 
 from .._checks import call_timeout, requests_of, the_request
 from .._errors import RemotingError
@@ -114,7 +114,7 @@ class Caller:
     def invoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
                       timeout: float) -> None:
         """Queue a oneway request and return (see `RemotingClient.invoke_oneway`)."""
-        the_request(request)
+        the_request(request, FLAG_RESPONSE)
         timeout = call_timeout(timeout)
         if self.interceptors:
             self._chains["oneway"](self._call("oneway", target, addr, request, timeout))
@@ -236,7 +236,7 @@ class Caller:
     async def ainvoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
                              timeout: float) -> None:
         """Queue a oneway request (see `TrioRemotingClient.invoke_oneway`)."""
-        the_request(request)
+        the_request(request, FLAG_RESPONSE)
         timeout = call_timeout(timeout)
         if self.interceptors:
             await self._async_chains["oneway"](

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Protocol
 
+from .. import _checks  # the module: it imports this one
 from .._errors import RemotingError
 
 if TYPE_CHECKING:
@@ -83,7 +84,14 @@ class ChannelHandle:
         self._call_on_loop(lambda: conn.close("closed by the application"))
 
     def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
-        """Send ``response`` to ``request`` (long polling); thread-safe, never blocks."""
+        """Send ``response`` to ``request`` (long polling); thread-safe, never blocks.
+
+        Raises:
+            TypeError: ``request`` or ``response`` is not a `RemotingCommand`.
+            RemotingError: the endpoint is shut down.
+        """
+        _checks.command_of("request", request)
+        _checks.command_of("response", response)
         conn = self._conn
         dispatcher = self._host.dispatcher
         self._call_on_loop(lambda: dispatcher.write_response(conn, request, response))

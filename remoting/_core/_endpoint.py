@@ -28,7 +28,7 @@ from codec import encode_frame_parts
 from processors import RequestContext
 
 from .._config import ClientConfig
-from .._errors import RemotingError
+from .._errors import RemotingError, translate
 from .._log import log
 from .._observability._statistics import Counters, EndpointStatistics
 from .._security._tls import client_context, tls_client_stream
@@ -38,7 +38,7 @@ from ._channels import ChannelTable
 from ._connection import Connection
 from ._dispatch import Dispatcher
 from ._events import EventDispatcher
-from ._invoker import Invoker
+from ._invoker import Invoker, oneway_copy
 from ._pools import THREAD_JOIN_SECONDS
 from ._threads import CallbackRunner, Inbox, in_own_thread
 from ._transport import transport_for
@@ -230,11 +230,17 @@ class Endpoint:
     def broadcast_oneway(self, conns: Iterable[Connection], request: RemotingCommand) -> int:
         """Queue one oneway ``request`` on each live connection; return how many got it.
 
-        The frame is encoded once. Connections over their high water mark are skipped (a
-        slow consumer cannot stall the others) and logged.
+        The frame is encoded once, from a copy with the oneway bit set (``request`` is not
+        changed). Connections over their high water mark are skipped (a slow consumer cannot
+        stall the others) and logged.
+
+        Raises:
+            RemotingCommandError: ``request`` cannot be encoded; nothing was sent.
         """
-        request.flag |= 2
-        frame = encode_frame_parts(request, self.invoker.max_frame)
+        try:
+            frame = encode_frame_parts(oneway_copy(request), self.invoker.max_frame)
+        except Exception as exc:
+            raise translate(exc, "encode", None) from exc
         sent = 0
         for conn in conns:
             if conn.closed:

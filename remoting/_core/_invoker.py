@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
 
-from codec import RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
+from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
 
 from .._errors import (
     RemotingError,
@@ -148,7 +148,8 @@ class Invoker:
 
     def send_oneway(self, conn: Connection, request: RemotingCommand, permits: Permits,
                     timeout: float) -> None:
-        """Queue a oneway request; its permit comes back once it reached the socket.
+        """Queue a oneway request; its permit comes back once it reached the socket. A copy
+        with the oneway bit set is sent: the caller's command is not changed.
 
         Raises:
             RemotingTimeoutError: ``timeout`` is 0 or less (an expired deadline); not sent.
@@ -159,8 +160,7 @@ class Invoker:
             permits.give()
             raise RemotingTimeoutError(conn.remote_addr, 0.0, "send")
         try:
-            request.flag |= 2
-            frame = encode_frame_parts(request, self.max_frame)
+            frame = encode_frame_parts(oneway_copy(request), self.max_frame)
         except Exception as exc:
             permits.give()
             raise translate(exc, "encode", conn.remote_addr) from exc
@@ -391,3 +391,15 @@ class Invoker:
         here, on the loop thread."""
         Batch(self, self.channels, target, requests, timeout, limit, on_done,
               finished_at).start(self._nursery)
+
+
+def oneway_copy(request: RemotingCommand) -> RemotingCommand:
+    """Return a shallow copy of ``request`` with the oneway bit set: the caller's command is
+    left as it was, so it can still be sent by any call.
+
+    Raises:
+        TypeError: its flag is not an int (reported as an encoding error).
+    """
+    copy = request.with_opaque(request.opaque)  # not set-and-restore: a thread may be
+    copy.flag = request.flag | FLAG_ONEWAY       # encoding the same command meanwhile
+    return copy

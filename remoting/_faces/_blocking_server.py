@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Self
 
 import trio
 
-from .._checks import config_of, grace_seconds
+from codec import FLAG_RESPONSE
+
+from .._checks import channel_of, channels_of, config_of, grace_seconds, the_request
 from .._config import ServerConfig
 from .._errors import RemotingError
 from ._blocking import LOOP_ANSWER_SECONDS, BlockingFace
@@ -126,10 +128,13 @@ class RemotingServer(BlockingFace):
 
     def broadcast_oneway(self, channels: Sequence[ChannelHandle], request: RemotingCommand
                          ) -> int:
-        """Send one oneway ``request`` to every channel; return how many got it."""
+        """Send one oneway ``request`` to every channel; return how many got it (see
+        `TrioRemotingServer.broadcast_oneway`)."""
         self._check_caller()
+        the_request(request, FLAG_RESPONSE)
+        handles = channels_of(channels)
         core = self._core
-        return self.endpoint.inbox.call(lambda: core.broadcast_oneway(channels, request),
+        return self.endpoint.inbox.call(lambda: core.broadcast_oneway(handles, request),
                                         LOOP_ANSWER_SECONDS)
 
     def channels(self) -> list[ChannelHandle]:
@@ -140,7 +145,7 @@ class RemotingServer(BlockingFace):
                     timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
         """Call a connected client (which registered a processor) and wait."""
         self._check_caller()
-        return channel.invoke_sync(request, timeout)
+        return channel_of(channel).invoke_sync(request, timeout)
 
     def invoke_async(self, channel: ChannelHandle, request: RemotingCommand,
                      timeout: float = DEFAULT_TIMEOUT,
@@ -148,10 +153,10 @@ class RemotingServer(BlockingFace):
                      ) -> ResponseFuture:
         """Call a connected client; return the future."""
         self._check_caller()
-        return channel.invoke_async(request, timeout, callback)
+        return channel_of(channel).invoke_async(request, timeout, callback)
 
     def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
                       timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send a oneway request to a connected client."""
         self._check_caller()
-        channel.invoke_oneway(request, timeout)
+        channel_of(channel).invoke_oneway(request, timeout)

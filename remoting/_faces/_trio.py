@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._checks import config_of, grace_seconds
+from codec import FLAG_RESPONSE
+
+from .._checks import channel_of, channels_of, config_of, grace_seconds, the_request
 from .._config import ClientConfig, ServerConfig
 from .._core._acceptor import Acceptor
 from .._core._endpoint import Endpoint
@@ -305,27 +307,34 @@ class TrioRemotingServer(_Face):
 
         A server's RPC hooks do not run for its calls back (as RocketMQ); interceptors do.
         """
-        return await channel.invoke_sync_async(request, timeout)
+        return await channel_of(channel).invoke_sync_async(request, timeout)
 
     async def invoke_async(self, channel: ChannelHandle, request: RemotingCommand,
                            timeout: float = DEFAULT_TIMEOUT,
                            callback: Callable[[ResponseFuture], object] | None = None,
                            ) -> ResponseFuture:
         """Call a connected client; return the future."""
-        return await channel.invoke_async_async(request, timeout, callback)
+        return await channel_of(channel).invoke_async_async(request, timeout, callback)
 
     async def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
                             timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send a oneway request to a connected client."""
-        await channel.invoke_oneway_async(request, timeout)
+        await channel_of(channel).invoke_oneway_async(request, timeout)
 
     def broadcast_oneway(self, channels: Iterable[ChannelHandle], request: RemotingCommand
                          ) -> int:
         """Send one oneway ``request`` to every channel (encoded once); return how many got it.
 
-        A channel whose peer is not draining (over the high water mark) is skipped.
+        A channel whose peer is not draining (over the high water mark) is skipped; closed
+        channels are too. ``request`` itself is not changed (a copy is marked oneway).
+
+        Raises:
+            RemotingCommandError: ``request`` cannot be encoded; nothing was sent.
+            TypeError, ValueError: ``channels`` holds something other than channels, or
+                ``request`` is not a `RemotingCommand` or is a response.
         """
-        return self.endpoint.broadcast_oneway((c._conn for c in channels), request)
+        the_request(request, FLAG_RESPONSE)
+        return self.endpoint.broadcast_oneway([c._conn for c in channels_of(channels)], request)
 
 
 @asynccontextmanager

@@ -318,3 +318,139 @@ async def test_trio_shutdown_with_a_bad_grace_changes_nothing(
     with pytest.raises(ValueError, match="grace"):
         await server.shutdown(grace=math.nan)
     assert (await client.invoke_sync(addr_of(server), req(ECHO, b"up"), 5)).body == b"up"
+
+
+# ---------------------------------------------------------------------- requests no one answers
+
+def a_response() -> RemotingCommand:
+    response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+    response.code = COUNTED
+    return response
+
+
+def marked_oneway() -> RemotingCommand:
+    request = req(COUNTED)
+    request.mark_oneway()
+    return request
+
+
+UNANSWERED = [(a_response, "is a response .* RemotingCommand.create_request"),
+              (marked_oneway, "is marked oneway .* invoke_oneway")]
+
+
+@pytest.mark.parametrize(("make", "words"), UNANSWERED, ids=["response", "oneway"])
+@pytest.mark.parametrize("kind", ["sync", "async", "many"])
+def test_a_request_no_one_would_answer_is_refused_before_it_is_sent(
+        counted: Any, kind: str, make: Any, words: str) -> None:
+    server, client, processor = counted  # it timed out, and the timeout closed the connection
+    call = {"sync": lambda r: client.invoke_sync(server.addr, r, 5),
+            "async": lambda r: client.invoke_async(server.addr, r, 5),
+            "many": lambda r: client.invoke_many(server.addr, [req(COUNTED), r], 5)}[kind]
+    with pytest.raises(ValueError, match=("requests\\[1\\] " if kind == "many" else "request ")
+                       + words):
+        call(make())
+    assert processor.calls == 0
+    assert client.invoke_sync(server.addr, req(COUNTED), 5).code == ResponseCode.SUCCESS
+
+
+def test_a_received_response_is_not_a_request(counted: Any) -> None:
+    server, client, processor = counted
+    response = client.invoke_sync(server.addr, req(COUNTED), 5)
+    with pytest.raises(ValueError, match="request is a response"):
+        client.invoke_sync(server.addr, response, 5)
+    with pytest.raises(ValueError, match="request is a response"):
+        client.invoke_oneway(server.addr, response, 5)
+    assert processor.calls == 1
+
+
+def test_oneway_sends_leave_the_callers_request_as_it_was(counted: Any) -> None:
+    server, client, processor = counted
+    request = req(COUNTED)
+    client.invoke_oneway(server.addr, request, 5)
+    assert server.broadcast_oneway(server.channels(), request) == 1
+    assert request.flag == 0  # both set the oneway bit on it: invoke_sync then timed out
+    assert client.invoke_sync(server.addr, request, 5).code == ResponseCode.SUCCESS
+    marked = marked_oneway()
+    client.invoke_oneway(server.addr, marked, 5)  # already marked: fine for oneway
+    assert marked.is_oneway and not marked.is_response
+
+
+async def test_trio_requests_no_one_would_answer_are_refused(
+        server: TrioRemotingServer, client: TrioRemotingClient) -> None:
+    addr = addr_of(server)
+    for make, words in UNANSWERED:
+        with pytest.raises(ValueError, match=f"request {words}"):
+            await client.invoke_sync(addr, make(), 5)
+        with pytest.raises(ValueError, match=f"request {words}"):
+            await client.invoke_async(addr, make(), 5)
+        with pytest.raises(ValueError, match=f"requests\\[0\\] {words}"):
+            await client.invoke_many(addr, [make()], 5)
+    with pytest.raises(ValueError, match="request is a response"):
+        await client.invoke_oneway(addr, a_response(), 5)
+    request = req(ECHO, b"again")
+    await client.invoke_oneway(addr, request, 5)
+    assert (await client.invoke_sync(addr, request, 5)).body == b"again"
+
+
+# ---------------------------------------------------------------------- server push
+
+class Push:
+    """What a server push is given, one bad argument at a time."""
+
+    def __init__(self, server: Any, channel: Any) -> None:
+        self.server, self.channel = server, channel
+
+
+PUSH_MISUSE: list[tuple[str, Any, type[Exception], str]] = [
+    ("broadcast a str", lambda p: p.server.broadcast_oneway(p.server.channels(), "x"),
+     TypeError, "request must be a RemotingCommand"),
+    ("broadcast to addresses", lambda p: p.server.broadcast_oneway(["127.0.0.1:1"], req(ECHO)),
+     TypeError, r"channels\[0\] must be a channel"),
+    ("broadcast to one channel", lambda p: p.server.broadcast_oneway(p.channel, req(ECHO)),
+     TypeError, "channels must be an iterable of channels"),
+    ("broadcast a response", lambda p: p.server.broadcast_oneway(
+        p.server.channels(), RemotingCommand.create_response(0)), ValueError, "is a response"),
+    ("broadcast code 2**40", lambda p: p.server.broadcast_oneway(
+        p.server.channels(), RemotingCommand(code=2**40)), RemotingCommandError, "int32"),
+    ("broadcast over max_frame", lambda p: p.server.broadcast_oneway(
+        p.server.channels(), req(ECHO, b"x" * (17 << 20))), RemotingCommandError, "limit"),
+    ("invoke_sync to an address", lambda p: p.server.invoke_sync("127.0.0.1:1", req(ECHO)),
+     TypeError, "channel must be a channel"),
+    ("invoke_async to an address", lambda p: p.server.invoke_async("127.0.0.1:1", req(ECHO)),
+     TypeError, "channel must be a channel"),
+    ("invoke_oneway to None", lambda p: p.server.invoke_oneway(None, req(ECHO)),
+     TypeError, "channel must be a channel"),
+    ("write_response of strs", lambda p: p.channel.write_response("x", "y"),
+     TypeError, "request must be a RemotingCommand"),
+    ("write_response of a dict", lambda p: p.channel.write_response(req(ECHO), {"code": 0}),
+     TypeError, "response must be a RemotingCommand"),
+]
+
+
+@pytest.mark.parametrize(("push", "error", "words"), [m[1:] for m in PUSH_MISUSE],
+                         ids=[m[0] for m in PUSH_MISUSE])
+def test_a_bad_server_push_fails_at_once(push: Any, error: type[Exception], words: str) -> None:
+    with RemotingServer() as server, RemotingClient() as client:
+        server.register_processor(ECHO, EchoProcessor())
+        client.register_processor(ECHO, EchoProcessor())
+        client.invoke_sync(server.addr, req(ECHO), 5)
+        [channel] = server.channels()
+        with pytest.raises(error, match=words):  # AttributeError, or returned and only logged
+            push(Push(server, channel))
+        assert server.invoke_sync(channel, req(ECHO, b"up"), 5).body == b"up"
+
+
+async def test_trio_server_push_checks_its_arguments(
+        server: TrioRemotingServer, client: TrioRemotingClient) -> None:
+    client.register_processor(ECHO, EchoProcessor())
+    await client.invoke_sync(addr_of(server), req(ECHO), 5)
+    [channel] = server.channels()
+    with pytest.raises(TypeError, match="channel must be a channel"):
+        await server.invoke_sync("127.0.0.1:1", req(ECHO))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"channels\[0\] must be a channel"):
+        server.broadcast_oneway(["127.0.0.1:1"], req(ECHO))  # type: ignore[list-item]
+    with pytest.raises(RemotingCommandError, match="int32"):
+        server.broadcast_oneway([channel], RemotingCommand(code=2**40))
+    request = req(ECHO, b"push")
+    assert server.broadcast_oneway([channel], request) == 1
+    assert (await server.invoke_sync(channel, request, 5)).body == b"push"
