@@ -20,7 +20,7 @@ from ._core._channel_handle import ChannelHandle
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["call_timeout", "channel_of", "channels_of", "command_of", "config_of",
+__all__ = ["ANSWERED", "call_timeout", "channel_of", "channels_of", "command_of", "config_of",
            "grace_seconds", "processor_registration", "request_code", "requests_of", "seconds",
            "the_request"]
 
@@ -76,7 +76,7 @@ def grace_seconds(grace: object) -> float | None:
     return None if grace is None else seconds("grace", grace)
 
 
-ANSWERED: Final = FLAG_RESPONSE | FLAG_ONEWAY  # flag bits of a request that gets no answer
+ANSWERED: Final = FLAG_RESPONSE | FLAG_ONEWAY  # either bit: the peer will not answer it
 
 
 def the_request(request: object, refused: int = ANSWERED, name: str = "request"

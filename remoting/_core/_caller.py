@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from codec import FLAG_RESPONSE, ResponseCode
 
-from .._checks import call_timeout, requests_of, the_request
+from .._checks import ANSWERED, call_timeout, requests_of, the_request
 from .._errors import RemotingError
 from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
 from .._interceptors import ClientCall, chain, chain_async
@@ -176,28 +176,32 @@ class Caller:
             raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
         return box[0]
 
-    # the ends of the blocking chains
+    # the ends of the blocking chains: what interceptors hand on is checked again here
     def _sync(self, call: ClientCall) -> RemotingCommand:
-        return self._sync_call(call.target, call.addr, call.request,  # type: ignore[arg-type]
-                               call.timeout, call.retry_busy)
+        request, timeout = checked(call)
+        return self._sync_call(call.target, call.addr, request,  # type: ignore[arg-type]
+                               timeout, call.retry_busy)
 
     def _future(self, call: ClientCall) -> ResponseFuture:
+        request, timeout = checked(call)
         callback = call.callback
         if self._hooks:
-            run_before_hooks(self._hooks, call.addr, call.request)
-            callback = with_after_hooks(self._hooks, call.request, callback)
-        return self._threads.submit(call.target, call.request,  # type: ignore[arg-type]
-                                    call.timeout, "async", callback)
+            run_before_hooks(self._hooks, call.addr, request)
+            callback = with_after_hooks(self._hooks, request, callback)
+        return self._threads.submit(call.target, request,  # type: ignore[arg-type]
+                                    timeout, "async", callback)
 
     def _oneway(self, call: ClientCall) -> None:
+        request, timeout = checked(call, FLAG_RESPONSE)
         if self._hooks:
-            run_before_hooks(self._hooks, call.addr, call.request)
-        self._threads.submit(call.target, call.request,  # type: ignore[arg-type]
-                             call.timeout, "oneway").result()
+            run_before_hooks(self._hooks, call.addr, request)
+        self._threads.submit(call.target, request,  # type: ignore[arg-type]
+                             timeout, "oneway").result()
 
     def _many(self, call: ClientCall) -> Results:
-        return self._many_wait(call.target, call.addr, call.requests,  # type: ignore[arg-type]
-                               call.timeout, call.limit, call.finished_at)
+        requests, timeout = checked_many(call)
+        return self._many_wait(call.target, call.addr, requests,  # type: ignore[arg-type]
+                               timeout, call.limit, call.finished_at)
 
     # ------------------------------------------------------------------ trio (the loop)
 
@@ -258,32 +262,51 @@ class Caller:
                            limit=limit))
         return await self._invoker.invoke_many(target, requests, timeout, limit)
 
-    # the ends of the trio chains
+    # the ends of the trio chains: what interceptors hand on is checked again here
     async def _async_sync(self, call: ClientCall) -> RemotingCommand:
+        request, timeout = checked(call)
         hooks = self._hooks
         if hooks:
-            run_before_hooks(hooks, call.addr, call.request)
+            run_before_hooks(hooks, call.addr, request)
         response = await self._invoker.invoke(call.target,  # type: ignore[arg-type]
-                                              call.request, call.timeout, call.retry_busy)
+                                              request, timeout, call.retry_busy)
         if hooks:
-            run_after_hooks(hooks, call.addr, call.request, response)
+            run_after_hooks(hooks, call.addr, request, response)
         return response
 
     async def _async_future(self, call: ClientCall) -> ResponseFuture:
+        request, timeout = checked(call)
         callback = call.callback
         if self._hooks:
-            run_before_hooks(self._hooks, call.addr, call.request)
-            callback = with_after_hooks(self._hooks, call.request, callback)
+            run_before_hooks(self._hooks, call.addr, request)
+            callback = with_after_hooks(self._hooks, request, callback)
         return await self._invoker.start_call(call.target,  # type: ignore[arg-type]
-                                              call.request, call.timeout, callback)
+                                              request, timeout, callback)
 
     async def _async_oneway(self, call: ClientCall) -> None:
+        request, timeout = checked(call, FLAG_RESPONSE)
         if self._hooks:
-            run_before_hooks(self._hooks, call.addr, call.request)
+            run_before_hooks(self._hooks, call.addr, request)
         await self._invoker.invoke_oneway(call.target,  # type: ignore[arg-type]
-                                          call.request, call.timeout)
+                                          request, timeout)
 
     async def _async_many(self, call: ClientCall) -> Results:
+        requests, timeout = checked_many(call)
         return await self._invoker.invoke_many(call.target,  # type: ignore[arg-type]
-                                               call.requests, call.timeout, call.limit,
+                                               requests, timeout, call.limit,
                                                call.finished_at)
+
+
+def checked(call: ClientCall, refused: int = ANSWERED) -> tuple[RemotingCommand, float]:
+    """Return the request and timeout of ``call`` as interceptors left them, checked as the
+    call's arguments were (an interceptor may have changed them).
+
+    Raises:
+        TypeError, ValueError: as for the call's arguments.
+    """
+    return the_request(call.request, refused), call_timeout(call.timeout)
+
+
+def checked_many(call: ClientCall) -> tuple[Sequence[RemotingCommand], float]:
+    """`checked` for an ``invoke_many`` call: its requests and timeout."""
+    return requests_of(call.requests), call_timeout(call.timeout)

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from codec import encode_frame_parts, next_opaque
 
-from .._errors import RemotingError
+from .._errors import RemotingError, translate
+from .._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -112,8 +113,8 @@ class ThreadCalls:
         """
         invoker = self._invoker
         try:
-            self._inbox.post(lambda _: invoker.start_batch(target, requests, timeout, limit,
-                                                           on_done, finished_at), None)
+            self._inbox.post(_start_batch, (invoker, target, requests, timeout, limit, on_done,
+                                            finished_at))
         except RuntimeError as exc:
             raise RemotingError(f"the {invoker.role} is shut down") from exc
 
@@ -186,5 +187,23 @@ class ThreadCalls:
 
 
 def _start(args: tuple[CallStarter, str | Connection | None, ResponseFuture, Any]) -> None:
+    """Start a call a thread handed over; a failure ends its future (its thread waits on it)."""
     invoker, target, fut, kind = args
-    invoker.start(target, fut, kind)
+    try:
+        invoker.start(target, fut, kind)
+    except Exception as exc:  # a bug: reported, never a future pending for ever
+        log.error("request.failed", addr=fut.addr, exc_info=exc)
+        if not fut.done():
+            fut._fail(translate(exc, "call", fut.addr))
+
+
+def _start_batch(args: tuple[CallStarter, str | Connection | None, Sequence[RemotingCommand],
+                             float, int, Callable[[list[Any]], None], list[float] | None]
+                 ) -> None:
+    """Start a batch a thread handed over; a failure ends each of its calls."""
+    invoker, target, requests, timeout, limit, on_done, finished_at = args
+    try:
+        invoker.start_batch(target, requests, timeout, limit, on_done, finished_at)
+    except Exception as exc:  # a bug: reported, never a thread waiting for the batch's slack
+        log.error("request.failed", exc_info=exc)
+        on_done([translate(exc, "call", None)] * len(requests))
