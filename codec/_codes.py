@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
+from ._errors import InvalidCommandError
+
 __all__ = [
     "FLAG_ONEWAY",
     "FLAG_RESPONSE",
@@ -122,6 +124,15 @@ class RequestCode(IntEnum):
 # Lookup tables used on the decode hot path (IntEnum construction is slow).
 LANGUAGE_BY_VALUE: Final[dict[int, LanguageCode]] = {m.value: m for m in LanguageCode}
 LANGUAGE_BY_NAME: Final[dict[str, LanguageCode]] = {m.name: m for m in LanguageCode}
+# what both header encoders accept as ``language``: a member (or its int), or None (unknown)
+LANGUAGE_BYTE: Final[dict[LanguageCode | None, int]] = {
+    **{m: m.value for m in LanguageCode}, None: LanguageCode.OTHER.value}
+
+
+def language_error(language: object) -> InvalidCommandError:
+    """Return the error for a ``language`` that is not a `LanguageCode` or None."""
+    return InvalidCommandError(f"language={language!r} is not a LanguageCode (e.g. "
+                               "LanguageCode.PYTHON) or None")
 SERIALIZE_TYPE_BY_VALUE: Final[dict[int, SerializeType]] = {m.value: m for m in SerializeType}
 
 

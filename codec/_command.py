@@ -30,6 +30,17 @@ def next_opaque() -> int:
     return ((n + 0x80000000) & 0xFFFFFFFF) - 0x80000000
 
 
+def _code_of(code: object) -> int:
+    """Return a request or response code given as an int (an `IntEnum` member counts).
+
+    Raises:
+        TypeError: not an int (a bool, a float or a str is not a code: Java's are ints).
+    """
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise TypeError(f"code must be an int, got {code!r}")
+    return int(code)
+
+
 def _header_fields(header: object) -> ExtFields:
     if header is None:
         return {}
@@ -43,7 +54,9 @@ class RemotingCommand:
     """A request or response as it travels on the wire (RocketMQ's ``RemotingCommand``).
 
     Mutable on purpose: a processor fills in its response's ``body``, ``ext_fields`` and
-    ``remark`` in place. ``language`` is None when a peer sent a language we do not know.
+    ``remark`` in place. So the fields are checked when the command is encoded
+    (`InvalidCommandError`), not by this constructor; the ``create_*`` factories check
+    ``code`` at once. ``language`` is None when a peer sent a language we do not know.
     """
 
     code: int = 0
@@ -60,25 +73,33 @@ class RemotingCommand:
     def create_request(
         cls, code: int, header: object = None, body: bytes | None = None
     ) -> RemotingCommand:
-        """Return a request with a fresh opaque; ``header`` is a dataclass or a str mapping."""
+        """Return a request with a fresh opaque; ``header`` is a dataclass or a str mapping.
+
+        Raises:
+            TypeError: ``code`` is not an int (``1.7``, ``"12"`` and ``True`` are refused).
+        """
         if cls is not RemotingCommand:
-            return cls(code=int(code), ext_fields=_header_fields(header) if header is not None
-                       else None, body=body)
+            return cls(code=_code_of(code), ext_fields=_header_fields(header)
+                       if header is not None else None, body=body)
         # Hot path (a request per call): the decoders' constructor, not the keyword __init__.
-        return new_command(code if type(code) is int else int(code), _PYTHON, 0, next_opaque(),
-                           0, None, _header_fields(header) if header is not None else None,
-                           body, _JSON)
+        return new_command(code if type(code) is int else _code_of(code), _PYTHON, 0,
+                           next_opaque(), 0, None,
+                           _header_fields(header) if header is not None else None, body, _JSON)
 
     @classmethod
     def create_response(
         cls, code: int, remark: str | None = None, header: object = None
     ) -> RemotingCommand:
-        """Return a response (flag bit 0 set); the transport copies the request's opaque."""
+        """Return a response (flag bit 0 set); the transport copies the request's opaque.
+
+        Raises:
+            TypeError: ``code`` is not an int.
+        """
         if cls is not RemotingCommand:
-            return cls(code=int(code), remark=remark, ext_fields=_header_fields(header)
+            return cls(code=_code_of(code), remark=remark, ext_fields=_header_fields(header)
                        if header is not None else None, flag=FLAG_RESPONSE)
-        return new_command(code if type(code) is int else int(code), _PYTHON, 0, next_opaque(),
-                           FLAG_RESPONSE, remark,
+        return new_command(code if type(code) is int else _code_of(code), _PYTHON, 0,
+                           next_opaque(), FLAG_RESPONSE, remark,
                            _header_fields(header) if header is not None else None, None, _JSON)
 
     @classmethod
@@ -86,7 +107,8 @@ class RemotingCommand:
         cls, request: RemotingCommand, code: int, remark: str | None = None
     ) -> RemotingCommand:
         """Return a response to ``request``: same opaque, response flag set."""
-        return cls(code=int(code), remark=remark, opaque=request.opaque, flag=FLAG_RESPONSE)
+        return cls(code=_code_of(code), remark=remark, opaque=request.opaque,
+                   flag=FLAG_RESPONSE)
 
     def with_opaque(self, opaque: int) -> RemotingCommand:
         """Return a shallow copy of this command carrying ``opaque`` (ext_fields and body

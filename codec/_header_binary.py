@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Final
 
-from ._codes import LANGUAGE_BY_VALUE, LanguageCode, SerializeType
+from ._codes import LANGUAGE_BY_VALUE, LANGUAGE_BYTE, SerializeType, language_error
 from ._command import RemotingCommand
 from ._errors import InvalidCommandError, MalformedFrameError
 
@@ -31,6 +31,9 @@ _I16_UNPACK: Final = struct.Struct(">h").unpack_from
 _EMPTY_STRING: Final = b"\x00\x00\x00\x00"
 _EMPTY_STRINGS: Final = _EMPTY_STRING * 2  # remark length 0, extFields length 0
 _LANGUAGE_GET: Final = LANGUAGE_BY_VALUE.get
+_LANGUAGE_BYTE: Final = LANGUAGE_BYTE
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
 _new: Final = object.__new__
 _SHORT_I16: Final = [_I16_PACK(n) for n in range(256)]
 _SHORT_I32: Final = [_I32_PACK(n) for n in range(256)]
@@ -44,14 +47,14 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
             silently), ``opaque``/``flag`` outside int32, a non-str remark or ext field, or a
             string that is not valid Unicode (a lone surrogate).
     """
-    language = cmd.language
+    code = cmd.code
     try:
-        fixed = _FIXED_PACK(
-            cmd.code, LanguageCode.OTHER if language is None else language,
-            cmd.version, cmd.opaque, cmd.flag,
-        )
-    except struct.error:
+        fixed = _FIXED_PACK(code, _LANGUAGE_BYTE[cmd.language], cmd.version, cmd.opaque,
+                            cmd.flag)
+    except (struct.error, KeyError, TypeError):  # Key/TypeError: not a LanguageCode
         raise _fixed_error(cmd) from None
+    if type(code) is bool:  # struct packs it as 1, JSON refuses it: refuse both ways
+        raise _fixed_error(cmd)
     remark = cmd.remark
     ext = cmd.ext_fields
     if not remark and not ext:
@@ -94,12 +97,14 @@ def _fixed_error(cmd: RemotingCommand) -> InvalidCommandError:
     for name, lo, hi in (("code", -(2**15), 2**15 - 1), ("version", -(2**15), 2**15 - 1),
                          ("opaque", -(2**31), 2**31 - 1), ("flag", -(2**31), 2**31 - 1)):
         value = getattr(cmd, name)
-        if not isinstance(value, int) or not lo <= value <= hi:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return InvalidCommandError(f"{name} must be an int, got {value!r}")
+        if not lo <= value <= hi:
+            wider = ("; SerializeType.JSON takes int32 values" if hi < 2**31 - 1
+                     and INT32_MIN <= value <= INT32_MAX else "")
             return InvalidCommandError(
-                f"{name}={value!r} does not fit the ROCKETMQ header ({lo}..{hi}); "
-                "use SerializeType.JSON for wider codes"
-            )
-    return InvalidCommandError(f"language={cmd.language!r} is not a LanguageCode")
+                f"{name}={value!r} does not fit the ROCKETMQ header ({lo}..{hi}){wider}")
+    return language_error(cmd.language)
 
 
 def _truncated(what: str, pos: int, limit: int) -> MalformedFrameError:

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Final
 
 import orjson
 
-from ._codes import LANGUAGE_BY_NAME, LANGUAGE_BY_VALUE, LanguageCode, SerializeType
+from ._codes import (
+    LANGUAGE_BY_NAME,
+    LANGUAGE_BY_VALUE,
+    LanguageCode,
+    SerializeType,
+    language_error,
+)
 from ._command import RemotingCommand, new_command, next_opaque
 from ._errors import InvalidCommandError, MalformedFrameError
 from ._lenient_json import lenient_loads
@@ -82,7 +88,8 @@ def _slow_encode(d: dict[str, object]) -> bytes:
     return value(d).encode("utf-8")
 
 
-_LANGUAGE_NAMES: Final[dict[LanguageCode | None, str | None]] = {m: m.name for m in LanguageCode}
+_LANGUAGE_NAMES: Final[dict[LanguageCode | None, str | None]] = {
+    **{m: m.name for m in LanguageCode}, None: None}  # None: unknown, the key is left out
 _DUMPS: Final = orjson.dumps
 _SORT_KEYS: Final = orjson.OPT_SORT_KEYS
 
@@ -110,7 +117,10 @@ def _header_dict(cmd: RemotingCommand, code: int, opaque: int, flag: int, versio
             if type(v) is not str:
                 ext = _checked_ext(ext)
                 break
-    language = _LANGUAGE_NAMES.get(cmd.language)
+    try:
+        language = _LANGUAGE_NAMES[cmd.language]
+    except (KeyError, TypeError):  # not a LanguageCode (TypeError: unhashable)
+        raise language_error(cmd.language) from None
     # fastjson omits null properties; keys are written sorted.
     d: dict[str, object]
     if remark is None and language is not None:
@@ -158,7 +168,10 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     if (ext is None and remark is None and type(opaque) is int and type(code) is int
             and type(flag) is int and type(version) is int
             and -0x80000000 <= opaque <= 0x7FFFFFFF):
-        template = _TEMPLATES.get((code, flag, cmd.language, version))
+        try:
+            template = _TEMPLATES.get((code, flag, cmd.language, version))
+        except TypeError:  # an unhashable language: _header_dict refuses it
+            template = None
         if template is not None:
             return b"%b%d%b" % (template[0], opaque, template[1])
     d = _header_dict(cmd, code, opaque, flag, version, remark, ext)

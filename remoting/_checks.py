@@ -20,9 +20,9 @@ from ._core._channel_handle import ChannelHandle
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["ANSWERED", "call_timeout", "channel_of", "channels_of", "command_of", "config_of",
-           "grace_seconds", "processor_registration", "request_code", "requests_of", "seconds",
-           "the_request"]
+__all__ = ["ANSWERED", "batch_limit", "call_timeout", "callback_of", "channel_of",
+           "channels_of", "command_of", "config_of", "grace_seconds", "processor_registration",
+           "request_code", "requests_of", "seconds", "the_request", "wait_seconds"]
 
 C = TypeVar("C")
 
@@ -65,6 +65,53 @@ def call_timeout(timeout: object) -> float:
     if math.isnan(timeout):
         raise ValueError("timeout must be a number of seconds, got nan")
     return float(timeout) if timeout > 0 else 0.0
+
+
+def wait_seconds(timeout: object) -> float | None:
+    """Return how long a thread may wait for a future (None: until the call's deadline;
+    0 or less: not at all).
+
+    Raises:
+        TypeError: not None, an int or a float.
+        ValueError: NaN.
+    """
+    if timeout is None or type(timeout) is float or type(timeout) is int:
+        if timeout == timeout:  # False for NaN only
+            return timeout
+    elif isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be None or a number of seconds, got {timeout!r}")
+    elif timeout == timeout:
+        return float(timeout)
+    raise ValueError("timeout must be None or a number of seconds, got nan")
+
+
+def callback_of(callback: object, name: str = "callback", *, optional: bool = True) -> Any:
+    """Return ``callback`` if it is callable (a function of the future), or None when
+    ``optional``.
+
+    Raises:
+        TypeError: it is not.
+    """
+    if (callback is not None or not optional) and not callable(callback):
+        raise TypeError(f"{name} must be a function of the future, got {callback!r}")
+    return callback
+
+
+def batch_limit(limit: object) -> int:
+    """Return ``invoke_many``'s ``limit``: an int >= 1 (requests in flight at most).
+
+    Raises:
+        TypeError: not an int (a bool is not a count).
+        ValueError: below 1.
+    """
+    if type(limit) is int and limit >= 1:  # the usual case, cheaply
+        return limit
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int >= 1 (requests in flight at most), "
+                        f"got {limit!r}")
+    if limit < 1:
+        raise ValueError(f"limit must be an int >= 1 (requests in flight at most), got {limit}")
+    return int(limit)
 
 
 def grace_seconds(grace: object) -> float | None:

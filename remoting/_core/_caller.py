@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from codec import FLAG_RESPONSE, ResponseCode
 
-from .._checks import ANSWERED, call_timeout, requests_of, the_request
+from .._checks import (
+    ANSWERED,
+    batch_limit,
+    call_timeout,
+    callback_of,
+    requests_of,
+    the_request,
+)
 from .._errors import RemotingError
 from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
 from .._interceptors import ClientCall, chain, chain_async
@@ -36,6 +43,7 @@ if TYPE_CHECKING:
     from ._channels import Target
     from ._future import ResponseFuture
     from ._invoker import Invoker
+    from ._thread_calls import ThreadCalls
 
 __all__ = ["Caller"]
 
@@ -50,7 +58,7 @@ class Caller:
     def __init__(self, invoker: Invoker, hooks: list[RPCHook], *, run_hooks: bool,
                  role: str) -> None:
         self._invoker = invoker
-        self._threads = invoker.threads
+        self._threads: ThreadCalls = invoker.threads
         self._hooks = hooks if run_hooks else []
         self._role: Any = role
         self.interceptors: list[ClientInterceptor] = []  # outermost first
@@ -102,6 +110,7 @@ class Caller:
         """Send; return the future at once (see `RemotingClient.invoke_async`)."""
         the_request(request)
         timeout = call_timeout(timeout)
+        callback_of(callback)
         if self.interceptors:
             return self._chains["async"](  # type: ignore[no-any-return]
                 self._call("async", target, addr, request, timeout, callback=callback))
@@ -129,6 +138,7 @@ class Caller:
         """Send a batch and wait for all of it (see `RemotingClient.invoke_many`)."""
         requests = requests_of(requests)
         timeout = call_timeout(timeout)
+        limit = batch_limit(limit)
         if self.interceptors and requests:
             return self._chains["many"](  # type: ignore[no-any-return]
                 self._call("many", target, addr, requests[0], timeout, requests=requests,
@@ -184,7 +194,7 @@ class Caller:
 
     def _future(self, call: ClientCall) -> ResponseFuture:
         request, timeout = checked(call)
-        callback = call.callback
+        callback = callback_of(call.callback)
         if self._hooks:
             run_before_hooks(self._hooks, call.addr, request)
             callback = with_after_hooks(self._hooks, request, callback)
@@ -201,7 +211,7 @@ class Caller:
     def _many(self, call: ClientCall) -> Results:
         requests, timeout = checked_many(call)
         return self._many_wait(call.target, call.addr, requests,  # type: ignore[arg-type]
-                               timeout, call.limit, call.finished_at)
+                               timeout, batch_limit(call.limit), call.finished_at)
 
     # ------------------------------------------------------------------ trio (the loop)
 
@@ -228,6 +238,7 @@ class Caller:
         """Send; return the future (see `TrioRemotingClient.invoke_async`)."""
         the_request(request)
         timeout = call_timeout(timeout)
+        callback_of(callback)
         if self.interceptors:
             return await self._async_chains["async"](  # type: ignore[no-any-return]
                 self._call("async", target, addr, request, timeout, callback=callback))
@@ -256,6 +267,7 @@ class Caller:
         """Send a batch and wait for all of it (see `TrioRemotingClient.invoke_many`)."""
         requests = requests_of(requests)
         timeout = call_timeout(timeout)
+        limit = batch_limit(limit)
         if self.interceptors and requests:
             return await self._async_chains["many"](  # type: ignore[no-any-return]
                 self._call("many", target, addr, requests[0], timeout, requests=requests,
@@ -276,7 +288,7 @@ class Caller:
 
     async def _async_future(self, call: ClientCall) -> ResponseFuture:
         request, timeout = checked(call)
-        callback = call.callback
+        callback = callback_of(call.callback)
         if self._hooks:
             run_before_hooks(self._hooks, call.addr, request)
             callback = with_after_hooks(self._hooks, request, callback)
@@ -293,7 +305,7 @@ class Caller:
     async def _async_many(self, call: ClientCall) -> Results:
         requests, timeout = checked_many(call)
         return await self._invoker.invoke_many(call.target,  # type: ignore[arg-type]
-                                               requests, timeout, call.limit,
+                                               requests, timeout, batch_limit(call.limit),
                                                call.finished_at)
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
+from .. import _checks  # the module: it imports _core modules
 from .._errors import RemotingSendRequestError, RemotingTimeoutError
 from .._log import log
 
@@ -135,7 +136,10 @@ class ResponseFuture:
             RemotingTimeoutError, RemotingSendRequestError, RemotingConnectError,
             RemotingTooManyRequestsError, RemotingCommandError: how the call ended.
             TimeoutError: ``timeout`` elapsed while the call is still pending.
+            TypeError, ValueError: ``timeout`` is not None or a number of seconds (NaN).
         """
+        if timeout is not None:
+            timeout = _checks.wait_seconds(timeout)
         if not self._done:
             if timeout is None and self._overdue is not None:
                 if not self._block(self.timeout):  # its deadline: the loop expires it
@@ -211,7 +215,12 @@ class ResponseFuture:
         await trio.lowlevel.wait_task_rescheduled(abort)
 
     def add_done_callback(self, fn: Callable[[ResponseFuture], object]) -> None:
-        """Call ``fn(self)`` once when done, on the callback executor (or now, if done)."""
+        """Call ``fn(self)`` once when done, on the callback executor (or now, if done).
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
+        _checks.callback_of(fn, "fn", optional=False)
         with _LOCK:
             if not self._done:
                 if self._callbacks is None:

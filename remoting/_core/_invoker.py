@@ -76,7 +76,7 @@ class Invoker:
         self.channels = channels
         self._counters = counters
         self._nursery: trio.Nursery | None = None
-        self.threads = ThreadCalls(self, self.table, counters, inbox)
+        self.threads: ThreadCalls = ThreadCalls(self, self.table, counters, inbox)
         self.deadlines = Deadlines(self.table, counters, config, self.threads.adopt)
         self.now: Callable[[], float] = trio.current_time
 

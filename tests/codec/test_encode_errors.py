@@ -7,6 +7,7 @@ import pytest
 from codec import (
     CodecError,
     InvalidCommandError,
+    LanguageCode,
     RemotingCommand,
     RequestCode,
     SerializeType,
@@ -134,3 +135,33 @@ def test_wrong_field_types_are_invalid_command_errors(st: SerializeType, fields:
 def test_json_rejects_a_bool_where_an_int_goes() -> None:
     with pytest.raises(InvalidCommandError, match="version=True"):
         encode_frame(RemotingCommand(version=True))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("serialize_type", list(SerializeType))
+@pytest.mark.parametrize("language", ["JAVA", 99, [], -1], ids=["name", "99", "list", "-1"])
+def test_a_language_that_is_not_a_language_code_is_refused_by_both_headers(
+        serialize_type: SerializeType, language: object) -> None:
+    # JSON left "JAVA" and 99 out of the header silently, [] raised a bare TypeError;
+    # ROCKETMQ sent 99 as a byte no peer knows
+    cmd = make_command(language=language, serialize_type=serialize_type)
+    with pytest.raises(InvalidCommandError, match=r"language=.* is not a LanguageCode"):
+        encode_frame(cmd)
+
+
+@pytest.mark.parametrize("serialize_type", list(SerializeType))
+def test_language_codes_their_ints_and_none_still_encode(serialize_type: SerializeType) -> None:
+    for language in (*LanguageCode, 3, None):
+        encode_frame(make_command(language=language, serialize_type=serialize_type))
+
+
+@pytest.mark.parametrize("serialize_type", list(SerializeType))
+def test_a_bool_code_is_refused_by_both_headers(serialize_type: SerializeType) -> None:
+    with pytest.raises(InvalidCommandError, match="code"):  # ROCKETMQ sent code 1
+        encode_frame(make_command(code=True, serialize_type=serialize_type))
+
+
+@pytest.mark.parametrize(("field", "value"), [("opaque", 2**31), ("flag", -(2**31) - 1)])
+def test_rocketmq_does_not_send_int32_fields_to_json(field: str, value: int) -> None:
+    with pytest.raises(InvalidCommandError, match=f"{field}={value}") as info:
+        encode_frame(make_command(serialize_type=ROCKETMQ, **{field: value}))
+    assert "JSON" not in str(info.value)  # JSON refuses them too

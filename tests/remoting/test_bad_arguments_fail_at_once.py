@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from codec import RemotingCommand, ResponseCode
+from codec import RemotingCommand, RequestCode, ResponseCode
 from processors import EchoProcessor, RequestContext, RequestProcessor
 from remoting import (
     ClientCall,
@@ -549,3 +549,81 @@ def test_a_call_a_thread_hands_over_that_cannot_start_fails_its_future(counted: 
     assert ran.wait(5)
     with pytest.raises(RemotingError, match="failed unexpectedly"):
         fut.result(5)
+
+
+# ---------------------------------------------------------------------- more call arguments
+
+@pytest.mark.parametrize(("limit", "error"), [
+    ("4", TypeError), (None, TypeError), (True, TypeError), (1.5, TypeError),
+    (0, ValueError), (-1, ValueError)])
+def test_a_bad_invoke_many_limit_fails_at_once(counted: Any, limit: object,
+                                               error: type[Exception]) -> None:
+    server, client, processor = counted  # 0, -1 and 1.5 were taken as 1; "4" and None raised
+    with pytest.raises(error, match="limit must be an int >= 1"):  # bare TypeErrors
+        client.invoke_many(server.addr, [req(COUNTED)], 5, limit)
+    assert processor.calls == 0
+    assert len(client.invoke_many(server.addr, [req(COUNTED)] * 3, 5, 10**30)) == 3
+
+
+async def test_a_bad_trio_invoke_many_limit_fails_at_once(
+        server: TrioRemotingServer, client: TrioRemotingClient) -> None:
+    for limit in (0, "4"):
+        with pytest.raises((TypeError, ValueError), match="limit must be"):
+            await client.invoke_many(addr_of(server), [req(ECHO)], 5, limit)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("timeout", "error"), [("1", TypeError), (math.nan, ValueError),
+                                                (True, TypeError)])
+def test_a_bad_result_timeout_names_the_argument(counted: Any, timeout: object,
+                                                 error: type[Exception]) -> None:
+    server, client, _ = counted
+    fut = client.invoke_async(server.addr, req(COUNTED), 5)
+    with pytest.raises(error, match="timeout must be None or a number of seconds"):
+        fut.result(timeout)  # type: ignore[arg-type]
+    assert fut.result(math.inf).code == ResponseCode.SUCCESS
+    with pytest.raises(error, match="timeout must be None"):  # done or not
+        fut.result(timeout)  # type: ignore[arg-type]
+
+
+def test_a_callback_that_cannot_be_called_fails_at_once(counted: Any) -> None:
+    server, client, processor = counted  # both were accepted, then only logged
+    with pytest.raises(TypeError, match="callback must be a function of the future"):
+        client.invoke_async(server.addr, req(COUNTED), 5, callback=5)  # type: ignore[arg-type]
+    assert processor.calls == 0
+    fut = client.invoke_async(server.addr, req(COUNTED), 5)
+    with pytest.raises(TypeError, match="fn must be a function of the future"):
+        fut.add_done_callback("x")  # type: ignore[arg-type]
+    fut.result(5)
+    with pytest.raises(TypeError, match="fn must be"):
+        fut.add_done_callback(None)  # type: ignore[arg-type]
+    interceptor = Changes("callback", 5)
+    client.register_interceptor(interceptor)
+    with pytest.raises(TypeError, match="callback must be"):
+        client.invoke_async(server.addr, req(COUNTED), 5)
+    interceptor.field, interceptor.value = "limit", lambda: 0
+    with pytest.raises(ValueError, match="limit must be"):
+        client.invoke_many(server.addr, [req(COUNTED)], 5)
+    assert processor.calls == 1
+
+
+async def test_a_trio_callback_that_cannot_be_called_fails_at_once(
+        server: TrioRemotingServer, client: TrioRemotingClient) -> None:
+    with pytest.raises(TypeError, match="callback must be"):
+        await client.invoke_async(addr_of(server), req(ECHO), 5, callback="x")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("code", [1.7, "12", True, None, b"1"])
+@pytest.mark.parametrize("factory", [RemotingCommand.create_request,
+                                     RemotingCommand.create_response],
+                         ids=["create_request", "create_response"])
+def test_a_code_that_is_not_an_int_is_refused_when_the_command_is_made(
+        factory: Any, code: object) -> None:
+    with pytest.raises(TypeError, match="code must be an int"):  # 1.7 gave code 1, "12" 12
+        factory(code)
+
+
+def test_int_codes_and_their_enums_are_taken() -> None:
+    assert RemotingCommand.create_request(RequestCode.HEART_BEAT).code == RequestCode.HEART_BEAT
+    assert type(RemotingCommand.create_response(ResponseCode.SYSTEM_BUSY).code) is int
+    with pytest.raises(TypeError, match="code must be an int"):
+        RemotingCommand.response_to(req(ECHO), 0.0)  # type: ignore[arg-type]
