@@ -15,13 +15,11 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from codec import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from processors import RequestProcessor
 
-from ._core._channel_handle import ChannelHandle
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["ANSWERED", "batch_limit", "call_timeout", "callback_of", "channel_of",
-           "channels_of", "command_of", "config_of", "grace_seconds", "processor_registration",
+__all__ = ["ANSWERED", "batch_limit", "call_timeout", "callback_of",
+           "command_of", "config_of", "grace_seconds", "processor_registration",
            "request_code", "requests_of", "seconds", "the_request", "wait_seconds"]
 
 C = TypeVar("C")
@@ -183,35 +181,6 @@ def command_of(name: str, command: object) -> RemotingCommand:
     if not isinstance(command, RemotingCommand):
         raise TypeError(f"{name} must be a RemotingCommand, got {type(command).__name__}")
     return command
-
-
-def channel_of(channel: object, name: str = "channel") -> ChannelHandle:
-    """Return ``channel`` if it is a channel of an endpoint (``server.channels()``,
-    ``ctx.channel``).
-
-    Raises:
-        TypeError: it is not (an address is not a channel: a server only calls its clients
-            back over their connections).
-    """
-    if not isinstance(channel, ChannelHandle):
-        raise TypeError(f"{name} must be a channel from server.channels() or ctx.channel, "
-                        f"got {type(channel).__name__}")
-    return channel
-
-
-def channels_of(channels: object) -> list[ChannelHandle]:
-    """Return ``channels`` as a list of channels.
-
-    Raises:
-        TypeError: not an iterable of channels (the message gives the first bad item's index).
-    """
-    if isinstance(channels, ChannelHandle | str | bytes) or not hasattr(channels, "__iter__"):
-        raise TypeError(f"channels must be an iterable of channels, got "
-                        f"{type(channels).__name__}")
-    items = list(channels)
-    for i, channel in enumerate(items):
-        channel_of(channel, f"channels[{i}]")
-    return items
 
 
 def request_code(code: object) -> int:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ._dispatch import Dispatcher
     from ._future import ResponseFuture
 
-__all__ = ["ChannelHandle", "ChannelHost"]
+__all__ = ["ChannelHandle", "ChannelHost", "channel_of", "channels_of"]
 
 
 class ChannelHost(Protocol):
@@ -147,3 +147,32 @@ class ChannelHandle:
         """Send a oneway request over this connection (from a trio task)."""
         conn = self._conn
         await self._host.caller.ainvoke_oneway(conn, conn.remote_addr, request, timeout)
+
+
+def channel_of(channel: object, name: str = "channel") -> ChannelHandle:
+    """Return ``channel`` if it is a channel of an endpoint (``server.channels()``,
+    ``ctx.channel``).
+
+    Raises:
+        TypeError: it is not (an address is not a channel: a server only calls its clients
+            back over their connections).
+    """
+    if not isinstance(channel, ChannelHandle):
+        raise TypeError(f"{name} must be a channel from server.channels() or ctx.channel, "
+                        f"got {type(channel).__name__}")
+    return channel
+
+
+def channels_of(channels: object) -> list[ChannelHandle]:
+    """Return ``channels`` as a list of channels.
+
+    Raises:
+        TypeError: not an iterable of channels (the message gives the first bad item's index).
+    """
+    if isinstance(channels, ChannelHandle | str | bytes) or not hasattr(channels, "__iter__"):
+        raise TypeError(f"channels must be an iterable of channels, got "
+                        f"{type(channels).__name__}")
+    items = list(channels)
+    for i, channel in enumerate(items):
+        channel_of(channel, f"channels[{i}]")
+    return items

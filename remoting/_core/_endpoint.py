@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from codec import encode_frame_parts
+from codec import FLAG_ONEWAY, encode_frame_parts
 from processors import RequestContext
 
 from .._config import ClientConfig
@@ -38,7 +38,7 @@ from ._channels import ChannelTable
 from ._connection import Connection
 from ._dispatch import Dispatcher
 from ._events import EventDispatcher
-from ._invoker import Invoker, oneway_copy
+from ._invoker import Invoker
 from ._pools import THREAD_JOIN_SECONDS
 from ._threads import CallbackRunner, Inbox, in_own_thread
 from ._transport import transport_for
@@ -238,7 +238,9 @@ class Endpoint:
             RemotingCommandError: ``request`` cannot be encoded; nothing was sent.
         """
         try:
-            frame = encode_frame_parts(oneway_copy(request), self.invoker.max_frame)
+            oneway = request.with_opaque(request.opaque)
+            oneway.flag = request.flag | FLAG_ONEWAY
+            frame = encode_frame_parts(oneway, self.invoker.max_frame)
         except Exception as exc:
             raise translate(exc, "encode", None) from exc
         sent = 0

@@ -159,8 +159,10 @@ class Invoker:
         if timeout <= 0:
             permits.give()
             raise RemotingTimeoutError(conn.remote_addr, 0.0, "send")
-        try:
-            frame = encode_frame_parts(oneway_copy(request), self.max_frame)
+        try:  # a copy, not set-and-restore: a thread may be encoding the same command
+            oneway = request.with_opaque(request.opaque)
+            oneway.flag = request.flag | FLAG_ONEWAY
+            frame = encode_frame_parts(oneway, self.max_frame)
         except Exception as exc:
             permits.give()
             raise translate(exc, "encode", conn.remote_addr) from exc
@@ -392,14 +394,3 @@ class Invoker:
         Batch(self, self.channels, target, requests, timeout, limit, on_done,
               finished_at).start(self._nursery)
 
-
-def oneway_copy(request: RemotingCommand) -> RemotingCommand:
-    """Return a shallow copy of ``request`` with the oneway bit set: the caller's command is
-    left as it was, so it can still be sent by any call.
-
-    Raises:
-        TypeError: its flag is not an int (reported as an encoding error).
-    """
-    copy = request.with_opaque(request.opaque)  # not set-and-restore: a thread may be
-    copy.flag = request.flag | FLAG_ONEWAY       # encoding the same command meanwhile
-    return copy

@@ -12,8 +12,9 @@ import trio
 
 from codec import FLAG_RESPONSE
 
-from .._checks import channel_of, channels_of, config_of, grace_seconds, the_request
+from .._checks import config_of, grace_seconds, the_request
 from .._config import ServerConfig
+from .._core._channel_handle import channel_of, channels_of
 from .._errors import RemotingError
 from ._blocking import LOOP_ANSWER_SECONDS, BlockingFace
 from ._loop_thread import LoopThread

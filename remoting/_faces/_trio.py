@@ -15,9 +15,10 @@ import trio
 
 from codec import FLAG_RESPONSE
 
-from .._checks import channel_of, channels_of, config_of, grace_seconds, the_request
+from .._checks import config_of, grace_seconds, the_request
 from .._config import ClientConfig, ServerConfig
 from .._core._acceptor import Acceptor
+from .._core._channel_handle import channel_of, channels_of
 from .._core._endpoint import Endpoint
 from .._core._listen import bind_listeners, trio_listeners
 from .._interceptors import ClientInterceptor, ServerInterceptor
