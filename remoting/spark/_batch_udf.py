@@ -6,10 +6,9 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator  # noqa: TC003  (pandas_udf reads the type hints at runtime)
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 import pandas as pd
-from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.types import StructType
 
 from codec import RemotingCommand, ResponseCode, SerializeType
@@ -31,7 +30,7 @@ from ._columns import (
     raise_first,
     result_type,
 )
-from ._options import WorkerOptions, call_spec, check_on_error, flag, worker_options
+from ._options import WorkerOptions, call_spec, check_on_error, spark_udf, worker_options
 from ._serde import arrow_type
 from ._telemetry import batch_span, driver_context, run_worker_setup
 
@@ -215,9 +214,7 @@ def remote_batch_udf(
                      cooldown)
     worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context())
     fn = _batch_function(spec, worker, value_type, mode)
-    udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
-    return cast("RemoteUDF", udf if flag("deterministic", deterministic)
-                else udf.asNondeterministic())
+    return spark_udf(fn, result_type(value_type, mode), deterministic)
 
 
 def _map_function(spec: CallSpec, worker: WorkerOptions, schema: pa.Schema

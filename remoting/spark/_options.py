@@ -11,21 +11,27 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+from pyspark.sql.pandas.functions import pandas_udf
 
 from codec import SerializeType
 
 from .._checks import request_code, seconds
 from .._config import ClientConfig
 from ._calls import DEFAULT_COOLDOWN, CallSpec
+from ._serde import DefaultSerializer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._columns import BatchStats, OnError
+    from pyspark.sql.types import DataType
 
-__all__ = ["WorkerOptions", "call_spec", "check_on_error", "check_serializer", "flag",
-           "worker_options"]
+    from ._columns import BatchStats, OnError, RemoteUDF
+    from ._serde import Serializer
+
+__all__ = ["WorkerOptions", "call_spec", "check_on_error", "flag", "serializer_of",
+           "spark_udf", "worker_options"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,18 +115,19 @@ def flag(name: str, value: object) -> bool:
     return value
 
 
-def check_serializer(serializer: object) -> None:
-    """Refuse a ``serializer`` without ``encode`` and ``decode`` methods.
+def serializer_of(serializer: object, value_type: DataType) -> Serializer:
+    """Return ``serializer``, or the `DefaultSerializer` of ``value_type`` for None.
 
     Raises:
-        TypeError: it lacks one of them.
+        TypeError: it lacks ``encode`` or ``decode`` methods.
     """
     if serializer is None:
-        return
+        return DefaultSerializer(value_type)
     for method in ("encode", "decode"):
         if not callable(getattr(serializer, method, None)):
             raise TypeError(f"serializer must have encode(value) and decode(body) methods "
                             f"(a remoting.spark.Serializer), got {type(serializer).__name__}")
+    return serializer  # type: ignore[return-value]
 
 
 def _addresses(addresses: object) -> tuple[str, ...]:
@@ -182,3 +189,11 @@ def _log_level(level: object) -> int | None:
         raise ValueError(f"worker_log_level must name a logging level such as 'DEBUG' or "
                          f"'WARNING', got {level!r}")
     return number
+
+
+def spark_udf(fn: Callable[..., Any], udf_type: DataType, deterministic: object
+              ) -> RemoteUDF:
+    """Return ``fn`` as a pandas UDF of ``udf_type``, non-deterministic unless asked."""
+    udf = pandas_udf(fn, udf_type)  # type: ignore[call-overload]
+    return cast("RemoteUDF", udf if flag("deterministic", deterministic)
+                else udf.asNondeterministic())

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator  # noqa: TC003  (pandas_udf reads the type hints at runtime)
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import pandas as pd  # noqa: TC002  (pandas_udf reads the type hints at runtime)
-from pyspark.sql.pandas.functions import pandas_udf
 
 from codec import SerializeType
 
@@ -31,11 +30,11 @@ from ._options import (
     WorkerOptions,
     call_spec,
     check_on_error,
-    check_serializer,
-    flag,
+    serializer_of,
+    spark_udf,
     worker_options,
 )
-from ._serde import DefaultSerializer, Serializer, bodies_of
+from ._serde import Serializer, bodies_of
 from ._telemetry import batch_span, driver_context, run_worker_setup
 
 if TYPE_CHECKING:
@@ -115,8 +114,7 @@ def remote_udf(
         serialize_type: the requests' header encoding; ``ROCKETMQ`` (binary) is smaller and
             twice as cheap as ``JSON``, RocketMQ's default. The server answers in kind.
         on_batch: called in the worker with a `BatchStats` after each Arrow batch; picklable.
-        worker_log_level: the ``remoting`` loggers' level in the worker, a number or a name
-            such as ``"DEBUG"`` (None: untouched).
+        worker_log_level: the worker's ``remoting`` log level, e.g. ``"DEBUG"`` (None: as is).
         worker_setup: called once per worker process before its first request, e.g. to
             configure the OpenTelemetry SDK there (batches are then traced); picklable.
         deterministic: True only for pure calls: Spark may then re-evaluate or reorder them.
@@ -132,12 +130,8 @@ def remote_udf(
     value_type = data_type(return_type)
     spec = call_spec(addresses, code, timeout, max_in_flight, header, serialize_type, idempotent,
                      cooldown)
-    check_serializer(serializer)
     worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context())
-    fn = _row_function(spec, worker, serializer or DefaultSerializer(value_type), value_type,
-                       mode)
-    udf = pandas_udf(fn, result_type(value_type, mode))  # type: ignore[call-overload]
-    return cast("RemoteUDF", udf if flag("deterministic", deterministic)
-                else udf.asNondeterministic())
+    fn = _row_function(spec, worker, serializer_of(serializer, value_type), value_type, mode)
+    return spark_udf(fn, result_type(value_type, mode), deterministic)
 
 
