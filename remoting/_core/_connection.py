@@ -35,6 +35,7 @@ import trio
 from codec import CodecError, ForeignProtocolError, FrameDecoder
 
 from .._log import log
+from ._processing import mark_reader_task
 from ._receive_buffers import RECEIVE_BUFFERS
 from ._sender import Sender
 
@@ -199,6 +200,7 @@ class Connection:
             resume.set()
 
     async def _read(self) -> None:
+        mark_reader_task()
         pause_reading = self.role == "server"
         while True:
             suspension = self._dispatch_buffered()

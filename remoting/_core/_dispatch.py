@@ -119,6 +119,7 @@ class Dispatcher:
         self._pools: list[Pool] = []
         self._pools_to_flush: list[ProcessorPool[SyncTask]] = []
         self._idle: trio.Event | None = None
+        self._idle_at = 0  # `_idle` is set once ``processing`` is down to this
 
     # ------------------------------------------------------------------ registration
 
@@ -360,7 +361,7 @@ class Dispatcher:
         conn.processing_done()
         if reply is not None:
             self._send_reply(conn, code, reply)
-        if not self.processing and self._idle is not None:
+        if self._idle is not None and self.processing <= self._idle_at:
             self._idle.set()
 
     # ------------------------------------------------------------------ lifecycle
@@ -370,9 +371,10 @@ class Dispatcher:
         return {code: entry.pool.in_pool for code, entry in self.processors.items()
                 if entry.pool is not None}
 
-    async def wait_idle(self) -> None:
-        """Wait until no request is being processed."""
-        while self.processing:
+    async def wait_idle(self, own: int = 0) -> None:
+        """Wait until no request is being processed but the caller's ``own``."""
+        self._idle_at = own
+        while self.processing > own:
             self._idle = trio.Event()
             await self._idle.wait()
 

@@ -40,6 +40,7 @@ from ._dispatch import Dispatcher
 from ._events import EventDispatcher
 from ._invoker import Invoker
 from ._pools import THREAD_JOIN_SECONDS
+from ._processing import in_async_processor
 from ._threads import CallbackRunner, Inbox, in_own_thread
 from ._transport import transport_for
 
@@ -165,9 +166,10 @@ class Endpoint:
 
     async def wait_processing_done(self, grace: float) -> bool:
         """Wait up to ``grace`` seconds for running processors and for their responses to
-        reach the sockets; True if all finished."""
+        reach the sockets; True if all finished. An async processor calling this does not
+        wait for itself."""
         with trio.move_on_after(grace):
-            await self.dispatcher.wait_idle()
+            await self.dispatcher.wait_idle(1 if in_async_processor() else 0)
             for conn in list(self.connections):
                 await conn.wait_flushed()
             return True

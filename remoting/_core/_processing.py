@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import traceback
 import types
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+import trio
 
 from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
 
@@ -35,6 +38,8 @@ __all__ = [
     "FAILURES",
     "exception_simple_desc",
     "failure",
+    "in_async_processor",
+    "mark_reader_task",
     "resume_suspended",
     "run_async_request",
     "run_sync_request",
@@ -49,6 +54,20 @@ Reply: TypeAlias = "tuple[EncodedFrame | None, int]"
 # KeyboardInterrupt (Ctrl-C stops the server) nor trio.Cancelled (shutdown): they propagate.
 # A processor's own GeneratorExit is turned into a RuntimeError where it is caught.
 FAILURES: Final = (Exception, SystemExit)
+
+# A connection's reader task, set once per reader; each request's context is a copy of its
+# reader's, and the task that runs an async processor to its end is the reader that began it.
+_READER_TASK: Final[ContextVar[object]] = ContextVar("remoting_reader_task", default=None)
+
+
+def mark_reader_task() -> None:
+    """Label the calling task as a connection's reader (it runs async processors)."""
+    _READER_TASK.set(trio.lowlevel.current_task())
+
+
+def in_async_processor() -> bool:
+    """True in the task running an async processor (or the hooks around it) now."""
+    return _READER_TASK.get() is trio.lowlevel.current_task()
 
 
 def exception_simple_desc(exc: BaseException) -> str:

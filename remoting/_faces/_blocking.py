@@ -94,6 +94,11 @@ class BlockingFace:
     def _on_loop_thread(self) -> bool:
         return threading.get_ident() == self.endpoint.loop_thread_id
 
+    def _in_own_thread(self) -> bool:
+        """True on the loop thread or a thread of the endpoint's pools or callbacks: threads a
+        shutdown stops or joins, so one called there must not wait for them."""
+        return self._on_loop_thread() or self.endpoint.in_own_thread()
+
     def _check_caller(self) -> None:
         if self._closed:
             raise RemotingError(f"{type(self).__name__} is closed")
@@ -156,8 +161,9 @@ class RemotingClient(BlockingFace):
     def shutdown(self) -> None:
         """Close connections, fail pending calls, join the threads (idempotent).
 
-        Called from one of the client's callbacks or processors, it does not wait for the
-        threads: the loop's thread joins them, this one included, once it returns.
+        Called from one of the client's callbacks or processors (async ones included, on the
+        loop thread), it does not wait for the threads: the loop's thread joins them, this one
+        included, once it returns.
         """
         with self._lock:
             if self._closed:
@@ -165,7 +171,7 @@ class RemotingClient(BlockingFace):
             self._closed = True
             loop, self._loop = self._loop, None
         if loop is not None:
-            loop.stop(join=not self.endpoint.in_own_thread())
+            loop.stop(join=not self._in_own_thread())
 
     close = shutdown
 

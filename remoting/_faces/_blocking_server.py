@@ -90,16 +90,17 @@ class RemotingServer(BlockingFace):
         up to ``grace`` seconds (default ``config.shutdown_grace_seconds``), then closes the
         connections and fails whatever is still pending.
 
-        Called from one of the server's processors or callbacks (an admin "stop" request), it
-        starts the shutdown in a thread of its own and returns at once: the caller is one of
-        the processors the shutdown waits for, and its response still goes out. A later call
-        from another thread waits for that shutdown to end.
+        Called from one of the server's processors (sync, or async on the loop thread) or
+        callbacks (an admin "stop" request), it starts the shutdown in a thread of its own and
+        returns at once: the caller is one of the processors the shutdown waits for, and its
+        response still goes out. A later call from another thread waits for that shutdown to
+        end.
 
         Raises:
             TypeError, ValueError: ``grace`` is not a number of seconds >= 0.
         """
         grace = grace_seconds(grace)
-        own_thread = self.endpoint.in_own_thread()
+        own_thread = self._in_own_thread()
         with self._lock:
             stopper = self._stopper
             if self._closed:
@@ -120,12 +121,15 @@ class RemotingServer(BlockingFace):
             stopper.join()  # bounded: the grace period plus the threads' join deadlines
 
     def _stop(self, loop: LoopThread, grace: float | None) -> None:
-        if loop.token is not None:
-            try:
+        """Shut the core down gracefully, then end the loop whatever happened (never called
+        on the loop thread: `shutdown` hands that case to a thread of its own)."""
+        try:
+            if loop.token is not None:
                 trio.from_thread.run(self._core.shutdown, grace, trio_token=loop.token)
-            except trio.RunFinishedError:
-                pass
-        loop.stop()
+        except trio.RunFinishedError:
+            pass
+        finally:
+            loop.stop()
 
     def broadcast_oneway(self, channels: Sequence[ChannelHandle], request: RemotingCommand
                          ) -> int:

@@ -281,6 +281,10 @@ class TrioRemotingServer(_Face):
         processors finish for up to ``grace`` seconds (``config.shutdown_grace_seconds``),
         then close every connection and fail what is still pending. Idempotent.
 
+        Awaited in one of this server's async processors, it does not wait for that processor,
+        whose response then goes out only if the socket takes it at once: to be sure of it,
+        ``nursery.start_soon(server.shutdown)`` and return instead.
+
         Raises:
             TypeError, ValueError: ``grace`` is not a number of seconds >= 0.
         """
