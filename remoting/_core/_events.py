@@ -2,12 +2,16 @@
 
 The loop only appends to a bounded queue (10,000 events, as RocketMQ's NettyEventExecutor);
 one daemon thread delivers them in order. Events beyond the bound are dropped and counted.
+Whatever a listener raises is logged and delivery goes on. `close` waits a bounded time for
+the queue to drain; the events still queued then are dropped (logged), and a listener still
+running finishes on its daemon thread, which then ends.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+from time import monotonic
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from .._log import log
@@ -56,6 +60,7 @@ class EventDispatcher:
         )
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._abandoned = False  # set by a `close` that gave up: deliver nothing more
 
     def add(self, listener: ChannelEventListener) -> None:
         """Register a listener and start the delivery thread if needed."""
@@ -77,7 +82,7 @@ class EventDispatcher:
             log.warning("event.dropped", kind=kind, peer=remote_addr, dropped=self.dropped)
 
     def _deliver(self) -> None:
-        while True:
+        while not self._abandoned:
             item = self._queue.get()
             if item is None:
                 return
@@ -85,13 +90,42 @@ class EventDispatcher:
             for listener in list(self.listeners):
                 try:
                     getattr(listener, method)(addr, channel)
-                except Exception:
+                except BaseException:  # SystemExit too: a listener never ends delivery
                     log.error("listener.failed", method=method, peer=addr, exc_info=True)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Deliver what is queued, then stop the thread."""
+        """Deliver what is queued within ``timeout`` seconds, then stop the thread.
+
+        Never waits longer: the events still queued then are dropped, counted and logged
+        (``events.undelivered``); a listener still running finishes on the daemon thread.
+        """
         with self._lock:
             thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join(timeout)
+        if thread is None:
+            return
+        deadline = monotonic() + timeout
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            pass
+        thread.join(max(0.0, deadline - monotonic()))
+        if thread.is_alive():
+            self._abandoned = True
+            left = self._discard()
+            self.dropped += left
+            try:
+                self._queue.put_nowait(None)  # wakes the thread if its listener returned
+            except queue.Full:  # refilled meanwhile: it stops at its next event anyway
+                pass
+            log.warning("events.undelivered", events=left, seconds=timeout,
+                        reason="a channel event listener did not return in time")
+
+    def _discard(self) -> int:
+        """Empty the queue; return how many events it held."""
+        count = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return count
+            count += item is not None
