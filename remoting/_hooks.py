@@ -1,7 +1,9 @@
 """RPC hooks (RocketMQ's ``RPCHook``): code that wraps every call on both sides.
 
 Client side: ``do_before_request`` before every send (sync, async, oneway), in registration
-order; ``do_after_response`` only after a successful response. Server side: around the processor
+order; ``do_after_response`` only after a successful response: it observes, and what it
+raises is logged (``hook.failed``) without changing the call's outcome or stopping the other
+after-hooks or an async call's callback. Server side: around the processor
 (SPEC 6.1 step 5): a before-hook that raises skips the processor, after-hooks still run with a
 placeholder SYSTEM_ERROR response, and the reply is SYSTEM_ERROR naming the hook's exception;
 `AbortProcessError` from any hook replies with its own code and message.
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from codec import ResponseCode
 
 from ._errors import rebuild_error
+from ._log import log
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -67,20 +70,27 @@ def run_before_hooks(hooks: Sequence[RPCHook], addr: str | None, request: Remoti
 
 def run_after_hooks(hooks: Sequence[RPCHook], addr: str | None, request: RemotingCommand,
                     response: RemotingCommand) -> None:
-    """Run the client-side after-hooks (successful responses only)."""
+    """Run the client-side after-hooks (successful responses only); log what they raise."""
     for hook in hooks:
-        hook.do_after_response(addr or "", request, response)
+        try:
+            hook.do_after_response(addr or "", request, response)
+        except Exception:
+            log.error("hook.failed", hook=type(hook).__name__, method="do_after_response",
+                      peer=addr, code=request.code, exc_info=True)
 
 
 def with_after_hooks(
     hooks: Sequence[RPCHook], request: RemotingCommand,
     callback: Callable[[ResponseFuture], object] | None,
 ) -> Callable[[ResponseFuture], object]:
-    """Wrap an async call's callback so the after-hooks run first (on the callback executor)."""
+    """Wrap an async call's callback so the after-hooks run first (on the callback executor);
+    the callback runs whatever they do."""
     def run(fut: ResponseFuture) -> None:
-        if fut.response_command is not None:
-            run_after_hooks(hooks, fut.addr, request, fut.response_command)
-        if callback is not None:
-            callback(fut)
+        try:
+            if fut.response_command is not None:
+                run_after_hooks(hooks, fut.addr, request, fut.response_command)
+        finally:
+            if callback is not None:
+                callback(fut)
 
     return run
