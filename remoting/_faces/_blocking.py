@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
+import weakref
 from typing import TYPE_CHECKING, Final, NoReturn, Self, TypeVar
 
 from .._checks import config_of
@@ -145,10 +147,15 @@ class RemotingClient(BlockingFace):
         self._loop: LoopThread | None = None
         self._closed = False
         self._lock = threading.Lock()
+        self._finalizer: weakref.finalize[[LoopThread, int], Self] | None = None
         self.pid = os.getpid()
 
     def start(self) -> Self:
-        """Start the client's loop thread (idempotent)."""
+        """Start the client's loop thread (idempotent).
+
+        A started client collected without `shutdown` is shut down then, with a
+        `ResourceWarning` (as an unclosed file); its loop thread holds no reference to it.
+        """
         with self._lock:
             if self._closed:
                 raise RemotingError("RemotingClient is closed")
@@ -156,6 +163,9 @@ class RemotingClient(BlockingFace):
                 loop = LoopThread("remoting-client")
                 loop.start(self._core.serve)
                 self._loop = loop
+                self._finalizer = fin = weakref.finalize(self, _collected_unclosed, loop,
+                                                         self.pid)
+                fin.atexit = False  # at exit, daemon threads end with the process
         return self
 
     def shutdown(self) -> None:
@@ -170,6 +180,8 @@ class RemotingClient(BlockingFace):
                 return
             self._closed = True
             loop, self._loop = self._loop, None
+            if self._finalizer is not None:
+                self._finalizer.detach()
         if loop is not None:
             loop.stop(join=not self._in_own_thread())
 
@@ -255,3 +267,14 @@ class RemotingClient(BlockingFace):
         """
         self._check_caller()
         return self._caller.invoke_many(addr, addr, requests, timeout, limit)
+
+
+def _collected_unclosed(loop: LoopThread, pid: int) -> None:
+    """Shut down the loop of a started `RemotingClient` collected without `shutdown` (in
+    whichever thread collected it: no join). A forked child dropping its parent's client
+    leaves it alone: that loop thread is the parent's."""
+    if os.getpid() != pid:
+        return
+    loop.stop(join=False)  # first: a warning turned into an error must not skip it
+    warnings.warn("a started RemotingClient was collected without shutdown(); it is shut "
+                  "down now", ResourceWarning, stacklevel=1)
