@@ -175,8 +175,10 @@ class CallbackRunner:
         except RuntimeError:  # cannot schedule new futures after shutdown
             fn(*args)
 
-    def close(self, final: bool = True) -> None:
-        """Run the callbacks still queued, then stop the threads.
+    def close(self, final: bool = True, timeout: float = 5.0) -> None:
+        """Run the callbacks still queued, then stop the threads; wait ``timeout`` seconds at
+        most for that (a callback that never returns must not hang shutdown: its thread is
+        left to finish, logged as ``callbacks.still_running``).
 
         With ``final=False`` a new executor is made on next use; otherwise later callbacks run
         at once in the thread that completes or registers them.
@@ -184,5 +186,12 @@ class CallbackRunner:
         with self._lock:
             executor, self._executor = self._executor, None
             self._closed = final
-        if executor is not None:
-            executor.shutdown(wait=True)
+        if executor is None:
+            return
+        closer = threading.Thread(target=executor.shutdown, name=f"{self._name}-close",
+                                  daemon=True)
+        closer.start()
+        closer.join(timeout)
+        if closer.is_alive():
+            log.warning("callbacks.still_running", seconds=timeout,
+                        hint="a callback has not returned; shutdown goes on without it")
