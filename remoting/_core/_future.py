@@ -327,5 +327,5 @@ def _give(permits: Permits) -> None:
 def _run_callback(fn: Callable[[ResponseFuture], object], fut: ResponseFuture) -> None:
     try:
         fn(fut)
-    except Exception:
+    except (Exception, SystemExit):  # SystemExit too: the next callbacks must still run
         log.error("callback.failed", opaque=fut.opaque, addr=fut.addr, exc_info=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -103,6 +104,21 @@ def test_callback_that_raises_is_logged_and_does_not_break_the_client(
         assert done.wait(5)
         assert blocking_client.invoke_sync(blocking_server.addr, req(ECHO, b"ok"), 5).body == b"ok"
         blocking_client.shutdown()  # runs the callbacks still queued
+    assert [e["event"] for e in logs].count("callback.failed") == 1
+
+
+def test_a_callback_raising_system_exit_does_not_skip_the_next_callbacks(
+    blocking_server: RemotingServer, blocking_client: RemotingClient,
+) -> None:
+    from ..logs import capture_logs
+
+    later = threading.Event()
+    with capture_logs() as logs:
+        fut = blocking_client.invoke_async(blocking_server.addr, req(ECHO), 5)
+        fut.add_done_callback(lambda _: sys.exit(3))
+        fut.add_done_callback(lambda _: later.set())
+        assert later.wait(5)  # the second callback ran although the first raised SystemExit
+        blocking_client.shutdown()
     assert [e["event"] for e in logs].count("callback.failed") == 1
 
 
