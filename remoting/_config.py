@@ -68,12 +68,27 @@ def _problem(value: Any, rule: tuple[Any, ...]) -> tuple[type[Exception], str] |
     if kind == "str":
         return None if isinstance(value, str) else (TypeError, "a str")
     if kind == "name":
-        return None if value is None or isinstance(value, str) else (TypeError, "a str or None")
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            return TypeError, "a str or None"
+        return None if _host_name(value) else (ValueError, "a host name (as ssl takes it)")
     if kind == "path":
         ok = value is None or isinstance(value, str | os.PathLike)
         return None if ok else (TypeError, "a file path (str) or None")
     # "one of"
     return None if value in rule[1] else (ValueError, " or ".join(map(repr, rule[1])))
+
+
+def _host_name(name: str) -> bool:
+    """Whether ssl would take ``name`` as a server_hostname (it refuses them at connect)."""
+    if not name or name.startswith(".") or "\x00" in name:
+        return False
+    try:
+        name.encode("idna")
+    except UnicodeError:
+        return False
+    return True
 
 
 def _validate(config: Any) -> None:

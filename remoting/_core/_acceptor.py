@@ -76,7 +76,10 @@ class Acceptor:
                 log.warning("connection.refused", peer=peer, reason=refusal)
                 await stream.aclose()
                 return
-            served = await self._tls_mode(stream)
+            try:
+                served = await self._tls_mode(stream)
+            except OSError:  # the peer is gone: this connection only, never the acceptor
+                served = None
             if served is None:
                 log.warning("connection.refused", peer=peer,
                             reason=f"TLS handshake failed (tls_mode={self._config.tls_mode})")

@@ -129,6 +129,7 @@ class Connection:
         self.processing = 0  # this connection's requests handed to processors
         self.abandoned = 0  # calls on it given up (timed out, cancelled): late answers expected
         self.orphans = 0  # responses on it that matched no call
+        self.overloaded = 0  # its requests refused with SYSTEM_BUSY by a full pool
         self.max_processing = max_processing
         self._now = trio.lowlevel.current_clock().current_time  # the loop's clock, bound once
         self._last_read = self._now()

@@ -267,7 +267,10 @@ class Dispatcher:
 
     def _refuse(self, conn: Connection, request: RemotingCommand, refusal: Refusal) -> None:
         if refusal is _OVERLOADED:
-            log.warning("processor.overloaded", code=request.code, peer=conn.remote_addr)
+            conn.overloaded += 1
+            if conn.overloaded & (conn.overloaded - 1) == 0:  # 1, 2, 4, 8...: never a flood
+                log.warning("processor.overloaded", code=request.code, peer=conn.remote_addr,
+                            refused_on_connection=conn.overloaded)
         elif refusal is _REJECTED:
             log.debug("processor.rejected", code=request.code, opaque=request.opaque)
         self._send_reply(conn, request.code, error_reply(request, refusal.code, refusal.remark))

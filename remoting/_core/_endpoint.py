@@ -223,7 +223,9 @@ class Endpoint:
         while True:
             await trio.sleep(max(0.01, idle / 10))
             limit = trio.current_time() - idle
-            for conn in [c for c in self.connections if c.last_activity <= limit]:
+            # a connection whose requests are still being processed is busy, not idle
+            for conn in [c for c in self.connections
+                         if c.last_activity <= limit and not c.processing]:
                 log.info("connection.idle", conn_id=conn.id, peer=conn.remote_addr,
                          idle_seconds=idle)
                 self.events.emit("idle", conn.remote_addr, conn.channel)

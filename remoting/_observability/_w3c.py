@@ -55,7 +55,10 @@ def extract(ext: ExtFields) -> Context | None:
     if not header:
         return None
     if not _is_default() or "baggage" in ext:
-        return propagate.extract(ext)
+        try:
+            return propagate.extract(ext)
+        except Exception:  # a propagator that chokes on a hostile value: a new trace begins
+            return None
     parts = header.split("-")
     if (len(parts) < 4 or len(parts[0]) != 2 or parts[0] == "ff" or len(parts[1]) != 32
             or len(parts[2]) != 16 or len(parts[3]) != 2 or (parts[0] == "00" and len(parts) != 4)

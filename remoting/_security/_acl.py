@@ -38,9 +38,13 @@ def _java_order(key: str) -> bytes:
 
 def signed_content(ext_fields: ExtFields, body: bytes | None,
                    exclude: Collection[str] = (SIGNATURE,)) -> bytes:
-    """Return the bytes that are signed: values in Java key order, then the body."""
+    """Return the bytes that are signed: values in Java key order, then the body.
+
+    A lone surrogate (only a hostile or broken peer sends one) becomes ``?``, as Java's
+    ``String.getBytes(UTF_8)`` writes it: never an exception.
+    """
     parts = [
-        (ext_fields[k] or ("null" if ext_fields[k] is None else "")).encode("utf-8")
+        (ext_fields[k] or ("null" if ext_fields[k] is None else "")).encode("utf-8", "replace")
         for k in sorted(ext_fields, key=_java_order) if k not in exclude
     ]
     if body:
@@ -142,10 +146,11 @@ class AclServerRPCHook:
             raise self._refuse(remote_addr, request, access_key, "no Signature")
         exclude = (SIGNATURE, UNIQUE_KEY_QUERY) if request.version <= 399 else (SIGNATURE,)
         expected = sign(credential.secret_key, signed_content(ext, request.body, exclude))
-        if not hmac.compare_digest(expected.encode("ascii"), claimed.encode("utf-8")):
+        claimed_bytes = claimed.encode("utf-8", "replace")
+        if not hmac.compare_digest(expected.encode("ascii"), claimed_bytes):
             if exclude != (SIGNATURE,) and hmac.compare_digest(
                 sign(credential.secret_key, signed_content(ext, request.body)).encode("ascii"),
-                claimed.encode("utf-8"),
+                claimed_bytes,
             ):
                 pass  # an old client that signed _UNIQUE_KEY_QUERY too
             else:

@@ -53,17 +53,21 @@ def client_context(config: ClientConfig) -> ssl.SSLContext | None:
     """Build the client's context, or None when ``use_tls`` is off.
 
     Raises:
+        ValueError: a key file without a certificate file.
         RemotingStartError: a certificate, key or CA file cannot be read or is not PEM.
     """
     if not config.use_tls:
         return None
     cert, key, ca = config.tls_cert_file, config.tls_key_file, config.tls_ca_file
+    if key and not cert:  # it was ignored: the client connected without a certificate
+        raise ValueError("tls_key_file needs tls_cert_file (the client certificate)")
     # With a CA file, only that CA is trusted (not the system's as well).
     ctx = _load(None, "tls_ca_file", (ca,), lambda: ssl.create_default_context(cafile=ca))
     ctx.check_hostname = config.tls_check_hostname
     if cert:
-        _load(None, "tls_cert_file / tls_key_file", (cert, key),
-              lambda: ctx.load_cert_chain(cert, key))
+        option = "tls_cert_file / tls_key_file" if key else (
+            "tls_cert_file (no tls_key_file: the key must then be in the same file)")
+        _load(None, option, (cert, key), lambda: ctx.load_cert_chain(cert, key))
     return ctx
 
 
@@ -108,7 +112,10 @@ async def tls_server_stream(stream: trio.SocketStream, ctx: ssl.SSLContext | Non
     if ctx is None:
         return stream
     if mode == "permissive":
-        first = await stream.socket.recv(1, socket.MSG_PEEK)
+        try:
+            first = await stream.socket.recv(1, socket.MSG_PEEK)
+        except OSError:  # reset before its first byte (a health check closing with RST)
+            return None
         if not first or first[0] != TLS_HANDSHAKE_RECORD:
             return stream
     tls = trio.SSLStream(stream, ctx, server_side=True)

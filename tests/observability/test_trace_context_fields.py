@@ -69,3 +69,13 @@ def test_baggage_goes_through_the_generic_propagator_both_ways() -> None:
     assert ext["baggage"] == "tenant=acme"
     found = extract(ext)
     assert found is not None and baggage.get_baggage("tenant", found) == "acme"
+
+
+def test_a_baggage_value_the_propagator_chokes_on_starts_a_new_trace() -> None:
+    # OpenTelemetry's baggage propagator raised on a lone surrogate (the lenient JSON reader
+    # lets a peer send one): the processor never ran and the peer got SYSTEM_ERROR.
+    ext: ExtFields = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                      "baggage": "k=\ud800"}
+    with pytest.raises(Exception):  # noqa: B017, PT011  (what the propagator does with it)
+        propagate.extract(ext)
+    assert extract(ext) is None

@@ -144,6 +144,28 @@ async def test_idle_connection_is_closed_and_events_arrive_in_order(
     assert (await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)).code == 0
 
 
+async def test_a_connection_whose_request_is_being_processed_is_not_idle(
+    nursery: trio.Nursery,
+) -> None:
+    # The idle check looked at bytes only: a processor slower than max_idle_seconds had its
+    # connection closed under it, and its caller was told the server closed the connection.
+    class Slow(AsyncRequestProcessor):
+        async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                                  ) -> RemotingCommand:
+            await trio.sleep(1.0)  # the work itself: 5 idle periods
+            return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+    server = TrioRemotingServer(ServerConfig(max_idle_seconds=0.2))
+    server.register_processor(ECHO, Slow())
+    await nursery.start(server.serve)
+    client = TrioRemotingClient(ClientConfig(max_idle_seconds=0))
+    await nursery.start(client.serve)
+    with trio.fail_after(5):
+        response = await client.invoke_sync(addr_of(server), req(ECHO), timeout=5)
+    assert response.code == ResponseCode.SUCCESS
+    assert client.statistics().connections_opened == 1
+
+
 async def test_broken_connection_emits_exception_then_close(
     server: TrioRemotingServer,
 ) -> None:

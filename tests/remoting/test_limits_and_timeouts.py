@@ -210,3 +210,26 @@ async def test_precise_timer_fires_at_the_deadline(
             await fut.wait()
         assert 7.0 <= trio.current_time() - start < 7.1
         nursery.cancel_scope.cancel()
+
+
+async def test_a_flood_of_overloaded_requests_is_logged_sparingly(
+    nursery: trio.Nursery, client: TrioRemotingClient,
+) -> None:
+    # One processor.overloaded warning per refused request: a peer flooding a full pool
+    # (20,000 requests in half a second) wrote as many log records.
+    from ..logs import capture_logs
+
+    gate = Gate()
+    server = TrioRemotingServer(ServerConfig(processor_queue_capacity=0))
+    server.register_processor(GATED, gate, threads=1)
+    await nursery.start(server.serve)
+    first = await client.invoke_async(addr_of(server), req(GATED), timeout=10)
+    assert await trio.to_thread.run_sync(gate.entered.acquire, True, 5)
+    with capture_logs() as logs:
+        results = await client.invoke_many(addr_of(server), [req(GATED) for _ in range(100)],
+                                           timeout=5)
+    assert {r.code for r in results} == {ResponseCode.SYSTEM_BUSY}
+    warned = [e["refused_on_connection"] for e in logs if e["event"] == "processor.overloaded"]
+    assert warned == [1, 2, 4, 8, 16, 32, 64]
+    gate.release()
+    assert (await first.wait()).code == ResponseCode.SUCCESS

@@ -137,3 +137,32 @@ async def test_tampered_body_is_refused(nursery: trio.Nursery,
     response = await client.invoke_sync(f"127.0.0.1:{acl_server.port}",
                                         RemotingCommand.create_request(ECHO, body=b"x"), 5)
     assert response.code == ResponseCode.NO_PERMISSION
+
+
+@pytest.mark.parametrize("field", ["Signature", "k"])
+async def test_a_lone_surrogate_from_the_peer_is_a_signature_mismatch(
+        acl_server: TrioRemotingServer, field: str) -> None:
+    # Signing encoded the values strictly as UTF-8: a lone surrogate (the lenient JSON reader
+    # lets a peer send one) raised UnicodeEncodeError inside the hook, so the peer got
+    # SYSTEM_ERROR naming our file and line, and the server logged a traceback per request.
+    from ..factories import json_frame
+
+    ext = {"AccessKey": "alice", "Signature": "c2lnbmF0dXJl", "k": "v"}
+    ext[field] = "\\ud800"
+    fields = ",".join(f'"{k}":"{v}"' for k, v in ext.items())
+    frame = json_frame('{"code":1,"flag":0,"opaque":7,"version":0,"extFields":{' + fields + "}}")
+    with capture_logs() as logs:
+        with trio.fail_after(5):
+            stream = await trio.open_tcp_stream("127.0.0.1", acl_server.port)
+            await stream.send_all(frame)
+            data = b""
+            while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+                chunk = await stream.receive_some()
+                assert chunk, "the server closed the connection"
+                data += chunk
+            await stream.aclose()
+    response = decode_frame(data)
+    assert response.code == ResponseCode.NO_PERMISSION
+    assert response.remark == "[ACL] signature mismatch"
+    warnings = [e["event"] for e in logs if e["log_level"] in ("warning", "error")]
+    assert warnings == ["acl.refused"]  # no processor.failed traceback

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from codec import RemotingCommand
 from processors import AsyncEchoProcessor
@@ -64,6 +65,28 @@ async def test_permissive_server_also_serves_plaintext(nursery: trio.Nursery, pk
     plain = TrioRemotingClient()
     await nursery.start(plain.serve)
     assert (await plain.invoke_sync(addr, echo(b"plain"), 5)).body == b"plain"
+
+
+@pytest.mark.parametrize("mode", ["enforcing", "permissive"])
+async def test_a_peer_resetting_before_its_first_byte_closes_only_its_connection(
+        nursery: trio.Nursery, pki: Pki, mode: str) -> None:
+    # In permissive mode the peek at the first byte raised ConnectionResetError out of the
+    # acceptor: the server's event loop crashed and refused every later connection. Load
+    # balancers' health checks close this way (SO_LINGER 0).
+    import socket
+    import struct
+
+    addr, server, client = await start(nursery, tls_server(pki, mode), tls_client(pki))
+    for _ in range(5):
+        raw = trio.socket.socket()
+        await raw.connect(("127.0.0.1", server.port))
+        await trio.testing.wait_all_tasks_blocked(0.05)  # accepted: waiting for a first byte
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        raw.close()  # RST
+    with trio.fail_after(5):
+        await trio.testing.wait_all_tasks_blocked(0.05)  # the acceptor has seen the resets
+        assert server.statistics().admitted == 0
+        assert (await client.invoke_sync(addr, echo(), 5)).body == b"secret"
 
 
 async def test_plaintext_client_against_enforcing_server_fails_fast(
@@ -159,3 +182,24 @@ def test_a_client_whose_tls_files_do_not_load_raises_start_error(
     assert info.value.addr is None and str(info.value).startswith("cannot start: ")
     with pytest.raises(RemotingStartError, match=f"tls_ca_file '{tmp_path}"):
         RemotingClient(ClientConfig(use_tls=True, tls_ca_file=str(tmp_path / "no-ca.pem")))
+
+
+def test_a_client_key_without_its_certificate_is_refused(pki: Pki) -> None:
+    # It was ignored: the client connected without a certificate, and a server requiring
+    # one then closed the connection with no hint why.
+    with pytest.raises(ValueError, match="tls_key_file needs tls_cert_file"):
+        RemotingClient(tls_client(pki, tls_key_file=pki.client_key))
+    with pytest.raises(ValueError, match="tls_key_file needs tls_cert_file"):
+        TrioRemotingClient(tls_client(pki, tls_key_file=pki.client_key))
+
+
+def test_a_client_certificate_without_a_key_says_the_key_is_missing(pki: Pki) -> None:
+    with pytest.raises(RemotingStartError, match="no tls_key_file"):
+        RemotingClient(tls_client(pki, tls_cert_file=pki.client_cert))
+
+
+@pytest.mark.parametrize("name", [".leading.dot", "a\x00b", "", "xn--a.b" + "\udc80"])
+def test_a_server_hostname_ssl_would_refuse_is_refused_in_the_config(name: str) -> None:
+    # ssl refused it at the first call, reported as "the call failed unexpectedly".
+    with pytest.raises(ValueError, match="ClientConfig.tls_server_hostname must be a host name"):
+        ClientConfig(use_tls=True, tls_server_hostname=name)
