@@ -1,7 +1,8 @@
 """RPC hooks (RocketMQ's ``RPCHook``): code that wraps every call on both sides.
 
-Client side: ``do_before_request`` before every send (sync, async, oneway), in registration
-order; ``do_after_response`` only after a successful response: it observes, and what it
+Client side: ``do_before_request`` before every send (sync, async, oneway, and each request of
+an ``invoke_many`` batch), in registration order; ``do_after_response`` only after a response
+arrived (for a batch: each request that got one): it observes, and what it
 raises is logged (``hook.failed``) without changing the call's outcome or stopping the other
 after-hooks or an async call's callback. Server side: around the processor
 (SPEC 6.1 step 5): a before-hook that raises skips the processor, after-hooks still run with a
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from codec import ResponseCode
 
-from ._errors import rebuild_error
+from ._errors import RemotingError, rebuild_error
 from ._log import log
 
 if TYPE_CHECKING:
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
 
     from ._core._future import ResponseFuture
 
-__all__ = ["AbortProcessError", "RPCHook", "run_after_hooks", "run_before_hooks",
-           "with_after_hooks"]
+__all__ = ["AbortProcessError", "RPCHook", "run_after_hooks", "run_after_hooks_many",
+           "run_before_hooks", "run_before_hooks_many", "with_after_hooks"]
 
 
 class RPCHook(Protocol):
@@ -77,6 +78,25 @@ def run_after_hooks(hooks: Sequence[RPCHook], addr: str | None, request: Remotin
         except Exception:
             log.error("hook.failed", hook=type(hook).__name__, method="do_after_response",
                       peer=addr, code=request.code, exc_info=True)
+
+
+def run_before_hooks_many(hooks: Sequence[RPCHook], addr: str | None,
+                          requests: Sequence[RemotingCommand]) -> None:
+    """Run the before-hooks on every request of a batch, before any is sent: what a hook
+    raises propagates (as for one call) and nothing of the batch goes out."""
+    for request in requests:
+        for hook in hooks:
+            hook.do_before_request(addr or "", request)
+
+
+def run_after_hooks_many(hooks: Sequence[RPCHook], addr: str | None,
+                         requests: Sequence[RemotingCommand],
+                         results: Sequence[RemotingCommand | RemotingError]) -> None:
+    """Run the after-hooks for each request of a batch that got a response (logged as
+    `run_after_hooks` does; a failed request, as a failed call, runs none)."""
+    for request, result in zip(requests, results, strict=True):
+        if not isinstance(result, RemotingError):
+            run_after_hooks(hooks, addr, request, result)
 
 
 def with_after_hooks(

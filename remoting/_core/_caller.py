@@ -3,8 +3,10 @@
 The faces (blocking and trio clients and servers, channel handles) only check their own state
 and call here. Without interceptors a call goes straight to the `Invoker` (or, from a thread,
 `ThreadCalls`); with them, it goes through the chain built for its kind and face, composed once
-when an interceptor is registered. A client's RPC hooks run innermost, just before the send;
-a server calling its clients back runs none (as RocketMQ's ``NettyRemotingServer``).
+when an interceptor is registered. A client's RPC hooks run innermost, just before the send
+(for ``invoke_many``: the before-hooks on every request of the batch before any is handed on,
+the after-hooks on each response once the batch is done); a server calling its clients back
+runs none (as RocketMQ's ``NettyRemotingServer``).
 
 The blocking methods run on the caller's thread (never the loop's); the ``a``-prefixed
 methods on the loop, in the calling task. Each checks its arguments first (`_checks`): a wrong
@@ -29,7 +31,13 @@ from .._checks import (
     the_request,
 )
 from .._errors import RemotingError
-from .._hooks import run_after_hooks, run_before_hooks, with_after_hooks
+from .._hooks import (
+    run_after_hooks,
+    run_after_hooks_many,
+    run_before_hooks,
+    run_before_hooks_many,
+    with_after_hooks,
+)
 from .._interceptors import ClientCall, chain, chain_async
 from ._deadlines import busy_backoff
 
@@ -171,6 +179,9 @@ class Caller:
 
     def _many_wait(self, target: Target, addr: str | None, requests: Sequence[RemotingCommand],
                    timeout: float, limit: int, finished_at: list[float] | None) -> Results:
+        hooks = self._hooks
+        if hooks:
+            run_before_hooks_many(hooks, addr, requests)
         lock = _thread.allocate_lock()
         lock.acquire()
         box: list[Results] = []
@@ -184,6 +195,8 @@ class Caller:
         wait = min(timeout * max(1, waves) + BATCH_WAIT_SLACK, threading.TIMEOUT_MAX)
         if not lock.acquire(timeout=wait):
             raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
+        if hooks:
+            run_after_hooks_many(hooks, addr, requests, box[0])
         return box[0]
 
     # the ends of the blocking chains: what interceptors hand on is checked again here
@@ -272,7 +285,18 @@ class Caller:
             return await self._async_chains["many"](  # type: ignore[no-any-return]
                 self._call("many", target, addr, requests[0], timeout, requests=requests,
                            limit=limit))
-        return await self._invoker.invoke_many(target, requests, timeout, limit)
+        return await self._amany(target, addr, requests, timeout, limit, None)
+
+    async def _amany(self, target: Target, addr: str | None,
+                     requests: Sequence[RemotingCommand], timeout: float, limit: int,
+                     finished_at: list[float] | None) -> Results:
+        hooks = self._hooks
+        if hooks:
+            run_before_hooks_many(hooks, addr, requests)
+        results = await self._invoker.invoke_many(target, requests, timeout, limit, finished_at)
+        if hooks:
+            run_after_hooks_many(hooks, addr, requests, results)
+        return results
 
     # the ends of the trio chains: what interceptors hand on is checked again here
     async def _async_sync(self, call: ClientCall) -> RemotingCommand:
@@ -304,9 +328,8 @@ class Caller:
 
     async def _async_many(self, call: ClientCall) -> Results:
         requests, timeout = checked_many(call)
-        return await self._invoker.invoke_many(call.target,  # type: ignore[arg-type]
-                                               requests, timeout, batch_limit(call.limit),
-                                               call.finished_at)
+        return await self._amany(call.target, call.addr,  # type: ignore[arg-type]
+                                 requests, timeout, batch_limit(call.limit), call.finished_at)
 
 
 def checked(call: ClientCall, refused: int = ANSWERED) -> tuple[RemotingCommand, float]:

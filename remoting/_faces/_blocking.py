@@ -262,8 +262,10 @@ class RemotingClient(BlockingFace):
         """Send all ``requests`` in one hand-off to the loop, at most ``limit`` in flight.
 
         Each request has its own ``timeout``. Returns one entry per request, in order: the
-        response or the `RemotingError` that ended it. Hooks are not run for batch calls;
-        interceptors are (once per batch).
+        response or the `RemotingError` that ended it. Interceptors run once per batch; RPC
+        hooks as for one call, on each request: every before-hook on every request before any
+        is sent (one that raises fails the whole call, as in `invoke_sync`, and nothing is
+        sent), the after-hooks on each response once the batch is done.
         """
         self._check_caller()
         return self._caller.invoke_many(addr, addr, requests, timeout, limit)

@@ -191,7 +191,9 @@ class TrioRemotingClient(_Face):
         """Send all ``requests`` with at most ``limit`` in flight; each has its own ``timeout``.
 
         Returns one entry per request, in order: its response, or the `RemotingError` that
-        ended it. Hooks are not run for batch calls; interceptors are (once per batch).
+        ended it. Interceptors run once per batch; RPC hooks as for one call, on each request:
+        every before-hook on every request before any is sent (one that raises fails the whole
+        call, as in `invoke_sync`, and nothing is sent), the after-hooks on each response.
         """
         return await self._caller.ainvoke_many(addr, addr, requests, timeout, limit)
 
