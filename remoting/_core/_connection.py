@@ -28,7 +28,7 @@ Theory of operation:
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import trio
 
@@ -60,6 +60,13 @@ RECEIVE_INTO_MIN_BYTES = 64 * 1024
 # Responses matching no call that one connection may send beyond the calls given up on it
 # (timed out or cancelled: their late answers are expected) before it is closed.
 MAX_UNEXPECTED = 100
+# Why a server may close a client's connection before answering, plaintext / TLS.
+_CLOSED_AT_ONCE: Final = (
+    " (it may require TLS, see ClientConfig.use_tls, or refuse more connections: "
+    "max_connections, max_connections_per_ip)",
+    " (it may require a client certificate, see ClientConfig.tls_cert_file, or refuse more "
+    "connections: max_connections, max_connections_per_ip)",
+)
 _ids = itertools.count(1)
 
 
@@ -310,9 +317,8 @@ class Connection:
         if self._decoder.buffered_bytes:
             return "peer closed the connection mid-frame"
         if not self._got_data and self.role == "client":
-            return ("the server closed the connection before answering (it may require TLS, "
-                    "see ClientConfig.use_tls, or refuse more connections: max_connections, "
-                    "max_connections_per_ip)")
+            return "the server closed the connection before answering" + _CLOSED_AT_ONCE[
+                self.tls_version is not None]
         return "peer closed the connection"
 
     # ------------------------------------------------------------------ lifecycle
@@ -366,7 +372,10 @@ class Connection:
             self.broken = True
             log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
                      during=what, error=repr(exc))
-        self.close(f"{what} failed: {exc!r}")
+        hint = _CLOSED_AT_ONCE[True] if (  # TLS 1.3 reports a missing client certificate so
+            what == "read" and not self._got_data and self.role == "client"
+            and self.tls_version is not None) else ""
+        self.close(f"{what} failed: {exc!r}{hint}")
 
     def close(self, reason: str = "closed locally") -> None:
         """Close the connection (idempotent, sync); pending requests fail right after."""
