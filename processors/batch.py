@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ARROW_CONTENT_TYPE", "BatchProcessor", "decode_batch", "encode_batch"]
 
-# Put in the ``content-type`` ext field of batch requests and responses, so a peer (or a
-# packet capture) can tell an Arrow body from a row body.
+# Put in the ``content-type`` ext field of batch responses, so a peer (or a packet capture)
+# can tell an Arrow body from a row body (the Spark helpers' requests do not carry it).
 ARROW_CONTENT_TYPE: Final = "application/vnd.apache.arrow.stream"
 
 

@@ -74,7 +74,6 @@ def _split_bodies(batch: pa.RecordBatch, max_body: int) -> list[bytes | None]:
 def _call_batch(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch,
                 report: CallReport) -> pa.RecordBatch | tuple[int, str]:
     """Send ``batch`` (split if needed); return the answer batch or the first error."""
-    import pyarrow as pa
 
     bodies = _split_bodies(batch, client.config.max_frame_bytes - FRAME_SLACK_BYTES)
     outcomes = call_bodies(client, spec, bodies, report=report)
@@ -88,9 +87,25 @@ def _call_batch(client: RemotingClient, spec: CallSpec, batch: pa.RecordBatch,
             answers.append(decode_batch(outcome.body))
         except ValueError as exc:
             return int(ResponseCode.RPC_UNKNOWN), f"bad batch response: {exc}"
+    return _combined(answers)
+
+
+def _combined(answers: list[pa.RecordBatch]) -> pa.RecordBatch | tuple[int, str]:
+    """Return the answers to the slices of a split batch as one batch, or the batch's error.
+
+    Their types may differ where they agree in value (a slice whose answers are all null
+    comes back with a null column): they are unified as Arrow promotes types.
+    """
+    import pyarrow as pa
+
     if len(answers) == 1:
         return answers[0]
-    table = pa.Table.from_batches(answers).combine_chunks()
+    try:
+        table = pa.concat_tables([pa.Table.from_batches([a]) for a in answers],
+                                 promote_options="default").combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return (int(ResponseCode.RPC_UNKNOWN),
+                f"the answers to the parts of a split batch do not fit together: {exc}")
     return table.to_batches()[0] if table.num_rows else answers[0]
 
 
@@ -103,16 +118,20 @@ def _batchoutput(answer: pa.RecordBatch, rows: int, value_type: DataType
     if answer.num_rows != rows:
         return (int(ResponseCode.RPC_UNKNOWN),
                 f"the batch processor returned {answer.num_rows} rows for {rows}")
+    have = answer.schema.names
+    wanted = value_type.fieldNames() if isinstance(value_type, StructType) else ["value"]
+    if not have or [n for n in wanted if have.count(n) > 1]:  # which "value" is meant?
+        return int(ResponseCode.RPC_UNKNOWN), f"the answer's columns {have} are not {wanted}"
     if isinstance(value_type, StructType):
-        names = value_type.fieldNames()
-        missing = [n for n in names if n not in answer.schema.names]
+        names = wanted
+        missing = [n for n in names if n not in have]
         if missing:
             return int(ResponseCode.RPC_UNKNOWN), f"the answer lacks columns {missing}"
-        columns = [answer.column(answer.schema.get_field_index(n)) for n in names]
+        columns = [answer.column(have.index(n)) for n in names]
         targets = [arrow_type(f.dataType) for f in value_type.fields]
-    else:
-        index = answer.schema.get_field_index("value")
-        columns, targets = [answer.column(index if index >= 0 else 0)], [arrow_type(value_type)]
+    else:  # its "value" column, else its first
+        index = have.index("value") if "value" in have else 0
+        columns, targets = [answer.column(index)], [arrow_type(value_type)]
     try:  # Arrow refuses here what Spark would refuse later, failing the whole task
         columns = [_fit(c, t) for c, t in zip(columns, targets, strict=True)]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
@@ -126,12 +145,20 @@ def _batchoutput(answer: pa.RecordBatch, rows: int, value_type: DataType
 
 
 def _fit(column: pa.Array, target: pa.DataType) -> pa.Array:
-    """Return ``column`` cast to ``target`` (raises if it does not fit); a timestamp column
-    stays as it is, for Spark to localise."""
+    """Return ``column`` cast to ``target`` (raises if it does not fit).
+
+    A timestamp column stays as it is, for Spark to localise; for a timestamp target only
+    ISO 8601 text is cast besides (an int would be read as microseconds: refused).
+    """
     import pyarrow as pa
 
-    cast = column.cast(target)
-    return column if pa.types.is_timestamp(target) else cast
+    if pa.types.is_timestamp(target):
+        if pa.types.is_timestamp(column.type):
+            return column
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            raise pa.ArrowTypeError(f"a timestamp answer must be an Arrow timestamp or "
+                                    f"ISO 8601 text, not {column.type}")
+    return column.cast(target)
 
 
 def _batch_function(spec: CallSpec, worker: WorkerOptions, value_type: DataType,
@@ -205,8 +232,9 @@ def remote_batch_udf(
     columns named like its fields) is the result. A batch larger than the client's
     ``max_frame_bytes`` is split into several requests, sent together.
 
-    Arguments are those of `remote_udf`. With ``on_error="null"`` a failed call nulls every
-    row of its batch and sets their error.
+    Arguments are those of `remote_udf`, but ``timeout`` defaults to 30 s (a batch carries
+    ~10,000 rows of work). With ``on_error="null"`` a failed call nulls every row of its
+    batch and sets their error.
     """
     mode = check_on_error(on_error)
     value_type = data_type(return_type)

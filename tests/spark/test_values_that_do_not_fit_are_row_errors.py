@@ -139,3 +139,64 @@ def test_map_in_arrow_errors_point_to_the_helper_with_per_row_errors(spark, serv
     message = str(caught.value)
     assert "use remote_batch_udf with on_error='null'" in message
     assert "use on_error='null' to get" not in message  # it has no such option
+
+
+# ------------------------------------------------------------- batch answers (no Spark)
+
+def _batch(**columns: list[Any]) -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([pa.array(v) for v in columns.values()],
+                                      names=list(columns))
+
+
+def test_answers_to_a_split_batch_are_unified_as_arrow_promotes_types() -> None:
+    # A slice whose answers were all null came back as a null column, and combining the
+    # slices raised ArrowInvalid out of the task, also with on_error="null".
+    from remoting.spark._batch_udf import _combined
+
+    combined = _combined([_batch(value=["a", "b"]), _batch(value=[None, None])])
+    assert not isinstance(combined, tuple)
+    assert combined.column(0).to_pylist() == ["a", "b", None, None]
+
+    refused = _combined([_batch(value=["a"]), _batch(value=[1])])
+    assert isinstance(refused, tuple) and refused[0] == ResponseCode.RPC_UNKNOWN
+    assert "do not fit together" in refused[1]
+
+
+@pytest.mark.parametrize(("answer", "data_type", "words"), [
+    # two columns named "value": the first was taken, silently
+    ({"names": ["value", "value"], "values": [["W"], ["R"]]}, StringType(), "are not"),
+    # for a struct, get_field_index gave -1 and column(-1) was the last column ("x")
+    ({"names": ["b", "b", "x"], "values": [["1"], ["2"], ["x"]]},
+     StructType([StructField("b", StringType())]), "are not"),
+    ({"names": [], "values": []}, StringType(), "are not"),  # was IndexError
+    # an int for a timestamp was read as microseconds since 1970
+    ({"names": ["value"], "values": [[1_700_000_000]]}, None, "must be an Arrow timestamp"),
+], ids=["two-value-columns", "struct-field-twice", "no-columns", "int-for-timestamp"])
+def test_an_answer_that_is_ambiguous_or_of_the_wrong_kind_is_an_error_of_its_batch(
+        answer: dict[str, Any], data_type: Any, words: str) -> None:
+    import pyarrow as pa
+    from pyspark.sql.types import TimestampType
+
+    from remoting.spark._batch_udf import _batchoutput
+
+    batch = (pa.RecordBatch.from_arrays([pa.array(v) for v in answer["values"]],
+                                        names=answer["names"])
+             if answer["names"] else _batch(value=["x"]).select([]))  # 1 row, no columns
+    result = _batchoutput(batch, 1, data_type or TimestampType())
+    assert isinstance(result, tuple) and result[0] == ResponseCode.RPC_UNKNOWN
+    assert words in result[1]
+
+
+def test_a_timestamp_answer_may_be_a_timestamp_or_iso_text() -> None:
+    from pyspark.sql.types import TimestampType
+
+    from remoting.spark._batch_udf import _batchoutput
+
+    stamped = _batchoutput(_batch(value=[datetime.datetime(2024, 1, 2, 3, 4, 5)]), 1,
+                           TimestampType())
+    text = _batchoutput(_batch(value=["2024-01-02T03:04:05Z"]), 1, TimestampType())
+    assert not isinstance(stamped, tuple) and not isinstance(text, tuple)
+    assert stamped.iloc[0].isoformat() == "2024-01-02T03:04:05"
+    assert text.iloc[0].isoformat() == "2024-01-02T03:04:05+00:00"
