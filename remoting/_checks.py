@@ -178,9 +178,7 @@ def command_of(name: str, command: object) -> RemotingCommand:
     Raises:
         TypeError: it is not.
     """
-    if not isinstance(command, RemotingCommand):
-        raise TypeError(f"{name} must be a RemotingCommand, got {type(command).__name__}")
-    return command
+    return the_request(command, 0, name)
 
 
 def request_code(code: object) -> int:

@@ -18,6 +18,7 @@ import trio
 
 from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
 
+from .._checks import request_code
 from .._hooks import AbortProcessError
 from .._log import log
 
@@ -139,9 +140,11 @@ def failure(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
 
 def _abort_fits(exc: AbortProcessError) -> bool:
     """Whether an `AbortProcessError`'s code is an int32 and its remark a str or None."""
-    code = exc.code
-    return (type(code) is int or (isinstance(code, int) and not isinstance(code, bool))) and (
-        -0x80000000 <= code <= 0x7FFFFFFF and (exc.remark is None or isinstance(exc.remark, str)))
+    try:
+        request_code(exc.code)  # a response code follows the same wire rule
+    except (TypeError, ValueError):
+        return False
+    return exc.remark is None or isinstance(exc.remark, str)
 
 
 def _refused_by_hooks(

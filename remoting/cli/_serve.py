@@ -97,20 +97,23 @@ def _check_entry(spec: str, code: object, processor: object) -> None:
     """
     from processors import AsyncRequestProcessor, RequestProcessor
 
-    from .._checks import INT32_MAX, INT32_MIN, processor_registration
+    from .._checks import processor_registration, request_code
 
-    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+    try:
+        if code is not None:
+            request_code(code)
+    except TypeError:
         raise FactoryError(f"{spec} returned the key {code!r}: request codes are ints "
-                           "(None: the default processor)")
-    if code is not None and not INT32_MIN <= code <= INT32_MAX:
+                           "(None: the default processor)") from None
+    except ValueError as exc:
         raise FactoryError(f"{spec} returned the code {code}: request codes must fit the "
-                           f"wire's int32 ({INT32_MIN} to {INT32_MAX})")
+                           f"wire's int32 ({exc})") from None
     if not isinstance(processor, RequestProcessor | AsyncRequestProcessor):
         raise FactoryError(f"{spec} returned {type(processor).__name__} for code {code!r}: "
                            "processors subclass processors.RequestProcessor or "
                            "AsyncRequestProcessor")
-    try:
-        processor_registration(code, processor, None, None)
+    try:  # the code is checked above
+        processor_registration(None, processor, None, None)
     except (TypeError, ValueError) as exc:  # a sync processor whose method is async
         raise FactoryError(f"{spec} returned a processor for code {code!r} that cannot "
                            f"serve: {exc}") from exc
