@@ -59,7 +59,7 @@ def _setup(cpu: int | None) -> None:
 
 
 def server_main(kind: str, cpu: int | None, conn: Any) -> None:
-    """Serve ``kind`` ("raw", "grpc", "ours-async", "ours-pool") until told to stop."""
+    """Serve ``kind`` ("raw", "raw-pool", "grpc", "ours-async", "ours-pool") until told to stop."""
     _setup(cpu)
     if kind == "grpc":
         _grpc_server(conn)
@@ -70,6 +70,10 @@ def server_main(kind: str, cpu: int | None, conn: Any) -> None:
         trio.run(_raw_server, conn)
     elif kind in ("ours-async", "ours-pool"):
         trio.run(_ours_server, kind, conn)
+    elif kind == "raw-pool":
+        from _floor_workers import raw_pool_server
+
+        trio.run(raw_pool_server, conn)
     else:
         raise ValueError(f"unknown server kind {kind!r}")
 
@@ -206,6 +210,11 @@ def client_main(kind: str, addr: str, modes: list[str], params: dict[str, Any],
             import trio
 
             out = trio.run(_raw_client, addr, modes, params)
+        elif kind == "raw-handoff":
+            import trio
+            from _floor_workers import raw_handoff_client
+
+            out = trio.run(raw_handoff_client, addr, modes, params)
         elif kind == "grpc":
             out = _grpc_client(addr, modes, params)
         else:
