@@ -9,8 +9,10 @@ and no processor, so that the distance from our figures to them is what the prot
 
 Server kind ``raw-pool``: every frame goes to one worker thread (a queue), which sends it back
 on the socket itself. Client kind ``raw-handoff``: modes
-``latency_reader`` (a trio task waits; a reader task wakes it) and ``latency_thread`` (a thread
-sends on the socket and waits on a lock; the loop's reader releases it).
+``latency_reader`` (a trio task waits; a reader task wakes it), ``latency_thread`` (a thread
+sends on the socket and waits on a lock; the loop's reader releases it) and ``tasks64`` (64
+trio tasks, each sending and waiting to be woken by the reader: bench/rpc.py's "64 tasks x
+invoke_sync" without the protocol).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections import deque
 from typing import Any
 
 import trio
 import trio.lowlevel as ll
-from _rpc_workers import _HDR, _AsyncRunner, _RawReader, _Runner, _wait_stop
+from _rpc_workers import _HDR, WINDOW, _AsyncRunner, _RawReader, _Runner, _wait_stop
 
 
 async def _pool_echo(stream: Any) -> None:
@@ -71,9 +74,15 @@ async def raw_handoff_client(addr: str, modes: list[str], p: dict[str, Any]) -> 
     lock.acquire()
     out: dict[str, Any] = {}
 
+    parked: deque[Any] = deque()  # tasks64: the echo keeps the order of the calls
+
     async def read_loop(mode: str) -> None:
         reader = _RawReader(stream)
         while True:
+            if mode == "tasks64":
+                for _ in range(await reader.count_frames()):
+                    ll.reschedule(parked.popleft())
+                continue
             await reader.frame_length()
             if mode == "latency_thread":
                 lock.release()
@@ -94,12 +103,31 @@ async def raw_handoff_client(addr: str, modes: list[str], p: dict[str, Any]) -> 
         raw_socket.sendall(f)  # the blocking face's direct send
         lock.acquire()
 
+    async def tasks64(n: int) -> None:
+        remaining = n
+
+        async def worker() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                parked.append(ll.current_task())
+                if raw_socket.send(frame) != len(frame):  # as ours: a direct send when idle
+                    raise RuntimeError("partial send of a small frame")
+                await ll.wait_task_rescheduled(lambda _: ll.Abort.FAILED)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(WINDOW):
+                nursery.start_soon(worker)
+
     async with stream:
         for mode in modes:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(read_loop, mode)
                 if mode == "latency_reader":
                     out[mode] = await _AsyncRunner(p).latency(call_reader, frame)
+                elif mode == "tasks64":
+                    out[mode] = await _AsyncRunner(p).pipelined(tasks64, p["n_tput"],
+                                                                p["warm_tput"])
                 elif mode == "latency_thread":
                     out[mode] = await trio.to_thread.run_sync(_Runner(p).latency, call_thread,
                                                               frame)

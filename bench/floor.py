@@ -7,9 +7,10 @@ Each run measures, in this order and with the CPUs pinned as bench/rpc.py pins t
 trio echo (the caller reads its own answer); the same echo with the hand-offs of our design and
 no protocol work (bench/_floor_workers.py: a reader task waking the caller, a blocking thread
 woken by the loop, a server thread answering through the loop); and our sequential
-``invoke_sync`` in the four client/processor pairs of bench/rpc.py. The table gives medians
-over runs; ratios are medians of per-run ratios to the raw echo of the same run. "protocol" is
-our p50 minus its floor: what decoding, id matching, dispatch and the processor call cost.
+``invoke_sync`` in the four client/processor pairs of bench/rpc.py, and 64 trio tasks calling
+in a loop. The tables give medians over runs; ratios are medians of per-run ratios. "protocol"
+is our p50 minus its floor: what encoding, decoding, id matching, dispatch and the processor
+call cost on both sides.
 """
 
 from __future__ import annotations
@@ -27,37 +28,49 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] 
 from rpc import FULL, CpuWatch, Server, cpu_layout, print_table, run_client  # noqa: E402
 
 # (server kind, client kind, modes) in the order measured within each run
+HANDOFF_MODES = ["latency_reader", "latency_thread", "tasks64"]
 PLAN: list[tuple[str, str, list[str]]] = [
     ("raw", "raw", ["latency"]),
-    ("raw", "raw-handoff", ["latency_reader", "latency_thread"]),
-    ("raw-pool", "raw-handoff", ["latency_reader", "latency_thread"]),
-    ("ours-async", "trio", ["latency"]),
+    ("raw", "raw-handoff", HANDOFF_MODES),
+    ("raw-pool", "raw-handoff", HANDOFF_MODES),
+    ("ours-async", "trio", ["latency", "tasks64"]),
     ("ours-async", "blocking", ["latency"]),
-    ("ours-pool", "trio", ["latency"]),
+    ("ours-pool", "trio", ["latency", "tasks64"]),
     ("ours-pool", "blocking", ["latency"]),
 ]
 
-# our case -> its floor: (name, ours, floor)
-CASES: list[tuple[str, tuple[str, str], tuple[str, str]]] = [
-    ("trio client, async processor", ("ours-async", "trio"), ("raw", "latency_reader")),
-    ("blocking client, async processor", ("ours-async", "blocking"), ("raw", "latency_thread")),
-    ("trio client, pool processor", ("ours-pool", "trio"), ("raw-pool", "latency_reader")),
-    ("blocking client, pool processor", ("ours-pool", "blocking"),
-     ("raw-pool", "latency_thread")),
+Key = tuple[str, str, str]  # (server kind, client kind, mode)
+RAW: Key = ("raw", "raw", "latency")
+
+# (name, our case, its floor)
+SEQUENTIAL: list[tuple[str, Key, Key]] = [
+    ("trio client, async processor", ("ours-async", "trio", "latency"),
+     ("raw", "raw-handoff", "latency_reader")),
+    ("blocking client, async processor", ("ours-async", "blocking", "latency"),
+     ("raw", "raw-handoff", "latency_thread")),
+    ("trio client, pool processor", ("ours-pool", "trio", "latency"),
+     ("raw-pool", "raw-handoff", "latency_reader")),
+    ("blocking client, pool processor", ("ours-pool", "blocking", "latency"),
+     ("raw-pool", "raw-handoff", "latency_thread")),
+]
+PIPELINED: list[tuple[str, Key, Key]] = [
+    ("async processor, 64 tasks x invoke_sync", ("ours-async", "trio", "tasks64"),
+     ("raw", "raw-handoff", "tasks64")),
+    ("pool processor, 64 tasks x invoke_sync", ("ours-pool", "trio", "tasks64"),
+     ("raw-pool", "raw-handoff", "tasks64")),
 ]
 
 
-def one_run(ctx: Any, cpus: tuple[int | None, int | None]) -> dict[tuple[str, str], float]:
-    """Return {(server kind, mode or client kind): p50 µs} for one pass over PLAN."""
+def one_run(ctx: Any, cpus: tuple[int | None, int | None]) -> dict[Key, dict[str, float]]:
+    """Return {(server kind, client kind, mode): figures} for one pass over PLAN."""
     params = dict(FULL)
-    out: dict[tuple[str, str], float] = {}
+    out: dict[Key, dict[str, float]] = {}
     for server_kind, client_kind, modes in PLAN:
         with Server(ctx, server_kind, cpus[0]) as server:
             got = run_client(ctx, client_kind, server.addr, modes,
                              dict(params, server_pid=server.pid), cpus[1])
         for mode, value in got.items():
-            key = (server_kind, client_kind if mode == "latency" else mode)
-            out[key] = value["p50"]
+            out[(server_kind, client_kind, mode)] = value
     return out
 
 
@@ -78,21 +91,32 @@ def main(argv: list[str] | None = None) -> int:
     def med(f: Any) -> float:
         return float(statistics.median(f(r) for r in runs))
 
-    def row(name: str, ours: tuple[str, str], floor: tuple[str, str]) -> list[str]:
-        raw = ("raw", "raw")
+    def seq_row(name: str, ours: Key, floor: Key) -> list[str]:
         return [
             name,
-            f"{med(lambda r: r[ours]):.0f}",
-            f"{med(lambda r: r[floor]):.0f}",
-            f"{med(lambda r: r[ours] - r[floor]):.0f}",
-            f"{med(lambda r: r[ours] / r[raw]):.2f}x",
-            f"{med(lambda r: r[floor] / r[raw]):.2f}x",
+            f"{med(lambda r: r[ours]['p50']):.0f}",
+            f"{med(lambda r: r[floor]['p50']):.0f}",
+            f"{med(lambda r: r[ours]['p50'] - r[floor]['p50']):.0f}",
+            f"{med(lambda r: r[ours]['p50'] / r[RAW]['p50']):.2f}x",
+            f"{med(lambda r: r[floor]['p50'] / r[RAW]['p50']):.2f}x",
         ]
 
-    raw = med(lambda r: r[("raw", "raw")])
-    rows = [row(*case) for case in CASES]
+    def pipe_row(name: str, ours: Key, floor: Key) -> list[str]:
+        cells = [name]
+        for key in (ours, floor):
+            cells += [f"{med(lambda r: r[key]['rps']):,.0f}",  # noqa: B023 - used at once
+                      f"{med(lambda r: r[key].get('cli_us', 0.0)):.1f}",  # noqa: B023
+                      f"{med(lambda r: r[key].get('srv_us', 0.0)):.1f}"]  # noqa: B023
+        cells.append(f"{med(lambda r: r[ours]['rps'] / r[floor]['rps']):.2f}x")
+        return cells
+
+    raw = med(lambda r: r[RAW]["p50"])
     print(f"\nsequential p50, µs; raw trio echo (the caller reads its answer): {raw:.0f} µs\n")
-    print_table(rows, ["case", "ours", "floor", "protocol", "ours / raw", "floor / raw"])
+    print_table([seq_row(*case) for case in SEQUENTIAL],
+                ["case", "ours", "floor", "protocol", "ours / raw", "floor / raw"])
+    print("\npipelined, 64 in flight: req/s and CPU µs per request (client, server)\n")
+    print_table([pipe_row(*case) for case in PIPELINED],
+                ["case", "ours", "cli", "srv", "floor", "cli", "srv", "ours / floor"])
     return 0
 
 
