@@ -195,6 +195,19 @@ def request_code(code: object) -> int:
     return code
 
 
+def rpc_hook(hook: object) -> None:
+    """Check that ``hook`` has both methods of an `RPCHook`.
+
+    Raises:
+        TypeError: it lacks one, naming it.
+    """
+    for method in ("do_before_request", "do_after_response"):
+        if not callable(getattr(hook, method, None)):
+            raise TypeError(f"an RPC hook needs do_before_request(remote_addr, request) and "
+                            f"do_after_response(remote_addr, request, response) methods "
+                            f"(remoting.RPCHook); {type(hook).__name__} has no {method}")
+
+
 def config_of(config: C | None, cls: type[C]) -> C:
     """Return ``config``, or ``cls()`` when it is None.
 

@@ -27,7 +27,7 @@ import trio
 from codec import LanguageCode, ResponseCode
 from processors import AsyncRequestProcessor, RequestProcessor
 
-from .._checks import processor_registration
+from .._checks import processor_registration, rpc_hook
 from .._interceptors import ServerCall, chain, chain_async
 from .._log import log
 from ._pools import ExecutorPool, ProcessorPool
@@ -179,7 +179,9 @@ class Dispatcher:
             pool.stop()
 
     def register_hook(self, hook: RPCHook) -> None:
-        """Run ``hook`` around every processor (once, in registration order)."""
+        """Run ``hook`` around every processor (once, in registration order); a `TypeError`
+        if it lacks a method of `RPCHook`."""
+        rpc_hook(hook)
         if hook not in self.hooks:
             self.hooks.append(hook)
             self._compose()

@@ -67,7 +67,11 @@ class BlockingFace:
         self._core.register_default_processor(processor, executor, threads=threads)
 
     def register_rpc_hook(self, hook: RPCHook) -> None:
-        """Run ``hook`` around every call."""
+        """Run ``hook`` around every call.
+
+        Raises:
+            TypeError: ``hook`` lacks ``do_before_request`` or ``do_after_response``.
+        """
         self._core.register_rpc_hook(hook)
 
     def register_interceptor(self, interceptor: ClientInterceptor | ServerInterceptor) -> None:

@@ -71,7 +71,11 @@ class _Face:
         self.endpoint.dispatcher.register(None, processor, executor, threads)
 
     def register_rpc_hook(self, hook: RPCHook) -> None:
-        """Run ``hook`` around every call (client: sends; server: processing)."""
+        """Run ``hook`` around every call (client: sends; server: processing).
+
+        Raises:
+            TypeError: ``hook`` lacks ``do_before_request`` or ``do_after_response``.
+        """
         self.endpoint.dispatcher.register_hook(hook)
 
     def register_interceptor(self, interceptor: ClientInterceptor | ServerInterceptor) -> None:

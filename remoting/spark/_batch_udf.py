@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
     from .._config import ClientConfig
+    from .._hooks import RPCHook
     from ..blocking import RemotingClient
     from ._telemetry import BatchSpan
 
@@ -165,7 +166,7 @@ def _batch_function(spec: CallSpec, worker: WorkerOptions, value_type: DataType,
                     on_error: OnError) -> Callable[[Iterator[pd.Series]], Iterator[pd.Series]]:
     def remote_batches(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
         run_worker_setup(worker.setup)
-        client = get_client(worker.config, log_level=worker.log_level)
+        client = get_client(worker.config, log_level=worker.log_level, hooks=worker.hooks)
         for batch_no, args in enumerate(batches):
             with batch_span("batch", spec.code, batch_no, worker.parent) as traced:
                 result = _one_batch(client, spec, args, value_type, on_error,
@@ -220,6 +221,7 @@ def remote_batch_udf(
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | str | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
+    hooks: Sequence[RPCHook] = (),
     deterministic: bool = False,
     idempotent: bool = False,
     cooldown: float = DEFAULT_COOLDOWN,
@@ -240,7 +242,8 @@ def remote_batch_udf(
     value_type = data_type(return_type)
     spec = call_spec(addresses, code, timeout, 64, header, serialize_type, idempotent,
                      cooldown)
-    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context())
+    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context(),
+                            hooks)
     fn = _batch_function(spec, worker, value_type, mode)
     return spark_udf(fn, result_type(value_type, mode), deterministic)
 
@@ -249,7 +252,7 @@ def _map_function(spec: CallSpec, worker: WorkerOptions, schema: pa.Schema
                   ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def remote_map(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         run_worker_setup(worker.setup)
-        client = get_client(worker.config, log_level=worker.log_level)
+        client = get_client(worker.config, log_level=worker.log_level, hooks=worker.hooks)
         for batch_no, batch in enumerate(batches):
             with batch_span("batch", spec.code, batch_no, worker.parent) as traced:
                 answer = _map_one(client, spec, batch, schema, worker.on_batch,
@@ -300,6 +303,7 @@ def remote_map_in_arrow(
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | str | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
+    hooks: Sequence[RPCHook] = (),
     idempotent: bool = False,
     cooldown: float = DEFAULT_COOLDOWN,
 ) -> DataFrame:
@@ -318,7 +322,8 @@ def remote_map_in_arrow(
         raise ValueError(f"schema must be a struct type, got {spark_schema.simpleString()}")
     spec = call_spec(addresses, code, timeout, 64, header, serialize_type, idempotent,
                      cooldown)
-    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context())
+    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context(),
+                            hooks)
     fn = _map_function(spec, worker, to_arrow_schema(spark_schema))
     return df.mapInArrow(fn, spark_schema)
 

@@ -1,14 +1,18 @@
 """One `RemotingClient` per process and config: the client a Spark Python worker uses.
 
 Theory of operation:
-- `get_client(config)` returns this process's client for ``config``, creating and starting it
-  on first use (under a lock). Nothing runs at import: no thread, no socket.
+- `get_client(config, hooks=...)` returns this process's client for ``config`` and ``hooks``,
+  creating and starting it on first use (under a lock), with the hooks registered before its
+  first call. Nothing runs at import: no thread, no socket. Hooks arrive unpickled afresh with
+  every task, so a client is keyed by their pickled bytes: equal hooks share one client, and
+  a client with hooks never serves a UDF without them.
 - The registry remembers the pid that filled it. After ``fork()`` the child drops the inherited
   entries without touching them (`os.register_at_fork`), because their loop threads do not
   exist in the child and their sockets are shared with the parent. `get_client` also compares
   pids, for forks that bypass the at-fork hooks.
-- A client whose loop thread died, or that was shut down, is replaced on the next call; its
-  connections reconnect lazily on the next request, so a fresh client is cheap.
+- A client whose loop thread died, or that was shut down, is replaced on the next call (with
+  its hooks); its connections reconnect lazily on the next request, so a fresh client is
+  cheap.
 - `atexit` shuts this process's clients down. Spark workers leave with ``os._exit`` and never
   run it; the OS then closes the sockets and the server sees the connections close.
 """
@@ -16,17 +20,26 @@ Theory of operation:
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import os
+import pickle
 import threading
+from typing import TYPE_CHECKING
 
+from .._checks import rpc_hook
 from .._config import ClientConfig
 from ..blocking import RemotingClient
 
-__all__ = ["configure_worker_logging", "get_client", "shutdown_clients"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .._hooks import RPCHook
+
+__all__ = ["configure_worker_logging", "get_client", "hooks_key", "shutdown_clients"]
 
 _lock = threading.Lock()
-_clients: dict[ClientConfig, RemotingClient] = {}
+_clients: dict[tuple[ClientConfig, bytes], RemotingClient] = {}
 _pid = os.getpid()
 _logging_done = False
 
@@ -43,23 +56,26 @@ def configure_worker_logging(level: int) -> None:
         logger.setLevel(level)
 
 
-def get_client(config: ClientConfig | None = None, *, log_level: int | None = None
-               ) -> RemotingClient:
-    """Return this process's started client for ``config`` (created on first use).
+def get_client(config: ClientConfig | None = None, *, log_level: int | None = None,
+               hooks: Sequence[RPCHook] = ()) -> RemotingClient:
+    """Return this process's started client for ``config`` and ``hooks`` (made on first use).
 
     Args:
         config: the client settings; equal configs share one client.
         log_level: when not None, first set the ``remoting`` loggers to this level unless
             the application set one (`configure_worker_logging`); the Spark helpers pass
             ``logging.WARNING``.
+        hooks: RPC hooks registered on the client before its first call (picklable, as the
+            Spark helpers ship them); a client made for other hooks, or none, is another one.
 
     Raises:
+        TypeError: ``hooks`` is not a sequence of picklable `RPCHook` objects.
         RemotingError: the client's loop could not start.
     """
     global _pid
     if log_level is not None and not _logging_done:
         configure_worker_logging(log_level)
-    key = config or ClientConfig()
+    key = (config or ClientConfig(), hooks_key(hooks))
     client = _clients.get(key)
     if client is not None and client.is_running and _pid == os.getpid():
         return client
@@ -70,9 +86,32 @@ def get_client(config: ClientConfig | None = None, *, log_level: int | None = No
         if client is None or not client.is_running:
             if client is not None:
                 client.shutdown()
-            client = RemotingClient(key).start()
+            client = RemotingClient(key[0])
+            for hook in hooks:
+                client.register_rpc_hook(hook)
+            client.start()
             _clients[key] = client
         return client
+
+
+def hooks_key(hooks: object) -> bytes:
+    """Return what identifies ``hooks`` across processes: a digest of their pickled bytes.
+
+    Raises:
+        TypeError: not a list or tuple of `RPCHook` objects, or one that cannot be pickled.
+    """
+    if not isinstance(hooks, list | tuple):
+        raise TypeError(f"hooks must be a list of RPC hooks, got {type(hooks).__name__}")
+    if not hooks:
+        return b""
+    for hook in hooks:
+        rpc_hook(hook)
+    try:
+        data = pickle.dumps(tuple(hooks))
+    except Exception as exc:  # PicklingError, TypeError, AttributeError (a local class)
+        raise TypeError(f"hooks must be picklable: they travel to the Spark workers with the "
+                        f"UDF ({exc})") from None
+    return hashlib.sha256(data).digest()
 
 
 def shutdown_clients() -> None:

@@ -20,6 +20,7 @@ from codec import SerializeType
 from .._checks import request_code, seconds
 from .._config import ClientConfig
 from ._calls import DEFAULT_COOLDOWN, CallSpec
+from ._client import hooks_key
 from ._serde import DefaultSerializer
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql.types import DataType
 
+    from .._hooks import RPCHook
     from ._columns import BatchStats, OnError, RemoteUDF
     from ._serde import Serializer
 
@@ -44,6 +46,7 @@ class WorkerOptions:
         log_level: the ``remoting`` loggers' level in the worker (None: untouched).
         setup: called once per worker process before its first request.
         parent: the driver's trace context, for the batch spans.
+        hooks: RPC hooks on the worker's client (`get_client`).
     """
 
     config: ClientConfig | None = None
@@ -51,15 +54,18 @@ class WorkerOptions:
     log_level: int | None = logging.WARNING
     setup: Callable[[], object] | None = None
     parent: Mapping[str, str] | None = None
+    hooks: tuple[RPCHook, ...] = ()
 
 
 def worker_options(config: object, on_batch: object, worker_log_level: object,
-                   worker_setup: object, parent: Mapping[str, str] | None) -> WorkerOptions:
+                   worker_setup: object, parent: Mapping[str, str] | None,
+                   hooks: object = ()) -> WorkerOptions:
     """Return the checked `WorkerOptions` of a Spark helper's arguments.
 
     Raises:
         TypeError: ``config`` is not a `ClientConfig`, ``on_batch`` or ``worker_setup`` is
-            not callable, or ``worker_log_level`` is neither an int nor a level name.
+            not callable, ``worker_log_level`` is neither an int nor a level name, or
+            ``hooks`` is not a list of picklable RPC hooks.
         ValueError: ``worker_log_level`` names no logging level.
     """
     if config is not None and not isinstance(config, ClientConfig):
@@ -70,7 +76,16 @@ def worker_options(config: object, on_batch: object, worker_log_level: object,
         log_level=_log_level(worker_log_level),
         setup=_callable_or_none("worker_setup", worker_setup),
         parent=parent,
+        hooks=_hooks(hooks),
     )
+
+
+def _hooks(hooks: object) -> tuple[RPCHook, ...]:
+    """Return ``hooks`` as a tuple, checked as `get_client` will take them in the workers."""
+    if hooks is None:
+        return ()
+    hooks_key(hooks)
+    return tuple(hooks)  # type: ignore[arg-type]  # hooks_key checked it is a list or tuple
 
 
 def call_spec(addresses: object, code: object, timeout: object, max_in_flight: object,

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
     from .._config import ClientConfig
+    from .._hooks import RPCHook
 
 __all__ = ["remote_udf"]
 
@@ -52,7 +53,7 @@ def _row_function(spec: CallSpec, worker: WorkerOptions, serializer: Serializer,
                   ) -> Callable[[Iterator[pd.Series]], Iterator[pd.Series]]:
     def remote_rows(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
         run_worker_setup(worker.setup)
-        client = get_client(worker.config, log_level=worker.log_level)
+        client = get_client(worker.config, log_level=worker.log_level, hooks=worker.hooks)
         for batch_no, args in enumerate(batches):
             with batch_span("row", spec.code, batch_no, worker.parent) as traced:
                 column = column_of(args)
@@ -88,6 +89,7 @@ def remote_udf(
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | str | None = logging.WARNING,
     worker_setup: Callable[[], object] | None = None,
+    hooks: Sequence[RPCHook] = (),
     deterministic: bool = False,
     idempotent: bool = False,
     cooldown: float = DEFAULT_COOLDOWN,
@@ -117,20 +119,24 @@ def remote_udf(
         worker_log_level: the worker's ``remoting`` log level, e.g. ``"DEBUG"`` (None: as is).
         worker_setup: called once per worker process before its first request, e.g. to
             configure the OpenTelemetry SDK there (batches are then traced); picklable.
+        hooks: RPC hooks on the workers' client, e.g. ``[AclClientRPCHook(...)]`` to sign
+            every request; picklable (they travel with the UDF, secrets included).
         deterministic: True only for pure calls: Spark may then re-evaluate or reorder them.
         idempotent: True if processing a row twice is harmless: rows lost to a timeout or a
             broken connection are then resent to the next address (else they fail).
         cooldown: seconds a failed address is skipped by the worker process.
 
     Raises:
-        TypeError: an argument of the wrong type, e.g. ``code=1.7`` or ``timeout="3"``.
+        TypeError: an argument of the wrong type, e.g. ``code=1.7``, ``timeout="3"`` or a
+            hook that cannot be pickled.
         ValueError: a bad address, timeout, in-flight bound, ``on_error`` or return type.
     """
     mode = check_on_error(on_error)
     value_type = data_type(return_type)
     spec = call_spec(addresses, code, timeout, max_in_flight, header, serialize_type, idempotent,
                      cooldown)
-    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context())
+    worker = worker_options(config, on_batch, worker_log_level, worker_setup, driver_context(),
+                            hooks)
     fn = _row_function(spec, worker, serializer_of(serializer, value_type), value_type, mode)
     return spark_udf(fn, result_type(value_type, mode), deterministic)
 

@@ -53,6 +53,9 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"on_error": "ignore"}, ValueError, "on_error"),
     ({"return_type": None}, TypeError, "return_type"),
     ({"return_type": str}, TypeError, "return_type"),  # the Python type: a segfault in 3.11.7
+    ({"hooks": 5}, TypeError, "hooks must be a list of RPC hooks"),
+    ({"hooks": [5]}, TypeError, "RPC hook needs do_before_request"),
+    ({"hooks": [lambda: None]}, TypeError, "RPC hook needs do_before_request"),
 ]
 ROW_ONLY: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"max_in_flight": 2.9}, TypeError, "max_in_flight must be an int"),  # was 2
@@ -127,3 +130,17 @@ def test_worker_log_level_may_be_a_name_in_any_case(given: object, wanted: int |
 
     assert options.log_level == wanted
     assert options.config == ClientConfig()
+
+
+@pytest.mark.parametrize("make", [remote_udf, remote_batch_udf])
+def test_a_hook_that_cannot_travel_to_the_workers_is_refused_when_made(make: Maker) -> None:
+    class LocalHook:  # a class defined in a function cannot be pickled
+        def do_before_request(self, remote_addr: str, request: object) -> None:
+            return None
+
+        def do_after_response(self, remote_addr: str, request: object,
+                              response: object) -> None:
+            return None
+
+    with pytest.raises(TypeError, match="hooks must be picklable"):
+        make(ADDR, UPPER, hooks=[LocalHook()])
