@@ -53,7 +53,8 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
                             cmd.flag)
     except (struct.error, KeyError, TypeError):  # Key/TypeError: not a LanguageCode
         raise _fixed_error(cmd) from None
-    if type(code) is bool:  # struct packs it as 1, JSON refuses it: refuse both ways
+    if (type(code) is bool or type(cmd.opaque) is bool or type(cmd.flag) is bool
+            or type(cmd.version) is bool):  # struct packs True as 1, JSON refuses it
         raise _fixed_error(cmd)
     remark = cmd.remark
     ext = cmd.ext_fields

@@ -128,7 +128,9 @@ class ThreadCalls:
         sending the same command at once cannot collide. As RocketMQ's ``invokeSync``, such a
         call takes no in-flight permit: it holds its caller's thread.
         """
-        if type(addr) is not str or timeout <= 0:  # the loop sends, or refuses expired calls
+        opaque = request.opaque  # a bad one of the caller's is refused by the loop's path
+        if (type(addr) is not str or timeout <= 0 or type(opaque) is not int
+                or not -0x80000000 <= opaque <= 0x7FFFFFFF):
             return None
         invoker = self._invoker
         conn = invoker.channels.by_addr.get(addr)

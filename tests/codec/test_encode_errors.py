@@ -154,10 +154,12 @@ def test_language_codes_their_ints_and_none_still_encode(serialize_type: Seriali
         encode_frame(make_command(language=language, serialize_type=serialize_type))
 
 
+@pytest.mark.parametrize("field", ["code", "version", "opaque", "flag"])
 @pytest.mark.parametrize("serialize_type", list(SerializeType))
-def test_a_bool_code_is_refused_by_both_headers(serialize_type: SerializeType) -> None:
-    with pytest.raises(InvalidCommandError, match="code"):  # ROCKETMQ sent code 1
-        encode_frame(make_command(code=True, serialize_type=serialize_type))
+def test_a_bool_int_field_is_refused_by_both_headers(serialize_type: SerializeType,
+                                                     field: str) -> None:
+    with pytest.raises(InvalidCommandError, match=field):  # ROCKETMQ sent them as 1
+        encode_frame(make_command(serialize_type=serialize_type, **{field: True}))
 
 
 @pytest.mark.parametrize(("field", "value"), [("opaque", 2**31), ("flag", -(2**31) - 1)])
