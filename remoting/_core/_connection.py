@@ -163,6 +163,7 @@ class Connection:
         self._lent: bytearray | None = None  # the pooled buffer the decoder is filling
         self._got_data = False
         self._resume_reading: trio.Event | None = None  # set when processing falls below max
+        self._held: RemotingCommand | None = None  # a request read at max_processing
         self._nursery: trio.Nursery | None = None
 
     def __repr__(self) -> str:
@@ -215,10 +216,10 @@ class Connection:
             if suspension is not None:
                 await self._hand_over(suspension)
                 return
-            limit = self.max_processing
-            if limit and self.processing >= limit:
-                self._resume_reading = resume = trio.Event()
+            if self._held is not None and self.processing >= self.max_processing:
+                self._resume_reading = resume = trio.Event()  # reads pause: back-pressure
                 await resume.wait()
+                self._partial_since = None if self._partial_since is None else self._now()
                 continue
             if pause_reading and self.sender.outbound.size > self.high_water:
                 await self.wait_writable()
@@ -236,13 +237,21 @@ class Connection:
         sender.holding = True
         decoded = 0
         try:
-            while not (limit and self.processing >= limit):
-                cmd = decoder.next_command()
-                if cmd is None:
-                    break
+            held = self._held  # a request that came while `limit` were in processing
+            if held is not None:
+                if self.processing >= limit:
+                    return None
+                self._held = None
+                suspension = on_request(self, held)
+                if suspension is not None:
+                    return suspension
+            while (cmd := decoder.next_command()) is not None:
                 decoded += 1
-                if cmd.flag & 1:
+                if cmd.flag & 1:  # answers are taken at the limit too: a call back waits on one
                     on_response(self, cmd)
+                elif limit and self.processing >= limit:
+                    self._held = cmd
+                    break
                 else:
                     suspension = on_request(self, cmd)
                     if suspension is not None:
@@ -251,7 +260,7 @@ class Connection:
         finally:
             sender.holding = False
             sender.read_handled()
-            if decoded:
+            if decoded or held is not None:
                 self._owner.read_done(self)
                 if sender.outbound:
                     sender.flush()

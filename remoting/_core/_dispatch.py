@@ -316,7 +316,8 @@ class Dispatcher:
             self._processed(conn, request.code, reply)
             return None
         except (*FAILURES, GeneratorExit) as exc:  # only a bare processor's own failure
-            self._processed(conn, request.code, encode_reply(request, failure(request, exc)))
+            self._processed(conn, request.code,
+                            encode_reply(request, failure(request, exc), self._max_frame))
             return None
         except BaseException:
             self._processed(conn, request.code, None)
@@ -336,7 +337,7 @@ class Dispatcher:
             try:
                 response = processor.process_request(conn.ctx, request)
             except BaseException as exc:  # on a pool thread: only the processor raises these
-                reply = encode_reply(request, failure(request, exc))
+                reply = encode_reply(request, failure(request, exc), self._max_frame)
             else:
                 reply = None if response is None else encode_reply(request, response,
                                                                     self._max_frame)

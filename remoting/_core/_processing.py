@@ -222,7 +222,7 @@ def run_sync_request(serve: Callable[[ServerCall], RemotingCommand | None], call
     try:
         response = serve(call)
     except BaseException as exc:  # on a pool thread: only the processor raises these here
-        return encode_reply(request, failure(request, exc))
+        return encode_reply(request, failure(request, exc), limit)
     return None if response is None else encode_reply(request, response, limit)
 
 
@@ -235,7 +235,7 @@ async def run_async_request(
     try:
         response = await serve(call)
     except FAILURES as exc:
-        return encode_reply(request, failure(request, exc))
+        return encode_reply(request, failure(request, exc), limit)
     return None if response is None else encode_reply(request, response, limit)
 
 
@@ -298,6 +298,6 @@ class Suspended:
             reply = result if self._wrapped or result is None else encode_reply(
                 request, result, self._limit)
         except FAILURES as exc:  # a hook-less processor's own failure
-            reply = encode_reply(request, failure(request, exc))
+            reply = encode_reply(request, failure(request, exc), self._limit)
         finally:
             self._done(request.code, reply)
