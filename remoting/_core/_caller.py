@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Caller"]
 
-BATCH_WAIT_SLACK: Final = 30.0  # seconds past a batch's own deadlines before giving up on it
+BATCH_WAIT_SLACK: Final = 30.0  # seconds past a batch's deadlines before asking if the loop lives
 
 Results = list["RemotingCommand | RemotingError"]
 
@@ -193,8 +193,9 @@ class Caller:
         self._threads.submit_many(target, requests, timeout, limit, on_done, finished_at)
         waves = -(-len(requests) // max(1, limit))
         wait = min(timeout * max(1, waves) + BATCH_WAIT_SLACK, threading.TIMEOUT_MAX)
-        if not lock.acquire(timeout=wait):
-            raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
+        while not lock.acquire(timeout=wait):  # a slow pace (few permits) is no failure
+            if not self._threads.loop_answers():  # a stalled or ended loop is
+                raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
         if hooks:
             run_after_hooks_many(hooks, addr, requests, box[0])
         return box[0]

@@ -102,7 +102,7 @@ class Endpoint:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the core until cancelled; on exit every pending call has failed."""
         self.inbox.open(trio.lowlevel.current_trio_token())
-        self.loop_thread_id = threading.get_ident()
+        self.loop_thread_id = self.callbacks.loop_thread_id = threading.get_ident()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery

@@ -89,6 +89,10 @@ class Invoker:
             self._nursery = nursery
             await nursery.start(self.deadlines.run)
             task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:  # before the nursery closes: calls handed over from here on fail at once
+                self._nursery = None
 
     def close(self) -> None:
         """Start no more calls (the loop is ending)."""

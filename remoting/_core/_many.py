@@ -154,11 +154,14 @@ class Batch:
         try:
             while self._in_flight < self._limit and self._next < n:
                 if out.queued + out.in_flight > high and not conn.closed:
-                    if self._nursery is None:
+                    try:
+                        if self._nursery is None:
+                            raise RuntimeError(_SHUT_DOWN)
+                        self._nursery.start_soon(self._wait_then_pump)
+                    except RuntimeError:  # the loop is ending (its nursery is closed)
                         self._fail_rest(RemotingError(_SHUT_DOWN))
                         break
                     self._waiting = True
-                    self._nursery.start_soon(self._wait_then_pump)
                     break
                 i = self._next
                 if self._held == self._in_flight:

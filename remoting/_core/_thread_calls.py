@@ -98,7 +98,7 @@ class ThreadCalls:
         invoker = self._invoker
         fut = invoker.new_future(target, request, timeout, kind, callback, threaded=True)
         try:
-            self._inbox.post(_start, (invoker, target, fut, kind))
+            self._inbox.post(_start, (invoker, target, fut, kind), _refuse_start)
         except RuntimeError as exc:  # trio.RunFinishedError
             raise RemotingError(f"the {invoker.role} is shut down", fut.addr) from exc
         return fut
@@ -114,9 +114,17 @@ class ThreadCalls:
         invoker = self._invoker
         try:
             self._inbox.post(_start_batch, (invoker, target, requests, timeout, limit, on_done,
-                                            finished_at))
+                                            finished_at), _refuse_batch)
         except RuntimeError as exc:
             raise RemotingError(f"the {invoker.role} is shut down") from exc
+
+    def loop_answers(self, within: float = 5.0) -> bool:
+        """True if the loop runs a hand-off within ``within`` seconds (not stalled or ended)."""
+        try:
+            self._inbox.call(lambda: None, within)
+        except RuntimeError:
+            return False
+        return True
 
     def send_directly(self, addr: str | Connection | None, request: RemotingCommand,
                       timeout: float) -> ResponseFuture | None:
@@ -209,3 +217,18 @@ def _start_batch(args: tuple[CallStarter, str | Connection | None, Sequence[Remo
     except Exception as exc:  # a bug: reported, never a thread waiting for the batch's slack
         log.error("request.failed", exc_info=exc)
         on_done([translate(exc, "call", None)] * len(requests))
+
+
+def _refuse_start(args: tuple[CallStarter, str | Connection | None, ResponseFuture, Any]
+                  ) -> None:
+    """The loop ended before it could start the call: fail its future."""
+    invoker, _, fut, _ = args
+    fut._fail(RemotingError(f"the {invoker.role} is shut down", fut.addr))
+
+
+def _refuse_batch(args: tuple[CallStarter, str | Connection | None, Sequence[RemotingCommand],
+                              float, int, Callable[[list[Any]], None], list[float] | None]
+                  ) -> None:
+    """The loop ended before it could start the batch: fail each of its calls."""
+    invoker, _, requests, _, _, on_done, _ = args
+    on_done([RemotingError(f"the {invoker.role} is shut down")] * len(requests))

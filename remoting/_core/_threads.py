@@ -9,6 +9,9 @@ Theory of operation (the concurrency model, docs/architecture.md):
   burst of calls from threads, or of results from a pool, costs the loop one wake-up.
 - The drain flag is a benign race: two threads may both schedule a drain (one runs empty); a
   post never goes unseen, because the drain clears the flag before it empties the deque.
+  Once the loop has ended (trio refuses the drain), what is left is refused instead: each
+  item's ``refuse`` runs in the thread that finds the loop gone (a call fails its future), so
+  no post is lost when threads post while the loop ends.
 - What leaves the loop for other threads: completed futures (a lock a waiting thread blocks on,
   see `_future`), user callbacks (the `CallbackRunner`'s executor), channel events (`_events`).
 - `mark_own_thread` labels the threads an endpoint starts (pool and callback threads): a
@@ -58,31 +61,58 @@ class Inbox:
 
     def __init__(self) -> None:
         self._token: trio.lowlevel.TrioToken | None = None
-        self._items: deque[tuple[Callable[[Any], object], Any]] = deque()
+        self._items: deque[tuple[Callable[[Any], object], Any,
+                                 Callable[[Any], object] | None]] = deque()
         self._scheduled = False
 
     def open(self, token: trio.lowlevel.TrioToken) -> None:
         """Start accepting posts for the loop of ``token`` (called on the loop thread)."""
         self._token = token
 
-    def post(self, fn: Callable[[Any], object], arg: Any) -> None:
-        """Run ``fn(arg)`` on the loop thread soon (from any thread).
+    def post(self, fn: Callable[[Any], object], arg: Any,
+             refuse: Callable[[Any], object] | None = None) -> None:
+        """Run ``fn(arg)`` on the loop thread soon (from any thread). If the loop ends before
+        it can, this raises, or (when the end is found by another thread's post) ``refuse(arg)``
+        runs in that thread instead (None: the post is dropped).
 
         Raises:
-            RuntimeError: the loop has not started or has ended (trio.RunFinishedError).
+            RuntimeError: the loop has not started or has ended (nothing was posted).
         """
         token = self._token
         if token is None:
             raise RuntimeError("the endpoint's loop is not running")
-        self._items.append((fn, arg))
+        entry = (fn, arg, refuse)
+        self._items.append(entry)
         if not self._scheduled:
             self._scheduled = True
             try:
                 token.run_sync_soon(self._drain)
-            except BaseException:  # the loop is gone: keep refusing, never swallow silently
-                self._scheduled = False
-                self._items.clear()
-                raise
+            except BaseException:  # trio.RunFinishedError: no drain will come
+                try:
+                    self._items.remove(entry)  # ours is refused by raising
+                    ran = False
+                except ValueError:  # the loop's last drain took it: it ran
+                    ran = True
+                self._token = None
+                self._refuse_left()  # other threads' posts made meanwhile
+                if not ran:
+                    raise
+        elif self._token is None:  # the loop ended after another thread scheduled a drain
+            self._refuse_left()
+
+    def _refuse_left(self) -> None:
+        """Refuse everything posted that no drain will run (each item once: popleft)."""
+        items = self._items
+        while items:
+            try:
+                _, arg, refuse = items.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            if refuse is not None:
+                try:
+                    refuse(arg)
+                except Exception:
+                    log.error("inbox.refuse_failed", exc_info=True)
 
     def call(self, fn: Callable[[], T], timeout: float) -> T:
         """Run ``fn()`` on the loop thread and return its result, blocking the calling thread
@@ -104,7 +134,11 @@ class Inbox:
             finally:
                 done.release()
 
-        self.post(run, None)
+        def refuse(_: object) -> None:
+            box.append((False, RuntimeError("the endpoint's loop has ended")))
+            done.release()
+
+        self.post(run, None, refuse)
         if not done.acquire(timeout=timeout):
             raise RuntimeError(f"the endpoint's loop did not answer within {timeout}s")
         ok, value = box[0]
@@ -116,7 +150,10 @@ class Inbox:
         self._scheduled = False  # first: an item appended after this line schedules a new drain
         items = self._items
         while items:
-            fn, arg = items.popleft()
+            try:
+                fn, arg, _ = items.popleft()
+            except IndexError:  # a thread refusing what is left took it (the loop is ending)
+                return
             try:
                 fn(arg)
             except Exception:  # one bad hand-off must not take the event loop down
@@ -124,19 +161,35 @@ class Inbox:
                           exc_info=True)
 
 
+def _run_into(future: Future[Any], fn: Any, args: Any, kwargs: Any) -> None:
+    try:
+        future.set_result(fn(*args, **kwargs))
+    except BaseException as exc:
+        future.set_exception(exc)
+
+
 class _InlineExecutor(Executor):
     """Runs a callback at once in the calling thread (once the endpoint has stopped)."""
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:
-            future.set_exception(exc)
+        _run_into(future, fn, args, kwargs)
+        return future
+
+
+class _LateExecutor(Executor):
+    """Runs a callback on a thread of its own (completed on the loop thread after the
+    executor closed: a callback must never run on, or block, the event loop)."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        threading.Thread(target=_run_into, args=(future, fn, args, kwargs),
+                         name="remoting-late-callback", daemon=True).start()
         return future
 
 
 _INLINE: Final = _InlineExecutor()
+_LATE: Final = _LateExecutor()
 
 
 class CallbackRunner:
@@ -150,16 +203,17 @@ class CallbackRunner:
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self.loop_thread_id: int | None = None  # set by the endpoint: never run callbacks there
 
     def executor(self) -> Executor:
         """Return the executor (after `close`, one that runs callbacks in the calling thread,
-        as the loop is gone)."""
+        or on a thread of their own if that is the loop's)."""
         executor = self._executor
         if executor is not None:
             return executor
         with self._lock:
             if self._closed:
-                return _INLINE
+                return _LATE if threading.get_ident() == self.loop_thread_id else _INLINE
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
                     self._threads, thread_name_prefix=self._name,
@@ -173,7 +227,7 @@ class CallbackRunner:
         try:
             self.executor().submit(fn, *args)
         except RuntimeError:  # cannot schedule new futures after shutdown
-            fn(*args)
+            (_LATE if threading.get_ident() == self.loop_thread_id else _INLINE).submit(fn, *args)
 
     def close(self, final: bool = True, timeout: float = 5.0) -> None:
         """Run the callbacks still queued, then stop the threads; wait ``timeout`` seconds at
