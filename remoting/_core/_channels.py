@@ -6,7 +6,8 @@ Loop thread only.
   caller waits for it only until its own deadline.
 - With an address list (`set_addresses`), a call with ``addr=None`` uses the current address,
   chosen round-robin from a random start, and fails over to the next address on a connect
-  failure, within the call's deadline (RocketMQ's ``getAndCreateNameserverChannel``).
+  failure, within the call's deadline (RocketMQ's ``getAndCreateNameserverChannel``), and
+  moves to the next address when the current one answers GO_AWAY (`move_off`).
 - A call's target is a ``"host:port"``, None (the address list), or a `Connection` (server
   push, and calls back over a channel).
 """
@@ -190,6 +191,14 @@ class ChannelTable:
             del self.by_addr[conn.addr_key]
 
     # ------------------------------------------------------------------ address list
+
+    def move_off(self, addr: str | None) -> None:
+        """``addr`` is draining (GO_AWAY): ``addr=None`` calls go to the next address."""
+        if addr is not None and addr == self.current:
+            self.current = None
+            servers = self.addresses
+            if addr in servers:  # tried last now, as after a connect failure
+                self._next = servers.index(addr) + 1
 
     def set_addresses(self, addrs: list[str]) -> None:
         """Replace the address list used by calls with ``addr=None`` (any thread)."""

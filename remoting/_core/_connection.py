@@ -137,6 +137,7 @@ class Connection:
         self.abandoned = 0  # calls on it given up (timed out, cancelled): late answers expected
         self.orphans = 0  # responses on it that matched no call
         self.overloaded = 0  # its requests refused with SYSTEM_BUSY by a full pool
+        self.going_away = False  # the peer answered GO_AWAY: no new calls (`_go_away`)
         self.max_processing = max_processing
         self._now = trio.lowlevel.current_clock().current_time  # the loop's clock, bound once
         self._last_read = self._now()
@@ -155,7 +156,8 @@ class Connection:
         self.outbound = sender.outbound
         self._owner = owner
         self._on_request = owner.request_received
-        self._on_response = owner.response_received
+        self._on_response: Callable[[Connection, RemotingCommand], None] = (
+            owner.response_received)
         self._counters = counters
         self._decoder = FrameDecoder(config.max_frame_bytes)
         self._partial_frame_timeout = config.partial_frame_timeout
@@ -199,6 +201,10 @@ class Connection:
                         orphaned=n, given_up=self.abandoned)
             self.close(f"{n} responses matched no call (only {self.abandoned} calls were "
                        "given up on)")
+
+    def divert_responses(self, fn: Callable[[Connection, RemotingCommand], None]) -> None:
+        """Hand the responses of the reads to come to ``fn`` instead of the owner."""
+        self._on_response = fn
 
     def processing_done(self) -> None:
         """One of this connection's requests finished processing."""

@@ -44,8 +44,10 @@ class Deadlines:
     """The deadline timer and scanner of one invoker's response table."""
 
     def __init__(self, table: ResponseTable, counters: Counters,
-                 config: ClientConfig | ServerConfig, before_expiry: Callable[[], None]) -> None:
+                 config: ClientConfig | ServerConfig, before_expiry: Callable[[], None],
+                 on_going_away: Callable[[ResponseFuture], None]) -> None:
         self._table = table
+        self._on_going_away = on_going_away  # a call on a connection told GO_AWAY ended
         self._counters = counters
         self._config = config
         self._before_expiry = before_expiry  # brings in calls the table does not hold yet
@@ -99,5 +101,7 @@ class Deadlines:
         if conn is not None:
             conn.abandoned += 1
         fut._fail_timeout()
+        if conn is not None and conn.going_away:
+            self._on_going_away(fut)
         if fut.close_on_timeout and conn is not None:
             conn.close("invoke_sync timed out (close_socket_if_timeout)")

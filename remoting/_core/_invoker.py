@@ -12,6 +12,7 @@ Theory of operation (loop thread only; threads come in through `ThreadCalls`):
   (`connection_lost`), a failed send, a cancelled wait, or shutdown (`fail_all`).
 - Responses that match nothing are counted, and their connection judges them
   (`Connection.orphaned`).
+- A GO_AWAY reply (a draining server) is `GoAway`'s: resend once, retire the connection.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._channels import target_addr
 from ._connection import Connection
 from ._deadlines import Deadlines, busy_backoff
 from ._future import ResponseFuture
+from ._go_away import GoAway
 from ._many import Batch
 from ._permits import Permits
 from ._response_table import ResponseTable
@@ -68,7 +70,6 @@ class Invoker:
         self.inbox = inbox
         self.table = ResponseTable()
         async_n, oneway_n = permits
-        self.go_away_retry = go_away_retry  # RocketMQ's enableReconnectForGoAway
         self.close_on_sync_timeout = close_on_sync_timeout  # clientCloseSocketIfTimeout
         self.async_permits = Permits(async_n)
         self.oneway_permits = Permits(oneway_n)
@@ -77,7 +78,9 @@ class Invoker:
         self._counters = counters
         self._nursery: trio.Nursery | None = None
         self.threads: ThreadCalls = ThreadCalls(self, self.table, counters, inbox)
-        self.deadlines = Deadlines(self.table, counters, config, self.threads.adopt)
+        self.go_away = GoAway(self, channels, counters, go_away_retry)
+        self.deadlines = Deadlines(self.table, counters, config, self.threads.adopt,
+                                   self.go_away.call_ended)
         self.now: Callable[[], float] = trio.current_time
 
     # ------------------------------------------------------------------ lifecycle
@@ -87,6 +90,7 @@ class Invoker:
         self.now = trio.lowlevel.current_clock().current_time
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            self.go_away.open(nursery)
             await nursery.start(self.deadlines.run)
             task_status.started()
             try:
@@ -97,6 +101,7 @@ class Invoker:
     def close(self) -> None:
         """Start no more calls (the loop is ending)."""
         self._nursery = None
+        self.go_away.close()
 
     def fail_all(self, reason: str) -> None:
         """Fail every pending call (shutdown)."""
@@ -209,13 +214,14 @@ class Invoker:
         try:
             conn = await self.prepare(target, permits, deadline, fut.timeout)
         except BaseException as exc:
-            self._fail_unsent(fut, exc)
+            self.fail_unsent(fut, exc)
             if not isinstance(exc, Exception):
                 raise
             return
         self._send_kind(conn, fut, deadline, permits, kind)
 
-    def _fail_unsent(self, fut: ResponseFuture, exc: BaseException) -> None:
+    def fail_unsent(self, fut: ResponseFuture, exc: BaseException) -> None:
+        """End ``fut``, not sent, with ``exc`` (a bug's exception is logged first)."""
         if isinstance(exc, Exception) and not isinstance(exc, RemotingError):
             log.error("request.failed", addr=fut.addr, exc_info=exc)
         fut._fail(translate(exc, "call", fut.addr))
@@ -249,6 +255,9 @@ class Invoker:
         except BaseException:
             permits.give()
             raise
+        if conn.going_away:  # told GO_AWAY while this call waited: no new call goes there
+            permits.give()
+            return await self.prepare(target, permits, deadline, timeout)
         return conn
 
     # ------------------------------------------------------------------ receiving
@@ -265,7 +274,7 @@ class Invoker:
             conn.orphaned(cmd)
             return
         del entries[cmd.opaque]
-        if cmd.code == _GO_AWAY and self._go_away(fut, conn):
+        if cmd.code == _GO_AWAY and self.go_away.received(fut, conn):
             return
         # received at the time of the read that brought it (saves a clock call per response)
         latency = self._counters.latency
@@ -276,40 +285,10 @@ class Invoker:
         hist.record(conn.last_activity - (fut.deadline - fut.timeout))
         fut._complete(cmd)
 
-    def _go_away(self, fut: ResponseFuture, conn: Connection) -> bool:
-        """Handle a GO_AWAY reply; True if handled (resent, or failed), False if it is to be
-        returned as data (resending disabled, as RocketMQ without enableReconnectForGoAway)."""
-        self.channels.forget(conn)  # new calls open a new connection; this one drains
-        self._counters.go_away += 1
-        if not self.go_away_retry:
-            return False
-        target = fut.retry_target
-        if fut.resent or isinstance(target, bool) or self._nursery is None:
-            # as NettyRemotingClient: one resend only; a second GO_AWAY is a send failure
-            fut._fail_send("the peer is shutting down (GO_AWAY)"
-                           + (", also after one resend" if fut.resent else ""))
-            return True
-        fut.resent = True
-        self._nursery.start_soon(self._resend, target, fut)
-        return True
-
-    async def _resend(self, target: Target, fut: ResponseFuture) -> None:
-        try:
-            conn = await self.channels.resolve(target, fut.deadline, fut.timeout)
-        except BaseException as exc:
-            self._fail_unsent(fut, exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        fut.request.opaque = next_opaque()
-        log.info("request.resent", reason="go_away", opaque=fut.request.opaque,
-                 peer=conn.remote_addr)
-        # its permit, if it took one (a thread's direct send takes none), is still held
-        self.send(conn, fut, fut.deadline, fut._permits)
-
     def connection_lost(self, conn: Connection) -> None:
         """Fail every call pending on ``conn`` at once (RocketMQ's failFast)."""
         self.threads.adopt()
+        self.go_away.connection_closed(conn)
         for fut in self.table.pop_connection(conn):
             reason = conn.close_reason or f"the {self.role} shut down"
             fut._fail(RemotingSendRequestError(fut.addr, f"connection closed ({reason})",
@@ -346,6 +325,8 @@ class Invoker:
         if not fut.done() and self.table.pop_for(fut.opaque, fut.conn) is fut:
             fut.conn.abandoned += 1
             fut._fail(RemotingError("the call was cancelled", fut.addr))
+            if fut.conn.going_away:
+                self.go_away.call_ended(fut)
 
     async def start_call(self, target: Target, request: RemotingCommand, timeout: float,
                          callback: Callable[[ResponseFuture], object] | None = None,

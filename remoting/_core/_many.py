@@ -3,9 +3,11 @@
 A window of at most ``limit`` requests is in flight. Each completion (a sync step on the loop)
 records its result and sends the next request; when the connection's queue is over its high
 water mark, one task waits for it to drain and resumes sending. Every request has its own
-deadline; a failed request fails alone. The batch holds the in-flight permits of its window
-(taken as it grows, passed from a finished request to the next, given back when nothing is
-left to send), so its requests do not take and give one each.
+deadline; a failed request fails alone, and one answered GO_AWAY is resent once, as any
+call (once its connection is told GO_AWAY, the batch sends the rest on another). The batch
+holds the in-flight permits of its window (taken as it grows, passed from a finished request
+to the next, given back when nothing is left to send), so its requests do not take and give
+one each.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class Batch:
         self._invoker = invoker
         self._channels = channels
         self._target = target
+        # where its requests are resent after GO_AWAY; False: not resendable (a channel's)
+        self.retry_target: str | None | bool = (
+            target if target is None or isinstance(target, str) else False)
         self._requests = requests
         self.timeout = timeout
         self._limit = max(1, limit)
@@ -95,12 +100,28 @@ class Batch:
         try:
             self._conn = await self._channels.resolve(self._target, deadline, self.timeout)
         except RemotingError as exc:
+            self._waiting = False
             self._fail_rest(exc)
             return
         except BaseException:  # shutdown (or a bug): the batch must still end
+            self._waiting = False
             self._fail_rest(RemotingError(_SHUT_DOWN))
             raise
+        self._waiting = False
         self._pump()
+
+    def _move_off(self) -> Connection | None:
+        """Take another connection for the rest (this one was told GO_AWAY); None while
+        one is being connected (that task pumps then)."""
+        conn = self._channels.live(self._target)
+        if conn is not None:
+            self._conn = conn
+        elif self._nursery is None:
+            self._fail_rest(RemotingError(_SHUT_DOWN))
+        else:
+            self._waiting = True
+            self._nursery.start_soon(self._connect_then_pump)
+        return conn
 
     async def _wait_then_pump(self) -> None:
         conn = self._conn
@@ -141,13 +162,17 @@ class Batch:
     def _pump(self) -> None:
         if self._pumping or self._waiting:
             return
+        requests = self._requests
+        n = len(requests)
+        conn = self._conn
+        assert conn is not None
+        if conn.going_away and self._next < n:
+            conn = self._move_off()
+            if conn is None:
+                return
         self._pumping = True
         invoker = self._invoker
         permits = invoker.async_permits
-        conn = self._conn
-        assert conn is not None
-        requests = self._requests
-        n = len(requests)
         now = invoker.now()
         out = conn.outbound
         high = conn.high_water
@@ -232,7 +257,7 @@ class _BatchFuture(ResponseFuture):
         self.response_command = None
         self.cause = None
         self.close_on_timeout = False
-        self.retry_target = False
+        self.retry_target = batch.retry_target
         self.resent = False
         self._done = False
         self._permits = None

@@ -1,0 +1,156 @@
+"""`GoAway`: what a client does when a draining server answers GO_AWAY (a cold path).
+
+Theory of operation (loop thread only), as gRPC on a GOAWAY frame and RocketMQ's
+``enableReconnectForGoAway``:
+- The connection that brought GO_AWAY takes no new call: the channel table forgets it (a
+  batch moves off it too, `Connection.going_away`), and with the address list the draining
+  address stops being the current one, so ``addr=None`` calls go to the next address.
+- The calls already on it finish there: their responses still come. Once none is left it is
+  closed. It is watched from the first scheduling point after the GO_AWAY read (so the rest
+  of that read was dispatched): its responses then pass through `_response`, and the calls
+  still on it that end otherwise (deadline, cancelled) are reported by `call_ended`.
+- The call answered GO_AWAY is resent once, on a new connection, within its own deadline (to
+  the next address with ``addr=None``); a second GO_AWAY fails it with
+  `RemotingSendRequestError` (as NettyRemotingClient).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from codec import next_opaque
+
+from .._log import log
+
+if TYPE_CHECKING:
+    import trio
+
+    from codec import RemotingCommand
+
+    from .._observability._statistics import Counters
+    from ._channels import ChannelTable, Target
+    from ._connection import Connection
+    from ._future import ResponseFuture
+    from ._permits import Permits
+    from ._response_table import ResponseTable
+    from ._thread_calls import ThreadCalls
+
+__all__ = ["GoAway", "Resender"]
+
+
+class Resender(Protocol):
+    """What `GoAway` needs from its invoker."""
+
+    @property
+    def table(self) -> ResponseTable: ...
+
+    @property
+    def threads(self) -> ThreadCalls: ...
+
+    def response_received(self, conn: Connection, cmd: RemotingCommand) -> None: ...
+
+    def send(self, conn: Connection, fut: ResponseFuture, deadline: float,
+             permits: Permits | None) -> None: ...
+
+    def fail_unsent(self, fut: ResponseFuture, exc: BaseException) -> None: ...
+
+
+class GoAway:
+    """GO_AWAY replies of one client endpoint (see the module docstring)."""
+
+    def __init__(self, invoker: Resender, channels: ChannelTable, counters: Counters,
+                 retry: bool) -> None:
+        self._invoker = invoker
+        self._channels = channels
+        self._counters = counters
+        self._retry = retry  # RocketMQ's enableReconnectForGoAway
+        self._nursery: trio.Nursery | None = None
+        # connections told to go away and watched: the opaques of their calls still pending
+        self._left: dict[Connection, set[int]] = {}
+
+    def open(self, nursery: trio.Nursery) -> None:
+        """Resend and watch in ``nursery`` (the invoker's)."""
+        self._nursery = nursery
+
+    def close(self) -> None:
+        """Resend no more (the loop is ending)."""
+        self._nursery = None
+
+    def received(self, fut: ResponseFuture, conn: Connection) -> bool:
+        """Handle a GO_AWAY reply to ``fut`` (already out of the table); True if handled
+        (resent, or failed), False if it is to be returned as data (resending disabled)."""
+        self._counters.go_away += 1
+        self._retire(conn)
+        if not self._retry:
+            return False
+        target = fut.retry_target
+        if fut.resent or isinstance(target, bool) or self._nursery is None:
+            fut._fail_send("the peer is shutting down (GO_AWAY)"
+                           + (", also after one resend" if fut.resent else ""))
+            return True
+        fut.resent = True
+        self._nursery.start_soon(self._resend, target, fut)
+        return True
+
+    async def _resend(self, target: Target, fut: ResponseFuture) -> None:
+        try:
+            conn = await self._channels.resolve(target, fut.deadline, fut.timeout)
+        except BaseException as exc:
+            self._invoker.fail_unsent(fut, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        fut.request.opaque = next_opaque()
+        log.info("request.resent", reason="go_away", opaque=fut.request.opaque,
+                 peer=conn.remote_addr)
+        # its permit, if it took one (a thread's direct send takes none), is still held; a
+        # batch's request holds none (its batch does)
+        self._invoker.send(conn, fut, fut.deadline, fut._permits)
+
+    # ------------------------------------------------------------------ the connection
+
+    def _retire(self, conn: Connection) -> None:
+        if conn.going_away or conn.addr_key is None:  # a peer's connection to us: not ours
+            return
+        conn.going_away = True
+        self._channels.forget(conn)
+        self._channels.move_off(conn.addr_key)
+        if self._nursery is not None:  # else shutting down: every connection closes anyway
+            self._nursery.start_soon(self._watch, conn)
+
+    async def _watch(self, conn: Connection) -> None:
+        """Start watching ``conn`` (run after the read that brought GO_AWAY was handled)."""
+        if not conn.closed:
+            conn.divert_responses(self._response)
+            self._settle(conn)
+
+    def _settle(self, conn: Connection) -> None:
+        """Close ``conn`` if no call is pending on it, else note the calls still pending."""
+        invoker = self._invoker
+        invoker.threads.adopt()
+        left = {opaque for opaque, fut in invoker.table.entries.items() if fut.conn is conn}
+        if left:
+            self._left[conn] = left
+            return
+        self._left.pop(conn, None)
+        conn.close("the peer is shutting down (GO_AWAY) and no call is left on it")
+
+    def _response(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """A response read from a connection told to go away."""
+        self._invoker.response_received(conn, cmd)
+        self._ended(conn, cmd.opaque)
+
+    def call_ended(self, fut: ResponseFuture) -> None:
+        """A call on a connection told to go away timed out or was cancelled."""
+        self._ended(fut.conn, fut.opaque)
+
+    def _ended(self, conn: Connection, opaque: int) -> None:
+        left = self._left.get(conn)
+        if left is not None:
+            left.discard(opaque)
+            if not left:  # look again: a call may have been sent on it late
+                self._settle(conn)
+
+    def connection_closed(self, conn: Connection) -> None:
+        """Stop watching ``conn``."""
+        self._left.pop(conn, None)
