@@ -17,8 +17,8 @@ Theory of operation:
 - Back-pressure: above the high water mark, senders wait (`Sender.wait_writable`) and a
   server's reader stops reading new requests until the queue is under the low water mark. A
   client's reader never stops (it reads responses, which drain the server; both pausing
-  would deadlock).
-  With ``max_requests_per_connection`` requests in processing, a server reads no more from it.
+  would deadlock). With ``max_requests_per_connection`` requests in processing, the next
+  request is held and reads pause; the responses read before it are still handed over.
 - A frame still incomplete ``partial_frame_timeout`` seconds after it began closes the
   connection, however the bytes trickle in (slowloris).
 - Any failure of the transport, or a codec error, closes this connection only; the owner then

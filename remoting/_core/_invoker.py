@@ -96,7 +96,7 @@ class Invoker:
             try:
                 await trio.sleep_forever()
             finally:  # before the nursery closes: calls handed over from here on fail at once
-                self._nursery = None
+                self.close()
 
     def close(self) -> None:
         """Start no more calls (the loop is ending)."""
