@@ -14,12 +14,13 @@ import os
 import threading
 import warnings
 import weakref
+from time import monotonic
 from typing import TYPE_CHECKING, Final, NoReturn, Self, TypeVar
 
 from .._checks import config_of
 from .._config import ClientConfig
 from .._errors import RemotingError
-from ._loop_thread import LoopThread
+from ._loop_thread import JOIN_TIMEOUT, LoopThread
 from ._trio import DEFAULT_TIMEOUT, TrioRemotingClient, TrioRemotingServer, register_interceptor
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ class BlockingFace:
     _core: TrioRemotingClient | TrioRemotingServer
     _loop: LoopThread | None
     _closed: bool
+    _lock: threading.Lock
+    _stopping: LoopThread | None = None  # the loop a shutdown stops; kept once it ended
+    _stop_deadline = 0.0  # (monotonic) when every shutdown call has waited long enough
 
     @property
     def endpoint(self) -> Endpoint:
@@ -104,6 +108,18 @@ class BlockingFace:
         """True on the loop thread or a thread of the endpoint's pools or callbacks: threads a
         shutdown stops or joins, so one called there must not wait for them."""
         return self._on_loop_thread() or self.endpoint.in_own_thread()
+
+    def _claim_stop(self, bound: float) -> tuple[LoopThread | None, float, bool]:
+        """Close the face; return the loop to stop (None: never started), the deadline of
+        its end (``bound`` seconds after the first call) and whether this call is the first,
+        the one that stops it. Every later call waits for the same loop until then."""
+        with self._lock:
+            first = not self._closed
+            if first:
+                self._closed = True
+                self._stopping, self._loop = self._loop, None
+                self._stop_deadline = monotonic() + bound
+            return self._stopping, self._stop_deadline, first
 
     def _check_caller(self) -> None:
         if self._closed:
@@ -175,19 +191,23 @@ class RemotingClient(BlockingFace):
     def shutdown(self) -> None:
         """Close connections, fail pending calls, join the threads (idempotent).
 
-        Called from one of the client's callbacks or processors (async ones included, on the
-        loop thread), it does not wait for the threads: the loop's thread joins them, this one
-        included, once it returns.
+        Every call returns once the shutdown is complete, a call made while another thread's
+        is running included, within `JOIN_TIMEOUT` of the first call (a loop thread still
+        running then is left behind, logged as ``loop.still_running``). Called from one of
+        the client's callbacks or processors (async ones included, on the loop thread), it
+        does not wait for the threads: the loop's thread joins them, this one included, once
+        it returns.
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            loop, self._loop = self._loop, None
+        own_thread = self._in_own_thread()
+        loop, deadline, first = self._claim_stop(JOIN_TIMEOUT)
+        if loop is None:
+            return
+        if first:
             if self._finalizer is not None:
                 self._finalizer.detach()
-        if loop is not None:
-            loop.stop(join=not self._in_own_thread())
+            loop.stop(join=False)
+        if not own_thread:
+            loop.join(deadline)
 
     close = shutdown
 

@@ -6,6 +6,7 @@ It runs a `TrioRemotingServer` in a daemon thread (`LoopThread`); see `_blocking
 from __future__ import annotations
 
 import threading
+from time import monotonic
 from typing import TYPE_CHECKING, Self
 
 import trio
@@ -17,7 +18,7 @@ from .._config import ServerConfig
 from .._core._channel_handle import channel_of, channels_of
 from .._errors import RemotingError
 from ._blocking import LOOP_ANSWER_SECONDS, BlockingFace
-from ._loop_thread import LoopThread
+from ._loop_thread import JOIN_TIMEOUT, LoopThread
 from ._trio import DEFAULT_TIMEOUT, TrioRemotingServer
 
 if TYPE_CHECKING:
@@ -90,6 +91,10 @@ class RemotingServer(BlockingFace):
         up to ``grace`` seconds (default ``config.shutdown_grace_seconds``), then closes the
         connections and fails whatever is still pending.
 
+        Every call returns once the shutdown is complete, a call made while another thread's
+        is running included, within the first call's grace period plus `JOIN_TIMEOUT` (a
+        loop thread still running then is left behind, logged as ``loop.still_running``).
+
         Called from one of the server's processors (sync, or async on the loop thread) or
         callbacks (an admin "stop" request), it starts the shutdown in a thread of its own and
         returns at once: the caller is one of the processors the shutdown waits for, and its
@@ -101,35 +106,34 @@ class RemotingServer(BlockingFace):
         """
         grace = grace_seconds(grace)
         own_thread = self._in_own_thread()
-        with self._lock:
-            stopper = self._stopper
-            if self._closed:
-                loop = None
-            else:
-                self._closed = True
-                loop, self._loop = self._loop, None
-                if loop is not None and own_thread:
-                    stopper = self._stopper = threading.Thread(
-                        target=self._stop, args=(loop, grace),
-                        name="remoting-server-shutdown", daemon=True,
-                    )
-                    stopper.start()
-                    return
-        if loop is not None:
-            self._stop(loop, grace)
-        elif stopper is not None and not own_thread:
-            stopper.join()  # bounded: the grace period plus the threads' join deadlines
+        wait = self.config.shutdown_grace_seconds if grace is None else grace
+        loop, deadline, first = self._claim_stop(wait + JOIN_TIMEOUT)
+        if loop is None:
+            return
+        if first and own_thread:
+            self._stopper = stopper = threading.Thread(
+                target=self._stop, args=(loop, grace, deadline),
+                name="remoting-server-shutdown", daemon=True)
+            stopper.start()
+        elif first:
+            self._stop(loop, grace, deadline)
+        elif not own_thread:
+            loop.join(deadline)
+            if self._stopper is not None:  # set before the loop could end
+                self._stopper.join(max(0.0, deadline - monotonic()))
 
-    def _stop(self, loop: LoopThread, grace: float | None) -> None:
-        """Shut the core down gracefully, then end the loop whatever happened (never called
-        on the loop thread: `shutdown` hands that case to a thread of its own)."""
+    def _stop(self, loop: LoopThread, grace: float | None, deadline: float) -> None:
+        """Shut the core down gracefully, then end the loop whatever happened and wait for it
+        until ``deadline`` (never called on the loop thread: `shutdown` hands that case to a
+        thread of its own)."""
         try:
             if loop.token is not None:
                 trio.from_thread.run(self._core.shutdown, grace, trio_token=loop.token)
         except trio.RunFinishedError:
             pass
         finally:
-            loop.stop()
+            loop.stop(join=False)
+            loop.join(deadline)
 
     def broadcast_oneway(self, channels: Sequence[ChannelHandle], request: RemotingCommand
                          ) -> int:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .._core._pools import THREAD_JOIN_SECONDS
 from .._log import log
 
 if TYPE_CHECKING:
@@ -14,7 +16,15 @@ if TYPE_CHECKING:
 
 __all__ = ["JOIN_TIMEOUT", "LoopThread"]
 
-JOIN_TIMEOUT: Final = 10.0
+# What a loop's exit may wait for, one after the other (`Endpoint._join_threads`): the
+# processor pools (THREAD_JOIN_SECONDS), then the event thread and the callback threads
+# (the default timeouts of `EventDispatcher.close` and `CallbackRunner.close`).
+EVENTS_CLOSE_SECONDS: Final = 5.0
+CALLBACKS_CLOSE_SECONDS: Final = 5.0
+EXIT_MARGIN_SECONDS: Final = 2.0  # closing sockets and listeners, thread hops, a busy machine
+# A join that gives up sooner returns while the loop still runs though every bound held.
+JOIN_TIMEOUT: Final = (THREAD_JOIN_SECONDS + EVENTS_CLOSE_SECONDS + CALLBACKS_CLOSE_SECONDS
+                       + EXIT_MARGIN_SECONDS)
 
 
 def _single(exc: BaseException) -> BaseException:
@@ -34,6 +44,7 @@ class LoopThread:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._warned = False
         self.result: Any = None
 
     def start(self, serve: Callable[..., Any]) -> Any:
@@ -69,14 +80,27 @@ class LoopThread:
                 self._ready.set()
 
     def stop(self, join: bool = True) -> None:
-        """Cancel ``serve``; with ``join``, wait for the thread (not from the thread itself)."""
+        """Cancel ``serve``; with ``join``, wait for the thread (see `join`) for up to
+        `JOIN_TIMEOUT` seconds, the longest its exit takes when every inner bound holds."""
         if self.token is not None and self._scope is not None:
             try:
                 self.token.run_sync_soon(self._scope.cancel)
             except trio.RunFinishedError:
                 pass
-        if join and self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(JOIN_TIMEOUT)
+        if join:
+            self.join(monotonic() + JOIN_TIMEOUT)
+
+    def join(self, deadline: float) -> None:
+        """Wait for the thread until ``deadline`` (``time.monotonic``), not from the thread
+        itself; one still running then is left behind, logged once (``loop.still_running``)."""
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return
+        thread.join(max(0.0, deadline - monotonic()))
+        if thread.is_alive() and not self._warned:
+            self._warned = True
+            log.warning("loop.still_running", thread=self.name,
+                        reason="its exit outlasted the shutdown's bounds; it is a daemon thread")
 
     @property
     def alive(self) -> bool:
