@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["ChannelEventListener", "EventDispatcher", "EventKind"]
 
 MAX_QUEUED_EVENTS: Final = 10_000  # NettyEventExecutor's maxSize
+EVENTS_CLOSE_SECONDS: Final = 5.0  # how long shutdown waits for a listener still running
 
 EventKind = Literal["connect", "close", "exception", "idle"]
 
@@ -93,7 +94,7 @@ class EventDispatcher:
                 except BaseException:  # SystemExit too: a listener never ends delivery
                     log.error("listener.failed", method=method, peer=addr, exc_info=True)
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, timeout: float = EVENTS_CLOSE_SECONDS) -> None:
         """Deliver what is queued within ``timeout`` seconds, then stop the thread.
 
         Never waits longer: the events still queued then are dropped, counted and logged

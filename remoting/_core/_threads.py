@@ -41,6 +41,7 @@ __all__ = ["CallbackRunner", "Inbox", "in_own_thread", "mark_own_thread"]
 
 T = TypeVar("T")
 
+CALLBACKS_CLOSE_SECONDS: Final = 5.0  # how long shutdown waits for callbacks still running
 _OWN: Final = threading.local()  # .owner: whose pools or callbacks this thread runs
 
 
@@ -229,7 +230,7 @@ class CallbackRunner:
         except RuntimeError:  # cannot schedule new futures after shutdown
             (_LATE if threading.get_ident() == self.loop_thread_id else _INLINE).submit(fn, *args)
 
-    def close(self, final: bool = True, timeout: float = 5.0) -> None:
+    def close(self, final: bool = True, timeout: float = CALLBACKS_CLOSE_SECONDS) -> None:
         """Run the callbacks still queued, then stop the threads; wait ``timeout`` seconds at
         most for that (a callback that never returns must not hang shutdown: its thread is
         left to finish, logged as ``callbacks.still_running``).

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .._core._events import EVENTS_CLOSE_SECONDS
 from .._core._pools import THREAD_JOIN_SECONDS
+from .._core._threads import CALLBACKS_CLOSE_SECONDS
 from .._log import log
 
 if TYPE_CHECKING:
@@ -19,8 +21,6 @@ __all__ = ["JOIN_TIMEOUT", "LoopThread"]
 # What a loop's exit may wait for, one after the other (`Endpoint._join_threads`): the
 # processor pools (THREAD_JOIN_SECONDS), then the event thread and the callback threads
 # (the default timeouts of `EventDispatcher.close` and `CallbackRunner.close`).
-EVENTS_CLOSE_SECONDS: Final = 5.0
-CALLBACKS_CLOSE_SECONDS: Final = 5.0
 EXIT_MARGIN_SECONDS: Final = 2.0  # closing sockets and listeners, thread hops, a busy machine
 # A join that gives up sooner returns while the loop still runs though every bound held.
 JOIN_TIMEOUT: Final = (THREAD_JOIN_SECONDS + EVENTS_CLOSE_SECONDS + CALLBACKS_CLOSE_SECONDS

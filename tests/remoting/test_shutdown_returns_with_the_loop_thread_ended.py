@@ -37,7 +37,7 @@ def _default(fn: Any, name: str) -> float:
 
 def test_the_loop_join_bound_covers_every_inner_shutdown_bound() -> None:
     inner = (THREAD_JOIN_SECONDS + _default(EventDispatcher.close, "timeout")
-             + _default(CallbackRunner.close, "timeout"))
+             + _default(CallbackRunner.close, "timeout"))  # what the exit really waits
     assert JOIN_TIMEOUT > inner
 
 
