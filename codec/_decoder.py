@@ -9,11 +9,14 @@ Theory of operation (FrameDecoder):
   the owner must close the connection.
 - Large frames can skip the growing buffer: once a frame's 8-byte prefix is buffered and valid,
   ``missing_bytes`` says how much of it is still to come, and ``get_buffer`` hands out memory
-  of exactly that size (the caller's, or allocated on the first call) for the caller to
-  receive into, reporting each fill with ``buffer_updated`` (the ``asyncio.BufferedProtocol``
-  pattern). The frame is then the buffered head plus that memory, and ``next_command`` copies
-  header and body out of the two once. ``feed`` stays valid meanwhile: it fills the same
-  memory, and bytes past the frame's end wait in ``_after`` until the frame has been returned.
+  (the caller's, never longer than the frame's rest) for the caller to receive into,
+  reporting each fill with ``buffer_updated`` (the ``asyncio.BufferedProtocol`` pattern).
+  Memory shorter than the rest is allowed: once it is full, the next ``get_buffer`` takes
+  larger memory and copies the bytes received so far to its start, so a caller can let what
+  it commits grow with what arrives. The frame is then the buffered head plus that memory,
+  and ``next_command`` copies header and body out of the two once. ``feed`` stays valid
+  meanwhile: it fills the same memory (growing it as needed), and bytes past the frame's end
+  wait in ``_after`` until the frame has been returned.
 """
 
 from __future__ import annotations
@@ -148,8 +151,10 @@ class FrameDecoder:
     # recv() chunk holding whole frames); a partial frame is moved into a bytearray that
     # later chunks are appended to, and its consumed prefix is dropped every _COMPACT_AT bytes.
     # While ``_rest`` is set (see get_buffer), ``_buf[_pos:]`` is the head of one frame (8 bytes
-    # or more) and ``_rest[:_filled]`` its next bytes; ``_after`` holds bytes fed past its end.
-    __slots__ = ("_after", "_buf", "_error", "_filled", "_pos", "_rest", "max_frame_bytes")
+    # or more) and ``_rest[:_filled]`` its next bytes, of the ``_rest_bytes`` that follow the
+    # head; ``_after`` holds bytes fed past its end.
+    __slots__ = ("_after", "_buf", "_error", "_filled", "_pos", "_rest", "_rest_bytes",
+                 "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int):
@@ -160,7 +165,8 @@ class FrameDecoder:
         self._buf: bytes | bytearray = b""
         self._pos = 0
         self._error: CodecError | None = None
-        self._rest: memoryview | None = None  # exactly the frame's missing bytes
+        self._rest: memoryview | None = None  # memory for the frame's rest (or its start)
+        self._rest_bytes = 0  # how long the frame's rest is
         self._filled = 0
         self._after: list[bytes] = []
 
@@ -179,9 +185,8 @@ class FrameDecoder:
         0 unless the frame's 8-byte prefix is buffered and valid: no frame in progress, its
         prefix incomplete or one `next_command` rejects, or a complete frame not yet returned.
         """
-        rest = self._rest
-        if rest is not None:
-            return len(rest) - self._filled
+        if self._rest is not None:
+            return self._rest_bytes - self._filled
         buf = self._buf
         pos = self._pos
         available = len(buf) - pos
@@ -199,42 +204,68 @@ class FrameDecoder:
         """True while memory from `get_buffer` is in use (until its frame is returned)."""
         return self._rest is not None
 
+    @property
+    def buffer_room(self) -> int:
+        """Bytes the memory in use can still take: 0 if there is none or it is full."""
+        rest = self._rest
+        return 0 if rest is None else len(rest) - self._filled
+
     def get_buffer(self, memory: bytearray | None = None) -> memoryview:
         """Return writable memory for the next bytes of the frame in progress.
 
         For receiving a large frame in place (as `asyncio.BufferedProtocol.get_buffer`): the
-        first call sets aside exactly `missing_bytes` bytes for the rest of the frame, at the
-        start of ``memory`` if given (so that a caller can reuse one buffer for many frames),
-        else in a new bytearray; later calls return the part not yet filled. Write received
+        first call sets aside memory for the rest of the frame, the start of ``memory`` if
+        given (so that a caller can reuse one buffer for many frames), else a new bytearray
+        of exactly `missing_bytes`; later calls return the part not yet filled. Write received
         bytes at the start of the returned memory, then call `buffer_updated` with their
         count. The memory ends where the frame ends, so no byte of the next frame can land in
-        it. Once it is full, `next_command` returns the frame, copying its header and body out
+        it. ``memory`` may be shorter than the frame's rest: once it is full, the next call
+        takes new memory (``memory``, else a new bytearray for the whole rest) and copies the
+        bytes received so far to its start, so that a caller can commit memory as bytes
+        arrive (doubling it each time costs about one extra copy of the frame in all). Once
+        the frame is complete, `next_command` returns it, copying its header and body out
         once, where feeding chunk by chunk would have grown a buffer and then copied it.
 
         Args:
-            memory: used by the first call only; at least `missing_bytes` long. The decoder
-                holds it until `next_command` has returned this frame (or raised): after that
-                the caller may reuse it.
+            memory: used only when the decoder needs memory (the first call, or the memory in
+                use is full, see `buffer_room`), else ignored; longer than the bytes already
+                received into the memory in use. The decoder holds it until it moves to other
+                memory or `next_command` has returned this frame (or raised): after that the
+                caller may reuse it.
 
         Raises:
             RuntimeError: `missing_bytes` is 0: no frame in progress with a valid 8-byte
                 prefix, or the frame is complete (call `next_command`).
-            ValueError: ``memory`` is shorter than `missing_bytes`.
+            ValueError: ``memory`` cannot hold more than the bytes already received into the
+                memory in use (any empty ``memory``).
         """
         rest = self._rest
         if rest is None:
             missing = self.missing_bytes
             if not missing:
                 raise RuntimeError("no frame in progress is missing bytes")
-            if memory is None:
-                memory = bytearray(missing)
-            elif len(memory) < missing:
-                raise ValueError(f"memory of {len(memory)} bytes cannot hold {missing}")
-            rest = self._rest = memoryview(memory)[:missing]
+            self._rest_bytes = missing
             self._filled = 0
+            rest = self._move_rest(bytearray(missing) if memory is None else memory)
         elif self._filled == len(rest):
-            raise RuntimeError("no frame in progress is missing bytes")
+            if self._filled == self._rest_bytes:
+                raise RuntimeError("no frame in progress is missing bytes")
+            rest = self._move_rest(bytearray(self._rest_bytes) if memory is None else memory)
         return rest[self._filled :]
+
+    def _move_rest(self, memory: bytearray | memoryview) -> memoryview:
+        """Make ``memory`` the memory in use, the bytes received so far copied to its start."""
+        filled = self._filled
+        if len(memory) <= filled:
+            raise ValueError(f"memory of {len(memory)} bytes cannot hold more than the "
+                             f"{filled} already received")
+        rest = memoryview(memory)[: self._rest_bytes]
+        old = self._rest
+        if old is not None:
+            rest[:filled] = old[:filled]
+            old.release()  # the caller's memory is free again
+        self._rest = rest
+        return rest
 
     def buffer_updated(self, nbytes: int) -> None:
         """Record that ``nbytes`` were written at the start of the last `get_buffer` memory.
@@ -305,8 +336,7 @@ class FrameDecoder:
             self._error = _header_word_error(word, length, bytes(buf[pos : pos + 4]))
             raise self._error
         if available < 4 + length:
-            rest = self._rest
-            if rest is None or self._filled < len(rest):
+            if self._rest is None or self._filled < self._rest_bytes:
                 return None
             return self._assemble(length, header_length, word)
         end = pos + 4 + length
@@ -336,7 +366,12 @@ class FrameDecoder:
         rest = self._rest
         assert rest is not None
         filled = self._filled
-        n = min(len(rest) - filled, len(data))
+        room = len(rest) - filled
+        if room < len(data) and len(rest) < self._rest_bytes:  # grow, as received bytes do
+            rest = self._move_rest(bytearray(min(self._rest_bytes,
+                                                 max(2 * filled, filled + len(data)))))
+            room = len(rest) - filled
+        n = min(room, len(data))
         if n:
             rest[filled : filled + n] = memoryview(data)[:n]
             self._filled = filled + n
@@ -361,6 +396,7 @@ class FrameDecoder:
         self._pos = 0
         self._rest = None
         self._filled = 0
+        self._rest_bytes = 0
         if self._after:
             after, self._after = self._after, []
             for chunk in after:

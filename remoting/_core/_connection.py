@@ -36,7 +36,7 @@ from codec import CodecError, ForeignProtocolError, FrameDecoder
 
 from .._log import log
 from ._processing import mark_reader_task
-from ._receive_buffers import RECEIVE_BUFFERS
+from ._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
 from ._sender import Sender
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ __all__ = ["Connection", "ConnectionOwner", "ConnectionSettings", "Suspension"]
 # CPU per read measured (docs/performance.md).
 RECEIVE_BYTES = 64 * 1024
 # A frame still missing this much is received in place (FrameDecoder.get_buffer); below it
-# the usual chunked read costs no more, and reads whole runs of small frames at once.
+# the usual chunked read costs no more, and reads whole runs of small frames at once. It is
+# also the least memory allocated for that (memory_for_rest: a prefix commits nothing).
 RECEIVE_INTO_MIN_BYTES = 64 * 1024
 # Responses matching no call that one connection may send beyond the calls given up on it
 # (timed out or cancelled: their late answers are expected) before it is closed.
@@ -312,17 +313,15 @@ class Connection:
         buffer), else a chunk. Return the byte count (0: end of stream)."""
         decoder = self._decoder
         transport = self._transport
-        if self._lent is None and (not transport.receives_into
-                                   or decoder.missing_bytes < RECEIVE_INTO_MIN_BYTES):
+        into = None
+        if self._lent is not None or (transport.receives_into
+                                      and decoder.missing_bytes >= RECEIVE_INTO_MIN_BYTES):
+            into, self._lent = memory_for_rest(decoder, self._lent, RECEIVE_INTO_MIN_BYTES)
+        if into is None:
             data = await transport.receive(RECEIVE_BYTES)
             if data:
                 decoder.feed(data)
             return len(data)
-        if self._lent is None:
-            self._lent = RECEIVE_BUFFERS.take(decoder.missing_bytes)
-            into = decoder.get_buffer(self._lent)
-        else:
-            into = decoder.get_buffer()
         count = await transport.receive_into(into)
         if count:
             decoder.buffer_updated(count)

@@ -253,7 +253,7 @@ def test_buffer_misuse_is_refused() -> None:
     decoder = FrameDecoder()
     decoder.feed(frame[:100])
     with pytest.raises(ValueError, match="cannot hold"):
-        decoder.get_buffer(bytearray(10))
+        decoder.get_buffer(bytearray())
     with pytest.raises(ValueError, match="buffer_updated"):
         decoder.buffer_updated(1)  # no buffer in use yet
     into = decoder.get_buffer()
@@ -264,6 +264,67 @@ def test_buffer_misuse_is_refused() -> None:
     with pytest.raises(RuntimeError):
         decoder.get_buffer()  # complete: next_command's turn
     assert decoder.next_command() is not None
+
+
+def test_memory_shorter_than_the_rest_is_filled_then_replaced_by_larger_memory() -> None:
+    """A caller may commit memory as bytes arrive: each new memory starts with the old bytes."""
+    first = big_command(300_000, SerializeType.ROCKETMQ, opaque=1)
+    second = big_command(10, SerializeType.JSON, opaque=2)
+    stream = encode_frame(first) + encode_frame(second)
+    decoder = FrameDecoder()
+    decoder.feed(stream[:100])
+    rest = len(encode_frame(first)) - 100
+    pos = 100
+    size = 1000
+    memories = []
+    while decoder.missing_bytes:
+        assert decoder.next_command() is None
+        assert decoder.buffer_room == 0
+        memories.append(bytearray(b"\xee" * (size + 3)))  # stale bytes, past what is used
+        into = decoder.get_buffer(memories[-1])
+        assert len(into) == min(size + 3, rest) - (pos - 100)
+        with pytest.raises(ValueError, match="buffer_updated"):  # more than it holds
+            decoder.buffer_updated(len(into) + 1)
+        n = len(into) // 2
+        into[:n] = stream[pos : pos + n]
+        decoder.buffer_updated(n)
+        assert decoder.buffer_room == len(into) - n
+        assert decoder.get_buffer(bytearray(1)) is not None  # room left: memory ignored
+        into = decoder.get_buffer()
+        into[:] = stream[pos + n : pos + n + len(into)]
+        decoder.buffer_updated(len(into))
+        pos += n + len(into)
+        size *= 2
+    assert pos == len(encode_frame(first))
+    decoder.feed(stream[pos:])
+    assert command_fields(decoder.next_command()) == command_fields(first)  # type: ignore[arg-type]
+    assert decoder.next_command().opaque == 2  # type: ignore[union-attr]
+    del into
+    for memory in memories:
+        memory.append(0)  # resizable: the decoder let go of each
+
+
+def test_feeding_past_short_memory_grows_it() -> None:
+    cmd = big_command(500_000, SerializeType.JSON)
+    frame = encode_frame(cmd)
+    decoder = FrameDecoder()
+    decoder.feed(frame[:50])
+    decoder.get_buffer(bytearray(100))
+    for pos in range(50, len(frame), 70_000):
+        decoder.feed(frame[pos : pos + 70_000])
+    assert decoder.buffered_bytes == len(frame)
+    assert command_fields(decoder.next_command()) == command_fields(cmd)  # type: ignore[arg-type]
+    assert decoder.buffered_bytes == 0
+    # and get_buffer() allocates the whole rest once the caller's memory is full
+    decoder.feed(frame[:50])
+    into = decoder.get_buffer(bytearray(100))
+    into[:] = frame[50:150]
+    decoder.buffer_updated(100)
+    into = decoder.get_buffer()
+    assert len(into) == len(frame) - 150
+    into[:] = frame[150:]
+    decoder.buffer_updated(len(into))
+    assert command_fields(decoder.next_command()) == command_fields(cmd)  # type: ignore[arg-type]
 
 
 def test_a_bad_header_in_a_frame_received_in_place_is_sticky() -> None:
