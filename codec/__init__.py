@@ -29,7 +29,6 @@ from ._command import next_opaque as next_opaque
 from ._decoder import DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
 from ._decoder import FrameDecoder as FrameDecoder
 from ._decoder import decode_frame as decode_frame
-from ._decoder import sniff_foreign_protocol as sniff_foreign_protocol
 from ._encoder import LARGE_BODY_BYTES as LARGE_BODY_BYTES
 from ._encoder import EncodedFrame as EncodedFrame
 from ._encoder import encode_frame as encode_frame
@@ -41,6 +40,7 @@ from ._errors import HeaderFieldError as HeaderFieldError
 from ._errors import InvalidCommandError as InvalidCommandError
 from ._errors import MalformedFrameError as MalformedFrameError
 from ._errors import UnsupportedSerializeTypeError as UnsupportedSerializeTypeError
+from ._frame_checks import sniff_foreign_protocol as sniff_foreign_protocol
 
 # Alias named in STYLE.md.
 encode_command = encode_frame

@@ -25,72 +25,20 @@ import struct
 from typing import TYPE_CHECKING, Final
 
 from ._codes import SerializeType
-from ._errors import (
-    CodecError,
-    ForeignProtocolError,
-    FrameTooLargeError,
-    MalformedFrameError,
-    UnsupportedSerializeTypeError,
-)
+from ._errors import CodecError, MalformedFrameError
+from ._frame_checks import header_word_error, length_error, sniff_foreign_protocol
 from ._header_binary import decode_binary_header
 from ._header_json import decode_json_header
 
 if TYPE_CHECKING:
     from ._command import RemotingCommand
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "decode_frame", "sniff_foreign_protocol"]
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "decode_frame"]
 
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # RocketMQ NettyDecoder FRAME_MAX_LENGTH
 _PREFIX_UNPACK: Final = struct.Struct(">iI").unpack_from  # length, header word
 _LENGTH_UNPACK: Final = struct.Struct(">i").unpack_from
 _COMPACT_AT: Final = 64 * 1024  # drop consumed bytes once this many have piled up
-
-_HTTP1_METHODS: Final = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC",
-                         b"CONN", b"TRAC", b"HTTP")
-
-
-def sniff_foreign_protocol(prefix: bytes) -> ForeignProtocolError | None:
-    """Return an error naming the protocol if ``prefix`` starts like TLS or HTTP, else None."""
-    if prefix[:1] == b"\x16" and prefix[1:2] == b"\x03":
-        return ForeignProtocolError(
-            "TLS", "a TLS ClientHello reached a plaintext port; enable TLS on the server "
-            "or disable use_tls on the client"
-        )
-    if prefix[:4] == b"PRI ":
-        return ForeignProtocolError(
-            "HTTP/2", "an HTTP/2 (gRPC?) client connected to the remoting port"
-        )
-    if prefix[:4] in _HTTP1_METHODS:
-        return ForeignProtocolError(
-            "HTTP/1", "an HTTP client connected to the remoting port"
-        )
-    return None
-
-
-def _length_error(length: int, prefix: bytes, max_frame_bytes: int) -> CodecError:
-    """Return the error for a length prefix that failed ``4 <= length <= max - 4``."""
-    foreign = sniff_foreign_protocol(prefix)
-    if foreign is not None:
-        return foreign
-    if length < 4:
-        return MalformedFrameError(
-            f"frame length {length} is invalid (at least 4 for the header word)"
-        )
-    return FrameTooLargeError(length + 4, max_frame_bytes)
-
-
-def _header_word_error(word: int, length: int, prefix: bytes) -> CodecError:
-    """Return the error for a header word with a bad header length or serialize type."""
-    header_length = word & 0xFFFFFF
-    if header_length > length - 4:
-        return MalformedFrameError(
-            f"header length {header_length} exceeds frame length {length}"
-        )
-    foreign = sniff_foreign_protocol(prefix)  # reachable with a large max_frame_bytes
-    if foreign is not None:
-        return foreign
-    return UnsupportedSerializeTypeError(word >> 24)
-
 
 def _build(st_byte: int, header: bytes, body: bytes | None) -> RemotingCommand:
     if st_byte == 0:
@@ -120,7 +68,7 @@ def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:
         raise MalformedFrameError(f"frame truncated: {len(data)} bytes, at least 8 needed")
     length, word = _PREFIX_UNPACK(data, 0)
     if length < 4 or length > _MAX_LENGTH_FIELD:
-        raise _length_error(length, data[:4], 2**31)
+        raise length_error(length, data[:4], 2**31)
     if length + 4 != len(data):
         foreign = sniff_foreign_protocol(data)
         if foreign is not None:
@@ -131,7 +79,7 @@ def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:
     header_length = word & 0xFFFFFF
     st_byte = word >> 24
     if header_length > length - 4 or st_byte > 1:
-        raise _header_word_error(word, length, data[:4])
+        raise header_word_error(word, length, data[:4])
     body = data[8 + header_length :] or None
     return _build(st_byte, data[8 : 8 + header_length], body)
 
@@ -322,18 +270,18 @@ class FrameDecoder:
                 # Reject a bad length prefix as soon as it is complete, before anything else.
                 (length,) = _LENGTH_UNPACK(buf, pos)
                 if length < 4 or length + 4 > self.max_frame_bytes:
-                    self._error = _length_error(
+                    self._error = length_error(
                         length, bytes(buf[pos : pos + 4]), self.max_frame_bytes
                     )
                     raise self._error
             return None
         length, word = _PREFIX_UNPACK(buf, pos)
         if length < 4 or length + 4 > self.max_frame_bytes:
-            self._error = _length_error(length, bytes(buf[pos : pos + 4]), self.max_frame_bytes)
+            self._error = length_error(length, bytes(buf[pos : pos + 4]), self.max_frame_bytes)
             raise self._error
         header_length = word & 0xFFFFFF
         if header_length > length - 4 or word >= 0x2000000:  # serialize type byte > 1
-            self._error = _header_word_error(word, length, bytes(buf[pos : pos + 4]))
+            self._error = header_word_error(word, length, bytes(buf[pos : pos + 4]))
             raise self._error
         if available < 4 + length:
             if self._rest is None or self._filled < self._rest_bytes:

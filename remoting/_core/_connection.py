@@ -4,21 +4,19 @@ Theory of operation:
 - Everything here runs on the loop thread. The connection talks to its owner (the endpoint)
   through `ConnectionOwner` only: a request or a response arrived, a read was handled, the
   connection closed.
-- Reading: each read is decoded into as many commands as it completed, and each is handed to
-  the owner synchronously, so requests on one connection are pipelined. While a read is
-  handled, frames to send are only queued ("holding"); when it is done they leave together in
-  one send (the responses of a read's requests in one write), and the owner is told
-  (`read_done`), so that it hands the read's requests to processor pools together.
+- Reading: each command a read completes is handed to the owner synchronously (requests on
+  one connection are pipelined). Frames to send meanwhile are only queued ("holding"), then
+  leave in one send, and the owner is told (`read_done`) so that it hands the read's requests
+  to processor pools together.
 - An async processor runs its first step in the reader (no task switch). If it suspends, the
   reader keeps it: a suspended coroutine belongs to the task that ran it. A new reader task
   takes over and this one finishes the processor (`Suspension.finish`).
-- Sending is the `Sender`'s (its queue, writer task and send gate); the connection's
-  ``send``, ``flush`` and ``send_from_thread`` are the sender's own methods.
+- Sending is the `Sender`'s (queue, writer task, send gate): ``send``, ``flush`` and
+  ``send_from_thread`` here are its methods.
 - Back-pressure: above the high water mark, senders wait (`Sender.wait_writable`) and a
-  server's reader stops reading new requests until the queue is under the low water mark. A
-  client's reader never stops (it reads responses, which drain the server; both pausing
-  would deadlock). With ``max_requests_per_connection`` requests in processing, the next
-  request is held and reads pause; the responses read before it are still handed over.
+  server's reader pauses until the queue is under the low water mark (a client's never: it
+  reads responses, which drain the server). With ``max_requests_per_connection`` requests in
+  processing, the next request is held and reads pause; answers read before it still count.
 - A frame still incomplete ``partial_frame_timeout`` seconds after it began closes the
   connection, however the bytes trickle in (slowloris).
 - Any failure of the transport, or a codec error, closes this connection only; the owner then
@@ -54,20 +52,18 @@ __all__ = ["Connection", "ConnectionOwner", "ConnectionSettings", "Suspension"]
 # a larger request is a fresh mmap per read, shrunk (mremap) and unmapped again, ~12 µs of
 # CPU per read measured (docs/performance.md).
 RECEIVE_BYTES = 64 * 1024
-# A frame still missing this much is received in place (FrameDecoder.get_buffer); below it
-# the usual chunked read costs no more, and reads whole runs of small frames at once. It is
-# also the least memory allocated for that (memory_for_rest: a prefix commits nothing).
+# A frame still missing this much is received in place (FrameDecoder.get_buffer; below, a
+# chunked read costs no more and takes runs of small frames at once), into at least this much
+# new memory (memory_for_rest: a prefix alone commits nothing).
 RECEIVE_INTO_MIN_BYTES = 64 * 1024
 # Responses matching no call that one connection may send beyond the calls given up on it
 # (timed out or cancelled: their late answers are expected) before it is closed.
 MAX_UNEXPECTED = 100
 # Why a server may close a client's connection before answering, plaintext / TLS.
-_CLOSED_AT_ONCE: Final = (
-    " (it may require TLS, see ClientConfig.use_tls, or refuse more connections: "
-    "max_connections, max_connections_per_ip)",
-    " (it may require a client certificate, see ClientConfig.tls_cert_file, or refuse more "
-    "connections: max_connections, max_connections_per_ip)",
-)
+_LIMITS: Final = "or refuse more connections: max_connections, max_connections_per_ip)"
+_CLOSED_AT_ONCE: Final = (f" (it may require TLS, see ClientConfig.use_tls, {_LIMITS}",
+                          " (it may require a client certificate, see "
+                          f"ClientConfig.tls_cert_file, {_LIMITS}")
 _ids = itertools.count(1)
 
 
@@ -352,8 +348,7 @@ class Connection:
                 self._resume_reading.set()
             for fn in callbacks:
                 fn()
-            if self._lent is not None:
-                self._lent = None  # the decoder may still hold it: not given back
+            self._lent = None  # a lent buffer the decoder may still hold: never given back
             with trio.CancelScope(shield=True):
                 try:
                     await self._transport.aclose()
@@ -368,11 +363,11 @@ class Connection:
             await fn()
         except CodecError as exc:
             self.broken = True
+            foreign = {"protocol": exc.protocol} if isinstance(exc, ForeignProtocolError) else {}
             log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
-                        error=str(exc), **({"protocol": exc.protocol}
-                                           if isinstance(exc, ForeignProtocolError) else {}))
-            self.close(f"not our protocol: {exc.protocol}" if isinstance(
-                exc, ForeignProtocolError) else f"codec error: {exc}")
+                        error=str(exc), **foreign)
+            self.close(f"not our protocol: {foreign['protocol']}" if foreign
+                       else f"codec error: {exc}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._failed(what, exc)
         except Exception as exc:  # a bug (ours or a hook's): lose this connection, not all
