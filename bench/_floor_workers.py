@@ -25,7 +25,37 @@ from typing import Any
 
 import trio
 import trio.lowlevel as ll
-from _rpc_workers import _HDR, WINDOW, _AsyncRunner, _RawReader, _Runner, _wait_stop
+from _rpc_workers import (
+    _HDR,
+    WINDOW,
+    _AsyncRunner,
+    _RawReader,
+    _Runner,
+    _setup,
+    _wait_stop,
+    report,
+)
+from _rpc_workers import client_main as rpc_client_main
+from _rpc_workers import server_main as rpc_server_main
+
+
+def server_main(kind: str, cpu: int | None, conn: Any) -> None:
+    """`_rpc_workers.server_main`, plus the kind ``raw-pool``."""
+    if kind != "raw-pool":
+        rpc_server_main(kind, cpu, conn)
+        return
+    _setup(cpu)
+    trio.run(raw_pool_server, conn)
+
+
+def client_main(kind: str, addr: str, modes: list[str], params: dict[str, Any],
+                cpu: int | None, conn: Any) -> None:
+    """`_rpc_workers.client_main`, plus the kind ``raw-handoff``."""
+    if kind != "raw-handoff":
+        rpc_client_main(kind, addr, modes, params, cpu, conn)
+        return
+    _setup(cpu)
+    report(conn, lambda: trio.run(raw_handoff_client, addr, modes, params))
 
 
 async def _pool_echo(stream: Any) -> None:

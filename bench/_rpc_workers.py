@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -59,7 +60,7 @@ def _setup(cpu: int | None) -> None:
 
 
 def server_main(kind: str, cpu: int | None, conn: Any) -> None:
-    """Serve ``kind`` ("raw", "raw-pool", "grpc", "ours-async", "ours-pool") until told to stop."""
+    """Serve ``kind`` ("raw", "grpc", "ours-async", "ours-pool") until told to stop."""
     _setup(cpu)
     if kind == "grpc":
         _grpc_server(conn)
@@ -70,10 +71,6 @@ def server_main(kind: str, cpu: int | None, conn: Any) -> None:
         trio.run(_raw_server, conn)
     elif kind in ("ours-async", "ours-pool"):
         trio.run(_ours_server, kind, conn)
-    elif kind == "raw-pool":
-        from _floor_workers import raw_pool_server
-
-        trio.run(raw_pool_server, conn)
     else:
         raise ValueError(f"unknown server kind {kind!r}")
 
@@ -199,26 +196,27 @@ def client_main(kind: str, addr: str, modes: list[str], params: dict[str, Any],
     ``p50``/``p99``/``mean`` (µs) for latency, ``rps`` for pipelined modes, ``mibs`` for 1 MiB.
     """
     _setup(cpu)
+    report(conn, partial(_client, kind, addr, modes, params))
+
+
+def _client(kind: str, addr: str, modes: list[str], params: dict[str, Any]) -> dict[str, Any]:
+    if kind == "blocking":
+        return _ours_blocking_client(addr, modes, params)
+    if kind == "grpc":
+        return _grpc_client(addr, modes, params)
+    import trio
+
+    if kind == "trio":
+        return trio.run(_ours_trio_client, addr, modes, params)  # type: ignore[no-any-return]
+    if kind == "raw":
+        return trio.run(_raw_client, addr, modes, params)  # type: ignore[no-any-return]
+    raise ValueError(f"unknown client kind {kind!r}")
+
+
+def report(conn: Any, run: Callable[[], dict[str, Any]]) -> None:
+    """Send ``run()``'s results, or its traceback, to the parent."""
     try:
-        if kind == "trio":
-            import trio
-
-            out = trio.run(_ours_trio_client, addr, modes, params)
-        elif kind == "blocking":
-            out = _ours_blocking_client(addr, modes, params)
-        elif kind == "raw":
-            import trio
-
-            out = trio.run(_raw_client, addr, modes, params)
-        elif kind == "raw-handoff":
-            import trio
-            from _floor_workers import raw_handoff_client
-
-            out = trio.run(raw_handoff_client, addr, modes, params)
-        elif kind == "grpc":
-            out = _grpc_client(addr, modes, params)
-        else:
-            raise ValueError(f"unknown client kind {kind!r}")
+        out = run()
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return

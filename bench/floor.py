@@ -25,6 +25,7 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 
+from _floor_workers import client_main, server_main  # noqa: E402
 from rpc import FULL, CpuWatch, Server, cpu_layout, print_table, run_client  # noqa: E402
 
 # (server kind, client kind, modes) in the order measured within each run
@@ -66,9 +67,9 @@ def one_run(ctx: Any, cpus: tuple[int | None, int | None]) -> dict[Key, dict[str
     params = dict(FULL)
     out: dict[Key, dict[str, float]] = {}
     for server_kind, client_kind, modes in PLAN:
-        with Server(ctx, server_kind, cpus[0]) as server:
+        with Server(ctx, server_kind, cpus[0], server_main) as server:
             got = run_client(ctx, client_kind, server.addr, modes,
-                             dict(params, server_pid=server.pid), cpus[1])
+                             dict(params, server_pid=server.pid), cpus[1], client_main)
         for mode, value in got.items():
             out[(server_kind, client_kind, mode)] = value
     return out

@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 # Python put this script's directory first on sys.path, where bench/codec.py would shadow the
@@ -114,10 +115,12 @@ def _stop(proc: Any) -> None:
 class Server:
     """A server subprocess; use as a context manager (always stopped on exit)."""
 
-    def __init__(self, ctx: Any, kind: str, cpu: int | None) -> None:
+    def __init__(self, ctx: Any, kind: str, cpu: int | None,
+                 target: Callable[..., None] = server_main) -> None:
         self.ctx = ctx
         self.kind = kind
         self.cpu = cpu
+        self._target = target  # the worker's entry point (bench/_floor_workers has its own)
         self.port = 0
         self.pid = 0
         self._conn: Any = None
@@ -126,7 +129,7 @@ class Server:
     def __enter__(self) -> Server:
         parent, child = self.ctx.Pipe()
         self._conn = parent
-        self._proc = self.ctx.Process(target=server_main, args=(self.kind, self.cpu, child),
+        self._proc = self.ctx.Process(target=self._target, args=(self.kind, self.cpu, child),
                                       name=f"bench-server-{self.kind}", daemon=True)
         try:
             self._proc.start()
@@ -158,11 +161,12 @@ class Client:
     """A client subprocess running some modes; `result` waits for its answer."""
 
     def __init__(self, ctx: Any, kind: str, addr: str, modes: list[str],
-                 params: dict[str, Any], cpu: int | None) -> None:
+                 params: dict[str, Any], cpu: int | None,
+                 target: Callable[..., None] = client_main) -> None:
         parent, child = ctx.Pipe()
         self._conn = parent
         self.kind = kind
-        self._proc = ctx.Process(target=client_main,
+        self._proc = ctx.Process(target=target,
                                  args=(kind, addr, modes, params, cpu, child),
                                  name=f"bench-client-{kind}", daemon=True)
         self._proc.start()
@@ -188,8 +192,8 @@ class Client:
 
 
 def run_client(ctx: Any, kind: str, addr: str, modes: list[str], params: dict[str, Any],
-               cpu: int | None) -> dict[str, Any]:
-    client = Client(ctx, kind, addr, modes, params, cpu)
+               cpu: int | None, target: Callable[..., None] = client_main) -> dict[str, Any]:
+    client = Client(ctx, kind, addr, modes, params, cpu, target)
     try:
         return client.result()
     finally:
