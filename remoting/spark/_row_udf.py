@@ -75,50 +75,41 @@ def _row_function(spec: CallSpec, worker: WorkerOptions, serializer: Serializer,
 
 
 def remote_udf(
-    addresses: str | Sequence[str],
-    code: int,
-    *,
-    return_type: DataType | str = "string",
-    timeout: float = DEFAULT_ROW_TIMEOUT,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    on_error: OnError = "raise",
-    serializer: Serializer | None = None,
-    config: ClientConfig | None = None,
+    addresses: str | Sequence[str], code: int, *,
+    return_type: DataType | str = "string", timeout: float = DEFAULT_ROW_TIMEOUT,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, on_error: OnError = "raise",
+    serializer: Serializer | None = None, config: ClientConfig | None = None,
     header: Mapping[str, str] | None = None,
     serialize_type: SerializeType = SerializeType.ROCKETMQ,
     on_batch: Callable[[BatchStats], object] | None = None,
     worker_log_level: int | str | None = logging.WARNING,
-    worker_setup: Callable[[], object] | None = None,
-    hooks: Sequence[RPCHook] = (),
-    deterministic: bool = False,
-    idempotent: bool = False,
-    cooldown: float = DEFAULT_COOLDOWN,
+    worker_setup: Callable[[], object] | None = None, hooks: Sequence[RPCHook] = (),
+    deterministic: bool = False, idempotent: bool = False, cooldown: float = DEFAULT_COOLDOWN,
 ) -> RemoteUDF:
     """Return a pandas UDF (iterator form) sending one request per row: ``udf("column")``.
 
-    The UDF takes one column (a struct column arrives as one dict per row; several columns
-    as one list per row). Each non-null value becomes a request body (str as UTF-8, bytes as
-    is, anything else as JSON) sent with ``code``; a null value gives null without a call.
-    SUCCESS response bodies are decoded to ``return_type``.
+    It takes one column (a struct arrives as a dict per row, several columns as a list).
+    Each non-null value is a request body (str as UTF-8, bytes as is, else JSON) sent with
+    ``code`` (a null gives null, no call); SUCCESS bodies are decoded to ``return_type``.
 
     Args:
-        addresses: ``"host:port"``, a comma-separated list, or a sequence: a fleet, each
-            Arrow batch starting at the next (docs/spark.md, "A fleet of servers").
+        addresses: ``"host:port"``, a comma-separated list or a sequence (a fleet: each
+            Arrow batch starts at the next, docs/spark.md).
         code: the request code the server registered a processor for.
         return_type: the Spark type of the result (a `DataType` or a type string).
         timeout: seconds per request, enforced inside the client's trio loop.
         max_in_flight: requests in flight at most, per Python worker process.
-        on_error: ``"raise"`` fails the task on a failed row (Spark may retry it); ``"null"``
+        on_error: ``"raise"`` fails the task on a failed row (Spark may retry it), ``"null"``
             returns ``struct<value, error: struct<code, remark>>`` (`with_remote_column`).
         serializer: a `Serializer` to replace the default body encoding and decoding.
         config: the worker's client settings (picklable: shipped, not the client).
         header: ext fields added to every request.
-        serialize_type: the requests' header encoding; ``ROCKETMQ`` (binary) is smaller and
-            twice as cheap as ``JSON``, RocketMQ's default. The server answers in kind.
+        serialize_type: the header encoding (the server answers in kind): ``ROCKETMQ``
+            (binary) is smaller and twice as cheap as ``JSON``, RocketMQ's default.
         on_batch: called in the worker with a `BatchStats` after each Arrow batch; picklable.
         worker_log_level: the worker's ``remoting`` log level, e.g. ``"DEBUG"`` (None: as is).
-        worker_setup: called once per worker process before its first request, e.g. to
-            configure the OpenTelemetry SDK there (batches are then traced); picklable.
+        worker_setup: run once per worker process before its first request (picklable),
+            e.g. to configure the OpenTelemetry SDK there (batches are then traced).
         hooks: RPC hooks on the workers' client, e.g. ``[AclClientRPCHook(...)]`` to sign
             every request; picklable (they travel with the UDF, secrets included).
         deterministic: True only for pure calls: Spark may then re-evaluate or reorder them.
@@ -127,8 +118,7 @@ def remote_udf(
         cooldown: seconds a failed address is skipped by the worker process.
 
     Raises:
-        TypeError: an argument of the wrong type, e.g. ``code=1.7``, ``timeout="3"`` or a
-            hook that cannot be pickled.
+        TypeError: an argument of the wrong type (``code=1.7``, an unpicklable hook...).
         ValueError: a bad address, timeout, in-flight bound, ``on_error`` or return type.
     """
     mode = check_on_error(on_error)
