@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from codec import DEFAULT_MAX_FRAME_BYTES
 
 from ._checks import seconds
 
-__all__ = ["ClientConfig", "ServerConfig"]
+__all__ = ["ClientConfig", "ConnectionSettings", "ServerConfig"]
 
 
 _NOT_PICKLED = frozenset({"tracer_provider", "meter_provider"})
@@ -206,3 +206,16 @@ class ClientConfig(_CommonConfig):
     tls_key_file: str | None = None
     tls_server_hostname: str | None = None  # name to verify; default: the host dialled
     tls_check_hostname: bool = True
+
+
+class ConnectionSettings(Protocol):
+    """The configuration a connection reads (both configs satisfy it)."""
+
+    @property
+    def max_frame_bytes(self) -> int: ...
+    @property
+    def write_buffer_high_water_mark(self) -> int: ...
+    @property
+    def write_buffer_low_water_mark(self) -> int: ...
+    @property
+    def partial_frame_timeout(self) -> float: ...

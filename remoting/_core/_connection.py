@@ -43,10 +43,11 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import Channel, RequestContext
 
+    from .._config import ConnectionSettings
     from .._observability._statistics import Counters
     from ._transport import Transport
 
-__all__ = ["Connection", "ConnectionOwner", "ConnectionSettings", "Suspension"]
+__all__ = ["Connection", "ConnectionOwner", "Suspension"]
 
 # A chunked read asks for at most this much. Kept below glibc's mmap threshold (128 KiB):
 # a larger request is a fresh mmap per read, shrunk (mremap) and unmapped again, ~12 µs of
@@ -94,19 +95,6 @@ class ConnectionOwner(Protocol):
     def connection_closed(self, conn: Connection) -> None:
         """The connection is closed and its transport released."""
         ...
-
-
-class ConnectionSettings(Protocol):
-    """The configuration a connection reads (both configs satisfy it)."""
-
-    @property
-    def max_frame_bytes(self) -> int: ...
-    @property
-    def write_buffer_high_water_mark(self) -> int: ...
-    @property
-    def write_buffer_low_water_mark(self) -> int: ...
-    @property
-    def partial_frame_timeout(self) -> float: ...
 
 
 class Connection:
@@ -163,6 +151,7 @@ class Connection:
         self._got_data = False
         self._resume_reading: trio.Event | None = None  # set when processing falls below max
         self._held: RemotingCommand | None = None  # a request read at max_processing
+        self._on_idle: Callable[[Connection], None] | None = None  # see divert_responses
         self._nursery: trio.Nursery | None = None
 
     def __repr__(self) -> str:
@@ -199,9 +188,12 @@ class Connection:
             self.close(f"{n} responses matched no call (only {self.abandoned} calls were "
                        "given up on)")
 
-    def divert_responses(self, fn: Callable[[Connection, RemotingCommand], None]) -> None:
-        """Hand the responses of the reads to come to ``fn`` instead of the owner."""
+    def divert_responses(self, fn: Callable[[Connection, RemotingCommand], None],
+                         on_idle: Callable[[Connection], None]) -> None:
+        """Hand the responses of the reads to come to ``fn`` instead of the owner, and call
+        ``on_idle(self)`` each time none of its requests is left in processing."""
         self._on_response = fn
+        self._on_idle = on_idle
 
     def processing_done(self) -> None:
         """One of this connection's requests finished processing."""
@@ -210,6 +202,8 @@ class Connection:
         if resume is not None and self.processing < self.max_processing:
             self._resume_reading = None
             resume.set()
+        if self._on_idle is not None and not self.processing:
+            self._on_idle(self)
 
     async def _read(self) -> None:
         mark_reader_task()
@@ -222,7 +216,8 @@ class Connection:
             if self._held is not None and self.processing >= self.max_processing:
                 self._resume_reading = resume = trio.Event()  # reads pause: back-pressure
                 await resume.wait()
-                self._partial_since = None if self._partial_since is None else self._now()
+                self._last_read = now = self._now()  # no peer's delay: its clocks restart
+                self._partial_since = None if self._partial_since is None else now
                 continue
             if pause_reading and self.sender.outbound.size > self.high_water:
                 await self.wait_writable()

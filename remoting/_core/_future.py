@@ -302,10 +302,17 @@ class _Waiter:
 
 
 def _wake_all(waiters: list[trio.lowlevel.Task | _Waiter]) -> None:
+    here: trio.lowlevel.TrioToken | None | bool = False  # the loop completing it, looked up once
     for waiter in waiters:
         if not isinstance(waiter, _Waiter):
             trio.lowlevel.reschedule(waiter)  # a task of this loop
-        elif waiter.token is trio.lowlevel.current_trio_token():
+            continue
+        if here is False:
+            try:
+                here = trio.lowlevel.current_trio_token()
+            except RuntimeError:  # completed outside any loop (a call refused as the loop ended)
+                here = None
+        if waiter.token is here:
             trio.lowlevel.reschedule(waiter.task)
         else:  # a task of another loop: only that loop's thread may wake it
             try:

@@ -5,10 +5,12 @@ Theory of operation (loop thread only), as gRPC on a GOAWAY frame and RocketMQ's
 - The connection that brought GO_AWAY takes no new call: the channel table forgets it (a
   batch moves off it too, `Connection.going_away`), and with the address list the draining
   address stops being the current one, so ``addr=None`` calls go to the next address.
-- The calls already on it finish there: their responses still come. Once none is left it is
-  closed. It is watched from the first scheduling point after the GO_AWAY read (so the rest
-  of that read was dispatched): its responses then pass through `_response`, and the calls
-  still on it that end otherwise (deadline, cancelled) are reported by `call_ended`.
+- The calls already on it finish there: their responses still come. Once none is left, and
+  none of the server's own requests on it is still being answered here, its queued answers
+  are let out (bounded) and it is closed. It is watched from the first scheduling point after
+  the GO_AWAY read (so the rest of that read was dispatched): its responses then pass through
+  `_response`, the calls still on it that end otherwise (deadline, cancelled) are reported by
+  `call_ended`, and the end of the server's requests by the connection (`divert_responses`).
 - The call answered GO_AWAY is resent once, on a new connection, within its own deadline (to
   the next address with ``addr=None``); a second GO_AWAY fails it with
   `RemotingSendRequestError` (as NettyRemotingClient).
@@ -16,15 +18,15 @@ Theory of operation (loop thread only), as gRPC on a GOAWAY frame and RocketMQ's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
+
+import trio
 
 from codec import next_opaque
 
 from .._log import log
 
 if TYPE_CHECKING:
-    import trio
-
     from codec import RemotingCommand
 
     from .._observability._statistics import Counters
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from ._thread_calls import ThreadCalls
 
 __all__ = ["GoAway", "Resender"]
+
+FLUSH_SECONDS: Final = 5.0  # for the answers a connection told to go away still has queued
 
 
 class Resender(Protocol):
@@ -121,19 +125,36 @@ class GoAway:
     async def _watch(self, conn: Connection) -> None:
         """Start watching ``conn`` (run after the read that brought GO_AWAY was handled)."""
         if not conn.closed:
-            conn.divert_responses(self._response)
+            conn.divert_responses(self._response, self._settle_if_watched)
             self._settle(conn)
 
-    def _settle(self, conn: Connection) -> None:
-        """Close ``conn`` if no call is pending on it, else note the calls still pending."""
+    def _settle(self, conn: Connection, flushed: bool = False) -> None:
+        """Close ``conn`` once no call is pending on it, none of the peer's requests is being
+        processed here and their answers have left (``flushed``); else note what is left."""
         invoker = self._invoker
         invoker.threads.adopt()
         left = {opaque for opaque, fut in invoker.table.entries.items() if fut.conn is conn}
-        if left:
+        if left or conn.processing:
             self._left[conn] = left
             return
         self._left.pop(conn, None)
+        if not flushed and self._nursery is not None:
+            self._nursery.start_soon(self._close_when_flushed, conn)
+            return
         conn.close("the peer is shutting down (GO_AWAY) and no call is left on it")
+
+    async def _close_when_flushed(self, conn: Connection) -> None:
+        """Let the answers ``conn`` queued leave (bounded), then settle it for good."""
+        with trio.move_on_after(FLUSH_SECONDS):
+            await conn.wait_flushed()
+        if not conn.closed:
+            self._settle(conn, flushed=True)
+
+    def _settle_if_watched(self, conn: Connection) -> None:
+        """None of the peer's requests is left in processing on ``conn``."""
+        left = self._left.get(conn)
+        if left is not None and not left:
+            self._settle(conn)
 
     def _response(self, conn: Connection, cmd: RemotingCommand) -> None:
         """A response read from a connection told to go away."""

@@ -116,12 +116,16 @@ class Batch:
         conn = self._channels.live(self._target)
         if conn is not None:
             self._conn = conn
-        elif self._nursery is None:
-            self._fail_rest(RemotingError(_SHUT_DOWN))
-        else:
-            self._waiting = True
+            return conn
+        try:
+            if self._nursery is None:
+                raise RuntimeError(_SHUT_DOWN)
             self._nursery.start_soon(self._connect_then_pump)
-        return conn
+        except RuntimeError:  # the loop is ending (its nursery is closed)
+            self._fail_rest(RemotingError(_SHUT_DOWN))
+            return None
+        self._waiting = True
+        return None
 
     async def _wait_then_pump(self) -> None:
         conn = self._conn

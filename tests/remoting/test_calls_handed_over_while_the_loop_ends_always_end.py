@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from codec import RemotingCommand
 from processors import AsyncEchoProcessor
-from remoting import RemotingClient, RemotingError, RemotingServer
+from remoting import RemotingClient, RemotingError, RemotingServer, ResponseFuture
 from remoting._core._threads import Inbox
 
 # ------------------------------------------------------------------ the inbox alone
@@ -147,3 +148,30 @@ def test_calls_racing_a_shutdown_fail_as_shut_down(echo_server: RemotingServer) 
         assert lock.wait_for(lambda: len(callback_threads) >= len(futures), timeout=5)
         assert len(callback_threads) == len(futures) > 0
     assert "remoting-client" not in callback_threads  # the loop thread's name
+
+
+async def test_a_call_refused_outside_any_loop_wakes_a_trio_task_awaiting_it() -> None:
+    """A refused call is failed by a plain thread (the loop has ended): a task of another trio
+    loop awaiting its future must still be woken (it was not: the wake-up looked for the
+    current trio loop, in a thread that has none)."""
+    future = ResponseFuture(RemotingCommand.create_request(1), "127.0.0.1:1", 5, threaded=True)
+    waiting = trio.Event()
+    outcome: list[BaseException] = []
+
+    async def wait() -> None:
+        waiting.set()
+        try:
+            await future.wait()
+        except RemotingError as exc:
+            outcome.append(exc)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            await waiting.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            refuse = threading.Thread(  # as `_refuse_start` does, in the thread finding the end
+                target=future._fail, args=(RemotingError("the client is shut down"),))
+            refuse.start()
+            await trio.to_thread.run_sync(refuse.join)
+    assert len(outcome) == 1

@@ -69,7 +69,15 @@ class Slow(RequestProcessor):
         return reply(request.body or b"")
 
 
-async def test_a_frame_completed_during_the_pause_is_not_stalled() -> None:
+def late_answer() -> bytes:
+    """A response frame no call waits for (as a late answer to a call back)."""
+    answer = RemotingCommand.create_response(ResponseCode.SUCCESS)
+    answer.opaque = 999_999
+    return encode_frame(answer)
+
+
+@pytest.mark.parametrize("between", [b"", late_answer()], ids=["requests", "an answer between"])
+async def test_a_frame_completed_during_the_pause_is_not_stalled(between: bytes) -> None:
     slow = Slow(0.5)
     config = ServerConfig(max_requests_per_connection=1, partial_frame_timeout=0.2)
     frames = [encode_frame(RemotingCommand.create_request(SLOW, body=name * 100))
@@ -78,8 +86,9 @@ async def test_a_frame_completed_during_the_pause_is_not_stalled() -> None:
         server.register_processor(SLOW, slow, threads=1)
         stream = await trio.open_tcp_stream("127.0.0.1", server.port)
         async with stream:
-            # A is processed, B waits for it, and C has begun: reads pause with C partial
-            await stream.send_all(frames[0] + frames[1] + frames[2][:20])
+            # A is processed, B waits for it, and C has begun: reads pause with C partial (an
+            # answer decoded after B, once reads resume, re-armed the frame clock at its read)
+            await stream.send_all(frames[0] + frames[1] + between + frames[2][:20])
             with trio.fail_after(5):
                 assert await trio.to_thread.run_sync(slow.started.acquire, True, 5)
             await stream.send_all(frames[2][20:])  # C completes while the reads are paused
