@@ -302,16 +302,13 @@ class _Waiter:
 
 
 def _wake_all(waiters: list[trio.lowlevel.Task | _Waiter]) -> None:
-    here: trio.lowlevel.TrioToken | None | bool = False  # the loop completing it, looked up once
+    here: object = _UNSET  # the completing thread's loop, looked up at the first foreign waiter
     for waiter in waiters:
         if not isinstance(waiter, _Waiter):
             trio.lowlevel.reschedule(waiter)  # a task of this loop
             continue
-        if here is False:
-            try:
-                here = trio.lowlevel.current_trio_token()
-            except RuntimeError:  # completed outside any loop (a call refused as the loop ended)
-                here = None
+        if here is _UNSET:
+            here = _current_token()
         if waiter.token is here:
             trio.lowlevel.reschedule(waiter.task)
         else:  # a task of another loop: only that loop's thread may wake it
@@ -319,6 +316,17 @@ def _wake_all(waiters: list[trio.lowlevel.Task | _Waiter]) -> None:
                 waiter.token.run_sync_soon(_wake, waiter)
             except trio.RunFinishedError:
                 pass
+
+
+_UNSET: Final = object()
+
+
+def _current_token() -> trio.lowlevel.TrioToken | None:
+    """The calling thread's trio loop; None outside any (a call refused as the loop ended)."""
+    try:
+        return trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return None
 
 
 def _wake(waiter: _Waiter) -> None:

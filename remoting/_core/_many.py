@@ -21,7 +21,7 @@ from .._errors import RemotingError, RemotingTooManyRequestsError
 from ._future import ResponseFuture
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from codec import RemotingCommand
 
@@ -93,7 +93,7 @@ class Batch:
         elif nursery is None:
             self._fail_rest(RemotingError(f"the {self._invoker.role} is shut down"))
         else:
-            nursery.start_soon(self._connect_then_pump)
+            self._wait_in_task(self._connect_then_pump)
 
     async def _connect_then_pump(self) -> None:
         deadline = self._invoker.now() + self.timeout
@@ -116,16 +116,21 @@ class Batch:
         conn = self._channels.live(self._target)
         if conn is not None:
             self._conn = conn
-            return conn
+        else:
+            self._wait_in_task(self._connect_then_pump)
+        return conn
+
+    def _wait_in_task(self, wait: Callable[[], Awaitable[None]]) -> None:
+        """Run ``wait`` (connect, or wait for room, then pump) in a task; the batch fails as
+        shut down if the loop is ending (no nursery, or a closed one)."""
         try:
             if self._nursery is None:
                 raise RuntimeError(_SHUT_DOWN)
-            self._nursery.start_soon(self._connect_then_pump)
-        except RuntimeError:  # the loop is ending (its nursery is closed)
+            self._nursery.start_soon(wait)
+        except RuntimeError:
             self._fail_rest(RemotingError(_SHUT_DOWN))
-            return None
+            return
         self._waiting = True
-        return None
 
     async def _wait_then_pump(self) -> None:
         conn = self._conn
@@ -183,14 +188,7 @@ class Batch:
         try:
             while self._in_flight < self._limit and self._next < n:
                 if out.queued + out.in_flight > high and not conn.closed:
-                    try:
-                        if self._nursery is None:
-                            raise RuntimeError(_SHUT_DOWN)
-                        self._nursery.start_soon(self._wait_then_pump)
-                    except RuntimeError:  # the loop is ending (its nursery is closed)
-                        self._fail_rest(RemotingError(_SHUT_DOWN))
-                        break
-                    self._waiting = True
+                    self._wait_in_task(self._wait_then_pump)
                     break
                 i = self._next
                 if self._held == self._in_flight:

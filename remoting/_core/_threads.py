@@ -214,7 +214,7 @@ class CallbackRunner:
             return executor
         with self._lock:
             if self._closed:
-                return _LATE if threading.get_ident() == self.loop_thread_id else _INLINE
+                return self._after_close()
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
                     self._threads, thread_name_prefix=self._name,
@@ -228,7 +228,11 @@ class CallbackRunner:
         try:
             self.executor().submit(fn, *args)
         except RuntimeError:  # cannot schedule new futures after shutdown
-            (_LATE if threading.get_ident() == self.loop_thread_id else _INLINE).submit(fn, *args)
+            self._after_close().submit(fn, *args)
+
+    def _after_close(self) -> Executor:
+        """Where callbacks run once the executor is closed: here, unless here is the loop."""
+        return _LATE if threading.get_ident() == self.loop_thread_id else _INLINE
 
     def close(self, final: bool = True, timeout: float = CALLBACKS_CLOSE_SECONDS) -> None:
         """Run the callbacks still queued, then stop the threads; wait ``timeout`` seconds at

@@ -5,30 +5,16 @@ not depending on the connection's state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from codec import RemotingCommand, ResponseCode
-from processors import EchoProcessor
 from remoting import RemotingClient, RemotingError, RemotingServer
 
-ECHO = 1
-
-
-@pytest.fixture
-def echo_server() -> Iterator[RemotingServer]:
-    server = RemotingServer()
-    server.register_processor(ECHO, EchoProcessor())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
+from .conftest import ECHO
 
 
 @pytest.mark.parametrize("opaque", [2**40, -(2**31) - 1, "7", 1.0])
-def test_both_paths_refuse_it_alike(echo_server: RemotingServer, opaque: object) -> None:
+def test_both_paths_refuse_it_alike(blocking_server: RemotingServer, opaque: object) -> None:
     def bad() -> RemotingCommand:
         request = RemotingCommand.create_request(ECHO, body=b"x")
         request.opaque = opaque  # type: ignore[assignment]
@@ -36,10 +22,10 @@ def test_both_paths_refuse_it_alike(echo_server: RemotingServer, opaque: object)
 
     with RemotingClient() as client:
         with pytest.raises(RemotingError) as by_loop:  # no connection yet: the loop sends
-            client.invoke_sync(echo_server.addr, bad(), 5)
-        warm = client.invoke_sync(echo_server.addr, RemotingCommand.create_request(ECHO), 5)
+            client.invoke_sync(blocking_server.addr, bad(), 5)
+        warm = client.invoke_sync(blocking_server.addr, RemotingCommand.create_request(ECHO), 5)
         assert warm.code == ResponseCode.SUCCESS  # now live and idle: the thread would send
         with pytest.raises(RemotingError) as by_thread:
-            client.invoke_sync(echo_server.addr, bad(), 5)
+            client.invoke_sync(blocking_server.addr, bad(), 5)
     assert type(by_thread.value) is type(by_loop.value)
     assert "opaque" in str(by_thread.value)

@@ -19,13 +19,9 @@ from remoting import (
     TrioRemotingServer,
 )
 
+from .conftest import AsyncGate
+
 HELLO, PUSH, SLOW = 50, 51, 52
-
-
-def ok(body: bytes = b"") -> RemotingCommand:
-    response = RemotingCommand.create_response(ResponseCode.SUCCESS)
-    response.body = body
-    return response
 
 
 class Hello(AsyncRequestProcessor):
@@ -37,21 +33,7 @@ class Hello(AsyncRequestProcessor):
     async def process_request(self, ctx: RequestContext, request: RemotingCommand
                               ) -> RemotingCommand:
         self.channels.append(ctx.channel)
-        return ok()
-
-
-class Gated(AsyncRequestProcessor):
-    """Answers once released; says when a request is in."""
-
-    def __init__(self) -> None:
-        self.started = trio.Event()
-        self.release = trio.Event()
-
-    async def process_request(self, ctx: RequestContext, request: RemotingCommand
-                              ) -> RemotingCommand:
-        self.started.set()
-        await self.release.wait()
-        return ok(b"answered")
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
 
 
 async def test_the_servers_push_is_answered_before_the_close(nursery: trio.Nursery) -> None:
@@ -60,7 +42,7 @@ async def test_the_servers_push_is_answered_before_the_close(nursery: trio.Nurse
     server.register_processor(HELLO, hello)
     await nursery.start(server.serve)
     client = TrioRemotingClient(ClientConfig())
-    push = Gated()
+    push = AsyncGate()
     client.register_processor(PUSH, push)
     await nursery.start(client.serve)
     addr = f"127.0.0.1:{server.port}"
@@ -69,7 +51,7 @@ async def test_the_servers_push_is_answered_before_the_close(nursery: trio.Nurse
     async def call_back() -> None:
         try:
             outcome.append((await hello.channels[0].invoke_sync_async(
-                RemotingCommand.create_request(PUSH), 5)).body)
+                RemotingCommand.create_request(PUSH), 5)).code)
         except RemotingError as exc:
             outcome.append(exc)
 
@@ -78,16 +60,16 @@ async def test_the_servers_push_is_answered_before_the_close(nursery: trio.Nurse
         server.drain()
         async with trio.open_nursery() as inner:
             inner.start_soon(call_back)
-            await push.started.wait()  # the client is answering the server on that connection
+            await push.entered.wait()  # the client is answering the server on that connection
             with pytest.raises(RemotingError):  # GO_AWAY, and no other address to go to
                 await client.invoke_sync(addr, RemotingCommand.create_request(HELLO), 5)
-            push.release.set()
-    assert outcome == [b"answered"]
+            push.event.set()
+    assert outcome == [ResponseCode.SUCCESS]
 
 
 async def test_a_batch_moving_off_at_shutdown_fails_as_shut_down(nursery: trio.Nursery) -> None:
     server = TrioRemotingServer(ServerConfig(shutdown_grace_seconds=0.5))
-    slow = Gated()
+    slow = AsyncGate()
     server.register_processor(SLOW, slow)
     server.register_processor(HELLO, Hello())
     await nursery.start(server.serve)
@@ -102,9 +84,9 @@ async def test_a_batch_moving_off_at_shutdown_fails_as_shut_down(nursery: trio.N
                     addr, [RemotingCommand.create_request(SLOW) for _ in range(3)], 5, limit=1)
 
             client_nursery.start_soon(batch)
-            await slow.started.wait()
+            await slow.entered.wait()
             server.drain()
             with pytest.raises(RemotingError):  # GO_AWAY: the batch's connection goes away
                 await client.invoke_sync(addr, RemotingCommand.create_request(HELLO), 2)
             client_nursery.cancel_scope.cancel()  # the client's loop ends, as at shutdown
-    slow.release.set()  # reached only if the client's run ended cleanly (it raised before)
+    slow.event.set()  # reached only if the client's run ended cleanly (it raised before)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,9 +16,10 @@ import trio
 import trio.testing
 
 from codec import RemotingCommand
-from processors import AsyncEchoProcessor
 from remoting import RemotingClient, RemotingError, RemotingServer, ResponseFuture
 from remoting._core._threads import Inbox
+
+from .conftest import ECHO
 
 # ------------------------------------------------------------------ the inbox alone
 
@@ -83,21 +84,10 @@ class HoldUntil:
         return None
 
 
-@pytest.fixture
-def echo_server() -> Iterator[RemotingServer]:
-    server = RemotingServer()
-    server.register_default_processor(AsyncEchoProcessor())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-
-
 TRIALS, THREADS, SPREAD = 12, 30, 0.03
 
 
-def test_calls_racing_a_shutdown_fail_as_shut_down(echo_server: RemotingServer) -> None:
+def test_calls_racing_a_shutdown_fail_as_shut_down(blocking_server: RemotingServer) -> None:
     outcomes: list[str] = []
     futures: list[Any] = []
     callback_threads: list[str] = []
@@ -130,7 +120,7 @@ def test_calls_racing_a_shutdown_fail_as_shut_down(echo_server: RemotingServer) 
         hook = HoldUntil()
         client.register_rpc_hook(hook)
         client.start()
-        client.invoke_sync(echo_server.addr, RemotingCommand.create_request(1), 5)
+        client.invoke_sync(blocking_server.addr, RemotingCommand.create_request(ECHO), 5)
         shut_at = time.perf_counter() + 0.05
         threads = [threading.Thread(target=call, args=(
             client, hook, shut_at + (i + trial / TRIALS) * SPREAD / THREADS))

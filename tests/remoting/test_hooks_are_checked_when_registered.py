@@ -5,15 +5,12 @@ Before, ``register_rpc_hook(5)`` was accepted and every later call failed with a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from codec import RemotingCommand, ResponseCode
-from processors import EchoProcessor
 from remoting import RemotingClient, RemotingServer
 
-ECHO = 1
+from .conftest import ECHO
 
 
 class BeforeOnly:
@@ -33,35 +30,24 @@ NOT_HOOKS = [
 ]
 
 
-@pytest.fixture
-def echo_server() -> Iterator[RemotingServer]:
-    server = RemotingServer()
-    server.register_processor(ECHO, EchoProcessor())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-
-
 @pytest.mark.parametrize(("hook", "missing"), NOT_HOOKS)
-def test_client_refuses_and_keeps_working(echo_server: RemotingServer, hook: object,
+def test_client_refuses_and_keeps_working(blocking_server: RemotingServer, hook: object,
                                           missing: str) -> None:
     with RemotingClient() as client:
         with pytest.raises(TypeError, match=f"RPC hook .* has no {missing}"):
             client.register_rpc_hook(hook)  # type: ignore[arg-type]
-        response = client.invoke_sync(echo_server.addr,
+        response = client.invoke_sync(blocking_server.addr,
                                       RemotingCommand.create_request(ECHO, body=b"a"), 5)
     assert (response.code, response.body) == (ResponseCode.SUCCESS, b"a")
 
 
 @pytest.mark.parametrize(("hook", "missing"), NOT_HOOKS)
-def test_server_refuses_and_keeps_serving(echo_server: RemotingServer, hook: object,
+def test_server_refuses_and_keeps_serving(blocking_server: RemotingServer, hook: object,
                                           missing: str) -> None:
     with pytest.raises(TypeError, match=f"RPC hook .* has no {missing}"):
-        echo_server.register_rpc_hook(hook)  # type: ignore[arg-type]
+        blocking_server.register_rpc_hook(hook)  # type: ignore[arg-type]
     with RemotingClient() as client:
-        response = client.invoke_sync(echo_server.addr,
+        response = client.invoke_sync(blocking_server.addr,
                                       RemotingCommand.create_request(ECHO, body=b"b"), 5)
     assert (response.code, response.body) == (ResponseCode.SUCCESS, b"b")
 
