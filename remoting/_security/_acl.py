@@ -2,8 +2,14 @@
 
 Signature = Base64(HmacSHA1(secret_key, content)), where content is the UTF-8 of the ext field
 values (not the keys) in key order (Java ``String.compareTo``, i.e. UTF-16 code units), with
-``Signature`` left out, followed by the body. A value that is None counts as the text "null",
-as Java's string concatenation would write it.
+``Signature`` left out, followed by the body.
+
+Both sides sign the ext fields as the receiver decodes them, so that what is signed is what
+travels. A None value is never sent (RocketMQSerializable.mapSerialize and fastjson leave null
+values out), so the client leaves it out of the content too. A ROCKETMQ header sends an empty
+value with length 0, which the receiver decodes as null (RocketMQSerializable.readStr); a value
+received as null counts as the text "null", as the broker's ``StringBuilder.append`` writes it
+(AclUtils.combineRequestContent), so the client signs an empty ROCKETMQ value as "null".
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import hmac
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from codec import ResponseCode
+from codec import ResponseCode, SerializeType
 
 from .._hooks import AbortProcessError
 from .._log import log
@@ -36,12 +42,24 @@ def _java_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
+def as_received(ext_fields: ExtFields, serialize_type: SerializeType) -> ExtFields:
+    """Return ``ext_fields`` as the peer will decode them from the wire.
+
+    None values are not sent, in either serialization; a ROCKETMQ header writes an empty
+    value with length 0, which the peer reads as null.
+    """
+    empty_is_null = serialize_type == SerializeType.ROCKETMQ
+    return {k: (None if empty_is_null and v == "" else v)
+            for k, v in ext_fields.items() if v is not None}
+
+
 def signed_content(ext_fields: ExtFields, body: bytes | None,
                    exclude: Collection[str] = (SIGNATURE,)) -> bytes:
     """Return the bytes that are signed: values in Java key order, then the body.
 
-    A lone surrogate (only a hostile or broken peer sends one) becomes ``?``, as Java's
-    ``String.getBytes(UTF_8)`` writes it: never an exception.
+    ``ext_fields`` are as received (see `as_received`): a None value was received as null and
+    counts as the text "null". A lone surrogate (only a hostile or broken peer sends one)
+    becomes ``?``, as Java's ``String.getBytes(UTF_8)`` writes it: never an exception.
     """
     parts = [
         (ext_fields[k] or ("null" if ext_fields[k] is None else "")).encode("utf-8", "replace")
@@ -63,7 +81,9 @@ def sign(secret_key: str, content: bytes) -> str:
 class AclClientRPCHook:
     """Client hook: adds ``AccessKey``, optional ``SecurityToken`` and ``Signature``.
 
-    Register it last, so that no later hook changes what was signed.
+    It signs the ext fields as the server will decode them (a None value is not sent, so it
+    is not signed). Register it last, so that no later hook changes what was signed, its
+    ``serialize_type`` included.
     """
 
     __module__ = "remoting"
@@ -84,7 +104,8 @@ class AclClientRPCHook:
         if self.security_token is not None:
             request.add_ext_field(SECURITY_TOKEN, self.security_token)
         assert request.ext_fields is not None
-        content = signed_content(request.ext_fields, request.body)
+        content = signed_content(as_received(request.ext_fields, request.serialize_type),
+                                 request.body)
         request.add_ext_field(SIGNATURE, sign(self._secret_key, content))
 
     def do_after_response(self, remote_addr: str, request: RemotingCommand,
