@@ -63,10 +63,14 @@ class RequestContext:
     Attributes:
         remote_addr: the peer's ``"ip:port"``.
         channel: the connection, to reply later or to invoke the peer back.
+        peer_certificate_subject: the subject of the certificate the peer presented over TLS,
+            verified, as an RFC 4514 string (``"CN=client.example,O=Example"``); None without
+            TLS or without a certificate (a server with ``tls_client_auth="optional"``).
     """
 
     remote_addr: str
     channel: Channel
+    peer_certificate_subject: str | None = None
 
     def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Reply to ``request`` later; for processors that returned None (long polling)."""

@@ -19,7 +19,9 @@ from ._checks import seconds
 __all__ = ["ClientConfig", "ConnectionSettings", "ServerConfig"]
 
 
-_NOT_PICKLED = frozenset({"tracer_provider", "meter_provider"})
+# Providers stay in the process that made them; a TLS properties file was read when the
+# config was made, and its values travel in the fields it set.
+_NOT_PICKLED = frozenset({"tracer_provider", "meter_provider", "tls_properties_file"})
 
 
 def _cpu_count() -> int:
@@ -31,8 +33,9 @@ def _rebuild(cls: type[Any], values: dict[str, Any]) -> Any:
 
 
 # What each field accepts: ("int", minimum), ("seconds", minimum, strictly above), ("bool",),
-# ("str",), ("path",) (str, os.PathLike or None), ("name",) (str or None), ("port",) (an int;
-# its range is checked when the server binds, as RemotingStartError), ("one of", values).
+# ("str",), ("path",) (str, os.PathLike or None), ("secret",) (str or None), ("name",) (str or
+# None), ("port",) (an int; its range is checked when the server binds, as
+# RemotingStartError), ("one of", values).
 _RULES: Final[dict[str, tuple[Any, ...]]] = {
     "max_frame_bytes": ("int", 8), "max_idle_seconds": ("seconds", 0.0, False),
     "scan_initial_delay": ("seconds", 0.0, False), "scan_period": ("seconds", 0.0, True),
@@ -47,7 +50,9 @@ _RULES: Final[dict[str, tuple[Any, ...]]] = {
     "max_connections_per_ip": ("int", 0), "max_requests_per_connection": ("int", 1),
     "tls_mode": ("one of", ("disabled", "permissive", "enforcing")),
     "tls_cert_file": ("path",), "tls_key_file": ("path",), "tls_ca_file": ("path",),
-    "tls_handshake_timeout": ("seconds", 0.0, True),
+    "tls_key_password": ("secret",), "tls_properties_file": ("path",),
+    "tls_client_auth": ("one of", (None, "none", "optional", "require")),
+    "tls_handshake_timeout": ("seconds", 0.0, True), "tls_verify": ("bool",),
     "connect_timeout": ("seconds", 0.0, True), "client_async_semaphore_value": ("int", 1),
     "client_oneway_semaphore_value": ("int", 1), "close_socket_if_timeout": ("bool",),
     "enable_reconnect_for_go_away": ("bool",), "use_tls": ("bool",),
@@ -67,6 +72,8 @@ def _problem(value: Any, rule: tuple[Any, ...]) -> tuple[type[Exception], str] |
         return None if isinstance(value, bool) else (TypeError, "True or False")
     if kind == "str":
         return None if isinstance(value, str) else (TypeError, "a str")
+    if kind == "secret":  # the message never shows the value
+        return None if value is None or isinstance(value, str) else (TypeError, "a str or None")
     if kind == "name":
         if value is None:
             return None
@@ -104,7 +111,8 @@ def _validate(config: Any) -> None:
         problem = _problem(value, rule)
         if problem is not None:
             error, expected = problem
-            raise error(f"{name} must be {expected}, got {value!r}")
+            got = type(value).__name__ if rule[0] == "secret" else repr(value)
+            raise error(f"{name} must be {expected}, got {got}")
     low, high = config.write_buffer_low_water_mark, config.write_buffer_high_water_mark
     if low > high:  # as Netty's WriteBufferWaterMark
         raise ValueError(f"{type(config).__name__}.write_buffer_low_water_mark ({low}) must "
@@ -138,6 +146,9 @@ class _CommonConfig:
     meter_provider: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        path = getattr(self, "tls_properties_file", None)
+        if isinstance(self, ServerConfig | ClientConfig) and isinstance(path, str | os.PathLike):
+            _apply_tls_properties(self, path)
         _validate(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -182,8 +193,21 @@ class ServerConfig(_CommonConfig):
     tls_mode: Literal["disabled", "permissive", "enforcing"] = "disabled"
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
-    tls_ca_file: str | None = None  # set: clients must present a certificate signed by it
+    tls_key_password: str | None = field(default=None, repr=False)  # of an encrypted key
+    tls_ca_file: str | None = None  # the CA that signs the client certificates it accepts
+    # Ask clients for a certificate: "none", "optional" (one that is sent must verify) or
+    # "require". None: "require" when tls_ca_file is set, else "none".
+    tls_client_auth: Literal["none", "optional", "require"] | None = None
     tls_handshake_timeout: float = 10.0
+    # RocketMQ's tls.properties (tls.server.* keys): fills the TLS fields left at their
+    # defaults, when the config is made (docs/security.md).
+    tls_properties_file: str | None = field(default=None, compare=False)
+
+    def client_auth(self) -> Literal["none", "optional", "require"]:
+        """Return whether clients are asked for a certificate (``tls_client_auth`` resolved)."""
+        if self.tls_client_auth is not None:
+            return self.tls_client_auth
+        return "require" if self.tls_ca_file else "none"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,8 +228,32 @@ class ClientConfig(_CommonConfig):
     tls_ca_file: str | None = None  # None: the system's trusted CAs
     tls_cert_file: str | None = None  # client certificate, for mutual TLS
     tls_key_file: str | None = None
+    tls_key_password: str | None = field(default=None, repr=False)  # of an encrypted key
     tls_server_hostname: str | None = None  # name to verify; default: the host dialled
     tls_check_hostname: bool = True
+    # False: accept any server certificate (tests only: anyone on the path can read and
+    # change the traffic); each address is logged once, tls.verification_skipped.
+    tls_verify: bool = True
+    # RocketMQ's tls.properties (tls.enable, tls.client.* keys): fills the TLS fields left
+    # at their defaults, when the config is made (docs/security.md).
+    tls_properties_file: str | None = field(default=None, compare=False)
+
+
+def _apply_tls_properties(config: ServerConfig | ClientConfig, path: str | os.PathLike[str]
+                          ) -> None:
+    """Fill the TLS fields left at their defaults from RocketMQ's properties file.
+
+    Raises:
+        RemotingStartError: the file cannot be read.
+        ValueError: a value in it that is not valid, naming the key.
+    """
+    from ._security._tls_properties import tls_fields
+
+    role: Literal["client", "server"] = "server" if isinstance(config, ServerConfig) else "client"
+    defaults = {f.name: f.default for f in fields(config)}
+    for name, value in tls_fields(path, role).items():
+        if getattr(config, name) == defaults[name]:  # a field given explicitly wins
+            object.__setattr__(config, name, value)
 
 
 class ConnectionSettings(Protocol):

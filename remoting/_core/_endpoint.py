@@ -31,7 +31,7 @@ from .._config import ClientConfig
 from .._errors import RemotingError, translate
 from .._log import log
 from .._observability._statistics import Counters, EndpointStatistics
-from .._security._tls import client_context, tls_client_stream
+from .._security._tls import client_context, peer_certificate_subject, tls_client_stream
 from ._caller import Caller
 from ._channel_handle import ChannelHandle
 from ._channels import ChannelTable
@@ -95,6 +95,7 @@ class Endpoint:
         self.telemetry_installed = False
         self._nursery: trio.Nursery | None = None
         self._tls = client_context(config) if isinstance(config, ClientConfig) else None
+        self._unverified_warned: set[str] = set()  # addresses told tls.verification_skipped
         self._max_processing = getattr(config, "max_requests_per_connection", 0)
 
     # ------------------------------------------------------------------ lifecycle
@@ -184,7 +185,8 @@ class Endpoint:
                           role=self.role, addr_key=addr_key,
                           max_processing=self._max_processing, call_on_loop=self.call_on_loop)
         conn.channel = channel = ChannelHandle(conn, self)
-        conn.ctx = RequestContext(remote_addr=remote_addr, channel=channel)
+        conn.ctx = RequestContext(remote_addr=remote_addr, channel=channel,
+                                  peer_certificate_subject=peer_certificate_subject(stream))
         self.connections.add(conn)
         self.counters.connections_opened += 1
         log.info("connection.opened", conn_id=conn.id, peer=remote_addr, role=self.role)
@@ -196,6 +198,10 @@ class Endpoint:
         stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
         if self._tls is not None:
             assert isinstance(self.config, ClientConfig)
+            if not self.config.tls_verify and addr not in self._unverified_warned:
+                self._unverified_warned.add(addr)
+                log.warning("tls.verification_skipped", peer=addr,
+                            reason="tls_verify=False: any certificate is accepted")
             stream = await tls_client_stream(stream, self._tls, host,  # type: ignore[arg-type]
                                              self.config)
         nursery = self._nursery

@@ -20,9 +20,16 @@ if TYPE_CHECKING:
 
     from .._config import ClientConfig, ServerConfig
 
-__all__ = ["client_context", "server_context", "tls_client_stream", "tls_server_stream"]
+__all__ = ["client_context", "peer_certificate_subject", "server_context", "tls_client_stream",
+           "tls_server_stream"]
 
 TLS_HANDSHAKE_RECORD: Final = 0x16
+# RFC 4514's short names; other attributes keep the name Python's ssl gives them.
+_SHORT_NAMES: Final = {
+    "commonName": "CN", "localityName": "L", "stateOrProvinceName": "ST",
+    "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
+    "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID",
+}
 T = TypeVar("T")
 
 
@@ -30,8 +37,10 @@ def server_context(config: ServerConfig) -> ssl.SSLContext | None:
     """Build the server's context, or None when TLS is disabled.
 
     Raises:
-        ValueError: TLS is on but the certificate or key file is not configured.
-        RemotingStartError: a certificate, key or CA file cannot be read or is not PEM.
+        ValueError: TLS is on but the certificate or key file is not configured, or client
+            certificates are asked for without a ``tls_ca_file`` to verify them.
+        RemotingStartError: a certificate, key or CA file cannot be read or is not PEM, or the
+            key is encrypted and ``tls_key_password`` is missing or wrong.
     """
     if config.tls_mode == "disabled":
         return None
@@ -39,13 +48,18 @@ def server_context(config: ServerConfig) -> ssl.SSLContext | None:
         raise ValueError(
             f"tls_mode={config.tls_mode!r} needs tls_cert_file and tls_key_file"
         )
+    auth = config.client_auth()
+    ca = config.tls_ca_file
+    if auth != "none" and not ca:
+        raise ValueError(f"tls_client_auth={auth!r} needs tls_ca_file (the CA that signs the "
+                         "client certificates)")
     addr = f"{config.bind_address}:{config.listen_port}"
-    cert, key, ca = config.tls_cert_file, config.tls_key_file, config.tls_ca_file
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    _load(addr, "tls_cert_file / tls_key_file", (cert, key), lambda: ctx.load_cert_chain(cert, key))
-    if ca:
+    _load_chain(addr, ctx, config.tls_cert_file, config.tls_key_file, config.tls_key_password)
+    if auth != "none":
+        assert ca is not None
         _load(addr, "tls_ca_file", (ca,), lambda: ctx.load_verify_locations(ca))
-        ctx.verify_mode = ssl.CERT_REQUIRED  # mutual TLS
+        ctx.verify_mode = ssl.CERT_OPTIONAL if auth == "optional" else ssl.CERT_REQUIRED
     return ctx
 
 
@@ -54,7 +68,8 @@ def client_context(config: ClientConfig) -> ssl.SSLContext | None:
 
     Raises:
         ValueError: a key file without a certificate file.
-        RemotingStartError: a certificate, key or CA file cannot be read or is not PEM.
+        RemotingStartError: a certificate, key or CA file cannot be read or is not PEM, or the
+            key is encrypted and ``tls_key_password`` is missing or wrong.
     """
     if not config.use_tls:
         return None
@@ -63,12 +78,55 @@ def client_context(config: ClientConfig) -> ssl.SSLContext | None:
         raise ValueError("tls_key_file needs tls_cert_file (the client certificate)")
     # With a CA file, only that CA is trusted (not the system's as well).
     ctx = _load(None, "tls_ca_file", (ca,), lambda: ssl.create_default_context(cafile=ca))
-    ctx.check_hostname = config.tls_check_hostname
+    ctx.check_hostname = config.tls_check_hostname and config.tls_verify
+    if not config.tls_verify:
+        ctx.verify_mode = ssl.CERT_NONE
     if cert:
-        option = "tls_cert_file / tls_key_file" if key else (
-            "tls_cert_file (no tls_key_file: the key must then be in the same file)")
-        _load(None, option, (cert, key), lambda: ctx.load_cert_chain(cert, key))
+        _load_chain(None, ctx, cert, key, config.tls_key_password)
     return ctx
+
+
+class _NoPassword(Exception):
+    """Raised by the password callback: the key is encrypted and no password was given."""
+
+
+def _load_chain(addr: str | None, ctx: ssl.SSLContext, cert: str, key: str | None,
+                password: str | None) -> None:
+    """Load the certificate chain and its key; never prompt for a pass phrase.
+
+    OpenSSL asks a terminal for the pass phrase of an encrypted key when no password is
+    given (a server start that hangs); a callback that raises instead makes the missing
+    password an error.
+    """
+    asked = False
+
+    def give_password() -> str:
+        nonlocal asked
+        asked = True
+        if password is None:
+            raise _NoPassword
+        return password
+
+    option = "tls_cert_file / tls_key_file" if key else (
+        "tls_cert_file (no tls_key_file: the key must then be in the same file)")
+    key_file = key or cert
+    try:
+        _load(addr, option, (cert, key),
+              lambda: ctx.load_cert_chain(cert, key, password=give_password))
+    except _NoPassword:
+        raise RemotingStartError(
+            addr, f"the private key {key_file!r} is encrypted: give its password as "
+                  "tls_key_password (tls.server.keyPassword / tls.client.keyPassword)"
+        ) from None
+    except RemotingStartError as exc:
+        cause = exc.__cause__
+        if (not asked or not isinstance(cause, ssl.SSLError)
+                or cause.reason == "KEY_VALUES_MISMATCH"):  # decrypted: another certificate's
+            raise
+        raise RemotingStartError(
+            addr, f"the private key {key_file!r} is encrypted and tls_key_password does not "
+                  "decrypt it; check the password"
+        ) from cause
 
 
 def _load(addr: str | None, option: str, files: tuple[str | None, ...],
@@ -124,3 +182,27 @@ async def tls_server_stream(stream: trio.SocketStream, ctx: ssl.SSLContext | Non
     except (trio.BrokenResourceError, ssl.SSLError, OSError):
         return None
     return tls
+
+
+def peer_certificate_subject(stream: trio.abc.Stream) -> str | None:
+    """Return the subject of the verified certificate the peer presented, as RFC 4514
+    (most specific first, ``"CN=client.example,O=Example"``), or None."""
+    if not isinstance(stream, trio.SSLStream):
+        return None
+    cert = stream.getpeercert()  # {} when it was not verified (CERT_NONE), None when absent
+    if not cert:
+        return None
+    rdns = cert.get("subject", ())
+    return ",".join(
+        "+".join(f"{_SHORT_NAMES.get(name, name)}={_rfc4514_escape(value)}"
+                 for name, value in rdn)
+        for rdn in reversed(rdns)
+    )
+
+
+def _rfc4514_escape(value: str) -> str:
+    last = len(value) - 1
+    return "".join(
+        "\\00" if c == "\0" else "\\" + c if (
+            c in ',+"\\<>;' or (i == 0 and c in "# ") or (i == last and c == " ")) else c
+        for i, c in enumerate(value))
