@@ -113,6 +113,11 @@ def _validate(config: Any) -> None:
             error, expected = problem
             got = type(value).__name__ if rule[0] == "secret" else repr(value)
             raise error(f"{name} must be {expected}, got {got}")
+    if isinstance(config, ServerConfig) and config.tls_mode != "disabled":
+        auth = config.client_auth()
+        if auth != "none" and not config.tls_ca_file:
+            raise ValueError(f"ServerConfig.tls_client_auth={auth!r} needs tls_ca_file (the CA "
+                             "that signs the client certificates)")
     low, high = config.write_buffer_low_water_mark, config.write_buffer_high_water_mark
     if low > high:  # as Netty's WriteBufferWaterMark
         raise ValueError(f"{type(config).__name__}.write_buffer_low_water_mark ({low}) must "

@@ -37,8 +37,7 @@ def server_context(config: ServerConfig) -> ssl.SSLContext | None:
     """Build the server's context, or None when TLS is disabled.
 
     Raises:
-        ValueError: TLS is on but the certificate or key file is not configured, or client
-            certificates are asked for without a ``tls_ca_file`` to verify them.
+        ValueError: TLS is on but the certificate or key file is not configured.
         RemotingStartError: a certificate, key or CA file cannot be read or is not PEM, or the
             key is encrypted and ``tls_key_password`` is missing or wrong.
     """
@@ -48,11 +47,8 @@ def server_context(config: ServerConfig) -> ssl.SSLContext | None:
         raise ValueError(
             f"tls_mode={config.tls_mode!r} needs tls_cert_file and tls_key_file"
         )
-    auth = config.client_auth()
+    auth = config.client_auth()  # "none" unless tls_ca_file is set (checked by the config)
     ca = config.tls_ca_file
-    if auth != "none" and not ca:
-        raise ValueError(f"tls_client_auth={auth!r} needs tls_ca_file (the CA that signs the "
-                         "client certificates)")
     addr = f"{config.bind_address}:{config.listen_port}"
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     _load_chain(addr, ctx, config.tls_cert_file, config.tls_key_file, config.tls_key_password)

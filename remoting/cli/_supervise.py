@@ -27,7 +27,7 @@ from .._core._listen import reserve_port
 from ._serve import TelemetryOptions
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
     from .._config import ServerConfig
 
@@ -161,9 +161,11 @@ def _stop_all(workers: Iterable[_Worker]) -> None:
 
 def supervise(spec: str, config: ServerConfig, workers: int,
               stop: threading.Event | None = None,
-              telemetry: TelemetryOptions | None = None) -> int:
+              telemetry: TelemetryOptions | None = None,
+              worker_options: Sequence[str] = ()) -> int:
     """Run ``workers`` processes on one port; restart the ones that die after serving;
-    return 0 on stop, 2 if a worker stopped on a usage error before it served."""
+    return 0 on stop, 2 if a worker stopped on a usage error before it served.
+    ``worker_options`` are more ``serve`` options for every worker (its TLS options)."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -171,7 +173,7 @@ def supervise(spec: str, config: ServerConfig, workers: int,
     holder = reserve_port(config.bind_address, config.listen_port)
     port = holder.getsockname()[1]
     argv = [sys.executable, "-m", "remoting", "serve", spec, "--port", str(port),
-            "--bind", config.bind_address, "--reuse-port"]
+            "--bind", config.bind_address, "--reuse-port", *worker_options]
     print(f"serving {spec} on {config.bind_address}:{port} with {workers} workers", flush=True)
 
     options = telemetry or TelemetryOptions()

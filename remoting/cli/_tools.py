@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._args import count, ext_pair, port, seconds
 from ._command import Command
+from ._tls import add_tls_options, tls_problem, tls_settings, tls_worker_argv
 
 if TYPE_CHECKING:
     from codec import RemotingCommand
@@ -24,10 +25,18 @@ __all__ = ["TOOL_COMMANDS"]
 PING_CODE = 32_001  # any code: a server without a processor for it still answers
 
 
-def _client() -> Any:
+def _client(args: argparse.Namespace) -> Any:
+    """Return a started client with the command's TLS options, or None after printing why
+    it cannot start (a bad option or TLS file)."""
+    from .._config import ClientConfig
     from ..blocking import RemotingClient
 
-    return RemotingClient().start()
+    try:
+        config = ClientConfig(**tls_settings(args, "client"))  # type: ignore[arg-type]
+        return RemotingClient(config).start()
+    except (ValueError, TypeError, OSError) as exc:  # RemotingStartError is an OSError
+        print(f"remoting {args.command}: {exc}", file=sys.stderr)
+        return None
 
 
 def _describe(response: RemotingCommand) -> dict[str, object]:
@@ -67,6 +76,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--service-name", default="remoting-serve",
                         help="the service.name of exported telemetry (default: remoting-serve;"
                              " OTEL_SERVICE_NAME wins)")
+    add_tls_options(parser, "server")
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -76,17 +86,22 @@ def _run_serve(args: argparse.Namespace) -> int:
     from ._supervise import WorkerStatus, supervise
     from ._telemetry import TelemetrySetupError
 
-    config = ServerConfig(listen_port=args.port, bind_address=args.bind,
-                          reuse_port=args.reuse_port or args.workers > 1)
     telemetry = TelemetryOptions(metrics_port=args.metrics_port,
                                  otlp_endpoint=args.otlp_endpoint,
                                  service_name=args.service_name)
     status = WorkerStatus(args.status_fd)  # a worker of `supervise` reports to it
     try:
+        config = ServerConfig(listen_port=args.port, bind_address=args.bind,
+                              reuse_port=args.reuse_port or args.workers > 1,
+                              **tls_settings(args, "server"))  # type: ignore[arg-type]
+        problem = tls_problem(config)
+        if problem is not None:
+            return status.refuse(f"remoting serve: {problem}")
         if args.workers > 1:
-            return supervise(args.factory, config, args.workers, telemetry=telemetry)
+            return supervise(args.factory, config, args.workers, telemetry=telemetry,
+                             worker_options=tls_worker_argv(args))
         run_server(args.factory, config, ready=status.ready, telemetry=telemetry)
-    except (FactoryError, RemotingStartError, TelemetrySetupError) as exc:
+    except (FactoryError, RemotingStartError, TelemetrySetupError, ValueError) as exc:
         return status.refuse(f"remoting serve: {exc}")
     return 0
 
@@ -107,6 +122,7 @@ def _call_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rocketmq", action="store_true",
                         help="send the binary ROCKETMQ header instead of JSON")
     parser.add_argument("--timeout", type=seconds, default=3.0, help="seconds (default 3)")
+    add_tls_options(parser, "client")
 
 
 def _read_body(args: argparse.Namespace) -> bytes | None:
@@ -142,7 +158,9 @@ def _run_call(args: argparse.Namespace) -> int:
                                              body=body)
     if args.rocketmq:
         request.serialize_type = SerializeType.ROCKETMQ
-    client = _client()
+    client = _client(args)
+    if client is None:
+        return 2
     try:
         response = client.invoke_sync(args.addr, request, args.timeout)
     except RemotingError as exc:
@@ -171,6 +189,7 @@ def _ping_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("addr", help="host:port")
     parser.add_argument("--count", type=count, default=3, help="round trips (default 3)")
     parser.add_argument("--timeout", type=seconds, default=3.0, help="seconds per round trip")
+    add_tls_options(parser, "client")
 
 
 def _run_ping(args: argparse.Namespace) -> int:
@@ -178,7 +197,9 @@ def _run_ping(args: argparse.Namespace) -> int:
 
     from .._errors import RemotingError
 
-    client = _client()
+    client = _client(args)
+    if client is None:
+        return 2
     times: list[float] = []
     failed = 0
     try:
@@ -211,6 +232,7 @@ def _stats_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("addr", help="host:port")
     parser.add_argument("--json", action="store_true", help="print the raw JSON")
     parser.add_argument("--timeout", type=seconds, default=3.0, help="seconds (default 3)")
+    add_tls_options(parser, "client")
 
 
 STATS_KEYS = ("connections", "in_flight", "timeouts", "orphaned_responses",
@@ -242,7 +264,9 @@ def _run_stats(args: argparse.Namespace) -> int:
     from .._errors import RemotingError
     from .._observability._stats_processor import STATS_REQUEST_CODE
 
-    client = _client()
+    client = _client(args)
+    if client is None:
+        return 2
     try:
         response = client.invoke_sync(
             args.addr, RemotingCommand.create_request(STATS_REQUEST_CODE), args.timeout)
