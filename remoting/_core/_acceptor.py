@@ -1,10 +1,22 @@
-"""`Acceptor`: a server's accepting side. Admission limits, the TLS mode, a connection per peer."""
+"""`Acceptor`: a server's accepting side. Admission limits, the TLS mode, a connection per peer.
+
+A connection over a limit is refused. A plaintext one is told why first, as RocketMQ answers a
+busy broker: the acceptor reads its first request (at most `REFUSED_FRAME_BYTES`, within
+`REFUSAL_SECONDS`), answers it, and any request read with it, ``SYSTEM_BUSY`` with a remark
+naming the limit, then closes. That read is what lets the answer carry the request's opaque,
+which the client needs to match it to its call. What a refused peer can cost is bounded: at
+most `MAX_REFUSALS_ANSWERED` are being answered at once (beyond, they are closed at once, as
+are TLS connections in enforcing mode: a handshake is the costliest thing a peer can make a
+server do), each for at most a second and one small frame.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
+
+from codec import CodecError, FrameDecoder, RemotingCommand, ResponseCode, encode_frame
 
 from .._log import log
 from .._security._tls import server_context, tls_server_stream
@@ -13,17 +25,25 @@ if TYPE_CHECKING:
     from .._config import ServerConfig
     from ._endpoint import Endpoint
 
-__all__ = ["Acceptor", "Admission"]
+__all__ = ["Acceptor", "Admission", "refusal_answers"]
+
+MAX_REFUSALS_ANSWERED: Final = 64  # refused connections being told why at once
+REFUSAL_SECONDS: Final = 1.0  # how long one may take to send its first request
+REFUSED_FRAME_BYTES: Final = 64 * 1024  # the largest first request read to answer it
+REFUSAL_PREFIX: Final = "[CONNECTION_REFUSED] "  # remark prefix, as RocketMQ's [REJECTREQUEST]
 
 
 class Admission:
     """Counts connections per server and per remote IP; refuses beyond the limits."""
 
-    def __init__(self, max_total: int, max_per_ip: int) -> None:
+    def __init__(self, max_total: int, max_per_ip: int,
+                 max_answering: int = MAX_REFUSALS_ANSWERED) -> None:
         self.max_total = max_total
         self.max_per_ip = max_per_ip
+        self.max_answering = max_answering
         self.total = 0
         self.per_ip: dict[str, int] = {}
+        self.answering = 0  # refused connections being told why
 
     def admit(self, ip: str) -> str | None:
         """Count a new connection from ``ip``; return why it is refused, or None.
@@ -46,6 +66,38 @@ class Admission:
             self.per_ip[ip] = n
         else:
             del self.per_ip[ip]
+
+    def start_answer(self) -> bool:
+        """Take a slot to tell a refused connection why; False: close it without a word.
+        Call `answer_done` for every True."""
+        if self.answering >= self.max_answering:
+            return False
+        self.answering += 1
+        return True
+
+    def answer_done(self) -> None:
+        """Give back a slot `start_answer` took."""
+        self.answering -= 1
+
+
+def refusal_answers(decoder: FrameDecoder, reason: str) -> list[bytes]:
+    """Return the SYSTEM_BUSY answers to the requests complete in ``decoder`` (none to a
+    oneway request or a response), each with a remark naming the limit.
+
+    Raises:
+        CodecError: the bytes are not a frame of ours, or one over the decoder's limit.
+    """
+    answers = []
+    while (request := decoder.next_command()) is not None:
+        if request.is_response or request.is_oneway:
+            continue
+        answer = RemotingCommand.response_to(
+            request, ResponseCode.SYSTEM_BUSY,
+            f"{REFUSAL_PREFIX}{reason}: the server closes this connection; retry later or "
+            "on another server")
+        answer.serialize_type = request.serialize_type
+        answers.append(encode_frame(answer))
+    return answers
 
 
 class Acceptor:
@@ -74,7 +126,7 @@ class Acceptor:
         try:
             if refusal is not None:
                 log.warning("connection.refused", peer=peer, reason=refusal)
-                await stream.aclose()
+                await self._refuse(stream, refusal)
                 return
             try:
                 served = await self._tls_mode(stream)
@@ -88,6 +140,35 @@ class Acceptor:
             await self._endpoint.adopt(served, peer).run()
         finally:
             self._admission.release(host)
+
+    async def _refuse(self, stream: trio.SocketStream, reason: str) -> None:
+        """Answer the first request (and those read with it) SYSTEM_BUSY naming ``reason``,
+        then close; close at once when over `MAX_REFUSALS_ANSWERED` or TLS is enforced."""
+        admission = self._admission
+        if self._config.tls_mode == "enforcing" or not admission.start_answer():
+            await stream.aclose()
+            return
+        try:
+            decoder = FrameDecoder(REFUSED_FRAME_BYTES)
+            with trio.move_on_after(REFUSAL_SECONDS):
+                answers: list[bytes] = []
+                read = 0
+                while not answers and read < REFUSED_FRAME_BYTES:  # oneways get no answer
+                    data = await stream.receive_some(REFUSED_FRAME_BYTES)
+                    if not data:
+                        break
+                    read += len(data)
+                    decoder.feed(data)
+                    answers = refusal_answers(decoder, reason)
+                if answers:
+                    await stream.send_all(b"".join(answers))
+                    await stream.send_eof()
+        except (CodecError, trio.BrokenResourceError, OSError):
+            pass  # not our protocol, too large, or gone: closed without an answer
+        finally:
+            admission.answer_done()
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
 
     async def _tls_mode(self, stream: trio.SocketStream) -> trio.abc.Stream | None:
         if self._tls is None:
