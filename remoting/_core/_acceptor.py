@@ -53,9 +53,9 @@ class Admission:
         self.total += 1
         n = self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
         if self.max_total and self.total > self.max_total:
-            return f"server has {self.max_total} connections (max_connections)"
+            return f"server has {_connections(self.max_total)} (max_connections)"
         if self.max_per_ip and n > self.max_per_ip:
-            return f"{ip} has {self.max_per_ip} connections (max_connections_per_ip)"
+            return f"{ip} has {_connections(self.max_per_ip)} (max_connections_per_ip)"
         return None
 
     def release(self, ip: str) -> None:
@@ -78,6 +78,10 @@ class Admission:
     def answer_done(self) -> None:
         """Give back a slot `start_answer` took."""
         self.answering -= 1
+
+
+def _connections(n: int) -> str:
+    return "1 connection" if n == 1 else f"{n} connections"
 
 
 def refusal_answers(decoder: FrameDecoder, reason: str) -> list[bytes]:
