@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, Protocol
 from codec import DEFAULT_MAX_FRAME_BYTES
 
 from ._checks import seconds
+from ._tls_properties import tls_fields
 
 __all__ = ["ClientConfig", "ConnectionSettings", "ServerConfig"]
 
@@ -252,8 +253,6 @@ def _apply_tls_properties(config: ServerConfig | ClientConfig, path: str | os.Pa
         RemotingStartError: the file cannot be read.
         ValueError: a value in it that is not valid, naming the key.
     """
-    from ._security._tls_properties import tls_fields
-
     role: Literal["client", "server"] = "server" if isinstance(config, ServerConfig) else "client"
     defaults = {f.name: f.default for f in fields(config)}
     for name, value in tls_fields(path, role).items():

@@ -18,7 +18,7 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._security._tls_properties import parse_properties
+from remoting._tls_properties import parse_properties
 
 from .conftest import KEY_PASSWORD, EncryptedKeys, Pki
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final, Literal
 
-from .._errors import RemotingStartError
+from ._errors import RemotingStartError
 
 if TYPE_CHECKING:
     from os import PathLike
