@@ -1,8 +1,10 @@
-"""TLS with `trio.SSLStream` (SPEC 8): contexts, the client handshake, and the server's mode.
+"""TLS with `trio.SSLStream` (SPEC 8): contexts, the client handshake, the server's mode, and
+the subject of the peer's certificate.
 
 Permissive mode tells TLS from plaintext by peeking (MSG_PEEK) at the first byte of a new
 connection: 0x16 is a TLS handshake record. Nothing is consumed, so a plaintext peer's first
-frame is read normally.
+frame is read normally. Keys are loaded with a password callback, so OpenSSL never prompts a
+terminal for the pass phrase of an encrypted key.
 """
 
 from __future__ import annotations
