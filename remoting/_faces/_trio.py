@@ -24,6 +24,7 @@ from .._core._listen import bind_listeners, trio_listeners
 from .._interceptors import ClientInterceptor, ServerInterceptor
 from .._log import log
 from .._observability._otel_setup import install_telemetry
+from ._one_error import raise_one
 
 if TYPE_CHECKING:
     import socket
@@ -121,7 +122,10 @@ class TrioRemotingClient(_Face):
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the client's core until cancelled (use with ``nursery.start``)."""
         install_telemetry(self.endpoint)  # the SDK is configured by now, if the app uses one
-        await self.endpoint.run(task_status=task_status)
+        try:
+            await self.endpoint.run(task_status=task_status)
+        except BaseExceptionGroup as group:
+            raise_one(group)
 
     def update_name_server_address_list(self, addrs: list[str]) -> None:
         """Set the addresses used by calls with ``addr=None`` (round-robin, failover).
@@ -249,6 +253,8 @@ class TrioRemotingServer(_Face):
                     nursery.start_soon(self._accept)
                     log.info("server.started", port=self.port, bind=self.config.bind_address)
                     task_status.started(self.port)
+        except BaseExceptionGroup as group:
+            raise_one(group)
         finally:
             with trio.CancelScope(shield=True):
                 await self._close_listeners()
@@ -352,26 +358,38 @@ class TrioRemotingServer(_Face):
 async def open_server(config: ServerConfig | None = None) -> AsyncIterator[TrioRemotingServer]:
     """Start a server for the duration of the block; ``server.port`` is set on entry.
 
+    What the block raises leaves it as itself (never wrapped in an exception group).
+
     Raises:
         RemotingStartError: the port cannot be bound, before anything starts.
     """
     server = TrioRemotingServer(config)
     server.bind()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.serve)
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve)
+            try:
+                yield server
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise_one(group)
 
 
 @asynccontextmanager
 async def open_client(config: ClientConfig | None = None) -> AsyncIterator[TrioRemotingClient]:
-    """Run a client for the duration of the block."""
+    """Run a client for the duration of the block.
+
+    What the block raises leaves it as itself (never wrapped in an exception group): an
+    ``except RemotingConnectError`` around the block catches a call's failure in it.
+    """
     client = TrioRemotingClient(config)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(client.serve)
-        try:
-            yield client
-        finally:
-            nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client.serve)
+            try:
+                yield client
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise_one(group)
