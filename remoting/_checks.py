@@ -65,23 +65,25 @@ def outside_trio(call: str, instead: str = "remoting.open_client() and "
 
 
 def call_timeout(timeout: object) -> float:
-    """Return a call's timeout: a number of seconds; 0 or less is a deadline already past
-    (the call fails with `RemotingTimeoutError`, as gRPC's), infinity waits for ever.
+    """Return a call's timeout: a number of seconds >= 0; 0 is a deadline already past (the
+    call fails with `RemotingTimeoutError` and sends nothing, as gRPC's), infinity waits for
+    ever.
 
     Raises:
         TypeError: not an int or float.
-        ValueError: NaN.
+        ValueError: NaN, or below 0 (a mistake, not a deadline).
     """
     if type(timeout) is float or type(timeout) is int:  # the usual case, cheaply
         if timeout > 0:  # False for NaN
             return timeout
-        if timeout <= 0:
+        if timeout == 0:
             return 0.0
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
-    if math.isnan(timeout):
-        raise ValueError("timeout must be a number of seconds, got nan")
-    return float(timeout) if timeout > 0 else 0.0
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0 (0: already expired, "
+                         f"nothing is sent; math.inf: no limit), got {timeout!r}")
+    return float(timeout)
 
 
 def wait_seconds(timeout: object) -> float | None:

@@ -86,4 +86,4 @@ def test_an_error_raised_in_a_process_pool_reaches_the_caller_intact() -> None:
             future.result(timeout=60)
     error = caught.value
     assert (error.addr, error.timeout, error.phase) == ("127.0.0.1:7", 1.5, "response")
-    assert str(error) == "wait response on the channel 127.0.0.1:7 timeout, 1500(ms)"
+    assert str(error).startswith("no response from 127.0.0.1:7 within 1.5 s: ")

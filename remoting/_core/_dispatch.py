@@ -215,9 +215,9 @@ class Dispatcher:
         """Return the entry that processes ``request``, or the `Refusal` to answer instead."""
         entry = self.processors.get(request.code) or self.default
         if entry is None:
-            # RocketMQ's remark for an unknown code (the leading space is theirs)
+            # RocketMQ's remark for an unknown code, without its leading space
             return Refusal(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                           f" request type {request.code} not supported", "unknown code")
+                           f"request type {request.code} not supported", "unknown code")
         if self.shutting_down and (request.version > GO_AWAY_MIN_VERSION
                                    or request.language is LanguageCode.PYTHON):
             return _GOING_AWAY

@@ -7,6 +7,7 @@ frame is read normally.
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -39,12 +40,11 @@ def server_context(config: ServerConfig) -> ssl.SSLContext | None:
         raise ValueError(
             f"tls_mode={config.tls_mode!r} needs tls_cert_file and tls_key_file"
         )
-    addr = f"{config.bind_address}:{config.listen_port}"
     cert, key, ca = config.tls_cert_file, config.tls_key_file, config.tls_ca_file
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    _load(addr, "tls_cert_file / tls_key_file", (cert, key), lambda: ctx.load_cert_chain(cert, key))
+    _load("tls_cert_file / tls_key_file", (cert, key), lambda: ctx.load_cert_chain(cert, key))
     if ca:
-        _load(addr, "tls_ca_file", (ca,), lambda: ctx.load_verify_locations(ca))
+        _load("tls_ca_file", (ca,), lambda: ctx.load_verify_locations(ca))
         ctx.verify_mode = ssl.CERT_REQUIRED  # mutual TLS
     return ctx
 
@@ -62,27 +62,31 @@ def client_context(config: ClientConfig) -> ssl.SSLContext | None:
     if key and not cert:  # it was ignored: the client connected without a certificate
         raise ValueError("tls_key_file needs tls_cert_file (the client certificate)")
     # With a CA file, only that CA is trusted (not the system's as well).
-    ctx = _load(None, "tls_ca_file", (ca,), lambda: ssl.create_default_context(cafile=ca))
+    ctx = _load("tls_ca_file", (ca,), lambda: ssl.create_default_context(cafile=ca))
     ctx.check_hostname = config.tls_check_hostname
     if cert:
         option = "tls_cert_file / tls_key_file" if key else (
             "tls_cert_file (no tls_key_file: the key must then be in the same file)")
-        _load(None, option, (cert, key), lambda: ctx.load_cert_chain(cert, key))
+        _load(option, (cert, key), lambda: ctx.load_cert_chain(cert, key))
     return ctx
 
 
-def _load(addr: str | None, option: str, files: tuple[str | None, ...],
-          load: Callable[[], T]) -> T:
-    """Return ``load()``; turn its bare OS or OpenSSL error into one that names the files."""
+def _load(option: str, files: tuple[str | None, ...], load: Callable[[], T]) -> T:
+    """Return ``load()``; turn its bare OS or OpenSSL error into one that names the files
+    (the one missing, when one is). The address is not the problem: the error has none."""
     try:
         return load()
     except OSError as exc:  # FileNotFoundError does not name the file here; ssl.SSLError
-        named = ", ".join(repr(f) for f in files if f)
-        why = (f"not PEM, or the key does not match the certificate ({exc.reason or exc})"
-               if isinstance(exc, ssl.SSLError) else exc.strerror or str(exc))
-        raise RemotingStartError(
-            addr, f"cannot load {option} {named}: {why}; check the path and the file's contents"
-        ) from exc
+        missing = [f for f in files if f and not os.path.exists(f)]
+        if isinstance(exc, FileNotFoundError) and missing:
+            named = ", ".join(repr(f) for f in missing)
+            reason = f"{option} {named}: No such file or directory; check the path"
+        else:
+            named = ", ".join(repr(f) for f in files if f)
+            why = (f"not PEM, or the key does not match the certificate ({exc.reason or exc})"
+                   if isinstance(exc, ssl.SSLError) else exc.strerror or str(exc))
+            reason = f"cannot load {option} {named}: {why}; check the path and the contents"
+        raise RemotingStartError(None, reason) from exc
 
 
 async def tls_client_stream(stream: trio.SocketStream, ctx: ssl.SSLContext, host: str,

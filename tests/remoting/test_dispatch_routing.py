@@ -33,7 +33,7 @@ class Rejects(RequestProcessor):
 def test_an_unknown_code_is_refused_with_rocketmqs_remark() -> None:
     refusal = dispatcher().route(req(77))
     assert refusal == Refusal(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                              " request type 77 not supported", "unknown code")
+                              "request type 77 not supported", "unknown code")
 
 
 def test_the_default_processor_takes_unknown_codes() -> None:
