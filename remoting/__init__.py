@@ -7,6 +7,11 @@ Importing this package never imports pyspark; `remoting.spark` does.
 
 from __future__ import annotations
 
+# first: it says which file of yours shadows codec or processors, before an import fails on it
+from . import _shadowing  # noqa: F401
+
+# isort: split
+
 from codec import RemotingCommand as RemotingCommand
 from codec import RequestCode as RequestCode
 from codec import ResponseCode as ResponseCode
