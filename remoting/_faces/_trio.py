@@ -21,6 +21,7 @@ from .._core._acceptor import Acceptor
 from .._core._channel_handle import channel_of, channels_of
 from .._core._endpoint import Endpoint
 from .._core._listen import bind_listeners, trio_listeners
+from .._errors import RemotingError
 from .._interceptors import ClientInterceptor, ServerInterceptor
 from .._log import log
 from .._observability._otel_setup import install_telemetry
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from .._core._channel_handle import ChannelHandle
     from .._core._events import ChannelEventListener
     from .._core._future import ResponseFuture
-    from .._errors import RemotingError
     from .._hooks import RPCHook
     from .._observability._statistics import EndpointStatistics
 
@@ -221,6 +221,17 @@ class TrioRemotingServer(_Face):
         self._listeners: list[trio.SocketListener] = []
         self._scope: trio.CancelScope | None = None
         self._accept_scope: trio.CancelScope | None = None
+
+    @property
+    def addr(self) -> str:
+        """``"bind_address:port"``, for clients on this machine (as `RemotingServer.addr`).
+
+        Raises:
+            RemotingError: the server is not bound yet (`bind`, `serve` or `open_server`).
+        """
+        if self.port is None:
+            raise RemotingError("TrioRemotingServer is not bound yet: call bind() or serve()")
+        return f"{self.config.bind_address}:{self.port}"
 
     def bind(self) -> int:
         """Bind the listening socket now (sync, idempotent); return the port.
