@@ -25,10 +25,12 @@ from ._core._future import ResponseFuture as ResponseFuture
 from ._errors import RemotingCommandError as RemotingCommandError
 from ._errors import RemotingConnectError as RemotingConnectError
 from ._errors import RemotingError as RemotingError
+from ._errors import RemotingResponseError as RemotingResponseError
 from ._errors import RemotingSendRequestError as RemotingSendRequestError
 from ._errors import RemotingStartError as RemotingStartError
 from ._errors import RemotingTimeoutError as RemotingTimeoutError
 from ._errors import RemotingTooManyRequestsError as RemotingTooManyRequestsError
+from ._errors import raise_for_code as raise_for_code
 from ._faces._trio import TrioRemotingClient as TrioRemotingClient
 from ._faces._trio import TrioRemotingServer as TrioRemotingServer
 from ._faces._trio import open_client as open_client
@@ -68,6 +70,7 @@ __all__ = [
     "RemotingCommandError",
     "RemotingConnectError",
     "RemotingError",
+    "RemotingResponseError",
     "RemotingSendRequestError",
     "RemotingServer",
     "RemotingStartError",
@@ -85,4 +88,5 @@ __all__ = [
     "TrioRemotingServer",
     "open_client",
     "open_server",
+    "raise_for_code",
 ]

@@ -17,21 +17,25 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
 
-from codec import CodecError
+from codec import CodecError, ResponseCode
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Container, Iterator
+
+    from codec import RemotingCommand
 
 __all__ = [
     "Phase",
     "RemotingCommandError",
     "RemotingConnectError",
     "RemotingError",
+    "RemotingResponseError",
     "RemotingSendRequestError",
     "RemotingStartError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
     "map_exceptions",
+    "raise_for_code",
     "rebuild_error",
     "translate",
 ]
@@ -175,6 +179,44 @@ class RemotingStartError(RemotingError, OSError):
         self.reason = reason
         where = f"cannot listen on {addr}" if addr else "cannot start"
         RemotingError.__init__(self, f"{where}: {reason}", addr)
+
+
+class RemotingResponseError(RemotingError):
+    """A response's code is not one the caller accepts: raised by `raise_for_code` only (a
+    call returns whatever code the peer answered: it is data).
+
+    Attributes:
+        code: the response's code.
+        remark: the response's remark (the peer's reason), or None.
+        response: the response itself (its ``ext_fields`` and ``body`` too).
+        addr: who answered, when the caller said (``raise_for_code(..., addr=...)``).
+    """
+
+    __module__ = "remoting"
+
+    def __init__(self, response: RemotingCommand, addr: str | None = None) -> None:
+        self.response = response
+        self.code = response.code
+        self.remark = response.remark
+        name = ResponseCode.name_of(response.code)
+        said = f"{response.code} ({name})" if name else f"{response.code}"
+        super().__init__(f"{addr or 'the peer'} answered code {said}"
+                         + (f": {response.remark}" if response.remark else ""), addr)
+
+
+def raise_for_code(response: RemotingCommand, ok: Container[int] = (ResponseCode.SUCCESS,),
+                   *, addr: str | None = None) -> RemotingCommand:
+    """Return ``response`` if its code is in ``ok`` (default: SUCCESS alone); else raise.
+
+    For code that treats any other answer as a failure, as httpx's ``raise_for_status``:
+    ``reply = raise_for_code(client.invoke_sync(addr, request), addr=addr)``.
+
+    Raises:
+        RemotingResponseError: the code is not in ``ok``; it names the code and the remark.
+    """
+    if response.code in ok:
+        return response
+    raise RemotingResponseError(response, addr)
 
 
 Phase = Literal["connect", "encode", "send", "call"]
