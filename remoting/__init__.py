@@ -20,6 +20,7 @@ from codec import SerializeType as SerializeType
 from ._config import ClientConfig as ClientConfig
 from ._config import ServerConfig as ServerConfig
 from ._core._channel_handle import ChannelHandle as ChannelHandle
+from ._core._dispatch import PING_REQUEST_CODE as PING_REQUEST_CODE
 from ._core._events import ChannelEventListener as ChannelEventListener
 from ._core._future import ResponseFuture as ResponseFuture
 from ._errors import RemotingCommandError as RemotingCommandError
@@ -52,6 +53,7 @@ from .blocking import RemotingClient as RemotingClient
 from .blocking import RemotingServer as RemotingServer
 
 __all__ = [
+    "PING_REQUEST_CODE",
     "STATS_REQUEST_CODE",
     "__version__",
     "AbortProcessError",
