@@ -1,9 +1,11 @@
 # Two entry points on a fresh machine: `make demo` (the main job) and `make test` (the suite).
-# Each installs what it needs into .venv on first use, and says so.
+# Each installs what it needs into .venv on first use, and shows the install's progress.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip install -q --disable-pip-version-check
+# Not quiet: a first install downloads and builds for minutes without a wheel cache, so pip
+# shows each step (and its download bars on a terminal).
+PIP := $(PY) -m pip install --disable-pip-version-check
 
 .PHONY: test test-cluster test-all demo lint docs wheel-check bench charts clean
 
