@@ -49,8 +49,10 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check codec processors remoting tests bench examples docs
 	$(VENV)/bin/mypy
 
-# The docs site, warnings as errors; open docs/_build/html/index.html.
+# The docs site, warnings as errors, after a check of every link and every mention of a page
+# (docs/check_links.py); open docs/_build/html/index.html.
 docs: $(VENV)/.installed-docs
+	$(PY) docs/check_links.py
 	$(PY) -m sphinx -W --keep-going -b html -q docs docs/_build/html
 
 # Build the sdist and the wheel, install the wheel into a clean venv, use it from outside the
