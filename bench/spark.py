@@ -3,8 +3,8 @@
     .venv/bin/python bench/spark.py                   # 1,000,000 rows, local[2]
     .venv/bin/python bench/spark.py --rows 200000 --http-rows 5000
 
-f is ``str.upper`` on ``"row-<id>"`` strings (cheap: the cost of calling shows). In one run, on one local[2]
-SparkSession, with both servers in this process (background threads):
+f is ``str.upper`` on ``"row-<id>"`` strings (cheap: the cost of calling shows). In one run,
+on one local[2] SparkSession, with both servers in this process (background threads):
 
 - local limit: f computed inside a pandas UDF (no service at all);
 - per-row HTTP: a ``requests.Session`` per task, one POST per row, to a threaded
