@@ -253,7 +253,8 @@ class RemotingClient(BlockingFace):
             RemotingCommandError: the request cannot be encoded.
             RemotingError: the client is closed or not started.
             TypeError, ValueError: ``request`` is not a `RemotingCommand`, or ``timeout`` is
-                not a number of seconds (NaN); nothing was sent.
+                not a number of seconds >= 0 (NaN, -1); nothing was sent.
+            RuntimeError: called in a thread that runs trio (use the trio client there).
         """
         outside_trio("RemotingClient.invoke_sync")
         self._check_caller()
@@ -278,6 +279,7 @@ class RemotingClient(BlockingFace):
         Raises:
             RemotingConnectError, RemotingTimeoutError, RemotingTooManyRequestsError,
             RemotingSendRequestError: before the frame could be queued.
+            RuntimeError: called in a thread that runs trio (use the trio client there).
         """
         outside_trio("RemotingClient.invoke_oneway")
         self._check_caller()
@@ -293,6 +295,9 @@ class RemotingClient(BlockingFace):
         hooks as for one call, on each request: every before-hook on every request before any
         is sent (one that raises fails the whole call, as in `invoke_sync`, and nothing is
         sent), the after-hooks on each response once the batch is done.
+
+        Raises:
+            RuntimeError: called in a thread that runs trio (use the trio client there).
         """
         outside_trio("RemotingClient.invoke_many")
         self._check_caller()

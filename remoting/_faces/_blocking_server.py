@@ -158,7 +158,11 @@ class RemotingServer(BlockingFace):
 
     def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
                     timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
-        """Call a connected client (which registered a processor) and wait."""
+        """Call a connected client (which registered a processor) and wait.
+
+        Raises:
+            RuntimeError: called in a thread that runs trio (use `TrioRemotingServer`).
+        """
         outside_trio("RemotingServer.invoke_sync", "TrioRemotingServer")
         self._check_caller()
         return channel_of(channel).invoke_sync(request, timeout)
@@ -173,7 +177,11 @@ class RemotingServer(BlockingFace):
 
     def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
                       timeout: float = DEFAULT_TIMEOUT) -> None:
-        """Send a oneway request to a connected client."""
+        """Send a oneway request to a connected client.
+
+        Raises:
+            RuntimeError: called in a thread that runs trio (use `TrioRemotingServer`).
+        """
         outside_trio("RemotingServer.invoke_oneway", "TrioRemotingServer")
         self._check_caller()
         channel_of(channel).invoke_oneway(request, timeout)

@@ -168,7 +168,7 @@ class TrioRemotingClient(_Face):
             RemotingTooManyRequestsError: no permit, or the peer does not drain its socket.
             RemotingCommandError: the request cannot be encoded.
             TypeError, ValueError: ``request`` is not a `RemotingCommand`, or ``timeout`` is
-                not a number of seconds (NaN); nothing was sent.
+                not a number of seconds >= 0 (NaN, -1); nothing was sent.
         Cancelling the call removes its entry; the response, if any, is dropped.
         """
         return await self._caller.ainvoke_sync(addr, addr, request, timeout, retry_busy)
