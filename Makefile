@@ -1,9 +1,11 @@
 # Two entry points on a fresh machine: `make demo` (the main job) and `make test` (the suite).
-# Each installs what it needs into .venv on first use, and says so.
+# Each installs what it needs into .venv on first use, and shows the install's progress.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip install -q --disable-pip-version-check
+# Not quiet: a first install downloads and builds for minutes without a wheel cache, so pip
+# shows each step (and its download bars on a terminal).
+PIP := $(PY) -m pip install --disable-pip-version-check
 
 .PHONY: test test-cluster test-all demo lint docs wheel-check bench charts clean
 
@@ -47,8 +49,10 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check codec processors remoting tests bench examples docs
 	$(VENV)/bin/mypy
 
-# The docs site, warnings as errors; open docs/_build/html/index.html.
+# The docs site, warnings as errors, after a check of every link and every mention of a page
+# (docs/check_links.py); open docs/_build/html/index.html.
 docs: $(VENV)/.installed-docs
+	$(PY) docs/check_links.py
 	$(PY) -m sphinx -W --keep-going -b html -q docs docs/_build/html
 
 # Build the sdist and the wheel, install the wheel into a clean venv, use it from outside the

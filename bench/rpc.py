@@ -5,7 +5,7 @@
     .venv/bin/python bench/rpc.py --runs 5
     .venv/bin/python bench/rpc.py --profile pool --profile-seconds 8   # needs py-spy
 
-Method (docs/performance.md, "How we measure"): every server and every client runs in a
+Method (docs/performance.md, "How to measure your own"): every server and every client runs in a
 process of its own (multiprocessing "spawn"); with 2+ CPUs servers are pinned to the first CPU
 and clients to the second (os.sched_setaffinity, before any thread starts). Within each run
 the baselines are measured next to our figures; the table shows medians over runs, and ratios

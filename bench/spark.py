@@ -3,8 +3,8 @@
     .venv/bin/python bench/spark.py                   # 1,000,000 rows, local[2]
     .venv/bin/python bench/spark.py --rows 200000 --http-rows 5000
 
-f is ``str.upper`` on ``"row-<id>"`` strings (ANCHORS.md). In one run, on one local[2]
-SparkSession, with both servers in this process (background threads):
+f is ``str.upper`` on ``"row-<id>"`` strings (cheap: the cost of calling shows). In one run,
+on one local[2] SparkSession, with both servers in this process (background threads):
 
 - local limit: f computed inside a pandas UDF (no service at all);
 - per-row HTTP: a ``requests.Session`` per task, one POST per row, to a threaded
@@ -101,7 +101,8 @@ class HTTPHandler(http.server.BaseHTTPRequestHandler):
     """POST /row: body upper-cased; POST /batch: Arrow IPC in, Arrow IPC out."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as a requests.Session expects
-    disable_nagle_algorithm = True  # ANCHORS.md: without it every request waits ~40 ms
+    # without it every request waits ~40 ms: Nagle's algorithm against the client's delayed ACK
+    disable_nagle_algorithm = True
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         from processors.batch import decode_batch, encode_batch

@@ -42,7 +42,7 @@ from ._errors import MalformedFrameError as MalformedFrameError
 from ._errors import UnsupportedSerializeTypeError as UnsupportedSerializeTypeError
 from ._frame_checks import sniff_foreign_protocol as sniff_foreign_protocol
 
-# Alias named in STYLE.md.
+# The sans-I/O name for it: bytes out of a command (h11/h2 style).
 encode_command = encode_frame
 
 __all__ = [

@@ -85,6 +85,13 @@ class ResponseCode(IntEnum):
     RPC_SEND_TO_CHANNEL_FAILED = -1004
     RPC_TIME_OUT = -1006
 
+    @classmethod
+    def name_of(cls, code: int) -> str | None:
+        """Return the name of response ``code`` (``3`` -> ``"REQUEST_CODE_NOT_SUPPORTED"``),
+        or None for a code that is not one of these (a service's own)."""
+        member = cls._value2member_map_.get(code)
+        return None if member is None else member.name
+
 
 class RequestCode(IntEnum):
     """Well-known RocketMQ request codes; applications are free to use their own."""

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from ._codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
+from ._codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
 from ._custom_header import decode_custom_header, pack_custom_header
 
 if TYPE_CHECKING:
@@ -158,8 +158,12 @@ class RemotingCommand:
     def __repr__(self) -> str:
         body = "None" if self.body is None else f"<{len(self.body)} bytes>"
         language = None if self.language is None else self.language.name
+        # A response's code by name too; a request's code is the service's own, so its number
+        # alone (naming it after RocketMQ's RequestCode would mislead).
+        name = ResponseCode.name_of(self.code) if self.flag & FLAG_RESPONSE else None
+        code = f"{self.code} ({name})" if name else f"{self.code}"
         return (
-            f"RemotingCommand(code={self.code}, language={language}, "
+            f"RemotingCommand(code={code}, language={language}, "
             f"version={self.version}, opaque={self.opaque}, flag={self.flag}, "
             f"remark={self.remark!r}, ext_fields={self.ext_fields!r}, body={body}, "
             f"serialize_type={self.serialize_type.name})"

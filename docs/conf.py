@@ -22,9 +22,10 @@ extensions = [
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-exclude_patterns = ["_build", "images/README.md"]
+exclude_patterns = ["_build"]
 myst_heading_anchors = 3
-suppress_warnings = ["myst.xref_missing"]  # links to repository files outside docs/
+# Links to repository files outside docs/ are web addresses (check_links.py checks it), so
+# a link Sphinx cannot resolve is an error of the page.
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -7,6 +7,11 @@ Importing this package never imports pyspark; `remoting.spark` does.
 
 from __future__ import annotations
 
+# first: it says which file of yours shadows codec or processors, before an import fails on it
+from . import _shadowing  # noqa: F401
+
+# isort: split
+
 from codec import RemotingCommand as RemotingCommand
 from codec import RequestCode as RequestCode
 from codec import ResponseCode as ResponseCode
@@ -15,15 +20,18 @@ from codec import SerializeType as SerializeType
 from ._config import ClientConfig as ClientConfig
 from ._config import ServerConfig as ServerConfig
 from ._core._channel_handle import ChannelHandle as ChannelHandle
+from ._core._dispatch import PING_REQUEST_CODE as PING_REQUEST_CODE
 from ._core._events import ChannelEventListener as ChannelEventListener
 from ._core._future import ResponseFuture as ResponseFuture
 from ._errors import RemotingCommandError as RemotingCommandError
 from ._errors import RemotingConnectError as RemotingConnectError
 from ._errors import RemotingError as RemotingError
+from ._errors import RemotingResponseError as RemotingResponseError
 from ._errors import RemotingSendRequestError as RemotingSendRequestError
 from ._errors import RemotingStartError as RemotingStartError
 from ._errors import RemotingTimeoutError as RemotingTimeoutError
 from ._errors import RemotingTooManyRequestsError as RemotingTooManyRequestsError
+from ._errors import raise_for_code as raise_for_code
 from ._faces._trio import TrioRemotingClient as TrioRemotingClient
 from ._faces._trio import TrioRemotingServer as TrioRemotingServer
 from ._faces._trio import open_client as open_client
@@ -45,6 +53,7 @@ from .blocking import RemotingClient as RemotingClient
 from .blocking import RemotingServer as RemotingServer
 
 __all__ = [
+    "PING_REQUEST_CODE",
     "STATS_REQUEST_CODE",
     "__version__",
     "AbortProcessError",
@@ -63,6 +72,7 @@ __all__ = [
     "RemotingCommandError",
     "RemotingConnectError",
     "RemotingError",
+    "RemotingResponseError",
     "RemotingSendRequestError",
     "RemotingServer",
     "RemotingStartError",
@@ -80,4 +90,5 @@ __all__ = [
     "TrioRemotingServer",
     "open_client",
     "open_server",
+    "raise_for_code",
 ]

@@ -12,6 +12,8 @@ import math
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import trio
+
 from codec import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from processors import RequestProcessor
 
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = ["ANSWERED", "batch_limit", "call_timeout", "callback_of",
-           "command_of", "config_of", "grace_seconds", "processor_registration",
+           "command_of", "config_of", "grace_seconds", "outside_trio", "processor_registration",
            "request_code", "requests_of", "seconds", "the_request", "wait_seconds"]
 
 C = TypeVar("C")
@@ -45,24 +47,43 @@ def seconds(name: str, value: object, *, minimum: float = 0.0, above: bool = Fal
     return value
 
 
+def outside_trio(call: str, instead: str = "remoting.open_client() and "
+                 "`await client.invoke_sync(...)`") -> None:
+    """Refuse a blocking ``call`` made in a thread that runs a trio loop: it would block that
+    loop, and a server or client running in it, until the call's timeout (a server in the
+    same loop could never answer). Every public blocking method that waits calls this first.
+
+    Raises:
+        RuntimeError: this thread runs trio (any ``trio.run``, the endpoint's own or not);
+            the message names ``instead``, what to use there.
+    """
+    if trio.lowlevel.in_trio_run():
+        raise RuntimeError(
+            f"{call} blocks, and this thread runs a trio event loop, which it would stall "
+            f"until the call's timeout: in trio code use {instead}, or make the blocking call "
+            "from a worker thread (trio.to_thread.run_sync)")
+
+
 def call_timeout(timeout: object) -> float:
-    """Return a call's timeout: a number of seconds; 0 or less is a deadline already past
-    (the call fails with `RemotingTimeoutError`, as gRPC's), infinity waits for ever.
+    """Return a call's timeout: a number of seconds >= 0; 0 is a deadline already past (the
+    call fails with `RemotingTimeoutError` and sends nothing, as gRPC's), infinity waits for
+    ever.
 
     Raises:
         TypeError: not an int or float.
-        ValueError: NaN.
+        ValueError: NaN, or below 0 (a mistake, not a deadline).
     """
     if type(timeout) is float or type(timeout) is int:  # the usual case, cheaply
         if timeout > 0:  # False for NaN
             return timeout
-        if timeout <= 0:
+        if timeout == 0:
             return 0.0
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
-    if math.isnan(timeout):
-        raise ValueError("timeout must be a number of seconds, got nan")
-    return float(timeout) if timeout > 0 else 0.0
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0 (0: already expired, "
+                         f"nothing is sent; math.inf: no limit), got {timeout!r}")
+    return float(timeout)
 
 
 def wait_seconds(timeout: object) -> float | None:

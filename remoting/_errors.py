@@ -8,27 +8,34 @@ specific match first (httpcore's ``map_exceptions``).
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
 import ssl
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
 
-from codec import CodecError
+from codec import CodecError, ResponseCode
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Container, Iterator
+
+    from codec import RemotingCommand
 
 __all__ = [
     "Phase",
     "RemotingCommandError",
     "RemotingConnectError",
     "RemotingError",
+    "RemotingResponseError",
     "RemotingSendRequestError",
     "RemotingStartError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
     "map_exceptions",
+    "raise_for_code",
     "rebuild_error",
     "translate",
 ]
@@ -89,9 +96,9 @@ class RemotingSendRequestError(RemotingError):
     def __init__(self, addr: str | None, reason: str = "", *,
                  connection_lost: bool = False) -> None:
         self.connection_lost = connection_lost
-        super().__init__(
-            f"send request to {addr} failed" + (f": {reason}" if reason else ""), addr
-        )
+        what = (f"the connection to {addr} closed before the response" if connection_lost
+                else f"send request to {addr} failed")
+        super().__init__(what + (f": {reason}" if reason else ""), addr)
 
 
 class RemotingTimeoutError(RemotingError):
@@ -110,9 +117,32 @@ class RemotingTimeoutError(RemotingError):
     def __init__(self, addr: str | None, timeout: float, phase: str = "response") -> None:
         self.timeout = timeout
         self.phase = phase
-        super().__init__(
-            f"wait {phase} on the channel {addr} timeout, {timeout * 1000:.0f}(ms)", addr
-        )
+        super().__init__(_timeout_message(addr, timeout, phase), addr)
+
+
+# What ran out of time in each phase, and what to do about it.
+_TIMED_OUT: Final = {
+    "response": ("no response from {addr}",
+                 "raise the timeout, or see how busy the server is (remoting stats {addr})"),
+    "connect": ("could not connect to {addr}",
+                "is the server up and reachable from here? (or raise the timeout)"),
+    "send": ("could not send to {addr}",
+             "the peer reads too slowly to take the request; raise the timeout"),
+    "permit": ("no in-flight permit for a call to {addr}",
+               "too many calls are waiting: slow down, or raise the timeout"),
+}
+
+
+def _timeout_message(addr: str | None, timeout: float, phase: str) -> str:
+    """Say in plain words what ran out of time, and what to do (RocketMQ's Java phrasing,
+    ``wait response on the channel ... timeout, 1(ms)``, said neither)."""
+    base, _, note = phase.partition(" (")  # "response (loop stalled)": a phase and a note
+    if timeout <= 0:
+        return (f"the call's timeout ({timeout:g} s) left no time: nothing was sent to {addr}")
+    what, hint = _TIMED_OUT.get(base, (f"timed out waiting for {base} from {{addr}}",
+                                          "raise the timeout"))
+    note = f" ({note}" if note else ""
+    return f"{what.format(addr=addr)} within {timeout:g} s{note}: {hint.format(addr=addr)}"
 
 
 class RemotingTooManyRequestsError(RemotingError):
@@ -149,6 +179,44 @@ class RemotingStartError(RemotingError, OSError):
         self.reason = reason
         where = f"cannot listen on {addr}" if addr else "cannot start"
         RemotingError.__init__(self, f"{where}: {reason}", addr)
+
+
+class RemotingResponseError(RemotingError):
+    """A response's code is not one the caller accepts: raised by `raise_for_code` only (a
+    call returns whatever code the peer answered: it is data).
+
+    Attributes:
+        code: the response's code.
+        remark: the response's remark (the peer's reason), or None.
+        response: the response itself (its ``ext_fields`` and ``body`` too).
+        addr: who answered, when the caller said (``raise_for_code(..., addr=...)``).
+    """
+
+    __module__ = "remoting"
+
+    def __init__(self, response: RemotingCommand, addr: str | None = None) -> None:
+        self.response = response
+        self.code = response.code
+        self.remark = response.remark
+        name = ResponseCode.name_of(response.code)
+        said = f"{response.code} ({name})" if name else f"{response.code}"
+        super().__init__(f"{addr or 'the peer'} answered code {said}"
+                         + (f": {response.remark}" if response.remark else ""), addr)
+
+
+def raise_for_code(response: RemotingCommand, ok: Container[int] = (ResponseCode.SUCCESS,),
+                   *, addr: str | None = None) -> RemotingCommand:
+    """Return ``response`` if its code is in ``ok`` (default: SUCCESS alone); else raise.
+
+    For code that treats any other answer as a failure, as httpx's ``raise_for_status``:
+    ``reply = raise_for_code(client.invoke_sync(addr, request), addr=addr)``.
+
+    Raises:
+        RemotingResponseError: the code is not in ``ok``; it names the code and the remark.
+    """
+    if response.code in ok:
+        return response
+    raise RemotingResponseError(response, addr)
 
 
 Phase = Literal["connect", "encode", "send", "call"]
@@ -199,16 +267,37 @@ def translate(exc: BaseException, phase: Phase, addr: str | None) -> RemotingErr
     return err
 
 
+# What to check after a failed connect, by errno.
+_CONNECT_HINTS: Final = {
+    errno.ECONNREFUSED: "is a server listening there?",
+    errno.ETIMEDOUT: "is the host up, and the port open in its firewall?",
+    errno.EHOSTUNREACH: "is the address right, and the host up?",
+    errno.ENETUNREACH: "is the address right, and the network up?",
+}
+
+
 def _os_reason(exc: OSError) -> str:
-    """Say why a connect failed: trio reports every attempt in an exception group under a
-    generic OSError; the attempts' own errors ("Connection refused") say more."""
+    """Say why a connect failed, once and in words, with what to check. trio reports every
+    attempt in an exception group under a generic OSError; each attempt's own error repeats
+    the address (``Error connecting to ('127.0.0.1', 1): Connection refused``): its errno is
+    what counts."""
+    if isinstance(exc, socket.gaierror):
+        return f"the host name does not resolve ({exc.strerror or exc}); is it spelt right?"
+    errors: list[OSError] = [exc]
     cause = exc.__cause__
-    if exc.strerror is None and isinstance(cause, BaseExceptionGroup):
-        reasons = sorted({e.strerror for e in cause.exceptions
-                          if isinstance(e, OSError) and e.strerror})
-        if reasons:
-            return "; ".join(reasons)
-    return exc.strerror or str(exc) or repr(exc)
+    if exc.errno is None and isinstance(cause, BaseExceptionGroup):
+        errors = [e for e in cause.exceptions if isinstance(e, OSError)] or errors
+    reasons = []
+    for error in errors:
+        if error.errno is None:
+            reason = error.strerror or str(error) or repr(error)
+        else:
+            reason = os.strerror(error.errno).lower()
+            hint = _CONNECT_HINTS.get(error.errno)
+            reason += f" ({hint})" if hint else ""
+        if reason not in reasons:
+            reasons.append(reason)
+    return "; ".join(reasons)
 
 
 @contextmanager

@@ -183,7 +183,8 @@ def encode_all(commands: Iterable[RemotingCommand]) -> bytes:
 # --------------------------------------------------------------------------- golden vectors
 
 
-# Produced by the real Java RocketMQ code; the protocol reference (SPEC.md) is beside them.
+# Produced by the real Java RocketMQ code; the protocol reference is beside them
+# (tests/codec/data/SPEC.md).
 DATA_DIR = Path(__file__).resolve().parent / "codec" / "data"
 GOLDEN_VECTORS_PATH = DATA_DIR / "golden-vectors.txt"
 

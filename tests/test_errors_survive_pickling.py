@@ -20,6 +20,7 @@ from codec import (
     HeaderFieldError,
     InvalidCommandError,
     MalformedFrameError,
+    RemotingCommand,
     UnsupportedSerializeTypeError,
 )
 from remoting import (
@@ -27,6 +28,7 @@ from remoting import (
     RemotingCommandError,
     RemotingConnectError,
     RemotingError,
+    RemotingResponseError,
     RemotingSendRequestError,
     RemotingStartError,
     RemotingTimeoutError,
@@ -43,6 +45,7 @@ ERRORS: list[BaseException] = [
     RemotingCommandError("cannot decode", "127.0.0.1:5"),
     RemotingStartError("127.0.0.1:6", "the port is in use"),
     RemotingStartError(None, "cannot load tls_ca_file '/x.pem': No such file or directory"),
+    RemotingResponseError(RemotingCommand.create_response(16, "no permission"), "127.0.0.1:8"),
     RemoteCallError(-1006, "timed out", row=3, failed=2, total=10, request_code=1001),
     AbortProcessError(16, "no permission"),
     CodecError("bad bytes"),
@@ -86,4 +89,4 @@ def test_an_error_raised_in_a_process_pool_reaches_the_caller_intact() -> None:
             future.result(timeout=60)
     error = caught.value
     assert (error.addr, error.timeout, error.phase) == ("127.0.0.1:7", 1.5, "response")
-    assert str(error) == "wait response on the channel 127.0.0.1:7 timeout, 1500(ms)"
+    assert str(error).startswith("no response from 127.0.0.1:7 within 1.5 s: ")

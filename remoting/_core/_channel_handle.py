@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Protocol
 
 from .. import _checks  # the module: it imports this one
@@ -29,9 +28,6 @@ class ChannelHost(Protocol):
 
     @property
     def dispatcher(self) -> Dispatcher: ...
-
-    @property
-    def loop_thread_id(self) -> int | None: ...
 
     def call_on_loop(self, fn: Callable[[], object]) -> bool: ...
 
@@ -100,16 +96,13 @@ class ChannelHandle:
         if not self._host.call_on_loop(fn):
             raise RemotingError("the endpoint is shut down", self.remote_addr)
 
-    def _check_thread(self) -> None:
-        if threading.get_ident() == self._host.loop_thread_id:
-            raise RuntimeError(
-                "blocking channel calls cannot be made from the event loop's thread: in an "
-                "async processor use `await ctx.channel.invoke_sync_async(...)`"
-            )
+    def _check_thread(self, call: str) -> None:
+        _checks.outside_trio(f"ChannelHandle.{call}",
+                             f"`await ctx.channel.{call}_async(...)`")
 
     def invoke_sync(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Call the peer over this connection and wait (from a thread, not the loop)."""
-        self._check_thread()
+        self._check_thread("invoke_sync")
         conn = self._conn
         return self._host.caller.invoke_sync(conn, conn.remote_addr, request, timeout)
 
@@ -123,7 +116,7 @@ class ChannelHandle:
 
     def invoke_oneway(self, request: RemotingCommand, timeout: float = 3.0) -> None:
         """Send a oneway request over this connection (from a thread)."""
-        self._check_thread()
+        self._check_thread("invoke_oneway")
         conn = self._conn
         self._host.caller.invoke_oneway(conn, conn.remote_addr, request, timeout)
 

@@ -61,11 +61,17 @@ RECEIVE_INTO_MIN_BYTES = 64 * 1024
 # (timed out or cancelled: their late answers are expected) before it is closed.
 MAX_UNEXPECTED = 100
 # Why a server may close a client's connection before answering, plaintext / TLS.
-_LIMITS: Final = "or refuse more connections: max_connections, max_connections_per_ip)"
-_CLOSED_AT_ONCE: Final = (f" (it may require TLS, see ClientConfig.use_tls, {_LIMITS}",
-                          " (it may require a client certificate, see "
-                          f"ClientConfig.tls_cert_file, {_LIMITS}")
+_LIMITS: Final = "or it refuses more connections (max_connections, max_connections_per_ip)"
+_CLOSED_AT_ONCE: Final = ("; it may require TLS (ClientConfig.use_tls), " + _LIMITS,
+                          "; it may require a client certificate (ClientConfig.tls_cert_file), "
+                          + _LIMITS)
 _ids = itertools.count(1)
+
+
+def _described(exc: BaseException) -> str:
+    """Say what a stream error was in words: its message, else its cause's (trio's
+    ``BrokenResourceError()`` carries none of its own), else its kind."""
+    return str(exc) or str(exc.__cause__ or "") or type(exc).__name__
 
 
 class Suspension(Protocol):
@@ -376,10 +382,14 @@ class Connection:
             self.broken = True
             log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
                      during=what, error=repr(exc))
-        hint = _CLOSED_AT_ONCE[True] if (  # TLS 1.3 reports a missing client certificate so
-            what == "read" and not self._got_data and self.role == "client"
-            and self.tls_version is not None) else ""
-        self.close(f"{what} failed: {exc!r}{hint}")
+        if (what == "read" and not self._got_data and self.role == "client"
+                and self.tls_version is not None):  # TLS 1.3 reports a missing client
+            # certificate so: the server's alert ends the stream at the first read
+            alert = str(getattr(exc.__cause__, "reason", None) or "")
+            self.close("the server ended the TLS connection before answering"
+                       + (f" ({alert})" if "ALERT" in alert else "") + _CLOSED_AT_ONCE[True])
+        else:
+            self.close(f"{what} failed: {_described(exc)}")
 
     def close(self, reason: str = "closed locally") -> None:
         """Close the connection (idempotent, sync); pending requests fail right after."""

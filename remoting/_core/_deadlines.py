@@ -96,7 +96,9 @@ class Deadlines:
     def timed_out(self, fut: ResponseFuture) -> None:
         """Fail ``fut`` (already removed from the table) for its deadline."""
         self._counters.timeouts += 1
-        log.warning("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
+        # debug: the caller gets the RemotingTimeoutError (raised, or in its future); the
+        # `timeouts` counter is what operators watch
+        log.debug("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
         conn = fut.conn
         if conn is not None:
             conn.abandoned += 1

@@ -2,9 +2,10 @@
 
 Theory of operation (loop thread only):
 - `route` is the decision, sans-I/O: the processor entry for a request, or the `Refusal` to
-  answer instead, in RocketMQ's order: unknown code -> REQUEST_CODE_NOT_SUPPORTED; shutting
-  down -> GO_AWAY (to peers that understand it); ``reject_request()`` -> SYSTEM_BUSY
-  ``[REJECTREQUEST]``; a full pool -> SYSTEM_BUSY ``[OVERLOAD]``.
+  answer instead, in RocketMQ's order: unknown code -> REQUEST_CODE_NOT_SUPPORTED (but
+  `PING_REQUEST_CODE` with no processor of its own -> SUCCESS, the transport's own answer);
+  shutting down -> GO_AWAY (to peers that understand it); ``reject_request()`` ->
+  SYSTEM_BUSY ``[REJECTREQUEST]``; a full pool -> SYSTEM_BUSY ``[OVERLOAD]``.
 - `request_received` acts on it. An async processor runs its first step right there, in the
   reader (most finish without suspending); one that suspends is returned as a `Suspension`
   for the reader to finish. A sync processor's request is recorded in its code's pool; the
@@ -58,7 +59,14 @@ if TYPE_CHECKING:
     from ._processing import Reply
     from ._threads import Inbox
 
-__all__ = ["Dispatcher", "ProcessorEntry", "Refusal"]
+__all__ = ["PING_REQUEST_CODE", "Dispatcher", "ProcessorEntry", "Refusal"]
+
+# The code `remoting ping` sends: every server of ours answers it SUCCESS unless a processor is
+# registered for it, so a ping is no error reply in its statistics (an unknown code was).
+# Ours, next to STATS_REQUEST_CODE, below int16's limit (the ROCKETMQ header) and far from
+# RocketMQ's codes; a Java RocketMQ server answers it REQUEST_CODE_NOT_SUPPORTED.
+PING_REQUEST_CODE: Final = 32_001
+PONG_REMARK: Final = "pong"
 
 REJECT_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
 OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
@@ -80,11 +88,12 @@ class ProcessorEntry:
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """The reply that replaces a request's processing."""
+    """The reply that replaces a request's processing: a refusal, or the transport's own
+    answer to a ping."""
 
     code: int
     remark: str
-    reason: Literal["unknown code", "going away", "rejected", "overloaded"]
+    reason: Literal["unknown code", "going away", "rejected", "overloaded", "ping"]
 
 
 def _overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bool:
@@ -213,11 +222,15 @@ class Dispatcher:
 
     def route(self, request: RemotingCommand) -> ProcessorEntry | Refusal:
         """Return the entry that processes ``request``, or the `Refusal` to answer instead."""
-        entry = self.processors.get(request.code) or self.default
+        entry = self.processors.get(request.code)
         if entry is None:
-            # RocketMQ's remark for an unknown code (the leading space is theirs)
+            if request.code == PING_REQUEST_CODE:
+                return _PONG
+            entry = self.default
+        if entry is None:
+            # RocketMQ's remark for an unknown code, without its leading space
             return Refusal(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                           f" request type {request.code} not supported", "unknown code")
+                           f"request type {request.code} not supported", "unknown code")
         if self.shutting_down and (request.version > GO_AWAY_MIN_VERSION
                                    or request.language is LanguageCode.PYTHON):
             return _GOING_AWAY
@@ -394,6 +407,7 @@ class Dispatcher:
         return [name for pool in self._pools for name in pool.join(deadline)]
 
 
+_PONG: Final = Refusal(ResponseCode.SUCCESS, PONG_REMARK, "ping")
 _GOING_AWAY: Final = Refusal(ResponseCode.GO_AWAY, GO_AWAY_REMARK, "going away")
 _REJECTED: Final = Refusal(ResponseCode.SYSTEM_BUSY, REJECT_REMARK, "rejected")
 _OVERLOADED: Final = Refusal(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK, "overloaded")

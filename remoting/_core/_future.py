@@ -137,10 +137,12 @@ class ResponseFuture:
             RemotingTooManyRequestsError, RemotingCommandError: how the call ended.
             TimeoutError: ``timeout`` elapsed while the call is still pending.
             TypeError, ValueError: ``timeout`` is not None or a number of seconds (NaN).
+            RuntimeError: the call is pending and this thread runs trio (await `wait`).
         """
         if timeout is not None:
             timeout = _checks.wait_seconds(timeout)
         if not self._done:
+            _checks.outside_trio("ResponseFuture.result", "`await future.wait()`")
             if timeout is None and self._overdue is not None:
                 if not self._block(self.timeout):  # its deadline: the loop expires it
                     self._overdue(self)

@@ -291,8 +291,7 @@ class Invoker:
         self.go_away.connection_closed(conn)
         for fut in self.table.pop_connection(conn):
             reason = conn.close_reason or f"the {self.role} shut down"
-            fut._fail(RemotingSendRequestError(fut.addr, f"connection closed ({reason})",
-                                               connection_lost=True))
+            fut._fail(RemotingSendRequestError(fut.addr, reason, connection_lost=True))
 
     # ------------------------------------------------------------------ trio-native calls
 

@@ -4,8 +4,9 @@ faces share, `BlockingFace`; the server is in `_blocking_server`).
 Each runs the trio core in one daemon thread (`LoopThread`) and hands calls to it through the
 endpoint's inbox: calls made by many threads at once reach the loop in batches, with no task
 on the fast path. A calling thread then blocks on its future. Timeouts are enforced inside
-trio. Calling a blocking method from the loop's own thread would deadlock, so it raises
-`RuntimeError`; trio code uses `remoting.open_client` / `open_server` instead.
+trio. A blocking call made in any thread that runs trio (the loop's own, or an application's
+``trio.run``) would stall that loop until its timeout, so it raises `RuntimeError` at once
+(`outside_trio`); trio code uses `remoting.open_client` / `open_server` instead.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import weakref
 from time import monotonic
 from typing import TYPE_CHECKING, Final, NoReturn, Self, TypeVar
 
-from .._checks import config_of
+from .._checks import config_of, outside_trio
 from .._config import ClientConfig
 from .._errors import RemotingError
 from ._loop_thread import JOIN_TIMEOUT, LoopThread
@@ -252,8 +253,10 @@ class RemotingClient(BlockingFace):
             RemotingCommandError: the request cannot be encoded.
             RemotingError: the client is closed or not started.
             TypeError, ValueError: ``request`` is not a `RemotingCommand`, or ``timeout`` is
-                not a number of seconds (NaN); nothing was sent.
+                not a number of seconds >= 0 (NaN, -1); nothing was sent.
+            RuntimeError: called in a thread that runs trio (use the trio client there).
         """
+        outside_trio("RemotingClient.invoke_sync")
         self._check_caller()
         return self._caller.invoke_sync(addr, addr, request, timeout, retry_busy)
 
@@ -276,7 +279,9 @@ class RemotingClient(BlockingFace):
         Raises:
             RemotingConnectError, RemotingTimeoutError, RemotingTooManyRequestsError,
             RemotingSendRequestError: before the frame could be queued.
+            RuntimeError: called in a thread that runs trio (use the trio client there).
         """
+        outside_trio("RemotingClient.invoke_oneway")
         self._check_caller()
         self._caller.invoke_oneway(addr, addr, request, timeout)
 
@@ -290,7 +295,11 @@ class RemotingClient(BlockingFace):
         hooks as for one call, on each request: every before-hook on every request before any
         is sent (one that raises fails the whole call, as in `invoke_sync`, and nothing is
         sent), the after-hooks on each response once the batch is done.
+
+        Raises:
+            RuntimeError: called in a thread that runs trio (use the trio client there).
         """
+        outside_trio("RemotingClient.invoke_many")
         self._check_caller()
         return self._caller.invoke_many(addr, addr, requests, timeout, limit)
 

@@ -13,7 +13,7 @@ import trio
 
 from codec import FLAG_RESPONSE
 
-from .._checks import config_of, grace_seconds, the_request
+from .._checks import config_of, grace_seconds, outside_trio, the_request
 from .._config import ServerConfig
 from .._core._channel_handle import channel_of, channels_of
 from .._errors import RemotingError
@@ -115,6 +115,12 @@ class RemotingServer(BlockingFace):
                 target=self._stop, args=(loop, grace, deadline),
                 name="remoting-server-shutdown", daemon=True)
             stopper.start()
+        elif first and trio.lowlevel.in_trio_run():  # trio.from_thread refuses a trio thread
+            self._stopper = stopper = threading.Thread(
+                target=self._stop, args=(loop, grace, deadline),
+                name="remoting-server-shutdown", daemon=True)
+            stopper.start()
+            stopper.join(max(0.0, deadline - monotonic()))
         elif first:
             self._stop(loop, grace, deadline)
         elif not own_thread:
@@ -152,7 +158,12 @@ class RemotingServer(BlockingFace):
 
     def invoke_sync(self, channel: ChannelHandle, request: RemotingCommand,
                     timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
-        """Call a connected client (which registered a processor) and wait."""
+        """Call a connected client (which registered a processor) and wait.
+
+        Raises:
+            RuntimeError: called in a thread that runs trio (use `TrioRemotingServer`).
+        """
+        outside_trio("RemotingServer.invoke_sync", "TrioRemotingServer")
         self._check_caller()
         return channel_of(channel).invoke_sync(request, timeout)
 
@@ -166,6 +177,11 @@ class RemotingServer(BlockingFace):
 
     def invoke_oneway(self, channel: ChannelHandle, request: RemotingCommand,
                       timeout: float = DEFAULT_TIMEOUT) -> None:
-        """Send a oneway request to a connected client."""
+        """Send a oneway request to a connected client.
+
+        Raises:
+            RuntimeError: called in a thread that runs trio (use `TrioRemotingServer`).
+        """
+        outside_trio("RemotingServer.invoke_oneway", "TrioRemotingServer")
         self._check_caller()
         channel_of(channel).invoke_oneway(request, timeout)

@@ -21,9 +21,11 @@ from .._core._acceptor import Acceptor
 from .._core._channel_handle import channel_of, channels_of
 from .._core._endpoint import Endpoint
 from .._core._listen import bind_listeners, trio_listeners
+from .._errors import RemotingError
 from .._interceptors import ClientInterceptor, ServerInterceptor
 from .._log import log
 from .._observability._otel_setup import install_telemetry
+from ._one_error import raise_one
 
 if TYPE_CHECKING:
     import socket
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from .._core._channel_handle import ChannelHandle
     from .._core._events import ChannelEventListener
     from .._core._future import ResponseFuture
-    from .._errors import RemotingError
     from .._hooks import RPCHook
     from .._observability._statistics import EndpointStatistics
 
@@ -121,7 +122,10 @@ class TrioRemotingClient(_Face):
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the client's core until cancelled (use with ``nursery.start``)."""
         install_telemetry(self.endpoint)  # the SDK is configured by now, if the app uses one
-        await self.endpoint.run(task_status=task_status)
+        try:
+            await self.endpoint.run(task_status=task_status)
+        except BaseExceptionGroup as group:
+            raise_one(group)
 
     def update_name_server_address_list(self, addrs: list[str]) -> None:
         """Set the addresses used by calls with ``addr=None`` (round-robin, failover).
@@ -164,7 +168,7 @@ class TrioRemotingClient(_Face):
             RemotingTooManyRequestsError: no permit, or the peer does not drain its socket.
             RemotingCommandError: the request cannot be encoded.
             TypeError, ValueError: ``request`` is not a `RemotingCommand`, or ``timeout`` is
-                not a number of seconds (NaN); nothing was sent.
+                not a number of seconds >= 0 (NaN, -1); nothing was sent.
         Cancelling the call removes its entry; the response, if any, is dropped.
         """
         return await self._caller.ainvoke_sync(addr, addr, request, timeout, retry_busy)
@@ -218,6 +222,17 @@ class TrioRemotingServer(_Face):
         self._scope: trio.CancelScope | None = None
         self._accept_scope: trio.CancelScope | None = None
 
+    @property
+    def addr(self) -> str:
+        """``"bind_address:port"``, for clients on this machine (as `RemotingServer.addr`).
+
+        Raises:
+            RemotingError: the server is not bound yet (`bind`, `serve` or `open_server`).
+        """
+        if self.port is None:
+            raise RemotingError("TrioRemotingServer is not bound yet: call bind() or serve()")
+        return f"{self.config.bind_address}:{self.port}"
+
     def bind(self) -> int:
         """Bind the listening socket now (sync, idempotent); return the port.
 
@@ -249,6 +264,8 @@ class TrioRemotingServer(_Face):
                     nursery.start_soon(self._accept)
                     log.info("server.started", port=self.port, bind=self.config.bind_address)
                     task_status.started(self.port)
+        except BaseExceptionGroup as group:
+            raise_one(group)
         finally:
             with trio.CancelScope(shield=True):
                 await self._close_listeners()
@@ -352,26 +369,38 @@ class TrioRemotingServer(_Face):
 async def open_server(config: ServerConfig | None = None) -> AsyncIterator[TrioRemotingServer]:
     """Start a server for the duration of the block; ``server.port`` is set on entry.
 
+    What the block raises leaves it as itself (never wrapped in an exception group).
+
     Raises:
         RemotingStartError: the port cannot be bound, before anything starts.
     """
     server = TrioRemotingServer(config)
     server.bind()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.serve)
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve)
+            try:
+                yield server
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise_one(group)
 
 
 @asynccontextmanager
 async def open_client(config: ClientConfig | None = None) -> AsyncIterator[TrioRemotingClient]:
-    """Run a client for the duration of the block."""
+    """Run a client for the duration of the block.
+
+    What the block raises leaves it as itself (never wrapped in an exception group): an
+    ``except RemotingConnectError`` around the block catches a call's failure in it.
+    """
     client = TrioRemotingClient(config)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(client.serve)
-        try:
-            yield client
-        finally:
-            nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client.serve)
+            try:
+                yield client
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise_one(group)

@@ -9,6 +9,7 @@ terminal for the pass phrase of an encrypted key.
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -51,12 +52,11 @@ def server_context(config: ServerConfig) -> ssl.SSLContext | None:
         )
     auth = config.client_auth()  # "none" unless tls_ca_file is set (checked by the config)
     ca = config.tls_ca_file
-    addr = f"{config.bind_address}:{config.listen_port}"
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    _load_chain(addr, ctx, config.tls_cert_file, config.tls_key_file, config.tls_key_password)
+    _load_chain(ctx, config.tls_cert_file, config.tls_key_file, config.tls_key_password)
     if auth != "none":
         assert ca is not None
-        _load(addr, "tls_ca_file", (ca,), lambda: ctx.load_verify_locations(ca))
+        _load("tls_ca_file", (ca,), lambda: ctx.load_verify_locations(ca))
         ctx.verify_mode = ssl.CERT_OPTIONAL if auth == "optional" else ssl.CERT_REQUIRED
     return ctx
 
@@ -75,12 +75,12 @@ def client_context(config: ClientConfig) -> ssl.SSLContext | None:
     if key and not cert:  # it was ignored: the client connected without a certificate
         raise ValueError("tls_key_file needs tls_cert_file (the client certificate)")
     # With a CA file, only that CA is trusted (not the system's as well).
-    ctx = _load(None, "tls_ca_file", (ca,), lambda: ssl.create_default_context(cafile=ca))
+    ctx = _load("tls_ca_file", (ca,), lambda: ssl.create_default_context(cafile=ca))
     ctx.check_hostname = config.tls_check_hostname and config.tls_verify
     if not config.tls_verify:
         ctx.verify_mode = ssl.CERT_NONE
     if cert:
-        _load_chain(None, ctx, cert, key, config.tls_key_password)
+        _load_chain(ctx, cert, key, config.tls_key_password)
     return ctx
 
 
@@ -88,7 +88,7 @@ class _NoPassword(Exception):
     """Raised by the password callback: the key is encrypted and no password was given."""
 
 
-def _load_chain(addr: str | None, ctx: ssl.SSLContext, cert: str, key: str | None,
+def _load_chain(ctx: ssl.SSLContext, cert: str, key: str | None,
                 password: str | None) -> None:
     """Load the certificate chain and its key; never prompt for a pass phrase.
 
@@ -109,11 +109,11 @@ def _load_chain(addr: str | None, ctx: ssl.SSLContext, cert: str, key: str | Non
         "tls_cert_file (no tls_key_file: the key must then be in the same file)")
     key_file = key or cert
     try:
-        _load(addr, option, (cert, key),
+        _load(option, (cert, key),
               lambda: ctx.load_cert_chain(cert, key, password=give_password))
     except _NoPassword:
         raise RemotingStartError(
-            addr, f"the private key {key_file!r} is encrypted: give its password as "
+            None, f"the private key {key_file!r} is encrypted: give its password as "
                   "tls_key_password (tls.server.keyPassword / tls.client.keyPassword)"
         ) from None
     except RemotingStartError as exc:
@@ -122,23 +122,27 @@ def _load_chain(addr: str | None, ctx: ssl.SSLContext, cert: str, key: str | Non
                 or cause.reason == "KEY_VALUES_MISMATCH"):  # decrypted: another certificate's
             raise
         raise RemotingStartError(
-            addr, f"the private key {key_file!r} is encrypted and tls_key_password does not "
+            None, f"the private key {key_file!r} is encrypted and tls_key_password does not "
                   "decrypt it; check the password"
         ) from cause
 
 
-def _load(addr: str | None, option: str, files: tuple[str | None, ...],
-          load: Callable[[], T]) -> T:
-    """Return ``load()``; turn its bare OS or OpenSSL error into one that names the files."""
+def _load(option: str, files: tuple[str | None, ...], load: Callable[[], T]) -> T:
+    """Return ``load()``; turn its bare OS or OpenSSL error into one that names the files
+    (the one missing, when one is). The address is not the problem: the error has none."""
     try:
         return load()
     except OSError as exc:  # FileNotFoundError does not name the file here; ssl.SSLError
-        named = ", ".join(repr(f) for f in files if f)
-        why = (f"not PEM, or the key does not match the certificate ({exc.reason or exc})"
-               if isinstance(exc, ssl.SSLError) else exc.strerror or str(exc))
-        raise RemotingStartError(
-            addr, f"cannot load {option} {named}: {why}; check the path and the file's contents"
-        ) from exc
+        missing = [f for f in files if f and not os.path.exists(f)]
+        if isinstance(exc, FileNotFoundError) and missing:
+            named = ", ".join(repr(f) for f in missing)
+            reason = f"{option} {named}: No such file or directory; check the path"
+        else:
+            named = ", ".join(repr(f) for f in files if f)
+            why = (f"not PEM, or the key does not match the certificate ({exc.reason or exc})"
+                   if isinstance(exc, ssl.SSLError) else exc.strerror or str(exc))
+            reason = f"cannot load {option} {named}: {why}; check the path and the contents"
+        raise RemotingStartError(None, reason) from exc
 
 
 async def tls_client_stream(stream: trio.SocketStream, ctx: ssl.SSLContext, host: str,

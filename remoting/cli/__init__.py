@@ -53,15 +53,11 @@ def _run_demo(args: argparse.Namespace) -> int:
               "local[N], local[*], spark://HOST:PORT, yarn or k8s://URL", file=sys.stderr)
         return 2
     try:
-        from examples.demo import run_demo
-    except ImportError as exc:
-        missing = exc.name or str(exc)
-        if missing.split(".")[0] in ("pyspark", "pandas", "pyarrow", "numpy"):
-            print(f"remoting demo needs the spark extra ({missing} is missing): "
-                  "pip install 'trio-remoting[spark]'", file=sys.stderr)
-        else:
-            print(f"remoting demo runs from a source checkout (examples/ not importable: "
-                  f"{exc})", file=sys.stderr)
+        from ..spark._demo import run_demo
+    except ImportError as exc:  # remoting.spark says which module of the extra is missing
+        missing = exc.__cause__ if isinstance(exc.__cause__, ImportError) else exc
+        print(f"remoting demo needs the spark extra ({missing.name or missing} is missing): "
+              "pip install 'trio-remoting[spark]'", file=sys.stderr)
         return 2
     return run_demo(rows=args.rows, output=args.output, partitions=args.partitions,
                     master=args.master)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = ["TOOL_COMMANDS"]
 
-PING_CODE = 32_001  # any code: a server without a processor for it still answers
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -195,6 +194,7 @@ def _ping_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_ping(args: argparse.Namespace) -> int:
     from codec import RemotingCommand
 
+    from .._core._dispatch import PING_REQUEST_CODE
     from .._errors import RemotingError
 
     client = _client(args)
@@ -207,7 +207,7 @@ def _run_ping(args: argparse.Namespace) -> int:
             start = time.perf_counter()
             try:
                 response = client.invoke_sync(
-                    args.addr, RemotingCommand.create_request(PING_CODE), args.timeout)
+                    args.addr, RemotingCommand.create_request(PING_REQUEST_CODE), args.timeout)
             except RemotingError as exc:
                 failed += 1
                 print(f"{args.addr}: seq={i} {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -301,7 +301,32 @@ def _run_stats(args: argparse.Namespace) -> int:
         print(f"{code:>7} {stats['requests_received'].get(key, 0):>10} "
               f"{stats['error_replies'].get(key, 0):>8} "
               f"{stats['processor_queue'].get(key, 0):>7}")
+    _print_latency(stats.get("latency"))
     return 0
+
+
+LATENCY_COLUMNS = ("mean", "p50", "p90", "p99", "max")
+
+
+def _print_latency(latency: object) -> None:
+    """Print the latency table of a statistics reply when it has one (the calls that side
+    made, by request code: a server's are its calls to its clients); skip what is not one."""
+    if not isinstance(latency, dict):
+        return
+    rows = []
+    for key, summary in latency.items():
+        if not (isinstance(key, str) and key.lstrip("-").isdigit() and isinstance(summary, dict)
+                and all(isinstance(summary.get(c), int | float)
+                        for c in ("count", *LATENCY_COLUMNS))):
+            continue
+        rows.append((int(key), summary))
+    if not rows:
+        return
+    print("latency of its own calls, ms:")
+    print(f"{'code':>7} {'calls':>10} " + " ".join(f"{c:>8}" for c in LATENCY_COLUMNS))
+    for code, summary in sorted(rows, key=lambda row: row[0]):
+        print(f"{code:>7} {int(summary['count']):>10} "
+              + " ".join(f"{summary[c] * 1000:>8.2f}" for c in LATENCY_COLUMNS))
 
 
 def _commands() -> list[Command]:

@@ -1,4 +1,4 @@
-"""The sans-I/O layers never pull in trio (STYLE.md section 1): checked in a fresh interpreter."""
+"""The sans-I/O layers never pull in trio (docs/architecture.md): checked in a fresh interpreter."""
 
 from __future__ import annotations
 

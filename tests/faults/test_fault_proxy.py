@@ -42,12 +42,9 @@ from .support import ASYNC_ID_ECHO, ID_ECHO, AsyncIdEcho, IdEcho, Ledger, Seen
 TIMEOUT = 2.0  # per call, in the faulty wave
 MARGIN = 1.0  # scheduling slack allowed past a deadline (threads, a loaded CI machine)
 PER_KIND = 6  # calls of each kind (sync, async, oneway) per client per wave
-# Oneway calls are sent after the wave's sync/async calls ended, not among them: a oneway
-# queued while the connection's writer is sending a batch without oneways gets its permit
-# released twice (remoting/_connection.py `_writer` keeps a reference to the live `_on_sent`
-# list when it is empty), which crashes the client's event loop with "semaphore released too
-# many times" (see test_faults.py::test_oneway_queued_during_a_write_releases_its_permit_once).
-# Set to True once that is fixed.
+# Oneway calls are sent among the wave's sync/async calls. False sends them after those ended:
+# the workaround, while a oneway queued during a write got its permit released twice (fixed;
+# test_faults.py::test_oneway_queued_during_a_write_releases_its_permit_once guards it).
 ONEWAY_CONCURRENT = True
 
 FAULTS = {

@@ -167,7 +167,7 @@ def test_blocking_call_from_the_loop_thread_raises(blocking_server: RemotingServ
         pushed = blocking_server.invoke_sync(channel, req(PUSHED), timeout=5)
     assert pushed.code == ResponseCode.SUCCESS
     assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError)
-    assert "event loop's thread" in str(outcome[0])
+    assert "runs a trio event loop" in str(outcome[0])
 
 
 def test_calls_after_shutdown_raise_and_shutdown_is_idempotent(

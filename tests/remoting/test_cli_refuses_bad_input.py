@@ -178,16 +178,16 @@ def test_stats_from_a_code_not_served_by_the_stats_processor_is_one_line(
 
 @pytest.fixture
 def fake_demo(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Stands in for examples.demo: records the master instead of starting Spark."""
+    """Stands in for the demo job: records the master instead of starting Spark."""
     masters: list[str] = []
 
     def run_demo(*, rows: int, output: Path, partitions: int | None, master: str) -> int:
         masters.append(master)
         return 0
 
-    module = types.ModuleType("examples.demo")
+    module = types.ModuleType("remoting.spark._demo")
     module.run_demo = run_demo  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "examples.demo", module)
+    monkeypatch.setitem(sys.modules, "remoting.spark._demo", module)
     return masters
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from codec import LanguageCode, RemotingCommand, ResponseCode
 from processors import AsyncEchoProcessor, EchoProcessor, RequestContext, RequestProcessor
-from remoting import ServerConfig
+from remoting import PING_REQUEST_CODE, ServerConfig
 from remoting._core._dispatch import Dispatcher, ProcessorEntry, Refusal
 from remoting._core._threads import Inbox
 from remoting._observability._statistics import Counters
@@ -33,7 +33,18 @@ class Rejects(RequestProcessor):
 def test_an_unknown_code_is_refused_with_rocketmqs_remark() -> None:
     refusal = dispatcher().route(req(77))
     assert refusal == Refusal(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                              " request type 77 not supported", "unknown code")
+                              "request type 77 not supported", "unknown code")
+
+
+def test_a_ping_without_a_processor_of_its_own_is_answered_success() -> None:
+    d = dispatcher()
+    d.register(None, AsyncEchoProcessor())  # a default processor does not take it
+    d.shutting_down = True  # nor does draining: a ping asks whether the server lives
+    refusal = d.route(req(PING_REQUEST_CODE))
+    assert refusal == Refusal(ResponseCode.SUCCESS, "pong", "ping")
+    d.register(PING_REQUEST_CODE, EchoProcessor())
+    d.shutting_down = False
+    assert isinstance(d.route(req(PING_REQUEST_CODE)), ProcessorEntry)
 
 
 def test_the_default_processor_takes_unknown_codes() -> None:

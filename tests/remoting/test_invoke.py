@@ -93,7 +93,7 @@ async def test_unknown_code_gets_request_code_not_supported(
 ) -> None:
     response = await client.invoke_sync(addr_of(server), request(777), timeout=5)
     assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-    assert response.remark == " request type 777 not supported"
+    assert response.remark == "request type 777 not supported"  # no leading space
 
 
 async def test_rejecting_processor_gets_system_busy(

@@ -1,8 +1,8 @@
 """Spark fixtures: one local[2] SparkSession for the whole run, and the test service.
 
 The service runs in this process in a plain background thread (`RemotingServer.start`), not
-in a pytest-trio fixture: those are function-scoped, and the session outlives them. Settings
-follow ECOSYSTEM.md 2.7: two task slots (two Python workers), small Arrow batches (so every
+in a pytest-trio fixture: those are function-scoped, and the session outlives them. Settings:
+two task slots (two Python workers, as a small executor has), small Arrow batches (so every
 job runs several batches per task), no UI.
 """
 
@@ -20,7 +20,8 @@ from remoting import RemotingServer, ServerConfig
 
 from .service import Recorder, register
 
-# Spark starts `python3` from PATH for its workers unless told otherwise (ANCHORS.md).
+# Spark starts `python3` from PATH for its workers unless told otherwise: this interpreter has
+# the package and pyspark.
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # all traffic stays on loopback
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -1,10 +1,10 @@
 """The demo job behind ``remoting demo`` (and ``make demo``).
 
-It starts the feature-store service (`examples.feature_store`) on 127.0.0.1 in a background
-thread, runs a local-mode Spark job over synthetic rows that scores every row through the
-service twice, once per row (`remote_udf`) and once per Arrow batch (`remote_map_in_arrow`),
-writes both enriched tables to Parquet, checks every score against the local computation,
-prints a summary per mode, and stops everything.
+It starts the feature-store service (`_feature_store`) on 127.0.0.1 in a background thread,
+runs a local-mode Spark job over synthetic rows that scores every row through the service
+twice, once per row (`remote_udf`) and once per Arrow batch (`remote_map_in_arrow`), writes
+both enriched tables to Parquet, checks every score against the local computation, prints a
+summary per mode, and stops everything.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from typing import IO, TYPE_CHECKING, Any
 import pandas as pd
 from pyspark.accumulators import AccumulatorParam
 
-from remoting import RemotingServer, ServerConfig
-from remoting.spark import remote_map_in_arrow, remote_udf, with_remote_column
-
-from .feature_store import SCORE, SCORE_BATCH, FeatureTable, register
-from .shipping import zip_packages
+from ..._config import ServerConfig
+from ...blocking import RemotingServer
+from .._batch_udf import remote_map_in_arrow
+from .._columns import with_remote_column
+from .._row_udf import remote_udf
+from ._feature_store import SCORE, SCORE_BATCH, FeatureTable, register
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,10 +65,11 @@ class ModeResult:
         return self.rows / self.seconds if self.seconds else 0.0
 
 
-def _spark(partitions: int, master: str, ship_to: Path) -> SparkSession:
+def _spark(partitions: int, master: str, progress_bar: bool) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    # Spark runs `python3` from PATH for its workers unless told (ANCHORS.md).
+    # Spark runs `python3` from PATH for its workers unless told: this interpreter has the
+    # package (and pyspark) installed.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # all traffic stays on loopback
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -75,22 +77,25 @@ def _spark(partitions: int, master: str, ship_to: Path) -> SparkSession:
     builder = (
         SparkSession.builder.master(master).appName("trio-remoting demo")
         .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "true")
+        # Spark's bar redraws one line of stderr with carriage returns: in a file or a pipe
+        # (stdout and stderr often the same) it ran into the demo's own lines
+        .config("spark.ui.showConsoleProgress", "true" if progress_bar else "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
     )
-    if not master.startswith("local"):
-        # Executors of a cluster do not see this checkout: ship its packages (the UDFs refer
-        # to examples.*). They run this interpreter, so the cluster's workers must be on this
-        # host; docs/spark.md shows how to ship a packed virtualenv to other hosts.
-        code = zip_packages(HERE.parent, ("codec", "processors", "remoting", "examples"),
-                            ship_to / "demo-code.zip")
-        builder = builder.config("spark.submit.pyFiles", str(code))
+    # A cluster's executors run this interpreter (PYSPARK_PYTHON), which has the package: its
+    # workers must be on this host; docs/spark.md shows how to ship a packed virtualenv to
+    # other hosts.
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def _on_a_terminal(out: IO[str]) -> bool:
+    """Whether both the demo's lines and Spark's progress bar (stderr) go to a terminal."""
+    return out.isatty() and sys.stderr.isatty()
 
 
 def _latencies(stats: list[tuple[Any, ...]]) -> tuple[float, float]:
@@ -196,7 +201,7 @@ def run_demo(rows: int = 1_000_000, output: Path = Path("output"),
         where = f"Spark {master}" + (f" on {cores} cores" if master == "local[*]" else "")
         print(f"demo: feature-store service on {server.addr}; {where}, "
               f"{rows:,} rows in {partitions} partitions -> {target}", file=out, flush=True)
-        spark = _spark(partitions, master, target)
+        spark = _spark(partitions, master, progress_bar=_on_a_terminal(out))
         from pyspark.sql import functions as F
 
         users = len(table)
