@@ -144,7 +144,7 @@ class Connection:
         self._on_response: Callable[[Connection, RemotingCommand], None] = (
             owner.response_received)
         self._counters = counters
-        self._decoder = FrameDecoder(config.max_frame_bytes)
+        self._decoder = FrameDecoder(config.max_frame_bytes, config.max_header_bytes)
         self._partial_frame_timeout = config.partial_frame_timeout
         self._partial_since: float | None = None  # when the frame in progress began
         self._lent: bytearray | None = None  # the pooled buffer the decoder is filling

@@ -103,7 +103,8 @@ class Dispatcher:
         self._role = role
         self._name = f"remoting-{role}"
         self._config = config
-        self._max_frame = config.max_frame_bytes  # the peer's limit too, as RocketMQ assumes
+        self._max_frame = config.max_frame_bytes  # the peer's limits too, as RocketMQ assumes
+        self._max_header = config.max_header_bytes
         self._counters = counters
         self._inbox = inbox
         self._owner = owner  # whose threads the pools' threads are (see _threads)
@@ -292,7 +293,8 @@ class Dispatcher:
     def write_response(self, conn: Connection, request: RemotingCommand,
                        response: RemotingCommand) -> None:
         """Send a response produced later (long polling, `RequestContext.write_response`)."""
-        self._send_reply(conn, request.code, encode_reply(request, response, self._max_frame))
+        self._send_reply(conn, request.code,
+                         encode_reply(request, response, self._max_frame, self._max_header))
 
     def _run_async(self, conn: Connection, request: RemotingCommand,
                    processor: AsyncRequestProcessor) -> Suspended | None:
@@ -305,25 +307,26 @@ class Dispatcher:
         coro: Coroutine[Any, Any, Any] = (
             processor.process_request(conn.ctx, request) if serve is None
             else run_async_request(serve, self._server_call(conn, request, processor),
-                                   self._max_frame))
+                                   self._max_frame, self._max_header))
         wrapped = serve is not None  # run_async_request's coroutine: its value is the reply
         try:
             trap = context.run(coro.send, None)
         except StopIteration as finished:
             reply = finished.value if wrapped else (
                 None if finished.value is None
-                else encode_reply(request, finished.value, self._max_frame))
+                else encode_reply(request, finished.value, self._max_frame,
+                                  self._max_header))
             self._processed(conn, request.code, reply)
             return None
         except (*FAILURES, GeneratorExit) as exc:  # only a bare processor's own failure
-            self._processed(conn, request.code,
-                            encode_reply(request, failure(request, exc), self._max_frame))
+            self._processed(conn, request.code, encode_reply(
+                request, failure(request, exc), self._max_frame, self._max_header))
             return None
         except BaseException:
             self._processed(conn, request.code, None)
             raise
         return Suspended(request, coro, trap, context, wrapped=wrapped, limit=self._max_frame,
-                         done=partial(self._processed, conn))
+                         header_limit=self._max_header, done=partial(self._processed, conn))
 
     def _run_sync(self, task: SyncTask, alone: bool) -> Reply | None:
         """Run one sync processor (on a pool thread; touches no loop state).
@@ -337,13 +340,14 @@ class Dispatcher:
             try:
                 response = processor.process_request(conn.ctx, request)
             except BaseException as exc:  # on a pool thread: only the processor raises these
-                reply = encode_reply(request, failure(request, exc), self._max_frame)
+                reply = encode_reply(request, failure(request, exc), self._max_frame,
+                                     self._max_header)
             else:
-                reply = None if response is None else encode_reply(request, response,
-                                                                    self._max_frame)
+                reply = None if response is None else encode_reply(
+                    request, response, self._max_frame, self._max_header)
         else:
             reply = run_sync_request(serve, self._server_call(conn, request, processor),
-                                     self._max_frame)
+                                     self._max_frame, self._max_header)
         if alone and reply is not None:
             frame, code = reply
             if frame is not None and conn.send_from_thread(frame):

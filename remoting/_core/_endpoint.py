@@ -244,7 +244,8 @@ class Endpoint:
         try:
             oneway = request.with_opaque(request.opaque)
             oneway.flag = request.flag | FLAG_ONEWAY
-            frame = encode_frame_parts(oneway, self.invoker.max_frame)
+            frame = encode_frame_parts(oneway, self.invoker.max_frame,
+                                       self.invoker.max_header)
         except Exception as exc:
             raise translate(exc, "encode", None) from exc
         sent = 0

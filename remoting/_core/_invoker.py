@@ -65,7 +65,8 @@ class Invoker:
                  permits: tuple[int, int], go_away_retry: bool,
                  close_on_sync_timeout: bool) -> None:
         self.role = role
-        self.max_frame = config.max_frame_bytes  # the peer's limit too, as RocketMQ assumes
+        self.max_frame = config.max_frame_bytes  # the peer's limits too, as RocketMQ assumes
+        self.max_header = config.max_header_bytes
         self.callbacks = callbacks  # with `inbox`: what futures need (CallSupport)
         self.inbox = inbox
         self.table = ResponseTable()
@@ -142,7 +143,7 @@ class Invoker:
         if request.opaque in entries:
             request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
         try:
-            frame = encode_frame_parts(request, self.max_frame)
+            frame = encode_frame_parts(request, self.max_frame, self.max_header)
         except Exception as exc:
             fut._fail(translate(exc, "encode", fut.addr))
             return
@@ -171,7 +172,7 @@ class Invoker:
         try:  # a copy, not set-and-restore: a thread may be encoding the same command
             oneway = request.with_opaque(request.opaque)
             oneway.flag = request.flag | FLAG_ONEWAY
-            frame = encode_frame_parts(oneway, self.max_frame)
+            frame = encode_frame_parts(oneway, self.max_frame, self.max_header)
         except Exception as exc:
             permits.give()
             raise translate(exc, "encode", conn.remote_addr) from exc
