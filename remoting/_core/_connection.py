@@ -14,9 +14,11 @@ Theory of operation:
 - Sending is the `Sender`'s (queue, writer task, send gate): ``send``, ``flush`` and
   ``send_from_thread`` here are its methods.
 - Back-pressure: above the high water mark, senders wait (`Sender.wait_writable`) and a
-  server's reader pauses until the queue is under the low water mark (a client's never: it
-  reads responses, which drain the server). With ``max_requests_per_connection`` requests in
-  processing, the next request is held and reads pause; answers read before it still count.
+  server's reader pauses until the queue is under the low water mark. A client's never
+  pauses: it reads responses, which drain the server (both pausing would deadlock); it drops
+  the requests it reads meanwhile that need an answer instead (`Dispatcher.route`), so its
+  queue stays bounded too. With ``max_requests_per_connection`` requests in processing, the
+  next request is held and reads pause; answers read before it still count.
 - A frame still incomplete ``partial_frame_timeout`` seconds after it began closes the
   connection, however the bytes trickle in (slowloris).
 - Any failure of the transport, or a codec error, closes this connection only; the owner then
@@ -122,6 +124,7 @@ class Connection:
         self.abandoned = 0  # calls on it given up (timed out, cancelled): late answers expected
         self.orphans = 0  # responses on it that matched no call
         self.overloaded = 0  # its requests refused with SYSTEM_BUSY by a full pool
+        self.dropped = 0  # its requests dropped unanswered: the peer did not read (a client's)
         self.going_away = False  # the peer answered GO_AWAY: no new calls (`_go_away`)
         self.max_processing = max_processing
         self._now = trio.lowlevel.current_clock().current_time  # the loop's clock, bound once

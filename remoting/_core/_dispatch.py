@@ -4,7 +4,9 @@ Theory of operation (loop thread only):
 - `route` is the decision, sans-I/O: the processor entry for a request, or the `Refusal` to
   answer instead, in RocketMQ's order: unknown code -> REQUEST_CODE_NOT_SUPPORTED; shutting
   down -> GO_AWAY (to peers that understand it); ``reject_request()`` -> SYSTEM_BUSY
-  ``[REJECTREQUEST]``; a full pool -> SYSTEM_BUSY ``[OVERLOAD]``.
+  ``[REJECTREQUEST]``; a full pool -> SYSTEM_BUSY ``[OVERLOAD]``. Before all of these, a
+  client drops, unanswered, a request that needs an answer while its connection's queue is
+  over the high water mark (the peer does not read): see `route`.
 - `request_received` acts on it. An async processor runs its first step right there, in the
   reader (most finish without suspending); one that suspends is returned as a `Suspension`
   for the reader to finish. A sync processor's request is recorded in its code's pool; the
@@ -80,11 +82,11 @@ class ProcessorEntry:
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """The reply that replaces a request's processing."""
+    """The reply that replaces a request's processing (none is sent when ``"unanswerable"``)."""
 
     code: int
     remark: str
-    reason: Literal["unknown code", "going away", "rejected", "overloaded"]
+    reason: Literal["unknown code", "going away", "rejected", "overloaded", "unanswerable"]
 
 
 def _overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bool:
@@ -105,6 +107,8 @@ class Dispatcher:
         self._config = config
         self._max_frame = config.max_frame_bytes  # the peer's limits too, as RocketMQ assumes
         self._max_header = config.max_header_bytes
+        # a client's reader never pauses (module docstring of _connection): it sheds instead
+        self._sheds = role == "client"
         self._counters = counters
         self._inbox = inbox
         self._owner = owner  # whose threads the pools' threads are (see _threads)
@@ -212,8 +216,19 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ the decision
 
-    def route(self, request: RemotingCommand) -> ProcessorEntry | Refusal:
-        """Return the entry that processes ``request``, or the `Refusal` to answer instead."""
+    def route(self, request: RemotingCommand, backlogged: bool = False
+              ) -> ProcessorEntry | Refusal:
+        """Return the entry that processes ``request``, or the `Refusal` to answer instead.
+
+        ``backlogged``: the request came on a connection whose reader does not pause (a
+        client's) while its queue of frames to send is over the high water mark: its peer
+        is not reading. Then a request that needs an answer is refused with no answer at all
+        (``"unanswerable"``): every answer, even an error reply, would grow that queue
+        without bound. A server stops reading instead; a client cannot, since it must go on
+        reading the responses that drain the server (both pausing would deadlock).
+        """
+        if backlogged and not request.flag & 2:  # oneway requests need no answer
+            return _UNANSWERABLE
         entry = self.processors.get(request.code) or self.default
         if entry is None:
             # RocketMQ's remark for an unknown code (the leading space is theirs)
@@ -245,7 +260,7 @@ class Dispatcher:
         received = self._counters.received
         code = request.code
         received[code] = received.get(code, 0) + 1
-        entry = self.route(request)
+        entry = self.route(request, self._sheds and conn.queued_bytes > conn.high_water)
         if type(entry) is Refusal:
             self._refuse(conn, request, entry)
             return None
@@ -269,6 +284,14 @@ class Dispatcher:
             pools.clear()
 
     def _refuse(self, conn: Connection, request: RemotingCommand, refusal: Refusal) -> None:
+        if refusal is _UNANSWERABLE:
+            self._counters.requests_dropped += 1
+            conn.dropped += 1
+            if conn.dropped & (conn.dropped - 1) == 0:  # 1, 2, 4, 8...: never a flood
+                log.warning("request.dropped", code=request.code, peer=conn.remote_addr,
+                            queued_bytes=conn.queued_bytes, dropped_on_connection=conn.dropped,
+                            reason="the peer does not read the answers already queued")
+            return
         if refusal is _OVERLOADED:
             conn.overloaded += 1
             if conn.overloaded & (conn.overloaded - 1) == 0:  # 1, 2, 4, 8...: never a flood
@@ -401,3 +424,4 @@ class Dispatcher:
 _GOING_AWAY: Final = Refusal(ResponseCode.GO_AWAY, GO_AWAY_REMARK, "going away")
 _REJECTED: Final = Refusal(ResponseCode.SYSTEM_BUSY, REJECT_REMARK, "rejected")
 _OVERLOADED: Final = Refusal(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK, "overloaded")
+_UNANSWERABLE: Final = Refusal(ResponseCode.SYSTEM_BUSY, "", "unanswerable")  # no reply sent

@@ -294,6 +294,7 @@ class Endpoint:
             bytes_written=c.bytes_written + sum(
                 conn.sender.bytes_sent_by_threads for conn in self.connections),
             go_away_received=c.go_away,
+            requests_dropped=c.requests_dropped,
         )
 
 
