@@ -7,7 +7,9 @@ Theory of operation:
 - Reading: each command a read completes is handed to the owner synchronously (requests on
   one connection are pipelined). Frames to send meanwhile are only queued ("holding"), then
   leave in one send, and the owner is told (`read_done`) so that it hands the read's requests
-  to processor pools together.
+  to processor pools together. Once the connection is closed (a misbehaving peer, a codec
+  error, a processor's ``close``), nothing more of what it sent is decoded: the rest of the
+  read is dropped with it.
 - An async processor runs its first step in the reader (no task switch). If it suspends, the
   reader keeps it: a suspended coroutine belongs to the task that ran it. A new reader task
   takes over and this one finishes the processor (`Suspension.finish`).
@@ -185,7 +187,7 @@ class Connection:
         if n & (n - 1) == 0:
             log.warning("response.orphaned", opaque=response.opaque, code=response.code,
                         peer=self.remote_addr, orphaned_on_connection=n)
-        if n > self.abandoned + MAX_UNEXPECTED:
+        if n > self.abandoned + MAX_UNEXPECTED and not self.closed:  # one event per close
             log.warning("connection.misbehaving", conn_id=self.id, peer=self.remote_addr,
                         orphaned=n, given_up=self.abandoned)
             self.close(f"{n} responses matched no call (only {self.abandoned} calls were "
@@ -240,13 +242,14 @@ class Connection:
         try:
             held = self._held  # a request that came while `limit` were in processing
             if held is not None:
-                if self.processing >= limit:
+                if self.processing >= limit or self.closed:
                     return None
                 self._held = None
                 suspension = on_request(self, held)
                 if suspension is not None:
                     return suspension
-            while (cmd := decoder.next_command()) is not None:
+            # closed by what a command did (misbehaving, a processor's close): read no further
+            while not self.closed and (cmd := decoder.next_command()) is not None:
                 decoded += 1
                 if cmd.flag & 1:  # answers are taken at the limit too: a call back waits on one
                     on_response(self, cmd)
