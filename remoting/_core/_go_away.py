@@ -24,6 +24,7 @@ import trio
 
 from codec import next_opaque
 
+from .._errors import RemotingSendRequestError
 from .._log import log
 
 if TYPE_CHECKING:
@@ -89,8 +90,9 @@ class GoAway:
             return False
         target = fut.retry_target
         if fut.resent or isinstance(target, bool) or self._nursery is None:
-            fut._fail_send("the peer is shutting down (GO_AWAY)"
-                           + (", also after one resend" if fut.resent else ""))
+            fut._fail(RemotingSendRequestError(
+                fut.addr, "the peer is shutting down (GO_AWAY)"
+                + (", also after one resend" if fut.resent else ""), going_away=True))
             return True
         fut.resent = True
         self._nursery.start_soon(self._resend, target, fut)
