@@ -127,7 +127,6 @@ class Connection:
         self.orphans = 0  # responses on it that matched no call
         self.overloaded = 0  # its requests refused with SYSTEM_BUSY by a full pool
         self.dropped = 0  # its requests dropped unanswered: the peer did not read (a client's)
-        self.going_away = False  # the peer answered GO_AWAY: no new calls (`_go_away`)
         self.max_processing = max_processing
         self._now = trio.lowlevel.current_clock().current_time  # the loop's clock, bound once
         self._last_read = self._now()
@@ -161,6 +160,11 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"<Connection #{self.id} {self.remote_addr}{' closed' if self.closed else ''}>"
+
+    @property
+    def going_away(self) -> bool:
+        """True once the peer answered GO_AWAY here: no new call goes on it (`_go_away`)."""
+        return not self.sender.takes_calls
 
     @property
     def tls_version(self) -> str | None:

@@ -1,6 +1,11 @@
 """`Dispatcher`: the receiving side (as RocketMQ's ``NettyRemotingAbstract.processRequestCommand``).
 
-Theory of operation (loop thread only):
+Theory of operation (loop thread only, but for registration):
+- Registering (`register`, `register_hook`, `register_interceptor`) may happen on any thread,
+  a blocking face's caller, while the loop and other threads (a pool's, OpenTelemetry's
+  metric reader in `queue_depths`) read what it changes. So what it changes is replaced,
+  never mutated: a reader holds one consistent dict or list, and writers take
+  ``_register_lock`` (no reader does) so that two registrations never lose one another.
 - `route` is the decision, sans-I/O: the processor entry for a request, or the `Refusal` to
   answer instead, in RocketMQ's order: unknown code -> REQUEST_CODE_NOT_SUPPORTED; shutting
   down -> GO_AWAY (to peers that understand it); ``reject_request()`` -> SYSTEM_BUSY
@@ -19,6 +24,7 @@ Theory of operation (loop thread only):
 
 from __future__ import annotations
 
+import threading
 from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
@@ -112,6 +118,7 @@ class Dispatcher:
         self._counters = counters
         self._inbox = inbox
         self._owner = owner  # whose threads the pools' threads are (see _threads)
+        self._register_lock = threading.Lock()  # writers of the tables below (docstring)
         self.processors: dict[int, ProcessorEntry] = {}
         self.default: ProcessorEntry | None = None
         self.hooks: list[RPCHook] = []
@@ -157,18 +164,20 @@ class Dispatcher:
                     on_pending=self._pools_to_flush.append,
                     on_thread_start=lambda: mark_own_thread(self._owner),
                 )
-            self._pools.append(pool)
         else:
             raise TypeError(
                 "processor must subclass processors.RequestProcessor or AsyncRequestProcessor"
             )
         entry = ProcessorEntry(processor=processor, pool=pool,
                                may_reject=_overrides_reject(processor))
-        if code is None:
-            replaced, self.default = self.default, entry
-        else:
-            replaced = self.processors.get(code)
-            self.processors[code] = entry
+        with self._register_lock:  # replaced, never mutated: readers iterate on other threads
+            if pool is not None:
+                self._pools = [*self._pools, pool]
+            if code is None:
+                replaced, self.default = self.default, entry
+            else:
+                replaced = self.processors.get(code)
+                self.processors = {**self.processors, code: entry}
         if replaced is not None and isinstance(replaced.pool, ProcessorPool):
             self._retire(replaced.pool)
 
@@ -187,23 +196,25 @@ class Dispatcher:
         """Run ``hook`` around every processor (once, in registration order); a `TypeError`
         if it lacks a method of `RPCHook`."""
         rpc_hook(hook)
-        if hook not in self.hooks:
-            self.hooks.append(hook)
-            self._compose()
+        with self._register_lock:
+            if hook not in self.hooks:
+                # in place: the client's Caller shares this list (the server's requests
+                # run a snapshot of it, see _compose)
+                self.hooks.append(hook)
+                self._compose()
 
     def register_interceptor(self, interceptor: ServerInterceptor, *,
                              outermost: bool = False) -> None:
         """Run ``interceptor`` around every processor, inside those registered before
         (``outermost``: outside every other, telemetry)."""
-        if interceptor not in self.interceptors:
-            if outermost:
-                self.interceptors.insert(0, interceptor)
-            else:
-                self.interceptors.append(interceptor)
-            self._compose()
+        with self._register_lock:
+            if interceptor not in self.interceptors:
+                self.interceptors = ([interceptor, *self.interceptors] if outermost
+                                     else [*self.interceptors, interceptor])
+                self._compose()
 
     def _compose(self) -> None:
-        hooks = self.hooks
+        hooks = tuple(self.hooks)  # a request runs the before- and after-hooks of one set
         self._serve_sync = chain([i.intercept_request for i in self.interceptors],
                                  partial(serve_sync, hooks))
         self._serve_async = chain_async([i.intercept_request_async for i in self.interceptors],

@@ -210,8 +210,7 @@ class Endpoint:
     def connection_closed(self, conn: Connection) -> None:
         """Forget ``conn`` and fail its pending calls at once (RocketMQ failFast)."""
         self.connections.discard(conn)
-        self.counters.bytes_written += conn.sender.bytes_sent_by_threads
-        conn.sender.bytes_sent_by_threads = 0
+        self.counters.bytes_written += conn.sender.take_bytes_sent_by_threads()
         self.channels.forget(conn)
         self.invoker.connection_lost(conn)
         if conn.broken:

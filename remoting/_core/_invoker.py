@@ -244,11 +244,13 @@ class Invoker:
         try:
             if conn.queued_bytes > conn.high_water:
                 with trio.move_on_at(deadline):
-                    await conn.wait_writable()
-                if conn.closed:
+                    await conn.wait_writable()  # also ends when it is told GO_AWAY
+                if conn.going_away:  # it may close next, with nothing of this call on it
+                    pass  # go elsewhere (below)
+                elif conn.closed:
                     raise translate(trio.ClosedResourceError("connection is closed"), "send",
                                     conn.remote_addr)
-                if conn.queued_bytes > conn.high_water:
+                elif conn.queued_bytes > conn.high_water:
                     raise RemotingTooManyRequestsError(
                         f"{conn.queued_bytes} bytes wait to be sent to a peer that is not "
                         f"reading (high water mark {conn.high_water}); gave up after "
