@@ -181,8 +181,9 @@ for _name in _OTEL_LOGGERS:
 @contextmanager
 def _quiet() -> Iterator[None]:
     """Keep OpenTelemetry's propagators from logging in this thread meanwhile."""
+    previous = getattr(_EXTRACTING, "active", False)
     _EXTRACTING.active = True
     try:
         yield
     finally:
-        _EXTRACTING.active = False
+        _EXTRACTING.active = previous

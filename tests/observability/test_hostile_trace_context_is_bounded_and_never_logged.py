@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry import baggage, trace
 
 from codec import RemotingCommand, ResponseCode
@@ -112,3 +114,31 @@ def test_a_valid_tracestate_and_baggage_still_travel() -> None:
     context = trace.get_current_span(found).get_span_context()
     assert dict(context.trace_state) == {"congo": "t61rcWkgMzE", "rojo": "00f067aa0ba902b7"}
     assert baggage.get_all(found) == {"tenant": "acme", "region": "eu"}
+
+
+_FIELD_TEXT = st.text(st.characters(codec="utf-8"), max_size=600) | st.text(
+    st.sampled_from("abc0123456789-=,; \t\n\r@*/%\x00\x7f\u00e9"), max_size=9000)
+
+
+@given(traceparent=st.sampled_from([PARENT, PARENT[:-1] + "0", "01" + PARENT[2:] + "-x"])
+       | _FIELD_TEXT, tracestate=_FIELD_TEXT | st.none(), bag=_FIELD_TEXT | st.none())
+def test_extract_never_logs_nor_raises_on_any_trace_fields(
+    traceparent: str, tracestate: str | None, bag: str | None,
+) -> None:
+    ext: dict[str, str | None] = {"traceparent": traceparent}
+    if tracestate is not None:
+        ext["tracestate"] = tracestate
+    if bag is not None:
+        ext["baggage"] = bag
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        extract(ext)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    assert out.getvalue() == ""
