@@ -2,7 +2,7 @@
 
 Not a test: a standalone script for docs/security.md (why ``max_header_bytes`` is 64 KiB).
 
-    .venv/bin/python bench/header_cost.py [--kib N] [--repeats R]
+    .venv/bin/python bench/header_cost.py [--kib N] [--repeats R] [--live MB]
 
 Every row decodes one frame whose header is N KiB (64 by default) of one shape through the
 `FrameDecoder` a connection uses, limit raised out of the way, and prints the best of R runs
@@ -12,6 +12,12 @@ sends (one large value: a message's properties). The last rows decode the same b
 small requests and as the smallest frames there are, for scale (decoding only: a request
 costs its dispatch too). A header limit bounds what one frame costs, not what a peer's
 bytes cost in all.
+
+``--live MB`` also measures a real server on 127.0.0.1: the CPU time its process spends per
+MB a peer (a child process, sending and reading the answers) sends of the smallest valid
+requests (an unknown code: each decoded, dispatched and answered) and of the slowest
+headers ``max_header_bytes`` lets in (relaxed JSON, a list of numbers). This is what a
+flood of each costs the event loop, per byte.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import struct
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -106,10 +113,47 @@ def decode_all(data: bytes) -> Callable[[], int]:
     return run
 
 
+_PEER = r"""
+import socket, struct, sys, threading
+port, kind, size = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+if kind == "small":
+    fixed = struct.pack(">hBhiii", 999, 0, 0, 1, 0, 0) + struct.pack(">i", 0)
+    one = struct.pack(">iI", 4 + len(fixed), (1 << 24) | len(fixed)) + fixed
+else:
+    head = b"{code:999,flag:0,language:'JAVA',opaque:7,version:0,extFields:{a:["
+    h = head + b"1," * ((65536 - len(head) - 4) // 2) + b"1]}}"
+    one = struct.pack(">iI", 4 + len(h), len(h)) + h
+sock = socket.create_connection(("127.0.0.1", port))
+reader = threading.Thread(target=lambda: [None for _ in iter(lambda: sock.recv(1 << 20), b"")])
+reader.start()
+sock.sendall(one * (size // len(one)))
+sock.shutdown(socket.SHUT_WR)
+reader.join()
+"""
+
+
+def live(megabytes: int) -> None:
+    """Print the server's CPU time per MB of each flood (see the module docstring)."""
+    from remoting import RemotingServer
+
+    with RemotingServer() as server:
+        print(f"# a server on 127.0.0.1, {megabytes} MB from a peer process; CPU time of the "
+              "server's process")
+        for kind, name in (("small", "smallest valid requests (answered)"),
+                           ("relaxed", "relaxed JSON headers of 64 KiB")):
+            start = time.process_time()
+            subprocess.run([sys.executable, "-c", _PEER, str(server.port), kind,
+                            str(megabytes << 20)], check=True, timeout=600)
+            spent = time.process_time() - start
+            print(f"{name:44s} {spent * 1e3 / megabytes:8.1f} ms/MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kib", type=int, default=64, help="header size (KiB)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--live", type=int, default=0, metavar="MB",
+                        help="also measure a live server per MB of each flood")
     args = parser.parse_args()
     size = args.kib * 1024
     print(f"# one header of {args.kib} KiB, best of {args.repeats}, CPU time "
@@ -121,6 +165,8 @@ def main() -> None:
         seconds = cpu_seconds(decode_all(frame), args.repeats)
         print(f"{name:44s} {len(frame):8d} {seconds * 1e3:8.2f} "
               f"{seconds * 1e3 / (len(frame) / 1e6):8.1f}")
+    if args.live:
+        live(args.live)
 
 
 if __name__ == "__main__":
