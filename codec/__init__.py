@@ -27,6 +27,7 @@ from ._command import ExtFields as ExtFields
 from ._command import RemotingCommand as RemotingCommand
 from ._command import next_opaque as next_opaque
 from ._decoder import DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
+from ._decoder import DEFAULT_MAX_HEADER_BYTES as DEFAULT_MAX_HEADER_BYTES
 from ._decoder import FrameDecoder as FrameDecoder
 from ._decoder import decode_frame as decode_frame
 from ._encoder import LARGE_BODY_BYTES as LARGE_BODY_BYTES
@@ -37,6 +38,7 @@ from ._errors import CodecError as CodecError
 from ._errors import ForeignProtocolError as ForeignProtocolError
 from ._errors import FrameTooLargeError as FrameTooLargeError
 from ._errors import HeaderFieldError as HeaderFieldError
+from ._errors import HeaderTooLargeError as HeaderTooLargeError
 from ._errors import InvalidCommandError as InvalidCommandError
 from ._errors import MalformedFrameError as MalformedFrameError
 from ._errors import UnsupportedSerializeTypeError as UnsupportedSerializeTypeError
@@ -47,6 +49,7 @@ encode_command = encode_frame
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
+    "DEFAULT_MAX_HEADER_BYTES",
     "FLAG_ONEWAY",
     "FLAG_RESPONSE",
     "LARGE_BODY_BYTES",
@@ -57,6 +60,7 @@ __all__ = [
     "FrameDecoder",
     "FrameTooLargeError",
     "HeaderFieldError",
+    "HeaderTooLargeError",
     "InvalidCommandError",
     "LanguageCode",
     "MalformedFrameError",

@@ -4,7 +4,10 @@ Theory of operation (FrameDecoder):
 - ``feed`` only appends to a buffer; ``next_command`` parses at most one frame.
 - Every check that bounds memory runs on the 4-byte prefix alone, before a body is buffered:
   negative length, length under 4, ``length + 4 > max_frame_bytes``. The 8-byte prefix then
-  checks the serialize type and ``header_length <= length - 4`` (RocketMQ ``decode``).
+  checks the serialize type, ``header_length <= length - 4`` (RocketMQ ``decode``) and
+  ``header_length <= max_header_bytes``: parsing a header costs time in proportion to its
+  bytes (a relaxed-JSON header about 0.6 s per MB, bench/header_cost.py), so this bounds
+  what one frame can cost its reader before any of it is buffered.
 - Once a `CodecError` is raised the stream is desynchronised: the decoder keeps raising it and
   the owner must close the connection.
 - Large frames can skip the growing buffer: once a frame's 8-byte prefix is buffered and valid,
@@ -25,7 +28,7 @@ import struct
 from typing import TYPE_CHECKING, Final
 
 from ._codes import SerializeType
-from ._errors import CodecError, MalformedFrameError
+from ._errors import CodecError, HeaderTooLargeError, MalformedFrameError
 from ._frame_checks import header_word_error, length_error, sniff_foreign_protocol
 from ._header_binary import decode_binary_header
 from ._header_json import decode_json_header
@@ -33,9 +36,15 @@ from ._header_json import decode_json_header
 if TYPE_CHECKING:
     from ._command import RemotingCommand
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "decode_frame"]
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "DEFAULT_MAX_HEADER_BYTES", "FrameDecoder", "decode_frame"]
 
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # RocketMQ NettyDecoder FRAME_MAX_LENGTH
+# RocketMQ's headers are small: the largest field of any of them, a message's properties, is
+# refused by the broker over 32,767 characters (Short.MAX_VALUE), so a SEND_MESSAGE header
+# with such properties (ASCII) still fits. The bound matters because parsing costs time per
+# byte, most for relaxed JSON (a list of numbers; bench/header_cost.py): at 64 KiB one frame
+# costs its reader tens of milliseconds at worst, where a 16 MiB header cost seconds.
+DEFAULT_MAX_HEADER_BYTES: Final = 64 * 1024
 _PREFIX_UNPACK: Final = struct.Struct(">iI").unpack_from  # length, header word
 _LENGTH_UNPACK: Final = struct.Struct(">i").unpack_from
 _COMPACT_AT: Final = 64 * 1024  # drop consumed bytes once this many have piled up
@@ -102,14 +111,20 @@ class FrameDecoder:
     # or more) and ``_rest[:_filled]`` its next bytes, of the ``_rest_bytes`` that follow the
     # head; ``_after`` holds bytes fed past its end.
     __slots__ = ("_after", "_buf", "_error", "_filled", "_pos", "_rest", "_rest_bytes",
-                 "max_frame_bytes")
+                 "max_frame_bytes", "max_header_bytes")
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int):
-            raise TypeError(f"max_frame_bytes must be an int, got {max_frame_bytes!r}")
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES) -> None:
+        for name, value in (("max_frame_bytes", max_frame_bytes),
+                            ("max_header_bytes", max_header_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
         if max_frame_bytes < 8:
             raise ValueError("max_frame_bytes must be at least 8")
+        if max_header_bytes < 0:
+            raise ValueError("max_header_bytes must be at least 0")
         self.max_frame_bytes = max_frame_bytes
+        self.max_header_bytes = max_header_bytes
         self._buf: bytes | bytearray = b""
         self._pos = 0
         self._error: CodecError | None = None
@@ -142,7 +157,8 @@ class FrameDecoder:
             return 0
         length, word = _PREFIX_UNPACK(buf, pos)
         if (length < 4 or length + 4 > self.max_frame_bytes
-                or word & 0xFFFFFF > length - 4 or word >= 0x2000000):
+                or word & 0xFFFFFF > length - 4 or word >= 0x2000000
+                or word & 0xFFFFFF > self.max_header_bytes):
             return 0
         missing: int = 4 + length - available
         return missing if missing > 0 else 0
@@ -282,6 +298,9 @@ class FrameDecoder:
         header_length = word & 0xFFFFFF
         if header_length > length - 4 or word >= 0x2000000:  # serialize type byte > 1
             self._error = header_word_error(word, length, bytes(buf[pos : pos + 4]))
+            raise self._error
+        if header_length > self.max_header_bytes:
+            self._error = HeaderTooLargeError(header_length, self.max_header_bytes)
             raise self._error
         if available < 4 + length:
             if self._rest is None or self._filled < self._rest_bytes:

@@ -6,7 +6,7 @@ import struct
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from ._codes import SerializeType
-from ._errors import FrameTooLargeError, InvalidCommandError
+from ._errors import FrameTooLargeError, HeaderTooLargeError, InvalidCommandError
 from ._header_binary import encode_binary_header
 from ._header_json import encode_json_header
 
@@ -42,13 +42,15 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
     return frame
 
 
-def encode_frame_parts(cmd: RemotingCommand, limit: int = 0x7FFFFFFF + 4) -> EncodedFrame:
+def encode_frame_parts(cmd: RemotingCommand, limit: int = 0x7FFFFFFF + 4,
+                       header_limit: int = MAX_HEADER_BYTES) -> EncodedFrame:
     """Return the frame for ``cmd``, leaving a large body uncopied.
 
     ``limit`` is the largest frame the peer accepts (its ``max_frame_bytes``, the length
-    field included; by default what the length field can describe): a larger frame is
-    refused here, before anything is sent, rather than by the peer, which would
-    close the connection and fail every call on it.
+    field included; by default what the length field can describe), ``header_limit`` the
+    largest header (its ``max_header_bytes``): a larger one is refused here, before anything
+    is sent, rather than by the peer, which would close the connection and fail every call
+    on it.
 
     Returns:
         The frame as one ``bytes`` (what `encode_frame` returns), except when the body is
@@ -60,6 +62,7 @@ def encode_frame_parts(cmd: RemotingCommand, limit: int = 0x7FFFFFFF + 4) -> Enc
     Raises:
         InvalidCommandError: a field cannot be represented on the wire.
         FrameTooLargeError: the frame would be longer than ``limit`` bytes.
+        HeaderTooLargeError: the header would be longer than ``header_limit`` bytes.
     """
     st = cmd.serialize_type
     if st is _JSON:
@@ -81,6 +84,8 @@ def encode_frame_parts(cmd: RemotingCommand, limit: int = 0x7FFFFFFF + 4) -> Enc
         )
     if length + 4 > limit:  # the whole frame, its length field too, as FrameDecoder counts
         raise FrameTooLargeError(length + 4, limit, ": not sent")
+    if header_length > header_limit:
+        raise HeaderTooLargeError(header_length, header_limit, ": not sent")
     prefix = _PREFIX_PACK(length, (st << 24) | header_length)
     if body:
         if type(body) is bytes and len(body) >= LARGE_BODY_BYTES:

@@ -9,6 +9,7 @@ __all__ = [
     "ForeignProtocolError",
     "FrameTooLargeError",
     "HeaderFieldError",
+    "HeaderTooLargeError",
     "InvalidCommandError",
     "MalformedFrameError",
     "UnsupportedSerializeTypeError",
@@ -43,6 +44,30 @@ class FrameTooLargeError(CodecError):
         msg = (
             f"frame of {length} bytes exceeds the limit of {limit} bytes "
             "(raise max_frame_bytes on both sides if such frames are expected)"
+        )
+        super().__init__(msg + hint)
+
+
+class HeaderTooLargeError(CodecError):
+    """A frame's header is longer than the configured limit (checked on the 8-byte prefix,
+    before the header is buffered or parsed).
+
+    Parsing a header costs the event loop time in proportion to its bytes, so one frame with
+    a huge header could hold up every connection; RocketMQ's own headers are small.
+
+    Attributes:
+        length: the header length the frame announced (or the header about to be sent).
+        limit: the limit (``max_header_bytes``).
+    """
+
+    __module__ = "codec"
+
+    def __init__(self, length: int, limit: int, hint: str = "") -> None:
+        self.length = length
+        self.limit = limit
+        msg = (
+            f"header of {length} bytes exceeds the limit of {limit} bytes "
+            "(raise max_header_bytes on both sides if such headers are expected)"
         )
         super().__init__(msg + hint)
 

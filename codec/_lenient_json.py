@@ -13,6 +13,7 @@ __all__ = ["lenient_loads"]
 _MAX_DEPTH: Final = 64
 _WS: Final = " \t\r\n"
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_SPACES: Final = re.compile(r"[ \t\r\n]*")
 _BAREWORD: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _ESCAPES: Final = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f",
                    "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
@@ -23,7 +24,7 @@ def _number(text: str) -> int | float:
 
     Never ``int()`` of a long digit string: past 4300 digits Python raises ValueError.
     """
-    if len(text) <= 20 and not any(c in text for c in ".eE"):
+    if len(text) <= 20 and "." not in text and "e" not in text and "E" not in text:
         n = int(text)
         if _INT64_MIN <= n <= _INT64_MAX:
             return n
@@ -46,9 +47,10 @@ class _Lenient:
 
     def ws(self) -> None:
         s, i = self.s, self.i
-        while i < len(s) and s[i] in _WS:
-            i += 1
-        self.i = i
+        if i < len(s) and s[i] in _WS:  # most tokens follow one another directly
+            m = _SPACES.match(s, i)
+            assert m is not None
+            self.i = m.end()
 
     def value(self, depth: int) -> object:
         if depth > _MAX_DEPTH:

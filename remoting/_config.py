@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, Protocol
 
-from codec import DEFAULT_MAX_FRAME_BYTES
+from codec import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_HEADER_BYTES
 
 from ._checks import seconds
 from ._tls_properties import tls_fields
@@ -38,7 +38,8 @@ def _rebuild(cls: type[Any], values: dict[str, Any]) -> Any:
 # None), ("port",) (an int; its range is checked when the server binds, as
 # RemotingStartError), ("one of", values).
 _RULES: Final[dict[str, tuple[Any, ...]]] = {
-    "max_frame_bytes": ("int", 8), "max_idle_seconds": ("seconds", 0.0, False),
+    "max_frame_bytes": ("int", 8), "max_header_bytes": ("int", 1024),
+    "max_idle_seconds": ("seconds", 0.0, False),
     "scan_initial_delay": ("seconds", 0.0, False), "scan_period": ("seconds", 0.0, True),
     "scan_grace": ("seconds", 0.0, False), "precise_timeouts": ("bool",),
     "callback_executor_threads": ("int", 0), "write_buffer_high_water_mark": ("int", 0),
@@ -128,6 +129,9 @@ def _validate(config: Any) -> None:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _CommonConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # NettyDecoder frameMaxLength
+    # A frame announcing a longer header closes its connection, before any of it is read:
+    # parsing a header costs the event loop time per byte (codec.DEFAULT_MAX_HEADER_BYTES).
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     max_idle_seconds: float = 120.0  # *ChannelMaxIdleTimeSeconds; 0 disables
     # Response-table scanner (NettyRemotingAbstract.scanResponseTable): a safety net. Each
     # request also expires exactly at its own deadline (precise_timeouts), which RocketMQ
@@ -265,6 +269,8 @@ class ConnectionSettings(Protocol):
 
     @property
     def max_frame_bytes(self) -> int: ...
+    @property
+    def max_header_bytes(self) -> int: ...
     @property
     def write_buffer_high_water_mark(self) -> int: ...
     @property

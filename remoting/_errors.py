@@ -83,19 +83,22 @@ class RemotingConnectError(RemotingError):
 class RemotingSendRequestError(RemotingError):
     """The request could not be written, or its connection broke before the response.
 
-    The peer may or may not have processed it. The connection is closed; the next call opens a
-    new one.
+    The peer may or may not have processed it, unless ``going_away``. The connection is
+    closed; the next call opens a new one.
 
     Attributes:
         connection_lost: True if the connection closed while the call waited for its response
             (after its request was queued), False if the request could not be sent.
+        going_away: True if the peer is shutting down and answered GO_AWAY, again after the
+            one resend: it did not process the request, which is safe to send elsewhere.
     """
 
     __module__ = "remoting"
 
     def __init__(self, addr: str | None, reason: str = "", *,
-                 connection_lost: bool = False) -> None:
+                 connection_lost: bool = False, going_away: bool = False) -> None:
         self.connection_lost = connection_lost
+        self.going_away = going_away
         what = (f"the connection to {addr} closed before the response" if connection_lost
                 else f"send request to {addr} failed")
         super().__init__(what + (f": {reason}" if reason else ""), addr)

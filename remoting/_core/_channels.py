@@ -1,6 +1,10 @@
 """`ChannelTable`: a client's connections by address, and address-list failover (SPEC 6.6).
 
-Loop thread only.
+Loop thread only, but for the address list: `set_addresses` may run on any thread (a
+blocking face's caller), so the list, the round-robin position and the current address
+change together under ``_list_lock``, a lock no hot path takes (`live` reads ``current``, one
+reference, without it). An address taken from the list is made current only if the list
+still holds it once it is connected: one removed meanwhile is never current again.
 - `resolve` reuses a live connection, replaces a dead one, and makes concurrent first callers
   share one connect. The connect runs in an endpoint task bounded by ``connect_timeout``; each
   caller waits for it only until its own deadline.
@@ -15,6 +19,7 @@ Loop thread only.
 from __future__ import annotations
 
 import random
+import threading
 from typing import TYPE_CHECKING
 
 import trio
@@ -97,7 +102,10 @@ class ChannelTable:
         self._nursery: trio.Nursery | None = None
         self.by_addr: dict[str, Connection] = {}
         self._connecting: dict[str, _PendingConnect] = {}
-        self.addresses: list[str] = []  # replaced, never mutated (a facade reads it anywhere)
+        # the address list: replaced, never mutated (read anywhere), and with the round-robin
+        # position and the current address changed only under _list_lock
+        self._list_lock = threading.Lock()
+        self.addresses: list[str] = []
         self._next = 0
         self.current: str | None = None
 
@@ -194,36 +202,50 @@ class ChannelTable:
 
     def move_off(self, addr: str | None) -> None:
         """``addr`` is draining (GO_AWAY): ``addr=None`` calls go to the next address."""
-        if addr is not None and addr == self.current:
-            self.current = None
-            servers = self.addresses
-            if addr in servers:  # tried last now, as after a connect failure
-                self._next = servers.index(addr) + 1
+        with self._list_lock:
+            if addr is not None and addr == self.current:
+                self.current = None
+                servers = self.addresses
+                if addr in servers:  # tried last now, as after a connect failure
+                    self._next = servers.index(addr) + 1
 
     def set_addresses(self, addrs: list[str]) -> None:
         """Replace the address list used by calls with ``addr=None`` (any thread)."""
         for addr in addrs:
             parse_addr(addr)
-        if addrs != self.addresses:
-            self.addresses = list(addrs)
-            self._next = random.randrange(len(addrs)) if addrs else 0
-            if self.current not in self.addresses:
-                self.current = None
+        with self._list_lock:
+            if addrs != self.addresses:
+                self.addresses = list(addrs)
+                self._next = random.randrange(len(addrs)) if addrs else 0
+                if self.current not in self.addresses:
+                    self.current = None
+
+    def _order(self) -> list[str]:
+        """Return the addresses to try, the current one first, and move the rotation on."""
+        with self._list_lock:
+            servers = self.addresses
+            order: list[str] = [] if self.current is None else [self.current]
+            n = len(servers)
+            for _ in range(n):
+                addr = servers[self._next % n]
+                self._next += 1
+                if addr not in order:
+                    order.append(addr)
+            return order
+
+    def _make_current(self, addr: str) -> None:
+        """``addr`` answered: make it current, unless the list no longer holds it."""
+        with self._list_lock:
+            if addr in self.addresses:
+                self.current = addr
 
     async def _connect_any(self, deadline: float, timeout: float) -> Connection:
-        servers = self.addresses  # one snapshot: a blocking facade may swap the list
-        if not servers:
+        order = self._order()
+        if not order:
             raise RemotingConnectError(
                 None, "no address given and the address list is empty "
                 "(call update_name_server_address_list)"
             )
-        order: list[str] = [] if self.current is None else [self.current]
-        n = len(servers)
-        for _ in range(n):
-            addr = servers[self._next % n]
-            self._next += 1
-            if addr not in order:
-                order.append(addr)
         last: RemotingError | None = None
         for addr in order:
             try:
@@ -231,6 +253,6 @@ class ChannelTable:
             except RemotingConnectError as exc:
                 last = exc
                 continue
-            self.current = addr
+            self._make_current(addr)
             return conn
         raise RemotingConnectError(None, f"no address reachable ({last})")

@@ -7,16 +7,20 @@ Theory of operation:
 - Reading: each command a read completes is handed to the owner synchronously (requests on
   one connection are pipelined). Frames to send meanwhile are only queued ("holding"), then
   leave in one send, and the owner is told (`read_done`) so that it hands the read's requests
-  to processor pools together.
+  to processor pools together. Once the connection is closed (a misbehaving peer, a codec
+  error, a processor's ``close``), nothing more of what it sent is decoded: the rest of the
+  read is dropped with it.
 - An async processor runs its first step in the reader (no task switch). If it suspends, the
   reader keeps it: a suspended coroutine belongs to the task that ran it. A new reader task
   takes over and this one finishes the processor (`Suspension.finish`).
 - Sending is the `Sender`'s (queue, writer task, send gate): ``send``, ``flush`` and
   ``send_from_thread`` here are its methods.
 - Back-pressure: above the high water mark, senders wait (`Sender.wait_writable`) and a
-  server's reader pauses until the queue is under the low water mark (a client's never: it
-  reads responses, which drain the server). With ``max_requests_per_connection`` requests in
-  processing, the next request is held and reads pause; answers read before it still count.
+  server's reader pauses until the queue is under the low water mark. A client's never
+  pauses: it reads responses, which drain the server (both pausing would deadlock); it drops
+  the requests it reads meanwhile that need an answer instead (`Dispatcher.route`), so its
+  queue stays bounded too. With ``max_requests_per_connection`` requests in processing, the
+  next request is held and reads pause; answers read before it still count.
 - A frame still incomplete ``partial_frame_timeout`` seconds after it began closes the
   connection, however the bytes trickle in (slowloris).
 - Any failure of the transport, or a codec error, closes this connection only; the owner then
@@ -128,7 +132,7 @@ class Connection:
         self.abandoned = 0  # calls on it given up (timed out, cancelled): late answers expected
         self.orphans = 0  # responses on it that matched no call
         self.overloaded = 0  # its requests refused with SYSTEM_BUSY by a full pool
-        self.going_away = False  # the peer answered GO_AWAY: no new calls (`_go_away`)
+        self.dropped = 0  # its requests dropped unanswered: the peer did not read (a client's)
         self.max_processing = max_processing
         self._now = trio.lowlevel.current_clock().current_time  # the loop's clock, bound once
         self._last_read = self._now()
@@ -150,7 +154,7 @@ class Connection:
         self._on_response: Callable[[Connection, RemotingCommand], None] = (
             owner.response_received)
         self._counters = counters
-        self._decoder = FrameDecoder(config.max_frame_bytes)
+        self._decoder = FrameDecoder(config.max_frame_bytes, config.max_header_bytes)
         self._partial_frame_timeout = config.partial_frame_timeout
         self._partial_since: float | None = None  # when the frame in progress began
         self._lent: bytearray | None = None  # the pooled buffer the decoder is filling
@@ -162,6 +166,11 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"<Connection #{self.id} {self.remote_addr}{' closed' if self.closed else ''}>"
+
+    @property
+    def going_away(self) -> bool:
+        """True once the peer answered GO_AWAY here: no new call goes on it (`_go_away`)."""
+        return not self.sender.takes_calls
 
     @property
     def tls_version(self) -> str | None:
@@ -188,7 +197,7 @@ class Connection:
         if n & (n - 1) == 0:
             log.warning("response.orphaned", opaque=response.opaque, code=response.code,
                         peer=self.remote_addr, orphaned_on_connection=n)
-        if n > self.abandoned + MAX_UNEXPECTED:
+        if n > self.abandoned + MAX_UNEXPECTED and not self.closed:  # one event per close
             log.warning("connection.misbehaving", conn_id=self.id, peer=self.remote_addr,
                         orphaned=n, given_up=self.abandoned)
             self.close(f"{n} responses matched no call (only {self.abandoned} calls were "
@@ -243,13 +252,14 @@ class Connection:
         try:
             held = self._held  # a request that came while `limit` were in processing
             if held is not None:
-                if self.processing >= limit:
+                if self.processing >= limit or self.closed:
                     return None
                 self._held = None
                 suspension = on_request(self, held)
                 if suspension is not None:
                     return suspension
-            while (cmd := decoder.next_command()) is not None:
+            # closed by what a command did (misbehaving, a processor's close): read no further
+            while not self.closed and (cmd := decoder.next_command()) is not None:
                 decoded += 1
                 if cmd.flag & 1:  # answers are taken at the limit too: a call back waits on one
                     on_response(self, cmd)

@@ -1,11 +1,18 @@
 """`Dispatcher`: the receiving side (as RocketMQ's ``NettyRemotingAbstract.processRequestCommand``).
 
-Theory of operation (loop thread only):
+Theory of operation (loop thread only, but for registration):
+- Registering (`register`, `register_hook`, `register_interceptor`) may happen on any thread,
+  a blocking face's caller, while the loop and other threads (a pool's, OpenTelemetry's
+  metric reader in `queue_depths`) read what it changes. So what it changes is replaced,
+  never mutated: a reader holds one consistent dict or list, and writers take
+  ``_register_lock`` (no reader does) so that two registrations never lose one another.
 - `route` is the decision, sans-I/O: the processor entry for a request, or the `Refusal` to
   answer instead, in RocketMQ's order: unknown code -> REQUEST_CODE_NOT_SUPPORTED (but
   `PING_REQUEST_CODE` with no processor of its own -> SUCCESS, the transport's own answer);
   shutting down -> GO_AWAY (to peers that understand it); ``reject_request()`` ->
-  SYSTEM_BUSY ``[REJECTREQUEST]``; a full pool -> SYSTEM_BUSY ``[OVERLOAD]``.
+  SYSTEM_BUSY ``[REJECTREQUEST]``; a full pool -> SYSTEM_BUSY ``[OVERLOAD]``. Before all of
+  these, a client drops, unanswered, a request that needs an answer while its connection's
+  queue is over the high water mark (the peer does not read): see `route`.
 - `request_received` acts on it. An async processor runs its first step right there, in the
   reader (most finish without suspending); one that suspends is returned as a `Suspension`
   for the reader to finish. A sync processor's request is recorded in its code's pool; the
@@ -18,6 +25,7 @@ Theory of operation (loop thread only):
 
 from __future__ import annotations
 
+import threading
 from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
@@ -89,11 +97,12 @@ class ProcessorEntry:
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """The reply that replaces a request's processing: a refusal, or the transport's own
-    answer to a ping."""
+    answer to a ping (none is sent when ``"unanswerable"``)."""
 
     code: int
     remark: str
-    reason: Literal["unknown code", "going away", "rejected", "overloaded", "ping"]
+    reason: Literal["unknown code", "going away", "rejected", "overloaded", "ping",
+                    "unanswerable"]
 
 
 def _overrides_reject(processor: RequestProcessor | AsyncRequestProcessor) -> bool:
@@ -112,10 +121,14 @@ class Dispatcher:
         self._role = role
         self._name = f"remoting-{role}"
         self._config = config
-        self._max_frame = config.max_frame_bytes  # the peer's limit too, as RocketMQ assumes
+        self._max_frame = config.max_frame_bytes  # the peer's limits too, as RocketMQ assumes
+        self._max_header = config.max_header_bytes
+        # a client's reader never pauses (module docstring of _connection): it sheds instead
+        self._sheds = role == "client"
         self._counters = counters
         self._inbox = inbox
         self._owner = owner  # whose threads the pools' threads are (see _threads)
+        self._register_lock = threading.Lock()  # writers of the tables below (docstring)
         self.processors: dict[int, ProcessorEntry] = {}
         self.default: ProcessorEntry | None = None
         self.hooks: list[RPCHook] = []
@@ -161,18 +174,20 @@ class Dispatcher:
                     on_pending=self._pools_to_flush.append,
                     on_thread_start=lambda: mark_own_thread(self._owner),
                 )
-            self._pools.append(pool)
         else:
             raise TypeError(
                 "processor must subclass processors.RequestProcessor or AsyncRequestProcessor"
             )
         entry = ProcessorEntry(processor=processor, pool=pool,
                                may_reject=_overrides_reject(processor))
-        if code is None:
-            replaced, self.default = self.default, entry
-        else:
-            replaced = self.processors.get(code)
-            self.processors[code] = entry
+        with self._register_lock:  # replaced, never mutated: readers iterate on other threads
+            if pool is not None:
+                self._pools = [*self._pools, pool]
+            if code is None:
+                replaced, self.default = self.default, entry
+            else:
+                replaced = self.processors.get(code)
+                self.processors = {**self.processors, code: entry}
         if replaced is not None and isinstance(replaced.pool, ProcessorPool):
             self._retire(replaced.pool)
 
@@ -191,23 +206,25 @@ class Dispatcher:
         """Run ``hook`` around every processor (once, in registration order); a `TypeError`
         if it lacks a method of `RPCHook`."""
         rpc_hook(hook)
-        if hook not in self.hooks:
-            self.hooks.append(hook)
-            self._compose()
+        with self._register_lock:
+            if hook not in self.hooks:
+                # in place: the client's Caller shares this list (the server's requests
+                # run a snapshot of it, see _compose)
+                self.hooks.append(hook)
+                self._compose()
 
     def register_interceptor(self, interceptor: ServerInterceptor, *,
                              outermost: bool = False) -> None:
         """Run ``interceptor`` around every processor, inside those registered before
         (``outermost``: outside every other, telemetry)."""
-        if interceptor not in self.interceptors:
-            if outermost:
-                self.interceptors.insert(0, interceptor)
-            else:
-                self.interceptors.append(interceptor)
-            self._compose()
+        with self._register_lock:
+            if interceptor not in self.interceptors:
+                self.interceptors = ([interceptor, *self.interceptors] if outermost
+                                     else [*self.interceptors, interceptor])
+                self._compose()
 
     def _compose(self) -> None:
-        hooks = self.hooks
+        hooks = tuple(self.hooks)  # a request runs the before- and after-hooks of one set
         self._serve_sync = chain([i.intercept_request for i in self.interceptors],
                                  partial(serve_sync, hooks))
         self._serve_async = chain_async([i.intercept_request_async for i in self.interceptors],
@@ -220,8 +237,19 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ the decision
 
-    def route(self, request: RemotingCommand) -> ProcessorEntry | Refusal:
-        """Return the entry that processes ``request``, or the `Refusal` to answer instead."""
+    def route(self, request: RemotingCommand, backlogged: bool = False
+              ) -> ProcessorEntry | Refusal:
+        """Return the entry that processes ``request``, or the `Refusal` to answer instead.
+
+        ``backlogged``: the request came on a connection whose reader does not pause (a
+        client's) while its queue of frames to send is over the high water mark: its peer
+        is not reading. Then a request that needs an answer is refused with no answer at all
+        (``"unanswerable"``): every answer, even an error reply, would grow that queue
+        without bound. A server stops reading instead; a client cannot, since it must go on
+        reading the responses that drain the server (both pausing would deadlock).
+        """
+        if backlogged and not request.flag & 2:  # oneway requests need no answer
+            return _UNANSWERABLE
         entry = self.processors.get(request.code)
         if entry is None:
             if request.code == PING_REQUEST_CODE:
@@ -257,7 +285,7 @@ class Dispatcher:
         received = self._counters.received
         code = request.code
         received[code] = received.get(code, 0) + 1
-        entry = self.route(request)
+        entry = self.route(request, self._sheds and conn.queued_bytes > conn.high_water)
         if type(entry) is Refusal:
             self._refuse(conn, request, entry)
             return None
@@ -281,6 +309,14 @@ class Dispatcher:
             pools.clear()
 
     def _refuse(self, conn: Connection, request: RemotingCommand, refusal: Refusal) -> None:
+        if refusal is _UNANSWERABLE:
+            self._counters.requests_dropped += 1
+            conn.dropped += 1
+            if conn.dropped & (conn.dropped - 1) == 0:  # 1, 2, 4, 8...: never a flood
+                log.warning("request.dropped", code=request.code, peer=conn.remote_addr,
+                            queued_bytes=conn.queued_bytes, dropped_on_connection=conn.dropped,
+                            reason="the peer does not read the answers already queued")
+            return
         if refusal is _OVERLOADED:
             conn.overloaded += 1
             if conn.overloaded & (conn.overloaded - 1) == 0:  # 1, 2, 4, 8...: never a flood
@@ -305,7 +341,8 @@ class Dispatcher:
     def write_response(self, conn: Connection, request: RemotingCommand,
                        response: RemotingCommand) -> None:
         """Send a response produced later (long polling, `RequestContext.write_response`)."""
-        self._send_reply(conn, request.code, encode_reply(request, response, self._max_frame))
+        self._send_reply(conn, request.code,
+                         encode_reply(request, response, self._max_frame, self._max_header))
 
     def _run_async(self, conn: Connection, request: RemotingCommand,
                    processor: AsyncRequestProcessor) -> Suspended | None:
@@ -318,25 +355,26 @@ class Dispatcher:
         coro: Coroutine[Any, Any, Any] = (
             processor.process_request(conn.ctx, request) if serve is None
             else run_async_request(serve, self._server_call(conn, request, processor),
-                                   self._max_frame))
+                                   self._max_frame, self._max_header))
         wrapped = serve is not None  # run_async_request's coroutine: its value is the reply
         try:
             trap = context.run(coro.send, None)
         except StopIteration as finished:
             reply = finished.value if wrapped else (
                 None if finished.value is None
-                else encode_reply(request, finished.value, self._max_frame))
+                else encode_reply(request, finished.value, self._max_frame,
+                                  self._max_header))
             self._processed(conn, request.code, reply)
             return None
         except (*FAILURES, GeneratorExit) as exc:  # only a bare processor's own failure
-            self._processed(conn, request.code,
-                            encode_reply(request, failure(request, exc), self._max_frame))
+            self._processed(conn, request.code, encode_reply(
+                request, failure(request, exc), self._max_frame, self._max_header))
             return None
         except BaseException:
             self._processed(conn, request.code, None)
             raise
         return Suspended(request, coro, trap, context, wrapped=wrapped, limit=self._max_frame,
-                         done=partial(self._processed, conn))
+                         header_limit=self._max_header, done=partial(self._processed, conn))
 
     def _run_sync(self, task: SyncTask, alone: bool) -> Reply | None:
         """Run one sync processor (on a pool thread; touches no loop state).
@@ -350,13 +388,14 @@ class Dispatcher:
             try:
                 response = processor.process_request(conn.ctx, request)
             except BaseException as exc:  # on a pool thread: only the processor raises these
-                reply = encode_reply(request, failure(request, exc), self._max_frame)
+                reply = encode_reply(request, failure(request, exc), self._max_frame,
+                                     self._max_header)
             else:
-                reply = None if response is None else encode_reply(request, response,
-                                                                    self._max_frame)
+                reply = None if response is None else encode_reply(
+                    request, response, self._max_frame, self._max_header)
         else:
             reply = run_sync_request(serve, self._server_call(conn, request, processor),
-                                     self._max_frame)
+                                     self._max_frame, self._max_header)
         if alone and reply is not None:
             frame, code = reply
             if frame is not None and conn.send_from_thread(frame):
@@ -411,3 +450,4 @@ _PONG: Final = Refusal(ResponseCode.SUCCESS, PONG_REMARK, "ping")
 _GOING_AWAY: Final = Refusal(ResponseCode.GO_AWAY, GO_AWAY_REMARK, "going away")
 _REJECTED: Final = Refusal(ResponseCode.SYSTEM_BUSY, REJECT_REMARK, "rejected")
 _OVERLOADED: Final = Refusal(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK, "overloaded")
+_UNANSWERABLE: Final = Refusal(ResponseCode.SYSTEM_BUSY, "", "unanswerable")  # no reply sent

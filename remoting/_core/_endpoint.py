@@ -216,8 +216,7 @@ class Endpoint:
     def connection_closed(self, conn: Connection) -> None:
         """Forget ``conn`` and fail its pending calls at once (RocketMQ failFast)."""
         self.connections.discard(conn)
-        self.counters.bytes_written += conn.sender.bytes_sent_by_threads
-        conn.sender.bytes_sent_by_threads = 0
+        self.counters.bytes_written += conn.sender.take_bytes_sent_by_threads()
         self.channels.forget(conn)
         self.invoker.connection_lost(conn)
         if conn.broken:
@@ -250,7 +249,8 @@ class Endpoint:
         try:
             oneway = request.with_opaque(request.opaque)
             oneway.flag = request.flag | FLAG_ONEWAY
-            frame = encode_frame_parts(oneway, self.invoker.max_frame)
+            frame = encode_frame_parts(oneway, self.invoker.max_frame,
+                                       self.invoker.max_header)
         except Exception as exc:
             raise translate(exc, "encode", None) from exc
         sent = 0
@@ -299,6 +299,7 @@ class Endpoint:
             bytes_written=c.bytes_written + sum(
                 conn.sender.bytes_sent_by_threads for conn in self.connections),
             go_away_received=c.go_away,
+            requests_dropped=c.requests_dropped,
         )
 
 

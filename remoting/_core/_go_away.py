@@ -24,6 +24,7 @@ import trio
 
 from codec import next_opaque
 
+from .._errors import RemotingSendRequestError
 from .._log import log
 
 if TYPE_CHECKING:
@@ -89,8 +90,9 @@ class GoAway:
             return False
         target = fut.retry_target
         if fut.resent or isinstance(target, bool) or self._nursery is None:
-            fut._fail_send("the peer is shutting down (GO_AWAY)"
-                           + (", also after one resend" if fut.resent else ""))
+            fut._fail(RemotingSendRequestError(
+                fut.addr, "the peer is shutting down (GO_AWAY)"
+                + (", also after one resend" if fut.resent else ""), going_away=True))
             return True
         fut.resent = True
         self._nursery.start_soon(self._resend, target, fut)
@@ -116,7 +118,7 @@ class GoAway:
     def _retire(self, conn: Connection) -> None:
         if conn.going_away or conn.addr_key is None:  # a peer's connection to us: not ours
             return
-        conn.going_away = True
+        conn.sender.refuse_calls()  # also a thread's direct send, and callers waiting for room
         self._channels.forget(conn)
         self._channels.move_off(conn.addr_key)
         if self._nursery is not None:  # else shutting down: every connection closes anyway

@@ -65,7 +65,8 @@ class Invoker:
                  permits: tuple[int, int], go_away_retry: bool,
                  close_on_sync_timeout: bool) -> None:
         self.role = role
-        self.max_frame = config.max_frame_bytes  # the peer's limit too, as RocketMQ assumes
+        self.max_frame = config.max_frame_bytes  # the peer's limits too, as RocketMQ assumes
+        self.max_header = config.max_header_bytes
         self.callbacks = callbacks  # with `inbox`: what futures need (CallSupport)
         self.inbox = inbox
         self.table = ResponseTable()
@@ -142,7 +143,7 @@ class Invoker:
         if request.opaque in entries:
             request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
         try:
-            frame = encode_frame_parts(request, self.max_frame)
+            frame = encode_frame_parts(request, self.max_frame, self.max_header)
         except Exception as exc:
             fut._fail(translate(exc, "encode", fut.addr))
             return
@@ -171,7 +172,7 @@ class Invoker:
         try:  # a copy, not set-and-restore: a thread may be encoding the same command
             oneway = request.with_opaque(request.opaque)
             oneway.flag = request.flag | FLAG_ONEWAY
-            frame = encode_frame_parts(oneway, self.max_frame)
+            frame = encode_frame_parts(oneway, self.max_frame, self.max_header)
         except Exception as exc:
             permits.give()
             raise translate(exc, "encode", conn.remote_addr) from exc
@@ -243,11 +244,13 @@ class Invoker:
         try:
             if conn.queued_bytes > conn.high_water:
                 with trio.move_on_at(deadline):
-                    await conn.wait_writable()
-                if conn.closed:
+                    await conn.wait_writable()  # also ends when it is told GO_AWAY
+                if conn.going_away:  # it may close next, with nothing of this call on it
+                    pass  # go elsewhere (below)
+                elif conn.closed:
                     raise translate(trio.ClosedResourceError("connection is closed"), "send",
                                     conn.remote_addr)
-                if conn.queued_bytes > conn.high_water:
+                elif conn.queued_bytes > conn.high_water:
                     raise RemotingTooManyRequestsError(
                         f"{conn.queued_bytes} bytes wait to be sent to a peer that is not "
                         f"reading (high water mark {conn.high_water}); gave up after "

@@ -142,7 +142,7 @@ class Batch:
             self._fail_rest(RemotingError(_SHUT_DOWN))
             raise
         self._waiting = False
-        if conn.queued_bytes > conn.high_water and not conn.closed:
+        if conn.queued_bytes > conn.high_water and not conn.closed and not conn.going_away:
             self._fail_rest(RemotingTooManyRequestsError(
                 f"the peer did not drain its connection within {self.timeout}s",
                 conn.remote_addr))

@@ -95,13 +95,14 @@ def error_reply(request: RemotingCommand, code: int, remark: str) -> Reply | Non
     return encode_reply(request, RemotingCommand.create_response(code, remark))
 
 
-def encode_reply(request: RemotingCommand, response: object, limit: int = 0x7FFFFFFF + 4
-                 ) -> Reply | None:
+def encode_reply(request: RemotingCommand, response: object, limit: int = 0x7FFFFFFF + 4,
+                 header_limit: int = 0xFFFFFF) -> Reply | None:
     """Stamp ``response`` as the answer to ``request`` and encode it (None for oneway).
 
     A response that is not a `RemotingCommand`, cannot be encoded, or would make a frame
-    over ``limit`` bytes (the peer's ``max_frame_bytes``), becomes a SYSTEM_ERROR reply
-    saying so (logged once as ``processor.bad_response``).
+    over ``limit`` bytes or a header over ``header_limit`` bytes (the peer's
+    ``max_frame_bytes`` and ``max_header_bytes``), becomes a SYSTEM_ERROR reply saying so
+    (logged once as ``processor.bad_response``).
     """
     if request.flag & 2:  # oneway (is_oneway, inlined: this runs per request)
         return None
@@ -112,7 +113,7 @@ def encode_reply(request: RemotingCommand, response: object, limit: int = 0x7FFF
         response.flag |= 1
         response.serialize_type = request.serialize_type  # mirror the request, as 4.9
         try:
-            return encode_frame_parts(response, limit), response.code
+            return encode_frame_parts(response, limit, header_limit), response.code
         except CodecError as exc:
             problem = f"response could not be encoded: {exc}"
         except (TypeError, ValueError, AttributeError) as exc:  # e.g. a str body
@@ -214,29 +215,29 @@ async def _serve_async_hooked(hooks: Sequence[RPCHook], call: ServerCall
 
 
 def run_sync_request(serve: Callable[[ServerCall], RemotingCommand | None], call: ServerCall,
-                     limit: int) -> Reply | None:
+                     limit: int, header_limit: int) -> Reply | None:
     """Process ``call`` with ``serve`` (hooks, interceptors, the processor; on a pool
-    thread); return the frame to send (at most ``limit`` bytes), or None. Never raises for
-    a processor's failure."""
+    thread); return the frame to send (at most ``limit`` bytes, its header at most
+    ``header_limit``), or None. Never raises for a processor's failure."""
     request = call.request
     try:
         response = serve(call)
     except BaseException as exc:  # on a pool thread: only the processor raises these here
-        return encode_reply(request, failure(request, exc), limit)
-    return None if response is None else encode_reply(request, response, limit)
+        return encode_reply(request, failure(request, exc), limit, header_limit)
+    return None if response is None else encode_reply(request, response, limit, header_limit)
 
 
 async def run_async_request(
     serve: Callable[[ServerCall], Awaitable[RemotingCommand | None]], call: ServerCall,
-    limit: int,
+    limit: int, header_limit: int,
 ) -> Reply | None:
     """`run_sync_request` for an async processor, on the loop."""
     request = call.request
     try:
         response = await serve(call)
     except FAILURES as exc:
-        return encode_reply(request, failure(request, exc), limit)
-    return None if response is None else encode_reply(request, response, limit)
+        return encode_reply(request, failure(request, exc), limit, header_limit)
+    return None if response is None else encode_reply(request, response, limit, header_limit)
 
 
 @types.coroutine
@@ -276,10 +277,11 @@ class Suspended:
     """An async processor that suspended in its first step: finished by the task that ran
     that step (see `resume_suspended`), then ``done(code, reply)``."""
 
-    __slots__ = ("_context", "_coro", "_done", "_limit", "_request", "_trap", "_wrapped")
+    __slots__ = ("_context", "_coro", "_done", "_header_limit", "_limit", "_request", "_trap",
+                 "_wrapped")
 
     def __init__(self, request: RemotingCommand, coro: Coroutine[Any, Any, Any], trap: object,
-                 context: Context, *, wrapped: bool, limit: int,
+                 context: Context, *, wrapped: bool, limit: int, header_limit: int,
                  done: Callable[[int, Reply | None], None]) -> None:
         self._request = request
         self._coro = coro
@@ -287,6 +289,7 @@ class Suspended:
         self._context = context
         self._wrapped = wrapped  # run_async_request's coroutine: its value is the reply
         self._limit = limit  # the largest frame the peer accepts
+        self._header_limit = header_limit  # and the largest header
         self._done = done
 
     async def finish(self) -> None:
@@ -296,8 +299,9 @@ class Suspended:
         try:
             result = await resume_suspended(self._coro, self._trap, self._context)
             reply = result if self._wrapped or result is None else encode_reply(
-                request, result, self._limit)
+                request, result, self._limit, self._header_limit)
         except FAILURES as exc:  # a hook-less processor's own failure
-            reply = encode_reply(request, failure(request, exc), self._limit)
+            reply = encode_reply(request, failure(request, exc), self._limit,
+                                 self._header_limit)
         finally:
             self._done(request.code, reply)

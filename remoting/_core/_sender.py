@@ -11,7 +11,10 @@ Theory of operation:
   `threading.Lock`, held only around non-blocking steps. The loop takes it for its own sends;
   `send_from_thread` lets another thread send on an idle plain-TCP connection under it (the
   two users are in `_threads`). This is the one lock a thread shares with the loop's
-  per-connection state (docs/architecture.md, the thread-and-lock table).
+  per-connection state (docs/architecture.md, the thread-and-lock table). What it guards
+  besides the queue: ``closed`` (set under it by `shut`), ``takes_calls`` (cleared under it
+  by `refuse_calls`) and the bytes threads sent (`take_bytes_sent_by_threads`), so a thread's
+  send either happened before one of these changes, completely, or sees it.
 - Back-pressure: above the high water mark, `wait_writable` blocks until the queue is under
   the low water mark; `wait_flushed` until it is empty.
 """
@@ -50,6 +53,9 @@ class Sender:
         # True while a burst of work is handled (a read, a batch of pool results): frames are
         # only queued, and whoever set it sends them together with `flush` afterwards.
         self.holding = False
+        # False once the peer answered GO_AWAY: a call from a thread is refused (under the
+        # gate), and waiting for room ends (`refuse_calls`)
+        self.takes_calls = True
         self.bytes_sent_by_threads = 0  # changed under the gate only (`send_from_thread`)
         self.outbound = self._out = Outbound()
         self._transport = transport
@@ -162,13 +168,17 @@ class Sender:
         sent on this (plain TCP) connection; else do nothing and return False.
 
         ``before()`` runs first, under the gate (a call's registration: its response can
-        only come after). What the socket does not take at once waits in the queue, and the
-        loop is asked to wake the writer. The two users are in `_threads`.
+        only come after). A call (``before`` given) is refused once the connection takes no
+        new calls (`refuse_calls`): the loop, which counts the calls left on a connection
+        told GO_AWAY before it closes it, sees every call sent here before that. What the
+        socket does not take at once waits in the queue, and the loop is asked to wake the
+        writer. The two users are in `_threads`.
         """
         if not self._can_send_now or self.closed:
             return False
         with self._gate:
-            if self.closed or not self._out.idle:
+            if self.closed or not self._out.idle or (before is not None
+                                                     and not self.takes_calls):
                 return False
             if before is not None:
                 before()
@@ -185,6 +195,21 @@ class Sender:
             self._call_on_loop(self._kick_writer)
         return True
 
+    def refuse_calls(self) -> None:
+        """Take no new call from here on (the peer answered GO_AWAY; loop thread): a thread's
+        call is refused from now on (see `send_from_thread`), and whoever waits for room for
+        one (`wait_writable`) is woken to go elsewhere. Replies still go out."""
+        with self._gate:
+            self.takes_calls = False
+        self._drain_lot.unpark_all()
+
+    def take_bytes_sent_by_threads(self) -> int:
+        """Return the bytes threads sent here since the last call, and count from zero again
+        (under the gate, where threads add to it)."""
+        with self._gate:
+            sent, self.bytes_sent_by_threads = self.bytes_sent_by_threads, 0
+        return sent
+
     def _wake_writer(self) -> None:
         """Wake the parked writer once: until it runs, later sends need not wake it again."""
         self._writer_waits = False
@@ -195,8 +220,9 @@ class Sender:
             self._wake_writer()
 
     async def wait_writable(self) -> None:
-        """Wait until the outbound queue is under the high water mark (or the connection closed)."""
-        while self._out.size > self.high_water and not self.closed:
+        """Wait until the outbound queue is under the high water mark (or the connection closed,
+        or, for a caller waiting to send a call, it takes no new call)."""
+        while self._out.size > self.high_water and not self.closed and self.takes_calls:
             await self._drain_lot.park()
 
     async def wait_flushed(self) -> None:

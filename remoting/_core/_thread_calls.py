@@ -56,6 +56,9 @@ class CallStarter(Protocol):
     @property
     def max_frame(self) -> int: ...
 
+    @property
+    def max_header(self) -> int: ...
+
     def now(self) -> float: ...
 
     def new_future(self, target: str | Connection | None, request: RemotingCommand,
@@ -146,7 +149,8 @@ class ThreadCalls:
             return None
         opaque = next_opaque()
         try:
-            frame = encode_frame_parts(request.with_opaque(opaque), invoker.max_frame)
+            frame = encode_frame_parts(request.with_opaque(opaque), invoker.max_frame,
+                                       invoker.max_header)
         except Exception:  # submit reports it
             return None
         fut = invoker.new_future(addr, request, timeout, "sync", threaded=True)

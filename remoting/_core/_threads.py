@@ -2,7 +2,10 @@
 
 Theory of operation (the concurrency model, docs/architecture.md):
 - The loop thread owns all transport state: sockets, connections, outbound queues, the response
-  table, permits, processor bookkeeping. No other thread touches it.
+  table, permits, processor bookkeeping. No other thread changes it, but in three places made
+  safe by construction: a connection's send gate (`Sender`), registrations (`Dispatcher`:
+  tables replaced, never mutated) and a client's address list (`ChannelTable`, under its
+  lock); docs/architecture.md lists every path.
 - Other threads reach the loop through one door, the `Inbox`: ``post(fn, arg)`` appends to a
   deque (thread-safe by CPython's documented guarantee) and asks trio to run one drain soon,
   unless a drain is already due. Everything posted before a drain runs is handled by it, so a

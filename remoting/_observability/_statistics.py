@@ -26,6 +26,9 @@ class EndpointStatistics:
         error_replies: non-SUCCESS replies this side sent, by request code: from the transport
             (unknown code, busy, GO_AWAY) and from processors (their own codes, and
             SYSTEM_ERROR for one that raised).
+        requests_dropped: requests a client dropped unanswered because their connection's
+            queue was over the high water mark (the peer does not read; logged as
+            ``request.dropped``).
         timeouts: requests that expired without a response.
         orphaned_responses: responses that matched no pending request.
         processor_queue: tasks queued or running, by request code (sync processors).
@@ -71,6 +74,7 @@ class EndpointStatistics:
     bytes_read: int = 0
     bytes_written: int = 0
     go_away_received: int = 0
+    requests_dropped: int = 0
 
 
 EndpointStatistics.__module__ = "remoting"
@@ -80,8 +84,8 @@ class Counters:
     """The live counters of one endpoint; changed on its loop thread only."""
 
     __slots__ = ("bytes_read", "bytes_written", "connections_opened", "error_replies",
-                 "frames_written", "go_away", "latency", "orphans", "received", "sent",
-                 "sent_by_threads", "timeouts", "writes")
+                 "frames_written", "go_away", "latency", "orphans", "received",
+                 "requests_dropped", "sent", "sent_by_threads", "timeouts", "writes")
 
     def __init__(self) -> None:
         self.sent: dict[int, int] = {}
@@ -97,6 +101,7 @@ class Counters:
         self.bytes_read = 0
         self.bytes_written = 0  # by the loop; threads' sends are kept per connection
         self.go_away = 0
+        self.requests_dropped = 0
 
     def count_thread_send(self) -> None:
         """Count a frame a thread sent itself (the bookkeeping, on the loop)."""

@@ -147,8 +147,11 @@ class AclServerRPCHook:
 
     def _refuse(self, remote_addr: str, request: RemotingCommand, access_key: str | None,
                 reason: str) -> AbortProcessError:
+        # A key we do not know is the peer's text (any length, any characters): never logged.
+        known = access_key if access_key in self._credentials else None
+        unknown = {} if access_key is None or known else {"access_key_chars": len(access_key)}
         log.warning("acl.refused", peer=remote_addr, code=request.code,
-                    access_key=access_key, reason=reason)
+                    access_key=known, reason=reason, **unknown)
         return AbortProcessError(ResponseCode.NO_PERMISSION, f"[ACL] {reason}")
 
     def do_before_request(self, remote_addr: str, request: RemotingCommand) -> None:

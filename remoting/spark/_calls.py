@@ -8,8 +8,10 @@ Theory of operation:
   answers costs one timeout per batch, not one per window: a chunk that got no response at all
   ends the batch for that address, and the rows not yet sent get the chunk's error.
 - Rows that were never sent (connect failed, or skipped as above) are safe to resend, so they
-  fail over to the next address, and so are rows a server refused with SYSTEM_BUSY: a busy
-  answer also moves the rest of the batch on. When every address answered busy, the batch
+  fail over to the next address, and so are rows a server refused with SYSTEM_BUSY, and rows
+  a draining server answered GO_AWAY (also after the client's one resend): it processed none
+  of them. A busy or draining answer also moves the rest of the batch on, and a draining
+  server cools down as a dead one does. When every address answered busy, the batch
   backs off (50 ms, doubling up to 1 s) and goes round again, within one request timeout.
 - Rows that were sent and then lost (timeout, broken connection) may have been processed:
   they are resent to the next address only for an ``idempotent`` processor; otherwise each
@@ -201,17 +203,19 @@ def _send_chunked(client: RemotingClient, addr: str, requests: list[RemotingComm
         unsent.extend(start + j for j, r in enumerate(got) if isinstance(r, RemotingConnectError))
         start += len(chunk)
         if start < n:
-            busy = next((r for r in got if _busy(r)), None)
-            if busy is not None or not any(isinstance(r, RemotingCommand) for r in got):
-                # A busy server gets no more of this batch, nor a dead or stalled one.
-                rest = busy if busy is not None else _skipped_error(got[-1], addr, spec.timeout)
+            refused = next((r for r in got if _busy(r) or _went_away(r)), None)
+            if refused is not None or not any(isinstance(r, RemotingCommand) for r in got):
+                # A busy or draining server gets no more of this batch, nor a dead or stalled
+                # one.
+                rest = refused if refused is not None else _skipped_error(got[-1], addr,
+                                                                          spec.timeout)
                 results.extend([rest] * (n - start))
                 unsent.extend(range(start, n))
                 break
         size *= CHUNK_GROWTH
     skipped = set(unsent)
     retry = [j for j, r in enumerate(results)
-             if j in skipped or _busy(r) or (spec.idempotent and _lost(r))]
+             if j in skipped or _busy(r) or _went_away(r) or (spec.idempotent and _lost(r))]
     return results, n - len(unsent), retry
 
 
@@ -219,16 +223,28 @@ def _busy(result: Outcome) -> bool:
     return isinstance(result, RemotingCommand) and result.code == ResponseCode.SYSTEM_BUSY
 
 
+def _went_away(result: Outcome) -> bool:
+    """Answered GO_AWAY (a draining server; as data when the client does not resend): not
+    processed, safe to send elsewhere."""
+    if isinstance(result, RemotingSendRequestError):
+        return result.going_away
+    return isinstance(result, RemotingCommand) and result.code == ResponseCode.GO_AWAY
+
+
 def _lost(result: RemotingCommand | RemotingError) -> bool:
     """Sent, and then lost to a timeout or a broken connection: maybe processed, maybe not."""
-    return isinstance(result, RemotingTimeoutError | RemotingSendRequestError)
+    return (isinstance(result, RemotingTimeoutError | RemotingSendRequestError)
+            and not _went_away(result))
 
 
 def _learn(cooldowns: Cooldowns, addr: str, results: list[RemotingCommand | RemotingError],
            spec: CallSpec) -> None:
-    """Cool ``addr`` down if its last result was a transport failure; else it is healthy."""
+    """Cool ``addr`` down if its last result was a transport failure or GO_AWAY (a draining
+    server); else it is healthy."""
     last = results[-1]
-    if isinstance(last, RemotingCommand):
+    if _went_away(last):
+        cooldowns.failed(addr, time.monotonic(), spec.cooldown, "GO_AWAY")
+    elif isinstance(last, RemotingCommand):
         cooldowns.answered(addr)
     elif isinstance(last, RemotingConnectError | RemotingTimeoutError | RemotingSendRequestError):
         cooldowns.failed(addr, time.monotonic(), spec.cooldown, type(last).__name__)

@@ -10,16 +10,19 @@ from hypothesis import strategies as st
 
 from codec import (
     DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_MAX_HEADER_BYTES,
     CodecError,
     ForeignProtocolError,
     FrameDecoder,
     FrameTooLargeError,
+    HeaderTooLargeError,
     MalformedFrameError,
     RemotingCommand,
     SerializeType,
     UnsupportedSerializeTypeError,
     decode_frame,
     encode_frame,
+    encode_frame_parts,
     sniff_foreign_protocol,
 )
 from tests.factories import (
@@ -177,6 +180,53 @@ def test_decoder_accepts_a_frame_exactly_at_a_custom_limit() -> None:
 def test_decoder_refuses_a_limit_below_the_prefix_size() -> None:
     with pytest.raises(ValueError, match="at least 8"):
         FrameDecoder(max_frame_bytes=7)
+
+
+@pytest.mark.parametrize("serialize_type", [0, 1])
+def test_decoder_rejects_a_header_over_the_limit_on_the_prefix(serialize_type: int) -> None:
+    """Parsing a header costs time per byte: a long one is refused before it is buffered."""
+    header_length = DEFAULT_MAX_HEADER_BYTES + 1
+    decoder = FrameDecoder()
+    decoder.feed(raw_frame(b"", serialize_type=serialize_type, length=4 + header_length,
+                           header_length=header_length))  # the 8-byte prefix alone
+    assert decoder.missing_bytes == 0  # no memory is set aside for it either
+    with pytest.raises(HeaderTooLargeError) as info:
+        decoder.next_command()
+    assert (info.value.length, info.value.limit) == (header_length, DEFAULT_MAX_HEADER_BYTES)
+    assert "max_header_bytes" in str(info.value)
+    assert decoder.buffered_bytes == 8
+    with pytest.raises(HeaderTooLargeError):  # sticky, as every CodecError
+        decoder.next_command()
+
+
+def test_decoder_accepts_a_header_exactly_at_a_custom_limit() -> None:
+    cmd = make_command(ext_fields={"k": "v" * 100}, body=b"x" * 1000)
+    frame = encode_frame(cmd)
+    header_length = struct.unpack_from(">I", frame, 4)[0] & 0xFFFFFF
+    commands, _ = decode_chunks([frame[:40], frame[40:]])
+    decoder = FrameDecoder(max_header_bytes=header_length)
+    decoder.feed(frame)
+    assert command_fields(decoder.next_command()) == command_fields(commands[0])  # type: ignore[arg-type]
+    decoder = FrameDecoder(max_header_bytes=header_length - 1)
+    decoder.feed(frame)
+    with pytest.raises(HeaderTooLargeError):
+        decoder.next_command()
+
+
+def test_a_header_over_the_peers_limit_is_refused_before_it_is_sent() -> None:
+    cmd = make_command(ext_fields={"k": "v" * 100})
+    header = encode_frame(cmd)[8:]
+    assert encode_frame_parts(cmd, header_limit=len(header))
+    with pytest.raises(HeaderTooLargeError, match="not sent"):
+        encode_frame_parts(cmd, header_limit=len(header) - 1)
+
+
+@pytest.mark.parametrize(("limit", "error"), [(-1, ValueError), ("64K", TypeError),
+                                              (True, TypeError)])
+def test_a_header_limit_that_is_not_a_size_is_refused(limit: object,
+                                                       error: type[Exception]) -> None:
+    with pytest.raises(error, match="max_header_bytes"):
+        FrameDecoder(max_header_bytes=limit)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- malformed

@@ -56,6 +56,8 @@ BAD_CONFIGS: list[tuple[type[Any], dict[str, Any], type[Exception]]] = [
     (ServerConfig, {"max_frame_bytes": 0}, ValueError),  # crashed the loop at the first connection
     (ClientConfig, {"max_frame_bytes": 4}, ValueError),
     (ServerConfig, {"max_frame_bytes": "16"}, TypeError),
+    (ServerConfig, {"max_header_bytes": 100}, ValueError),  # under 1 KiB: no room for ext fields
+    (ClientConfig, {"max_header_bytes": 64.0}, TypeError),
     (ClientConfig, {"scan_period": -1}, ValueError),  # crashed the loop once the scanner ran
     (ClientConfig, {"scan_period": 0}, ValueError),  # a busy loop at 100% CPU
     (ServerConfig, {"scan_initial_delay": -1}, ValueError),

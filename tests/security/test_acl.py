@@ -110,6 +110,9 @@ async def test_bad_or_missing_signatures_get_no_permission(
     refusals = [e for e in logs if e["event"] == "acl.refused"]
     assert len(refusals) == 1
     assert "alice-secret" not in repr(logs) and "wrong-secret" not in repr(logs)
+    assert "mallory" not in repr(logs)  # a key the server does not know is the peer's text
+    if reason == "signature mismatch":
+        assert refusals[0]["access_key"] == "alice"  # one it knows is named
 
 
 async def test_permissions_limit_request_codes(nursery: trio.Nursery,

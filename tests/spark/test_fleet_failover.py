@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import pytest
@@ -279,3 +280,23 @@ def test_when_every_server_is_busy_the_batch_backs_off_within_one_timeout(client
     assert len(outcomes) == 8
     assert busy_processor.refused >= 3 * 8  # rounds at 0, 50 ms, 150 ms, 350 ms
     assert 0.3 < seconds < 0.6 + 0.5
+
+
+def test_rows_a_draining_server_answered_go_away_move_to_the_next(client, good) -> None:
+    """GO_AWAY means not processed: a draining server (it still accepts connections) costs
+    no row. Before, GO_AWAY twice (the client's one resend reached the same server) failed a
+    whole window of rows with -1004 though nobody processed them."""
+    server, processor = good
+    with contextmanager(serving)(Upper()) as (draining, drained):
+        draining.drain()
+        cooldowns = Cooldowns()
+        s = spec(draining.addr, server.addr, max_in_flight=256)
+
+        outcomes = call_bodies(client, s, bodies(2000), first_goes_to(0, 2),
+                               cooldowns=cooldowns)
+
+        assert_all_upper(outcomes)
+        assert drained.served == 0
+        assert processor.served == 2000  # every row, 256 of them moved off the draining one
+        assert draining.statistics().requests_received[UPPER] >= 256
+        assert cooldowns.cooling(time.monotonic()) == [draining.addr]
