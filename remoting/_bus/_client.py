@@ -173,7 +173,7 @@ class _BusClient:
         check_handler(handler, self._runner.blocking)
         consumer = Consumer(self._node, self._runner, address, handler,
                             max_buffered=max_buffered_of(max_buffered), local=local,
-                            on_discard=check_callback(on_discard),
+                            on_discard=check_callback(on_discard, self._runner.blocking),
                             consumer_id=0 if local else next(_consumer_ids),
                             credits=None if local else self)  # type: ignore[arg-type]
         if local:

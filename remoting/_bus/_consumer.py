@@ -265,27 +265,27 @@ class Consumer:
             owner.handler_failed(self, message, exc)
 
 
-def check_handler(handler: object, blocking: bool) -> None:
-    """Check a handler: callable, and a plain function for a blocking bus.
+def check_handler(handler: object, blocking: bool, name: str = "handler") -> None:
+    """Check a handler (or ``on_discard``): callable, and a plain function for a blocking bus.
 
     Raises:
         TypeError: it is not.
     """
     if not callable(handler):
-        raise TypeError(f"handler must be callable, got {type(handler).__name__}")
-    call = type(handler).__call__ if not inspect.isroutine(handler) else handler
+        raise TypeError(f"{name} must be callable, got {type(handler).__name__}")
+    call = handler if inspect.isroutine(handler) else type(handler).__call__
     if blocking and (inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)):
-        raise TypeError("a blocking bus runs handlers on threads: give a plain function, "
-                        "not an async one (async handlers need a trio bus)")
+        raise TypeError(f"a blocking bus runs {name}s on threads: give a plain function, "
+                        "not an async one (async ones need a trio bus)")
 
 
-def check_callback(callback: Callable[[Message], object] | None
+def check_callback(callback: Callable[[Message], object] | None, blocking: bool
                    ) -> Callable[[Message], object] | None:
-    """Check ``on_discard``.
+    """Check ``on_discard`` (None, or as `check_handler`).
 
     Raises:
-        TypeError: not callable (nor None).
+        TypeError: it is not callable, or async for a blocking bus.
     """
-    if callback is not None and not callable(callback):
-        raise TypeError(f"on_discard must be callable, got {type(callback).__name__}")
+    if callback is not None:
+        check_handler(callback, blocking, "on_discard")
     return callback

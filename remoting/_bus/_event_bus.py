@@ -148,7 +148,7 @@ class EventBus:
         check_handler(handler, runner.blocking)
         consumer = Consumer(self._node, runner, address, handler,
                             max_buffered=max_buffered_of(max_buffered), local=local,
-                            on_discard=check_callback(on_discard))
+                            on_discard=check_callback(on_discard, runner.blocking))
         self._node.add_consumer(consumer, shared=True)
         return consumer
 

@@ -4,6 +4,7 @@ starts it, and runs discard handlers beside it."""
 
 from __future__ import annotations
 
+import inspect
 import queue
 import threading
 from time import monotonic
@@ -37,7 +38,8 @@ class Runner(Protocol):
         ...
 
     def call(self, fn: Callable[[], object]) -> None:
-        """Run a user callback where handlers run (from any thread)."""
+        """Run a user callback where handlers run (from any thread); a trio runner awaits
+        what it returns, if awaitable."""
         ...
 
 
@@ -120,7 +122,9 @@ class TaskRunner:
     def call(self, fn: Callable[[], object]) -> None:
         async def run() -> None:
             try:
-                fn()
+                result = fn()
+                if inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.error("bus.handler_failed", exc_info=True)
 
