@@ -15,6 +15,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Final, Self
 
+import trio
+
 from codec import ResponseCode
 from processors import AsyncRequestProcessor
 
@@ -33,6 +35,7 @@ from ._waiter import TaskWaiter, ThreadWaiter
 from ._wire import (
     DEFAULT_MAX_BUFFERED,
     DEFAULT_TIMEOUT,
+    HEARTBEAT_SECONDS,
     TRANSPORT_MARGIN,
     BadBusRequest,
     BusCode,
@@ -43,6 +46,7 @@ from ._wire import (
     failure_of,
     failure_response,
     headers_in,
+    heartbeat_command,
     max_buffered_of,
     not_registered_response,
     ok_response,
@@ -70,6 +74,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BusClient", "ClientHub", "TrioBusClient"]
 
+FIRST_PAUSE: Final = 0.05  # seconds before registering again, after a failed attempt
+MAX_PAUSE: Final = 5.0  # the longest pause between attempts (doubling from FIRST_PAUSE)
 _consumer_ids = itertools.count(1)  # process-wide: consumers of every bus client differ
 _hubs: weakref.WeakKeyDictionary[object, ClientHub] = weakref.WeakKeyDictionary()
 _hubs_lock: Final = threading.Lock()
@@ -144,6 +150,10 @@ class _BusClient:
         self._node.on_remote_removed = self._remote_removed
         self._hub = ClientHub.of(client)
         self._remote: set[Consumer] = set()
+        self._closed = False
+        self._lost = False  # the server forgot the consumers: register them again
+        self._keeper_started = False
+        client.register_channel_event_listener(_ConnectionWatch(self))
 
     @property
     def addr(self) -> str:
@@ -166,6 +176,36 @@ class _BusClient:
     def _remote_removed(self, consumer: Consumer) -> None:
         raise NotImplementedError
 
+    def connection_lost(self) -> None:
+        """The connection to the bus server closed, and the server forgot this client's
+        consumers with it: have the keeper register them again. Called on the client's
+        event thread."""
+        with self._node.lock:
+            if self._closed or not self._remote:
+                return
+            self._lost = True
+        self._wake_keeper()
+
+    def _wake_keeper(self) -> None:
+        raise NotImplementedError
+
+    def _start_keeper(self) -> None:
+        raise NotImplementedError
+
+    def _keeping(self) -> tuple[bool, list[Consumer]]:
+        """Return (whether the consumers must be registered again, those still registered),
+        and clear the first."""
+        with self._node.lock:
+            lost, self._lost = self._lost, False
+            return lost, [c for c in self._remote if c.registered]
+
+    def _register_failed(self, exc: RemotingError, consumers: int, first: bool) -> None:
+        with self._node.lock:
+            self._lost = True  # try again after a pause
+        if first:
+            log.warning("bus.registration_lost", addr=self._addr, consumers=consumers,
+                        error=type(exc).__name__)
+
     def _new_consumer(self, address: str, handler: Callable[[Message], object],
                       max_buffered: int, on_discard: Callable[[Message], object] | None, *,
                       local: bool) -> Consumer:
@@ -183,8 +223,12 @@ class _BusClient:
         return consumer
 
     def _registered(self, consumer: Consumer) -> None:
-        self._remote.add(consumer)
+        with self._node.lock:
+            self._remote.add(consumer)
+            start, self._keeper_started = not self._keeper_started, True
         self._node.add_consumer(consumer, shared=False)
+        if start:
+            self._start_keeper()
 
     def _unhooked(self, consumer: Consumer) -> None:
         self._remote.discard(consumer)
@@ -300,6 +344,27 @@ class _BusClient:
                              message.body, message.headers, timeout)
 
 
+class _ConnectionWatch:
+    """Tells a bus client that its connection to the bus server closed (a channel event
+    listener of its transport client)."""
+
+    def __init__(self, bus: _BusClient) -> None:
+        self._bus = bus
+
+    def on_channel_close(self, remote_addr: str, channel: object) -> None:
+        if remote_addr == self._bus.addr:
+            self._bus.connection_lost()
+
+    def on_channel_connect(self, remote_addr: str, channel: object) -> None:
+        pass
+
+    def on_channel_exception(self, remote_addr: str, channel: object) -> None:
+        pass
+
+    def on_channel_idle(self, remote_addr: str, channel: object) -> None:
+        pass
+
+
 class BusClient(_BusClient):
     """A bus client over a blocking `RemotingClient` (plain methods, from any thread).
 
@@ -318,6 +383,8 @@ class BusClient(_BusClient):
                             f"TrioBusClient), got {type(client).__name__}")
         self._threads = ThreadRunner("remoting-bus-client", handler_threads)
         self._runner = self._threads
+        self._stopped = threading.Event()
+        self._wake = threading.Event()
         super().__init__(client, addr)
         self._blocking: RemotingClient = client
 
@@ -332,7 +399,10 @@ class BusClient(_BusClient):
         """Unregister the consumers (the server is told in the background) and stop the
         handler threads, waiting up to 5 s for handlers still running. Idempotent."""
         with self._node.lock:
+            self._closed = True
             consumers = [*self._node.local.handlers(), *self._remote]
+        self._stopped.set()
+        self._wake.set()
         for consumer in consumers:
             consumer.unregister()
         self._threads.close()
@@ -373,6 +443,41 @@ class BusClient(_BusClient):
             TypeError, ValueError: a bad address, handler or ``max_buffered``.
         """
         return self._new_consumer(address, handler, max_buffered, on_discard, local=True)
+
+    def _start_keeper(self) -> None:
+        threading.Thread(target=self._keep, name="remoting-bus-keeper", daemon=True).start()
+
+    def _wake_keeper(self) -> None:
+        self._wake.set()
+
+    def _keep(self) -> None:
+        """Keep the consumers registered at the bus server (the keeper thread): a heartbeat
+        every `HEARTBEAT_SECONDS`, and after a lost connection, register them again, with a
+        doubling pause between failed attempts, until the bus client closes."""
+        wait, pause, failed = HEARTBEAT_SECONDS, FIRST_PAUSE, False
+        while True:
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self._stopped.is_set() or not self._blocking.is_running:
+                return
+            lost, consumers = self._keeping()
+            try:
+                if lost:
+                    for consumer in consumers:
+                        self._check(self._blocking.invoke_sync(self._addr, register_command(
+                            consumer.consumer_id, consumer.address, consumer.max_buffered),
+                            DEFAULT_TIMEOUT), consumer.address)
+                    if failed:
+                        log.info("bus.registered_again", addr=self._addr,
+                                 consumers=len(consumers))
+                elif consumers:
+                    self._blocking.invoke_oneway(self._addr, heartbeat_command(),
+                                                 DEFAULT_TIMEOUT)
+                wait, pause, failed = HEARTBEAT_SECONDS, FIRST_PAUSE, False
+            except RemotingError as exc:
+                if lost:  # the server cannot be reached yet: try again after a pause
+                    self._register_failed(exc, len(consumers), not failed)
+                    wait, pause, failed = pause, min(pause * 2, MAX_PAUSE), True
 
     def _remote_removed(self, consumer: Consumer) -> None:
         self._unhooked(consumer)
@@ -515,6 +620,7 @@ class TrioBusClient(_BusClient):
         endpoint = client.endpoint
         self._runner = TaskRunner(lambda: endpoint.nursery, lambda: endpoint.loop_thread_id,
                                   endpoint.call_on_loop)
+        self._wake = trio.Event()
         super().__init__(client, addr)
         self._trio: TrioRemotingClient = client
 
@@ -528,7 +634,9 @@ class TrioBusClient(_BusClient):
     async def aclose(self) -> None:
         """Unregister the consumers (the server is told in the background). Idempotent."""
         with self._node.lock:
+            self._closed = True
             consumers = [*self._node.local.handlers(), *self._remote]
+        self._wake.set()
         for consumer in consumers:
             consumer.unregister()
 
@@ -573,6 +681,40 @@ class TrioBusClient(_BusClient):
         """Register ``handler`` for this bus client's own messages only (see
         `BusClient.local_consumer`)."""
         return self._new_consumer(address, handler, max_buffered, on_discard, local=True)
+
+    def _start_keeper(self) -> None:
+        self._spawn(self._keep)
+
+    def _wake_keeper(self) -> None:
+        self._trio.endpoint.call_on_loop(lambda: self._wake.set())
+
+    async def _keep(self) -> None:
+        """`BusClient._keep` as a task of the client."""
+        wait, pause, failed = HEARTBEAT_SECONDS, FIRST_PAUSE, False
+        while True:
+            with trio.move_on_after(wait):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            if self._closed:
+                return
+            lost, consumers = self._keeping()
+            try:
+                if lost:
+                    for consumer in consumers:
+                        self._check(await self._trio.invoke_sync(self._addr, register_command(
+                            consumer.consumer_id, consumer.address, consumer.max_buffered),
+                            DEFAULT_TIMEOUT), consumer.address)
+                    if failed:
+                        log.info("bus.registered_again", addr=self._addr,
+                                 consumers=len(consumers))
+                elif consumers:
+                    await self._trio.invoke_oneway(self._addr, heartbeat_command(),
+                                                   DEFAULT_TIMEOUT)
+                wait, pause, failed = HEARTBEAT_SECONDS, FIRST_PAUSE, False
+            except RemotingError as exc:
+                if lost:
+                    self._register_failed(exc, len(consumers), not failed)
+                    wait, pause, failed = pause, min(pause * 2, MAX_PAUSE), True
 
     def _remote_removed(self, consumer: Consumer) -> None:
         self._unhooked(consumer)

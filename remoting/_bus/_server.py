@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 __all__ = ["SERVED_CODES", "BusServer", "Pending"]
 
 SERVED_CODES: Final = (BusCode.REGISTER, BusCode.UNREGISTER, BusCode.SEND, BusCode.REPLY,
-                       BusCode.CREDIT)
+                       BusCode.CREDIT, BusCode.HEARTBEAT)
 PUBLISH_PUSH_TIMEOUT: Final = DEFAULT_TIMEOUT  # a publish has no deadline of its own
 HERE_SEND_TIMEOUT: Final = DEFAULT_TIMEOUT  # how long the server's own send may wait queued
 
@@ -115,7 +115,8 @@ class BusServer(AsyncRequestProcessor):
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
                                         Awaitable[RemotingCommand | None]]] = {
             BusCode.REGISTER: self._register, BusCode.UNREGISTER: self._unregister,
-            BusCode.SEND: self._send, BusCode.REPLY: self._reply, BusCode.CREDIT: self._credit}
+            BusCode.SEND: self._send, BusCode.REPLY: self._reply, BusCode.CREDIT: self._credit,
+            BusCode.HEARTBEAT: self._heartbeat}
 
     # ------------------------------------------------------------------ requests
 
@@ -134,8 +135,11 @@ class BusServer(AsyncRequestProcessor):
         node = self._node
         with node.lock:
             mine = self._remote.setdefault(channel, {})
-            if registration.consumer_id in mine:
-                raise BadBusRequest("that consumer id is registered already")
+            known = mine.get(registration.consumer_id)
+            if known is not None:  # registering again (after a lost connection): idempotent
+                if known.address != registration.address:
+                    raise BadBusRequest("that consumer id is registered at another address")
+                return ok_response()
             if len(mine) >= MAX_CONSUMERS_PER_CONNECTION:
                 raise BadBusRequest(f"over {MAX_CONSUMERS_PER_CONNECTION} consumers on one "
                                     "connection")
@@ -155,6 +159,9 @@ class BusServer(AsyncRequestProcessor):
         if target is not None:
             self._forget(target)
         return ok_response()
+
+    async def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        return None  # reading it was the point: the connection is not idle
 
     async def _credit(self, ctx: RequestContext, request: RemotingCommand) -> None:
         consumer_id, credits = consumer_id_of(request), credits_of(request)

@@ -22,12 +22,15 @@ if TYPE_CHECKING:
     from codec import ExtFields
 
 __all__ = [
-    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "MAX_ADDRESS_BYTES",
-    "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW", "TRANSPORT_MARGIN", "BadBusRequest",
-    "BusCode", "Deliver", "FailureCode", "Kind", "Register", "ReplyKind", "Reply", "Send",
-    "address_of", "body_of", "deliver_of", "failure_of", "failure_response", "headers_of",
-    "max_buffered_of", "ok_response", "register_of", "reply_of", "reply_response", "send_of",
-    "timeout_of",
+    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "HEARTBEAT_SECONDS",
+    "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW", "TRANSPORT_MARGIN",
+    "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Kind", "Register", "Reply",
+    "ReplyKind", "Send", "address_of", "bad_request_response", "body_of", "consumer_id_of",
+    "credit_command", "credits_of", "deliver_command", "deliver_of", "failure_of",
+    "failure_response", "headers_in", "headers_of", "heartbeat_command", "max_buffered_of",
+    "not_registered_response", "ok_response", "register_command", "register_of",
+    "reply_command", "reply_in", "reply_of", "reply_response", "send_command", "send_of",
+    "timeout_of", "unregister_command",
 ]
 
 
@@ -40,6 +43,7 @@ class BusCode(IntEnum):
     SEND = 32302  # client -> server: send, publish or request a message
     REPLY = 32303  # client -> server: answer a message (reply, reply and request, fail)
     CREDIT = 32304  # client -> server, oneway: a consumer finished that many messages
+    HEARTBEAT = 32305  # client -> server, oneway: keeps an idle connection (and its consumers)
     DELIVER = 32310  # server -> client: a message for one of its consumers
 
 
@@ -62,6 +66,10 @@ MAX_CONSUMERS_PER_CONNECTION: Final = 10_000  # a bound on what one peer makes t
 # first, so the transport's own timeout (which closes the connection, and with it the
 # client's consumers) only fires when the bus server stopped answering
 TRANSPORT_MARGIN: Final = 2.0
+# a bus client with consumers sends a heartbeat this often: a connection idle for
+# max_idle_seconds (120 s by default) is closed, and the server forgets its consumers with
+# it (RocketMQ's clients beat every 30 s: heartbeatBrokerInterval)
+HEARTBEAT_SECONDS: Final = 30.0
 _MAX_MILLIS: Final = 2**31 - 1  # a timeout's wire value, int32 milliseconds (~24.8 days)
 HEADER_PREFIX: Final = "h."
 
@@ -214,6 +222,12 @@ def register_command(consumer_id: int, address: str, window: int) -> RemotingCom
 
 def unregister_command(consumer_id: int) -> RemotingCommand:
     return RemotingCommand.create_request(BusCode.UNREGISTER, {"consumerId": str(consumer_id)})
+
+
+def heartbeat_command() -> RemotingCommand:
+    command = RemotingCommand.create_request(BusCode.HEARTBEAT)
+    command.mark_oneway()
+    return command
 
 
 def credit_command(consumer_id: int, credits: int) -> RemotingCommand:
