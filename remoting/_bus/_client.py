@@ -231,7 +231,8 @@ class _BusClient:
             self._start_keeper()
 
     def _unhooked(self, consumer: Consumer) -> None:
-        self._remote.discard(consumer)
+        with self._node.lock:
+            self._remote.discard(consumer)
         self._hub.remove(consumer)
 
     # ------------------------------------------------------------------ local routing

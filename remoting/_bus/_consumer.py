@@ -191,7 +191,7 @@ class Consumer:
         while True:
             with lock:
                 message = mailbox.take()
-                credit = self._credit_due(message is None)
+                credit = self._credit_due()
             if credit:
                 self._send_credit(credit)
             if message is None:
@@ -210,7 +210,7 @@ class Consumer:
         while True:
             with lock:
                 message = mailbox.take()
-                credit = self._credit_due(message is None)
+                credit = self._credit_due()
             if credit:
                 await self._send_credit_async(credit)
             if message is None:
@@ -222,11 +222,12 @@ class Consumer:
                     mailbox.done()
                     self._uncredited += self._credits is not None
 
-    def _credit_due(self, drain_ends: bool) -> int:
-        """Return the credits to send now (under the lock): every quarter window, and all
-        of them when the drain ends, so the server never waits on credits we keep."""
+    def _credit_due(self) -> int:
+        """Return the credits to send now (under the lock): every quarter window. Those
+        kept meanwhile are fewer than a quarter window, so the server, which stops at a
+        full window, never waits for them: it waits only for messages still held."""
         owed = self._uncredited
-        if owed and (drain_ends or owed >= self._credit_every):
+        if owed >= self._credit_every:
             self._uncredited = 0
             return owed
         return 0
