@@ -206,9 +206,17 @@ class _BusClient:
             log.warning("bus.registration_lost", addr=self._addr, consumers=consumers,
                         error=type(exc).__name__)
 
+    def _check_open(self) -> None:
+        """Raises:
+            RemotingError: the bus client is closed.
+        """
+        if self._closed:
+            raise RemotingError(f"{type(self).__name__} is closed", self._addr)
+
     def _new_consumer(self, address: str, handler: Callable[[Message], object],
                       max_buffered: int, on_discard: Callable[[Message], object] | None, *,
                       local: bool) -> Consumer:
+        self._check_open()
         address = address_of(address)
         check_handler(handler, self._runner.blocking)
         consumer = Consumer(self._node, self._runner, address, handler,
@@ -420,7 +428,7 @@ class BusClient(_BusClient):
         Raises:
             TypeError, ValueError: a bad address, handler or ``max_buffered``.
             RemotingError: the server could not be reached (a `RemotingConnectError`...),
-                serves no bus, or refused the consumer.
+                serves no bus, or refused the consumer; the bus client is closed.
         """
         consumer = self._new_consumer(address, handler, max_buffered, on_discard, local=False)
         try:
@@ -510,9 +518,10 @@ class BusClient(_BusClient):
             ReplyFailure: NO_HANDLERS; RECIPIENT_FAILURE: the consumer is full, or went
                 away before taking it; TIMEOUT: not taken within ``timeout`` seconds.
             RemotingError: the bus server could not be reached (a `RemotingConnectError`,
-                `RemotingSendRequestError`...), or serves no bus.
+                `RemotingSendRequestError`...), or serves no bus; the bus client is closed.
             TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
         """
+        self._check_open()
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
@@ -530,9 +539,10 @@ class BusClient(_BusClient):
         error.
 
         Raises:
-            RemotingError: the bus server could not be reached, or serves no bus.
+            RemotingError: as `send`.
             TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
         """
+        self._check_open()
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("publish", address, body, headers)
@@ -554,6 +564,7 @@ class BusClient(_BusClient):
                 full, or it went away holding the message.
             RemotingError, TypeError, ValueError: as `send`.
         """
+        self._check_open()
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
@@ -745,6 +756,7 @@ class TrioBusClient(_BusClient):
                    headers: dict[str, str] | None = None, *,
                    timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send a message to one consumer of ``address`` (see `BusClient.send`)."""
+        self._check_open()
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
@@ -758,6 +770,7 @@ class TrioBusClient(_BusClient):
                       headers: dict[str, str] | None = None, *,
                       timeout: float = DEFAULT_TIMEOUT) -> None:
         """Deliver a message to every consumer of ``address`` (see `BusClient.publish`)."""
+        self._check_open()
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("publish", address, body, headers)
@@ -771,6 +784,7 @@ class TrioBusClient(_BusClient):
                       timeout: float = DEFAULT_TIMEOUT) -> Message:
         """Send a message to one consumer of ``address`` and wait for its reply (see
         `BusClient.request`)."""
+        self._check_open()
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)

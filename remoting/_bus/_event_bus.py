@@ -100,8 +100,15 @@ class EventBus:
         server.register_channel_event_listener(bus_server)
 
     def close(self) -> None:
-        """Stop the handler threads of a blocking server's bus (idempotent); its consumers
-        get nothing more. The server itself is not stopped."""
+        """Unregister the bus's own consumers and stop its handler threads (a blocking
+        server's: waiting up to 5 s for handlers still running). Idempotent. The server keeps
+        serving the bus to its clients until it stops."""
+        node = self._node
+        with node.lock:
+            own = [c for c in (*node.local.handlers(), *node.shared.handlers())
+                   if isinstance(c, Consumer)]
+        for consumer in own:
+            consumer.unregister()
         runner = self._runner
         if isinstance(runner, ThreadRunner):
             runner.close()

@@ -11,7 +11,14 @@ import pytest
 
 from codec import RemotingCommand, ResponseCode
 from remoting import ClientConfig, RemotingClient, RemotingError, RemotingServer, TrioRemotingClient
-from remoting.bus import MAX_ADDRESS_BYTES, BusClient, BusCode, EventBus, TrioBusClient
+from remoting.bus import (
+    MAX_ADDRESS_BYTES,
+    BusClient,
+    BusCode,
+    EventBus,
+    ReplyFailure,
+    TrioBusClient,
+)
 
 from ...logs import capture_logs
 from .conftest import WAIT, eventually
@@ -145,3 +152,18 @@ async def test_a_trio_bus_client_refuses_bad_input_alike(
         await bus.consumer("x", "no")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="BusClient"):
         TrioBusClient(RemotingClient(), "127.0.0.1:1")  # type: ignore[arg-type]
+
+
+def test_a_closed_bus_client_refuses_calls_and_a_closed_bus_its_consumers(
+        bus: EventBus, bus_clients: Callable[..., BusClient]) -> None:
+    client = bus_clients()
+    own = bus.consumer("x", lambda m: None)
+    client.close()
+    client.close()  # twice: nothing more happens
+    for call in (lambda: client.send("x"), lambda: client.consumer("x", print)):
+        with pytest.raises(RemotingError, match="closed"):
+            call()
+    bus.close()
+    assert not own.registered
+    with pytest.raises(ReplyFailure, match="NO_HANDLERS"):
+        bus.send("x")
