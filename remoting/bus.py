@@ -8,8 +8,7 @@ once. The bus's request codes are 32300-32399 (docs/protocol.md).
 
 from __future__ import annotations
 
-from ._bus._client import BusClient as BusClient
-from ._bus._client import TrioBusClient as TrioBusClient
+from ._bus._blocking_client import BusClient as BusClient
 from ._bus._consumer import Consumer as Consumer
 from ._bus._event_bus import EventBus as EventBus
 from ._bus._failure import FailureKind as FailureKind
@@ -18,6 +17,7 @@ from ._bus._interceptors import BusInterceptor as BusInterceptor
 from ._bus._message import Message as Message
 from ._bus._message import OutboundMessage as OutboundMessage
 from ._bus._statistics import BusStatistics as BusStatistics
+from ._bus._trio_client import TrioBusClient as TrioBusClient
 from ._bus._wire import DEFAULT_MAX_BUFFERED as DEFAULT_MAX_BUFFERED
 from ._bus._wire import DEFAULT_MAX_QUEUED as DEFAULT_MAX_QUEUED
 from ._bus._wire import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT

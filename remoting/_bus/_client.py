@@ -1,10 +1,12 @@
-"""Bus clients: `BusClient` over a blocking `RemotingClient`, `TrioBusClient` over a trio one.
+"""What both bus clients share (`BusClientBase`), and the pieces a transport client gets for
+them: its `ClientHub` (the DELIVER processor) and a `ConnectionWatch` per bus client.
 
 A bus client talks to the `EventBus` of one server (``addr``) through the client's public
 calls: its sends, publishes, requests and replies are calls of the bus's codes; its
 consumers are registered there, and the server pushes their messages back over the client's
 connection (DELIVER), which the client's `ClientHub` hands to them. Local consumers stay in
-the bus client: only its own messages reach them, with no network in between.
+the bus client: only its own messages reach them, with no network in between. A keeper
+(a thread, or a task: `Keeper` decides, the faces act) keeps the consumers registered.
 """
 
 from __future__ import annotations
@@ -13,58 +15,45 @@ import itertools
 import math
 import threading
 import weakref
-from typing import TYPE_CHECKING, Final, Self
-
-import trio
+from typing import TYPE_CHECKING, Final
 
 from codec import ResponseCode
 from processors import AsyncRequestProcessor
 
 from .._errors import RemotingError, RemotingTimeoutError
-from .._faces._blocking import RemotingClient
-from .._faces._trio import TrioRemotingClient
 from .._log import log
 from ._consumer import Consumer, check_callback, check_handler
 from ._failure import ReplyFailure
 from ._interceptors import add_interceptor
 from ._message import Message
-from ._node import BusNode, consumer_full, deadline_after
-from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner
+from ._node import BusNode, consumer_full
 from ._telemetry import spans_for
-from ._waiter import TaskWaiter, ThreadWaiter
 from ._wire import (
-    DEFAULT_MAX_BUFFERED,
-    DEFAULT_TIMEOUT,
     HEARTBEAT_SECONDS,
     TRANSPORT_MARGIN,
     BadBusRequest,
     BusCode,
     address_of,
     bad_request_response,
-    credit_command,
     deliver_of,
     failure_of,
     failure_response,
     headers_in,
-    heartbeat_command,
     max_buffered_of,
     not_registered_response,
     ok_response,
-    register_command,
     reply_command,
     reply_in,
-    send_command,
-    timeout_of,
-    unregister_command,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-    from types import TracebackType
+    from collections.abc import Callable
 
     from codec import RemotingCommand
     from processors import RequestContext
 
+    from .._faces._blocking import RemotingClient
+    from .._faces._trio import TrioRemotingClient
     from ._interceptors import BusInterceptor
     from ._message import OutboundMessage, Replier
     from ._reply_table import PendingReply
@@ -72,7 +61,8 @@ if TYPE_CHECKING:
     from ._statistics import BusStatistics
     from ._waiter import Waiter
 
-__all__ = ["BusClient", "ClientHub", "TrioBusClient"]
+__all__ = ["FIRST_PAUSE", "MAX_PAUSE", "BusClientBase", "ClientHub", "ConnectionWatch",
+           "Keeper", "transport_timeout"]
 
 FIRST_PAUSE: Final = 0.05  # seconds before registering again, after a failed attempt
 MAX_PAUSE: Final = 5.0  # the longest pause between attempts (doubling from FIRST_PAUSE)
@@ -136,7 +126,39 @@ def transport_timeout(timeout: float) -> float:
     return timeout if math.isinf(timeout) else timeout + TRANSPORT_MARGIN
 
 
-class _BusClient:
+class Keeper:
+    """When a bus client's keeper acts (sans-I/O): it waits `wait` seconds, or until woken,
+    then registers the consumers again if the connection was lost, else sends a heartbeat,
+    and reports how that went. After a failed registration it tries again after a pause that
+    doubles from `FIRST_PAUSE` up to `MAX_PAUSE`; after a success, it beats every
+    `HEARTBEAT_SECONDS`."""
+
+    __slots__ = ("_failing", "_pause", "wait")
+
+    def __init__(self) -> None:
+        self.wait = HEARTBEAT_SECONDS
+        self._pause = FIRST_PAUSE
+        self._failing = False  # registering again has failed since the last success
+
+    def succeeded(self, registered: bool) -> bool:
+        """The step worked; True if it registered the consumers again after failures."""
+        back = registered and self._failing
+        self.wait, self._pause, self._failing = HEARTBEAT_SECONDS, FIRST_PAUSE, False
+        return back
+
+    def failed(self, registering: bool) -> bool:
+        """The step failed; True if it is the first failure to register again (a failed
+        heartbeat only waits for the next: the connection's close will tell)."""
+        if not registering:
+            self.wait = HEARTBEAT_SECONDS
+            return False
+        first = not self._failing
+        self.wait, self._pause, self._failing = (
+            self._pause, min(self._pause * 2, MAX_PAUSE), True)
+        return first
+
+
+class BusClientBase:
     """What both bus clients share: the node, the hub, local routing, reading answers."""
 
     _runner: Runner
@@ -153,7 +175,7 @@ class _BusClient:
         self._closed = False
         self._lost = False  # the server forgot the consumers: register them again
         self._keeper_started = False
-        client.register_channel_event_listener(_ConnectionWatch(self))
+        client.register_channel_event_listener(ConnectionWatch(self))
 
     @property
     def addr(self) -> str:
@@ -199,12 +221,19 @@ class _BusClient:
             lost, self._lost = self._lost, False
             return lost, [c for c in self._remote if c.registered]
 
-    def _register_failed(self, exc: RemotingError, consumers: int, first: bool) -> None:
-        with self._node.lock:
-            self._lost = True  # try again after a pause
-        if first:
-            log.warning("bus.registration_lost", addr=self._addr, consumers=consumers,
-                        error=type(exc).__name__)
+    def _kept(self, keeper: Keeper, lost: bool, consumers: list[Consumer],
+              failure: RemotingError | None) -> None:
+        """Act on how the keeper's step went: log, and try again after a pause."""
+        if failure is None:
+            if keeper.succeeded(lost):
+                log.info("bus.registered_again", addr=self._addr, consumers=len(consumers))
+            return
+        if lost:
+            with self._node.lock:
+                self._lost = True
+        if keeper.failed(lost):
+            log.warning("bus.registration_lost", addr=self._addr, consumers=len(consumers),
+                        error=type(failure).__name__)
 
     def _check_open(self) -> None:
         """Raises:
@@ -353,11 +382,11 @@ class _BusClient:
                              message.body, message.headers, timeout)
 
 
-class _ConnectionWatch:
+class ConnectionWatch:
     """Tells a bus client that its connection to the bus server closed (a channel event
     listener of its transport client)."""
 
-    def __init__(self, bus: _BusClient) -> None:
+    def __init__(self, bus: BusClientBase) -> None:
         self._bus = bus
 
     def on_channel_close(self, remote_addr: str, channel: object) -> None:
@@ -372,464 +401,3 @@ class _ConnectionWatch:
 
     def on_channel_idle(self, remote_addr: str, channel: object) -> None:
         pass
-
-
-class BusClient(_BusClient):
-    """A bus client over a blocking `RemotingClient` (plain methods, from any thread).
-
-    ``BusClient(client, addr)`` uses the `EventBus` of the server at ``addr``. Handlers of
-    its consumers run on threads of the bus client (``handler_threads``), one message at a
-    time per consumer. `close` (or leaving a ``with`` block) unregisters its consumers and
-    stops those threads; the `RemotingClient` is not closed.
-    """
-
-    __module__ = "remoting.bus"
-
-    def __init__(self, client: RemotingClient, addr: str, *,
-                 handler_threads: int = HANDLER_THREADS) -> None:
-        if not isinstance(client, RemotingClient):
-            raise TypeError("BusClient needs a RemotingClient (a TrioRemotingClient: use "
-                            f"TrioBusClient), got {type(client).__name__}")
-        self._threads = ThreadRunner("remoting-bus-client", handler_threads)
-        self._runner = self._threads
-        self._stopped = threading.Event()
-        self._wake = threading.Event()
-        super().__init__(client, addr)
-        self._blocking: RemotingClient = client
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Unregister the consumers (the server is told in the background) and stop the
-        handler threads, waiting up to 5 s for handlers still running. Idempotent."""
-        with self._node.lock:
-            self._closed = True
-            consumers = [*self._node.local.handlers(), *self._remote]
-        self._stopped.set()
-        self._wake.set()
-        for consumer in consumers:
-            consumer.unregister()
-        self._threads.close()
-
-    # ------------------------------------------------------------------ consumers
-
-    def consumer(self, address: str, handler: Callable[[Message], object], *,
-                 max_buffered: int = DEFAULT_MAX_BUFFERED,
-                 on_discard: Callable[[Message], object] | None = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> Consumer:
-        """Register ``handler`` (a plain function) at ``address`` on the bus server; it
-        receives the messages any sender sends there. Returns once registered.
-
-        Raises:
-            TypeError, ValueError: a bad address, handler or ``max_buffered``.
-            RemotingError: the server could not be reached (a `RemotingConnectError`...),
-                serves no bus, or refused the consumer; the bus client is closed.
-        """
-        consumer = self._new_consumer(address, handler, max_buffered, on_discard, local=False)
-        try:
-            response = self._blocking.invoke_sync(
-                self._addr, register_command(consumer.consumer_id, consumer.address,
-                                             consumer.max_buffered), timeout_of(timeout))
-            self._check(response, consumer.address)
-        except BaseException:
-            self._unhooked(consumer)
-            raise
-        self._registered(consumer)
-        return consumer
-
-    def local_consumer(self, address: str, handler: Callable[[Message], object], *,
-                       max_buffered: int = DEFAULT_MAX_BUFFERED,
-                       on_discard: Callable[[Message], object] | None = None) -> Consumer:
-        """Register ``handler`` at ``address`` for this bus client's own messages only
-        (Vert.x's ``localConsumer``): the server and other clients never reach it.
-
-        Raises:
-            TypeError, ValueError: a bad address, handler or ``max_buffered``.
-        """
-        return self._new_consumer(address, handler, max_buffered, on_discard, local=True)
-
-    def _start_keeper(self) -> None:
-        threading.Thread(target=self._keep, name="remoting-bus-keeper", daemon=True).start()
-
-    def _wake_keeper(self) -> None:
-        self._wake.set()
-
-    def _keep(self) -> None:
-        """Keep the consumers registered at the bus server (the keeper thread): a heartbeat
-        every `HEARTBEAT_SECONDS`, and after a lost connection, register them again, with a
-        doubling pause between failed attempts, until the bus client closes."""
-        wait, pause, failed = HEARTBEAT_SECONDS, FIRST_PAUSE, False
-        while True:
-            self._wake.wait(wait)
-            self._wake.clear()
-            if self._stopped.is_set() or not self._blocking.is_running:
-                return
-            lost, consumers = self._keeping()
-            try:
-                if lost:
-                    for consumer in consumers:
-                        self._check(self._blocking.invoke_sync(self._addr, register_command(
-                            consumer.consumer_id, consumer.address, consumer.max_buffered),
-                            DEFAULT_TIMEOUT), consumer.address)
-                    if failed:
-                        log.info("bus.registered_again", addr=self._addr,
-                                 consumers=len(consumers))
-                elif consumers:
-                    self._blocking.invoke_oneway(self._addr, heartbeat_command(),
-                                                 DEFAULT_TIMEOUT)
-                wait, pause, failed = HEARTBEAT_SECONDS, FIRST_PAUSE, False
-            except RemotingError as exc:
-                if lost:  # the server cannot be reached yet: try again after a pause
-                    self._register_failed(exc, len(consumers), not failed)
-                    wait, pause, failed = pause, min(pause * 2, MAX_PAUSE), True
-
-    def _remote_removed(self, consumer: Consumer) -> None:
-        self._unhooked(consumer)
-        try:
-            self._blocking.invoke_async(self._addr, unregister_command(consumer.consumer_id),
-                                        DEFAULT_TIMEOUT)
-        except RemotingError:  # the client is closed: the server forgets it with its connection
-            pass
-
-    def credit(self, consumer: Consumer, credits: int) -> None:
-        """`Credits`: tell the server ``consumer`` finished ``credits`` messages."""
-        try:
-            self._blocking.invoke_oneway(self._addr,
-                                         credit_command(consumer.consumer_id, credits),
-                                         DEFAULT_TIMEOUT)
-        except RemotingError:  # the connection is gone, and the registration with it
-            pass
-
-    # ------------------------------------------------------------------ messages
-
-    def send(self, address: str, body: bytes | None = None,
-             headers: dict[str, str] | None = None, *,
-             timeout: float = DEFAULT_TIMEOUT) -> None:
-        """Send a message to one consumer of ``address`` (a local consumer of this bus
-        client if it has one, else one the server chooses, round-robin). Returns once the
-        consumer's bus has it: its handler runs it, or it waits in its buffer.
-
-        Raises:
-            ReplyFailure: NO_HANDLERS; RECIPIENT_FAILURE: the consumer is full, or went
-                away before taking it; TIMEOUT: not taken within ``timeout`` seconds.
-            RemotingError: the bus server could not be reached (a `RemotingConnectError`,
-                `RemotingSendRequestError`...), or serves no bus; the bus client is closed.
-            TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
-        """
-        self._check_open()
-        timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
-            if self._send_locally(message):
-                return
-            self._call(send_command("send", message.address, message.body, message.headers,
-                                    timeout), timeout, message.address)
-
-    def publish(self, address: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None, *,
-                timeout: float = DEFAULT_TIMEOUT) -> None:
-        """Deliver a message to every consumer of ``address`` (this bus client's local ones,
-        and every one the server knows). Returns once the server has routed it; none is no
-        error.
-
-        Raises:
-            RemotingError: as `send`.
-            TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
-        """
-        self._check_open()
-        timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("publish", address, body, headers)
-        with node.spans.sending(message):
-            self._publish_locally(message)
-            self._call(send_command("publish", message.address, message.body,
-                                    message.headers, None), timeout, message.address)
-
-    def request(self, address: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None, *,
-                timeout: float = DEFAULT_TIMEOUT) -> Message:
-        """Send a message to one consumer of ``address`` and wait for its reply.
-
-        Returns the reply, a `Message` (answer it in turn if its ``reply_address`` is set).
-
-        Raises:
-            ReplyFailure: NO_HANDLERS; TIMEOUT: no reply within ``timeout`` seconds;
-                RECIPIENT_FAILURE: the handler raised or called ``fail``, the consumer is
-                full, or it went away holding the message.
-            RemotingError, TypeError, ValueError: as `send`.
-        """
-        self._check_open()
-        timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
-            waiter = ThreadWaiter()
-            entry = self._request_locally(message, waiter, deadline_after(timeout))
-            if entry is not None:
-                return node.wait_reply(waiter, entry)
-            response = self._call(send_command("request", message.address, message.body,
-                                               message.headers, timeout), timeout,
-                                  message.address, check=False)
-            return self._reply_of(response, message.address)
-
-    def _call(self, command: RemotingCommand, timeout: float, address: str | None, *,
-              check: bool = True) -> RemotingCommand:
-        try:
-            response = self._blocking.invoke_sync(self._addr, command, transport_timeout(timeout))
-        except RemotingTimeoutError as exc:
-            raise self._timed_out(address, exc) from exc
-        if check:
-            self._check(response, address)
-        return response
-
-    # ------------------------------------------------------------------ Replier
-
-    def send_reply(self, reply_address: str, body: bytes, headers: dict[str, str],
-                   failure: tuple[int, str] | None) -> None:
-        """Answer a message the server delivered (never waits)."""
-        message = self._node.outbound("fail" if failure else "reply", reply_address, body,
-                                      headers)
-        with self._node.spans.sending(message):
-            self._blocking.invoke_async(self._addr, self._reply_command(message, failure, None),
-                                        DEFAULT_TIMEOUT)
-
-    def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
-                          timeout: float) -> Message:
-        """Answer a message the server delivered, and wait for the answer to that."""
-        message = self._node.outbound("reply", reply_address, body, headers)
-        with self._node.spans.sending(message):
-            response = self._call(self._reply_command(message, None, timeout), timeout, None,
-                                  check=False)
-            return self._reply_of(response, None)
-
-    async def reply_and_request_async(self, reply_address: str, body: bytes,
-                                      headers: dict[str, str], timeout: float) -> Message:
-        raise RuntimeError("a BusClient's handlers run on threads: call "
-                           "message.reply_and_request(...)")
-
-
-class TrioBusClient(_BusClient):
-    """A bus client over a running `TrioRemotingClient` (async methods, in its trio loop).
-
-    ``TrioBusClient(client, addr)`` uses the `EventBus` of the server at ``addr``. Handlers
-    of its consumers (plain or async functions) run as tasks of the client, one message at a
-    time per consumer. ``aclose()`` (or leaving an ``async with`` block) unregisters its
-    consumers; the client is not closed.
-    """
-
-    __module__ = "remoting.bus"
-
-    def __init__(self, client: TrioRemotingClient, addr: str) -> None:
-        if not isinstance(client, TrioRemotingClient):
-            raise TypeError("TrioBusClient needs a TrioRemotingClient (a RemotingClient: use "
-                            f"BusClient), got {type(client).__name__}")
-        endpoint = client.endpoint
-        self._runner = TaskRunner(lambda: endpoint.nursery, lambda: endpoint.loop_thread_id,
-                                  endpoint.call_on_loop)
-        self._wake = trio.Event()
-        super().__init__(client, addr)
-        self._trio: TrioRemotingClient = client
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Unregister the consumers (the server is told in the background). Idempotent."""
-        with self._node.lock:
-            self._closed = True
-            consumers = [*self._node.local.handlers(), *self._remote]
-        self._wake.set()
-        for consumer in consumers:
-            consumer.unregister()
-
-    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
-        endpoint = self._trio.endpoint
-
-        def start() -> None:
-            try:
-                endpoint.nursery.start_soon(fn, *args)
-            except RuntimeError:  # the client stopped: the server forgets us with it
-                pass
-
-        if threading.get_ident() == endpoint.loop_thread_id:
-            start()
-        else:
-            endpoint.call_on_loop(start)
-
-    # ------------------------------------------------------------------ consumers
-
-    async def consumer(self, address: str, handler: Callable[[Message], object], *,
-                       max_buffered: int = DEFAULT_MAX_BUFFERED,
-                       on_discard: Callable[[Message], object] | None = None,
-                       timeout: float = DEFAULT_TIMEOUT) -> Consumer:
-        """Register ``handler`` (a plain or an async function) at ``address`` on the bus
-        server (see `BusClient.consumer`)."""
-        consumer = self._new_consumer(address, handler, max_buffered, on_discard, local=False)
-        try:
-            response = await self._trio.invoke_sync(
-                self._addr, register_command(consumer.consumer_id, consumer.address,
-                                             consumer.max_buffered), timeout_of(timeout))
-            self._check(response, consumer.address)
-        except BaseException:
-            self._unhooked(consumer)
-            raise
-        self._registered(consumer)
-        return consumer
-
-    async def local_consumer(self, address: str, handler: Callable[[Message], object], *,
-                             max_buffered: int = DEFAULT_MAX_BUFFERED,
-                             on_discard: Callable[[Message], object] | None = None
-                             ) -> Consumer:
-        """Register ``handler`` for this bus client's own messages only (see
-        `BusClient.local_consumer`)."""
-        return self._new_consumer(address, handler, max_buffered, on_discard, local=True)
-
-    def _start_keeper(self) -> None:
-        self._spawn(self._keep)
-
-    def _wake_keeper(self) -> None:
-        self._trio.endpoint.call_on_loop(lambda: self._wake.set())
-
-    async def _keep(self) -> None:
-        """`BusClient._keep` as a task of the client."""
-        wait, pause, failed = HEARTBEAT_SECONDS, FIRST_PAUSE, False
-        while True:
-            with trio.move_on_after(wait):
-                await self._wake.wait()
-            self._wake = trio.Event()
-            if self._closed:
-                return
-            lost, consumers = self._keeping()
-            try:
-                if lost:
-                    for consumer in consumers:
-                        self._check(await self._trio.invoke_sync(self._addr, register_command(
-                            consumer.consumer_id, consumer.address, consumer.max_buffered),
-                            DEFAULT_TIMEOUT), consumer.address)
-                    if failed:
-                        log.info("bus.registered_again", addr=self._addr,
-                                 consumers=len(consumers))
-                elif consumers:
-                    await self._trio.invoke_oneway(self._addr, heartbeat_command(),
-                                                   DEFAULT_TIMEOUT)
-                wait, pause, failed = HEARTBEAT_SECONDS, FIRST_PAUSE, False
-            except RemotingError as exc:
-                if lost:
-                    self._register_failed(exc, len(consumers), not failed)
-                    wait, pause, failed = pause, min(pause * 2, MAX_PAUSE), True
-
-    def _remote_removed(self, consumer: Consumer) -> None:
-        self._unhooked(consumer)
-        self._spawn(self._tell, unregister_command(consumer.consumer_id))
-
-    async def _tell(self, command: RemotingCommand) -> None:
-        try:
-            await self._trio.invoke_sync(self._addr, command, DEFAULT_TIMEOUT)
-        except RemotingError:  # the connection is gone: the server forgot us with it
-            pass
-
-    def credit(self, consumer: Consumer, credits: int) -> None:
-        raise RuntimeError("a TrioBusClient's consumers credit from their tasks")
-
-    async def credit_async(self, consumer: Consumer, credits: int) -> None:
-        """`Credits`: tell the server ``consumer`` finished ``credits`` messages."""
-        try:
-            await self._trio.invoke_oneway(self._addr,
-                                           credit_command(consumer.consumer_id, credits),
-                                           DEFAULT_TIMEOUT)
-        except RemotingError:  # the connection is gone, and the registration with it
-            pass
-
-    # ------------------------------------------------------------------ messages
-
-    async def send(self, address: str, body: bytes | None = None,
-                   headers: dict[str, str] | None = None, *,
-                   timeout: float = DEFAULT_TIMEOUT) -> None:
-        """Send a message to one consumer of ``address`` (see `BusClient.send`)."""
-        self._check_open()
-        timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
-            if self._send_locally(message):
-                return
-            await self._call(send_command("send", message.address, message.body,
-                                          message.headers, timeout), timeout, message.address)
-
-    async def publish(self, address: str, body: bytes | None = None,
-                      headers: dict[str, str] | None = None, *,
-                      timeout: float = DEFAULT_TIMEOUT) -> None:
-        """Deliver a message to every consumer of ``address`` (see `BusClient.publish`)."""
-        self._check_open()
-        timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("publish", address, body, headers)
-        with node.spans.sending(message):
-            self._publish_locally(message)
-            await self._call(send_command("publish", message.address, message.body,
-                                          message.headers, None), timeout, message.address)
-
-    async def request(self, address: str, body: bytes | None = None,
-                      headers: dict[str, str] | None = None, *,
-                      timeout: float = DEFAULT_TIMEOUT) -> Message:
-        """Send a message to one consumer of ``address`` and wait for its reply (see
-        `BusClient.request`)."""
-        self._check_open()
-        timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
-            waiter = TaskWaiter()
-            entry = self._request_locally(message, waiter, deadline_after(timeout))
-            if entry is not None:
-                return await node.wait_reply_async(waiter, entry)
-            response = await self._call(send_command("request", message.address, message.body,
-                                                     message.headers, timeout), timeout,
-                                        message.address, check=False)
-            return self._reply_of(response, message.address)
-
-    async def _call(self, command: RemotingCommand, timeout: float, address: str | None, *,
-                    check: bool = True) -> RemotingCommand:
-        try:
-            response = await self._trio.invoke_sync(self._addr, command,
-                                                    transport_timeout(timeout))
-        except RemotingTimeoutError as exc:
-            raise self._timed_out(address, exc) from exc
-        if check:
-            self._check(response, address)
-        return response
-
-    # ------------------------------------------------------------------ Replier
-
-    def send_reply(self, reply_address: str, body: bytes, headers: dict[str, str],
-                   failure: tuple[int, str] | None) -> None:
-        """Answer a message the server delivered (never waits: a task sends it)."""
-        message = self._node.outbound("fail" if failure else "reply", reply_address, body,
-                                      headers)
-        with self._node.spans.sending(message):
-            self._spawn(self._tell, self._reply_command(message, failure, None))
-
-    def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
-                          timeout: float) -> Message:
-        raise RuntimeError("a TrioBusClient's handlers are trio tasks: call "
-                           "`await message.reply_and_request_async(...)`")
-
-    async def reply_and_request_async(self, reply_address: str, body: bytes,
-                                      headers: dict[str, str], timeout: float) -> Message:
-        """Answer a message the server delivered, and wait for the answer to that."""
-        message = self._node.outbound("reply", reply_address, body, headers)
-        with self._node.spans.sending(message):
-            response = await self._call(self._reply_command(message, None, timeout), timeout,
-                                        None, check=False)
-            return self._reply_of(response, None)
-

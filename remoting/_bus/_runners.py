@@ -17,12 +17,18 @@ if TYPE_CHECKING:
 
     import trio
 
-    from ._consumer import Consumer
-
-__all__ = ["HANDLER_THREADS", "Runner", "TaskRunner", "ThreadRunner"]
+__all__ = ["HANDLER_THREADS", "Drain", "Runner", "TaskRunner", "ThreadRunner"]
 
 HANDLER_THREADS: Final = 4  # a blocking bus's handler threads, unless told otherwise
 CLOSE_SECONDS: Final = 5.0  # how long closing waits for handlers still running
+
+
+class Drain(Protocol):
+    """A consumer's drain: its handler run on the messages waiting, in order."""
+
+    def drain_in_thread(self) -> None: ...
+
+    async def drain_in_task(self) -> None: ...
 
 
 class Runner(Protocol):
@@ -33,7 +39,7 @@ class Runner(Protocol):
         """True for threads (handlers are plain functions), False for trio tasks."""
         ...
 
-    def start(self, consumer: Consumer) -> None:
+    def start(self, consumer: Drain) -> None:
         """Start ``consumer``'s drain (from any thread)."""
         ...
 
@@ -59,7 +65,7 @@ class ThreadRunner:
         self._lock = threading.Lock()
         self._closed = False
 
-    def start(self, consumer: Consumer) -> None:
+    def start(self, consumer: Drain) -> None:
         self._submit(consumer.drain_in_thread)
 
     def call(self, fn: Callable[[], object]) -> None:
@@ -116,7 +122,7 @@ class TaskRunner:
         self._loop_thread = loop_thread
         self._call_on_loop = call_on_loop
 
-    def start(self, consumer: Consumer) -> None:
+    def start(self, consumer: Drain) -> None:
         self._spawn(consumer.drain_in_task)
 
     def call(self, fn: Callable[[], object]) -> None:
