@@ -106,3 +106,4 @@ def eventually(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert monotonic() < deadline, f"{what}: not within {WAIT}s"
         look.wait(0.005)
+
