@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from time import monotonic
+from typing import Any
 
 import pytest
 import trio
@@ -96,6 +97,25 @@ class Closed:
 
     def on_channel_idle(self, remote_addr: str, channel: ChannelHandle) -> None:
         pass
+
+
+class Collected:
+    """What handlers saw, from any thread; `wait_for` waits (bounded) until enough came."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._changed = threading.Condition()
+
+    def add(self, item: Any) -> None:
+        with self._changed:
+            self.items.append(item)
+            self._changed.notify_all()
+
+    def wait_for(self, count: int) -> list[Any]:
+        """Return the items once there are ``count`` of them (fails the test after `WAIT`)."""
+        with self._changed:
+            assert self._changed.wait_for(lambda: len(self.items) >= count, WAIT), self.items
+            return list(self.items)
 
 
 def eventually(condition: Callable[[], bool], what: str) -> None:

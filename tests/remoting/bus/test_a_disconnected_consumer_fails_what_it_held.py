@@ -14,7 +14,7 @@ from remoting import ClientConfig, RemotingClient, RemotingServer
 from remoting._bus._wire import register_command
 from remoting.bus import BusClient, EventBus, Message, ReplyFailure
 
-from .conftest import WAIT, Closed, eventually
+from .conftest import WAIT, Closed, Collected, eventually
 
 
 class Outcome:
@@ -94,14 +94,10 @@ def test_a_request_held_by_a_disconnecting_consumer_fails_before_its_timeout(
 def test_an_unregistered_consumer_s_messages_go_to_the_next_one(
         bus: EventBus, bus_clients: Callable[..., BusClient]) -> None:
     leaving, staying, sender = bus_clients(), bus_clients(), bus_clients()
-    got: list[tuple[str, bytes]] = []
-    lock = threading.Lock()
+    got = Collected()
 
     def keep(name: str) -> Callable[[Message], None]:
-        def handle(message: Message) -> None:
-            with lock:
-                got.append((name, message.body))
-        return handle
+        return lambda message: got.add((name, message.body))
 
     gone = leaving.consumer("w", keep("leaving"))
     staying.consumer("w", keep("staying"))
@@ -110,8 +106,7 @@ def test_an_unregistered_consumer_s_messages_go_to_the_next_one(
     assert not gone.registered
     for i in range(20):  # the server may not know yet: what it pushes comes back, re-routed
         sender.send("w", b"%d" % i, timeout=WAIT)
-    eventually(lambda: len(got) == 20, "20 messages handled")
-    assert {name for name, _ in got} == {"staying"}
+    assert {name for name, _ in got.wait_for(20)} == {"staying"}
     eventually(lambda: bus.statistics().remote_consumers == 1, "the server forgot it")
 
 
@@ -119,9 +114,8 @@ def test_a_push_refused_as_not_registered_goes_to_the_next_consumer(
         blocking_server: RemotingServer, bus: EventBus,
         bus_clients: Callable[..., BusClient]) -> None:
     staying, sender = bus_clients(), bus_clients()
-    got: list[bytes] = []
-    handled = threading.Event()
-    staying.consumer("w", lambda m: (got.append(m.body), handled.set()))
+    got = Collected()
+    staying.consumer("w", lambda m: got.add(m.body))
     # a consumer the server knows and its client does not (as just after an unregister)
     ghost = bus_clients()
     response = ghost._blocking.invoke_sync(blocking_server.addr,
@@ -129,5 +123,5 @@ def test_a_push_refused_as_not_registered_goes_to_the_next_consumer(
     assert response.code == 0 and bus.statistics().remote_consumers == 2
     for i in range(2):  # one of the two is the ghost's turn
         sender.send("w", b"%d" % i, timeout=WAIT)
-    eventually(lambda: len(got) == 2, "both handled by the consumer that exists")
+    assert got.wait_for(2) == [b"0", b"1"]  # both handled by the consumer that exists
     assert bus.statistics().remote_consumers == 1  # the refusal removed the ghost

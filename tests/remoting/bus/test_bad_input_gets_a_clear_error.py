@@ -21,7 +21,7 @@ from remoting.bus import (
 )
 
 from ...logs import capture_logs
-from .conftest import WAIT, eventually
+from .conftest import WAIT, Collected
 
 
 @pytest.mark.parametrize(("address", "error"), [
@@ -125,19 +125,20 @@ def test_a_peer_s_bad_bus_request_is_refused_and_its_connection_goes_on(
 def test_a_raising_handler_is_logged_and_its_consumer_carries_on(
         bus_clients: Callable[..., BusClient]) -> None:
     owner, sender = bus_clients(), bus_clients()
-    seen: list[bytes] = []
+    seen = Collected()
 
     def handler(message: object) -> None:
         body = message.body  # type: ignore[attr-defined]
-        seen.append(body)
         if body == b"bad":
+            seen.add(body)
             raise KeyError("missing")
+        seen.add(body)
 
     owner.consumer("x", handler)
     with capture_logs() as events:
         sender.send("x", b"bad", timeout=WAIT)
         sender.send("x", b"good", timeout=WAIT)
-        eventually(lambda: seen == [b"bad", b"good"], "both handled")
+        assert seen.wait_for(2) == [b"bad", b"good"]
     failed = [e for e in events if e["event"] == "bus.handler_failed"]
     assert len(failed) == 1 and failed[0]["address"] == "x"
     assert owner.statistics().handler_failures == 1

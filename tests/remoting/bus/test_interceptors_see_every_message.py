@@ -21,13 +21,13 @@ from remoting.bus import (
     TrioBusClient,
 )
 
-from .conftest import WAIT, eventually
+from .conftest import WAIT, Collected
 
 
 class Recorder(BusInterceptor):
     def __init__(self) -> None:
         self.outbound_kinds: Counter[str] = Counter()
-        self.inbound_bodies: list[bytes] = []
+        self.received = Collected()
         self._lock = threading.Lock()
 
     def outbound(self, message: OutboundMessage) -> None:
@@ -36,8 +36,11 @@ class Recorder(BusInterceptor):
         message.headers["stamped"] = "yes"
 
     def inbound(self, message: Message) -> None:
-        with self._lock:
-            self.inbound_bodies.append(message.body)
+        self.received.add(message.body)
+
+    @property
+    def inbound_bodies(self) -> list[bytes]:
+        return list(self.received.items)
 
 
 def test_interceptors_see_every_message_sent_and_received(
@@ -61,7 +64,7 @@ def test_interceptors_see_every_message_sent_and_received(
         sender.send("a", b"s%d" % i, timeout=WAIT)
         sender.request("a", b"q%d" % i, timeout=WAIT)
     sender.publish("a", b"p")  # two consumers: seen inbound twice
-    eventually(lambda: len(on_receiver.inbound_bodies) == 22, "22 messages received")
+    on_receiver.received.wait_for(22)
     assert on_sender.outbound_kinds == {"send": 10, "request": 10, "publish": 1}
     assert on_receiver.outbound_kinds == {"reply": 10}
     assert sorted(on_receiver.inbound_bodies) == sorted(
