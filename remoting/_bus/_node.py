@@ -16,8 +16,8 @@ Theory of operation:
   the message goes to the next one (it was not delivered, so this keeps at most once).
 - A request registers a reply address (`ReplyTable`) before the message leaves; its answer
   (a reply, a failure, or a reply that awaits an answer in turn) completes the waiter of that
-  address. Whoever removes an entry completes it: the answer, the waiter's own deadline, the
-  consumer that held the message going away, or the bus closing.
+  address. Whoever removes an entry completes it: the answer, the waiter's own deadline, or
+  the consumer that held the message going away.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ._message import Message, OutboundMessage
 from ._remote_consumer import RemoteConsumer
 from ._reply_table import PendingReply, ReplyTable
 from ._statistics import BusCounters, BusStatistics
-from ._waiter import DELIVERED, TaskWaiter, ThreadWaiter
+from ._waiter import TaskWaiter, ThreadWaiter
 from ._wire import address_of, body_of, headers_of
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ._waiter import Outcome, Waiter
     from ._wire import Kind
 
-__all__ = ["DELIVERED", "BusNode", "consumer_full", "deadline_after", "no_handlers"]
+__all__ = ["BusNode", "consumer_full", "deadline_after", "no_handlers"]
 
 _OUTBOUND_COUNTER = {"send": "sent", "publish": "published", "request": "requests",
                      "reply": "replies", "fail": "replies"}
@@ -155,12 +155,6 @@ class BusNode:
             setattr(self.counters, name, getattr(self.counters, name) + 1)
         return message
 
-    def unrouted_publish(self) -> None:
-        with self.lock:
-            self.counters.unrouted_publishes += 1
-
-    # ------------------------------------------------------------------ local delivery
-
     def send_to(self, consumer: Consumer, kind: Kind, address: str, body: bytes,
                 headers: dict[str, str], reply_address: str | None = None
                 ) -> Literal["accepted", "full", "gone"]:
@@ -188,14 +182,6 @@ class BusNode:
         with self.lock:
             return self.replies.add(waiter, deadline, address=address, requester=requester,
                                     holder=holder)
-
-    def fail_reply(self, entry: PendingReply[Waiter], failure: ReplyFailure) -> bool:
-        """Fail ``entry`` if it is still waited on; False if it was answered already."""
-        with self.lock:
-            if not self.replies.remove(entry):
-                return False
-            entry.waiter.complete(self.count(failure))
-            return True
 
     def hold(self, entry: PendingReply[Waiter], holder: object | None) -> None:
         """Record which connection's consumer holds the message of ``entry`` now."""

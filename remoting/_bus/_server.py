@@ -38,10 +38,10 @@ from processors import AsyncRequestProcessor
 from .._errors import RemotingError, RemotingTimeoutError
 from .._log import log
 from ._failure import ReplyFailure
-from ._node import DELIVERED, consumer_full, deadline_after, no_handlers
+from ._node import consumer_full, deadline_after, no_handlers
 from ._outlet import Outlet
 from ._remote_consumer import RemoteConsumer
-from ._waiter import TaskWaiter
+from ._waiter import DELIVERED, TaskWaiter
 from ._wire import (
     DEFAULT_TIMEOUT,
     MAX_CONSUMERS_PER_CONNECTION,
