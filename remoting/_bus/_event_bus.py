@@ -11,7 +11,7 @@ from .._faces._trio import TrioRemotingServer
 from ._consumer import Consumer, check_callback, check_handler
 from ._interceptors import add_interceptor
 from ._node import BusNode, deadline_after
-from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner
+from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner, handler_threads_of
 from ._server import HERE_SEND_TIMEOUT, SERVED_CODES, BusServer, Pending
 from ._telemetry import NO_SPANS, spans_for
 from ._waiter import TaskWaiter, ThreadWaiter
@@ -50,19 +50,24 @@ class EventBus:
         max_queued_per_consumer: messages the server holds for one remote consumer whose
             window is full (beyond: sends fail as RECIPIENT_FAILURE, publishes are dropped).
         handler_threads: threads that run handlers on a blocking server.
+
+    Raises:
+        TypeError, ValueError: an option is not an int, or out of range.
     """
 
     __module__ = "remoting.bus"
 
     def __init__(self, *, max_queued_per_consumer: int = DEFAULT_MAX_QUEUED,
                  handler_threads: int = HANDLER_THREADS) -> None:
-        if (isinstance(max_queued_per_consumer, bool)
-                or not isinstance(max_queued_per_consumer, int) or max_queued_per_consumer < 0):
-            raise ValueError("max_queued_per_consumer must be an int >= 0, got "
-                             f"{max_queued_per_consumer!r}")
+        if isinstance(max_queued_per_consumer, bool) or not isinstance(
+                max_queued_per_consumer, int):
+            raise TypeError(f"max_queued_per_consumer must be an int, got "
+                            f"{max_queued_per_consumer!r}")
+        if max_queued_per_consumer < 0:
+            raise ValueError(f"max_queued_per_consumer must be >= 0, got "
+                             f"{max_queued_per_consumer}")
         self._max_queued = max_queued_per_consumer
-        self._threads = handler_threads
-        ThreadRunner("remoting-bus-server", handler_threads)  # checks the count now
+        self._threads = handler_threads_of(handler_threads)
         self._node = BusNode(NO_SPANS, reply_prefix="")
         self._server: BusServer | None = None
         self._endpoint: Endpoint | None = None

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     import trio
 
-__all__ = ["HANDLER_THREADS", "Drain", "Runner", "TaskRunner", "ThreadRunner"]
+__all__ = ["HANDLER_THREADS", "Drain", "Runner", "TaskRunner", "ThreadRunner", "handler_threads_of"]
 
 HANDLER_THREADS: Final = 4  # a blocking bus's handler threads, unless told otherwise
 CLOSE_SECONDS: Final = 5.0  # how long closing waits for handlers still running
@@ -49,6 +49,20 @@ class Runner(Protocol):
         ...
 
 
+def handler_threads_of(threads: object) -> int:
+    """Return ``threads`` if it is a usable ``handler_threads``.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: below 1.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise TypeError(f"handler_threads must be an int, got {threads!r}")
+    if threads < 1:
+        raise ValueError(f"handler_threads must be >= 1, got {threads}")
+    return threads
+
+
 class ThreadRunner:
     """Daemon threads (``remoting-bus-<role>-N``), started on first use, that run drains
     and callbacks from one queue."""
@@ -56,10 +70,8 @@ class ThreadRunner:
     blocking = True
 
     def __init__(self, name: str, threads: int = HANDLER_THREADS) -> None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"handler_threads must be an int >= 1, got {threads!r}")
         self._name = name
-        self._size = threads
+        self._size = handler_threads_of(threads)
         self._jobs: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()

@@ -168,3 +168,16 @@ def test_a_closed_bus_client_refuses_calls_and_a_closed_bus_its_consumers(
     assert not own.registered
     with pytest.raises(ReplyFailure, match="NO_HANDLERS"):
         bus.send("x")
+
+
+@pytest.mark.parametrize(("options", "error"), [
+    ({"max_queued_per_consumer": -1}, ValueError), ({"max_queued_per_consumer": "9"}, TypeError),
+    ({"handler_threads": 0}, ValueError), ({"handler_threads": 2.5}, TypeError),
+])
+def test_bad_bus_options_fail_when_made(options: dict[str, object],
+                                        error: type[Exception]) -> None:
+    with pytest.raises(error):
+        EventBus(**options)  # type: ignore[arg-type]
+    if "handler_threads" in options:
+        with pytest.raises(error), RemotingClient() as client:
+            BusClient(client, "127.0.0.1:1", **options)  # type: ignore[arg-type]
