@@ -2,6 +2,7 @@
 
 Blocking faces (threads, scripts, Spark): `RemotingClient`, `RemotingServer`.
 trio-native faces: `open_client`, `open_server` (`TrioRemotingClient`, `TrioRemotingServer`).
+Handlers by address across processes (Vert.x's event bus): `remoting.bus`.
 Importing this package never imports pyspark; `remoting.spark` does.
 """
 

@@ -1,4 +1,5 @@
-"""`Proc`: a child process (the ``remoting`` command) whose output is read with deadlines."""
+"""`Proc`: a child process (the ``remoting`` command, or another module) whose output is read
+with deadlines."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 class Proc:
     """A child process whose stdout lines are read with deadlines."""
 
-    def __init__(self, *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
-                 ) -> None:
+    def __init__(self, *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
+                 module: str = "remoting") -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-        self.popen = subprocess.Popen([sys.executable, "-m", "remoting", *args], cwd=cwd,
+        self.popen = subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd,
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True)
         self.lines: queue.Queue[str] = queue.Queue()

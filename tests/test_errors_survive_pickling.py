@@ -34,6 +34,7 @@ from remoting import (
     RemotingTimeoutError,
     RemotingTooManyRequestsError,
 )
+from remoting.bus import ReplyFailure
 from remoting.spark import RemoteCallError
 
 ERRORS: list[BaseException] = [
@@ -48,6 +49,8 @@ ERRORS: list[BaseException] = [
     RemotingResponseError(RemotingCommand.create_response(16, "no permission"), "127.0.0.1:8"),
     RemoteCallError(-1006, "timed out", row=3, failed=2, total=10, request_code=1001),
     AbortProcessError(16, "no permission"),
+    ReplyFailure("RECIPIENT_FAILURE", "out of stock", address="orders", code=42),
+    ReplyFailure("TIMEOUT", "timed out waiting for a reply"),
     CodecError("bad bytes"),
     FrameTooLargeError(20_000_000, 16_777_216),
     MalformedFrameError("truncated header"),

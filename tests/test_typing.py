@@ -46,6 +46,23 @@ async def native() -> int:
 
 
 udf: RemoteUDF = remote_udf("127.0.0.1:9876", 100, return_type="string")
+
+
+def bus(server: RemotingServer, client: RemotingClient) -> bytes:
+    from remoting.bus import BusClient, EventBus, Message, ReplyFailure
+
+    event_bus = EventBus()
+    event_bus.attach(server)
+    with BusClient(client, server.addr) as bus_client:
+        def handler(message: Message) -> None:
+            message.reply(message.body, {"k": "v"})
+
+        bus_client.consumer("echo", handler, max_buffered=10).pause()
+        try:
+            reply: Message = bus_client.request("echo", b"x", timeout=1.0)
+        except ReplyFailure as failure:
+            return failure.kind.encode()
+        return reply.body
 '''
 
 BAD = GOOD + '''
@@ -54,6 +71,8 @@ def mistakes() -> None:
     with RemotingClient() as client:
         client.invoke_synk("127.0.0.1:1", RemotingCommand.create_request(1))
         client.invoke_sync("127.0.0.1:1", RemotingCommand.create_request(1), timeout="3s")
+    from remoting.bus import BusClient
+    BusClient(client, "127.0.0.1:1").request("x", "not bytes")
 '''
 
 
@@ -77,3 +96,4 @@ def test_mypy_strict_accepts_good_use_and_reports_mistakes(tmp_path: Path) -> No
     assert any('"RemotingClient" has no attribute "invoke_synk"' in line for line in bad), bad
     assert any('Argument "timeout"' in line and '"str"' in line and '"float"' in line
                for line in bad), bad
+    assert any('"request" of "BusClient"' in line and '"str"' in line for line in bad), bad

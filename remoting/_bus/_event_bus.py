@@ -1,0 +1,256 @@
+"""`EventBus`: the bus of a server; it holds the address table every connected bus client
+uses, and may have consumers of its own."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Self
+
+from .._faces._blocking_server import RemotingServer
+from .._faces._trio import TrioRemotingServer
+from ._consumer import Consumer, check_callback, check_handler
+from ._interceptors import add_interceptor
+from ._node import BusNode, deadline_after
+from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner, handler_threads_of
+from ._server import HERE_SEND_TIMEOUT, SERVED_CODES, BusServer, Pending
+from ._telemetry import NO_SPANS, spans_for
+from ._waiter import TaskWaiter, ThreadWaiter
+from ._wire import (
+    DEFAULT_MAX_BUFFERED,
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_TIMEOUT,
+    address_of,
+    max_buffered_of,
+    timeout_of,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+
+    from .._core._endpoint import Endpoint
+    from ._interceptors import BusInterceptor
+    from ._message import Message
+    from ._runners import Runner
+    from ._statistics import BusStatistics
+
+__all__ = ["EventBus"]
+
+
+class EventBus:
+    """The event bus of a server (Vert.x's ``EventBus``, spanning processes).
+
+    ``bus.attach(server)`` serves the bus on a `RemotingServer` or a `TrioRemotingServer`:
+    its address table then holds the consumers of every connected bus client
+    (`BusClient`, `TrioBusClient`) and the server's own. Handlers of its own consumers run on
+    threads of the bus (``handler_threads``) on a blocking server, and as trio tasks on a trio
+    server.
+
+    Args:
+        max_queued_per_consumer: messages the server holds for one remote consumer whose
+            window is full (beyond: sends fail as RECIPIENT_FAILURE, publishes are dropped).
+        handler_threads: threads that run handlers on a blocking server.
+
+    Raises:
+        TypeError, ValueError: an option is not an int, or out of range.
+    """
+
+    __module__ = "remoting.bus"
+
+    def __init__(self, *, max_queued_per_consumer: int = DEFAULT_MAX_QUEUED,
+                 handler_threads: int = HANDLER_THREADS) -> None:
+        if isinstance(max_queued_per_consumer, bool) or not isinstance(
+                max_queued_per_consumer, int):
+            raise TypeError(f"max_queued_per_consumer must be an int, got "
+                            f"{max_queued_per_consumer!r}")
+        if max_queued_per_consumer < 0:
+            raise ValueError(f"max_queued_per_consumer must be >= 0, got "
+                             f"{max_queued_per_consumer}")
+        self._max_queued = max_queued_per_consumer
+        self._threads = handler_threads_of(handler_threads)
+        self._node = BusNode(NO_SPANS, reply_prefix="")
+        self._server: BusServer | None = None
+        self._endpoint: Endpoint | None = None
+        self._runner: Runner | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def attach(self, server: RemotingServer | TrioRemotingServer) -> None:
+        """Serve the bus on ``server`` (before or after it starts), once.
+
+        Raises:
+            TypeError: ``server`` is not a `RemotingServer` or `TrioRemotingServer`.
+            RuntimeError: the bus is attached already.
+        """
+        if not isinstance(server, RemotingServer | TrioRemotingServer):
+            raise TypeError("attach needs a RemotingServer or a TrioRemotingServer, got "
+                            f"{type(server).__name__}")
+        if self._server is not None:
+            raise RuntimeError("this EventBus is attached to a server already")
+        endpoint = self._endpoint = server.endpoint
+        if isinstance(server, RemotingServer):
+            self._runner = ThreadRunner("remoting-bus-server", self._threads)
+        else:
+            self._runner = TaskRunner(lambda: endpoint.nursery, lambda: endpoint.loop_thread_id,
+                                      endpoint.call_on_loop)
+        self._node.spans = spans_for(server.config)
+        self._server = bus_server = BusServer(self._node, endpoint, self._max_queued)
+        for code in SERVED_CODES:
+            server.register_processor(code, bus_server)
+        server.register_channel_event_listener(bus_server)
+
+    def close(self) -> None:
+        """Unregister the bus's own consumers and stop its handler threads (a blocking
+        server's: waiting up to 5 s for handlers still running). Idempotent. The server keeps
+        serving the bus to its clients until it stops."""
+        node = self._node
+        with node.lock:
+            own = [c for c in (*node.local.handlers(), *node.shared.handlers())
+                   if isinstance(c, Consumer)]
+        for consumer in own:
+            consumer.unregister()
+        runner = self._runner
+        if isinstance(runner, ThreadRunner):
+            runner.close()
+
+    def add_interceptor(self, interceptor: BusInterceptor) -> None:
+        """Run ``interceptor`` on every message this bus sends and its consumers receive.
+
+        Raises:
+            TypeError: it is not a `BusInterceptor`.
+        """
+        add_interceptor(self._node.lock, self._node.interceptors, interceptor)
+
+    def statistics(self) -> BusStatistics:
+        """Return a snapshot of the bus's counters."""
+        return self._node.statistics()
+
+    # ------------------------------------------------------------------ consumers
+
+    def consumer(self, address: str, handler: Callable[[Message], object], *,
+                 max_buffered: int = DEFAULT_MAX_BUFFERED,
+                 on_discard: Callable[[Message], object] | None = None) -> Consumer:
+        """Register ``handler`` at ``address``; every sender reaches it, bus clients too.
+
+        ``handler(message)`` runs on a thread of the bus (a blocking server: a plain
+        function) or as a trio task (a trio server: a plain or an async function).
+
+        Raises:
+            TypeError, ValueError: a bad address, handler or ``max_buffered``.
+            RuntimeError: the bus is not attached to a server yet.
+        """
+        return self._consumer(address, handler, max_buffered, on_discard, local=False)
+
+    def local_consumer(self, address: str, handler: Callable[[Message], object], *,
+                       max_buffered: int = DEFAULT_MAX_BUFFERED,
+                       on_discard: Callable[[Message], object] | None = None) -> Consumer:
+        """Register ``handler`` at ``address`` for this bus's own messages only: bus clients
+        do not reach it (Vert.x's ``localConsumer``). Raises as `consumer`."""
+        return self._consumer(address, handler, max_buffered, on_discard, local=True)
+
+    def _consumer(self, address: str, handler: Callable[[Message], object], max_buffered: int,
+                  on_discard: Callable[[Message], object] | None, *, local: bool) -> Consumer:
+        runner = self._attached_runner()
+        address = address_of(address)
+        check_handler(handler, runner.blocking)
+        consumer = Consumer(self._node, runner, address, handler,
+                            max_buffered=max_buffered_of(max_buffered), local=local,
+                            on_discard=check_callback(on_discard, runner.blocking))
+        self._node.add_consumer(consumer, shared=True)
+        return consumer
+
+    def _attached_runner(self) -> Runner:
+        if self._runner is None:
+            raise RuntimeError("attach the EventBus to a server first: bus.attach(server)")
+        return self._runner
+
+    def _bus_server(self) -> BusServer:
+        if self._server is None:
+            raise RuntimeError("attach the EventBus to a server first: bus.attach(server)")
+        return self._server
+
+    # ------------------------------------------------------------------ messages
+
+    def send(self, address: str, body: bytes | None = None,
+             headers: dict[str, str] | None = None) -> None:
+        """Send a message to one consumer of ``address`` (its own local consumers first,
+        else any, round-robin); from any thread or task. Returns once routed: a consumer of
+        this process has it, or a client's consumer will get it (its receipt is not awaited).
+
+        Raises:
+            ReplyFailure: NO_HANDLERS, or RECIPIENT_FAILURE: the consumer is full.
+            TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
+        """
+        server = self._bus_server()
+        node = self._node
+        message = node.outbound("send", address, body, headers)
+        with node.spans.sending(message):
+            failure = server.route(Pending(
+                kind="send", address=message.address, body=message.body,
+                headers=message.headers, deadline=deadline_after(HERE_SEND_TIMEOUT), here=True))
+            if failure is not None:
+                raise failure
+
+    def publish(self, address: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> None:
+        """Deliver a message to every consumer of ``address``; from any thread or task.
+        None is no error (counted as ``unrouted_publishes``, as Vert.x).
+
+        Raises:
+            TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
+        """
+        server = self._bus_server()
+        node = self._node
+        message = node.outbound("publish", address, body, headers)
+        with node.spans.sending(message):
+            server.publish(message.address, message.body, message.headers, here=True)
+
+    def request(self, address: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None, *,
+                timeout: float = DEFAULT_TIMEOUT) -> Message:
+        """Send a message to one consumer of ``address`` and wait for its reply (a thread:
+        not the event loop's; on a trio server use `request_async`).
+
+        Returns the reply, a `Message` (answer it in turn if its ``reply_address`` is set).
+
+        Raises:
+            ReplyFailure: NO_HANDLERS, TIMEOUT (``timeout`` seconds), or RECIPIENT_FAILURE.
+            RuntimeError: called on the server's event loop thread.
+            TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
+        """
+        server = self._bus_server()
+        endpoint = self._endpoint
+        if endpoint is not None and threading.get_ident() == endpoint.loop_thread_id:
+            raise RuntimeError("EventBus.request blocks: on the event loop use "
+                               "`await bus.request_async(...)`")
+        timeout = timeout_of(timeout)
+        node = self._node
+        message = node.outbound("request", address, body, headers)
+        with node.spans.sending(message):
+            waiter = ThreadWaiter()
+            entry = node.expect_reply(waiter, deadline_after(timeout), message.address)
+            server.route(Pending(kind="request", address=message.address, body=message.body,
+                                 headers=message.headers, deadline=entry.deadline, here=True,
+                                 entry=entry))
+            return node.wait_reply(waiter, entry)
+
+    async def request_async(self, address: str, body: bytes | None = None,
+                            headers: dict[str, str] | None = None, *,
+                            timeout: float = DEFAULT_TIMEOUT) -> Message:
+        """`request` for a trio task of the server's loop (a `TrioRemotingServer`'s bus)."""
+        server = self._bus_server()
+        timeout = timeout_of(timeout)
+        node = self._node
+        message = node.outbound("request", address, body, headers)
+        with node.spans.sending(message):
+            waiter = TaskWaiter()
+            entry = node.expect_reply(waiter, deadline_after(timeout), message.address)
+            server.route(Pending(kind="request", address=message.address, body=message.body,
+                                 headers=message.headers, deadline=entry.deadline, here=True,
+                                 entry=entry))
+            return await node.wait_reply_async(waiter, entry)

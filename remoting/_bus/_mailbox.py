@@ -1,0 +1,85 @@
+"""`Mailbox`: a consumer's messages not yet handled (Vert.x's ``HandlerRegistration``
+``pending`` queue, with ``pause``, ``resume`` and ``maxBufferedMessages``).
+
+A consumer handles its messages one at a time, in order, in one drain (a thread's job or a
+task) that runs while it has messages and is not paused. Sans-I/O and not thread-safe: its
+owner holds the bus lock around every call. Invariants: at most ``max_buffered`` messages are
+held, the one the handler runs included (beyond that an offer is ``"full"``: Vert.x discards);
+exactly one drain runs while ``running`` (``"start"`` from `offer`, or True from `resume`,
+asks the owner to start it, and `take` returning None ends it); a paused mailbox hands out
+nothing, and keeps what it holds.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Generic, Literal, TypeVar
+
+__all__ = ["Mailbox"]
+
+M = TypeVar("M")
+
+
+class Mailbox(Generic[M]):
+    """A consumer's buffer, pause state and drain flag."""
+
+    __slots__ = ("_in_handler", "_queue", "max_buffered", "paused", "running")
+
+    def __init__(self, max_buffered: int) -> None:
+        self.max_buffered = max_buffered
+        self.paused = False
+        self.running = False  # a drain is running (or asked to start)
+        self._queue: deque[M] = deque()
+        self._in_handler = False
+
+    @property
+    def buffered(self) -> int:
+        """Messages waiting for the handler."""
+        return len(self._queue)
+
+    @property
+    def held(self) -> int:
+        """Messages waiting, and the one the handler runs."""
+        return len(self._queue) + self._in_handler
+
+    def offer(self, message: M) -> Literal["start", "queued", "full"]:
+        """Take ``message``: ``"start"`` a drain for it, ``"queued"`` behind others (or
+        while paused), or ``"full"``: not taken."""
+        if self.held >= self.max_buffered:
+            return "full"
+        self._queue.append(message)
+        if self.running or self.paused:
+            return "queued"
+        self.running = True
+        return "start"
+
+    def take(self) -> M | None:
+        """Return the next message for the running drain, or None: the drain ends (nothing
+        left, or paused)."""
+        if self.paused or not self._queue:
+            self.running = False
+            return None
+        self._in_handler = True
+        return self._queue.popleft()
+
+    def done(self) -> None:
+        """The handler finished the message `take` gave it."""
+        self._in_handler = False
+
+    def pause(self) -> None:
+        """Stop handing out messages (the one running finishes); keep what arrives."""
+        self.paused = True
+
+    def resume(self) -> bool:
+        """Hand out messages again; True if a drain must start for those waiting."""
+        self.paused = False
+        if self.running or not self._queue:
+            return False
+        self.running = True
+        return True
+
+    def clear(self) -> list[M]:
+        """Remove and return the messages waiting (the consumer is unregistered)."""
+        messages = list(self._queue)
+        self._queue.clear()
+        return messages

@@ -1,0 +1,80 @@
+"""`Outlet`: a bus server's flow control towards one remote consumer.
+
+The consumer announced how many messages it may hold (its ``max_buffered``: the window). The
+server pushes at most that many before the consumer credits them back (one credit per
+message its handler finished, or dropped), queues at most ``max_queued`` more, and refuses
+the rest: a paused or slow consumer costs the server a bounded memory, whatever its senders
+do. (Vert.x's ``MessageProducer`` credits, turned around: the consumer's bus grants them.)
+
+Sans-I/O and not thread-safe: its owner holds the bus lock around every call, and passes
+``now`` in. Invariants: ``0 <= outstanding <= window``; a message is queued only while the
+window is full, so the queue drains first when credit comes (order is kept); a queued message
+whose deadline passed is never pushed, and is dropped when room is needed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Generic, Literal, TypeVar
+
+__all__ = ["Offer", "Outlet"]
+
+E = TypeVar("E")
+Offer = Literal["push", "queued", "full"]
+
+
+class Outlet(Generic[E]):
+    """A remote consumer's window and queue at the bus server."""
+
+    __slots__ = ("_queue", "max_queued", "outstanding", "window")
+
+    def __init__(self, window: int, max_queued: int) -> None:
+        self.window = window
+        self.max_queued = max_queued
+        self.outstanding = 0  # pushed (or about to be) and not credited back
+        self._queue: deque[tuple[float | None, E]] = deque()
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting for room in the window."""
+        return len(self._queue)
+
+    def offer(self, entry: E, deadline: float | None, now: float) -> Offer:
+        """Take a message for the consumer: ``"push"`` it now (it counts in the window),
+        ``"queued"`` until credit comes, or ``"full"``: refused."""
+        if self.outstanding < self.window and not self._queue:
+            self.outstanding += 1
+            return "push"
+        if len(self._queue) >= self.max_queued:
+            self._purge(now)
+            if len(self._queue) >= self.max_queued:
+                return "full"
+        self._queue.append((deadline, entry))
+        return "queued"
+
+    def _purge(self, now: float) -> None:
+        live = [(d, e) for d, e in self._queue if d is None or d > now]
+        if len(live) < len(self._queue):
+            self._queue = deque(live)
+
+    def credit(self, credits: int, now: float) -> tuple[list[E], list[E]]:
+        """The consumer is done with ``credits`` messages (or a push was refused): return
+        the queued messages to push now, and those whose deadline passed meanwhile."""
+        self.outstanding = max(0, self.outstanding - credits)
+        push: list[E] = []
+        expired: list[E] = []
+        queue = self._queue
+        while queue and self.outstanding < self.window:
+            deadline, entry = queue.popleft()
+            if deadline is not None and deadline <= now:
+                expired.append(entry)
+            else:
+                self.outstanding += 1
+                push.append(entry)
+        return push, expired
+
+    def clear(self) -> list[E]:
+        """Remove and return every queued message (the consumer is gone)."""
+        entries = [entry for _, entry in self._queue]
+        self._queue.clear()
+        return entries

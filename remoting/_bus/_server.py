@@ -1,0 +1,484 @@
+"""`BusServer`: a bus server's side of the wire, on its server's event loop.
+
+It serves the bus's request codes from clients (REGISTER, UNREGISTER, SEND, REPLY, CREDIT),
+routes their messages with the `BusNode` to the consumers of this process or pushes them
+(DELIVER) to clients' consumers over their connections, and forgets a client's consumers as
+soon as its connection closes.
+
+Theory of operation:
+- A message routed to a remote consumer passes its `Outlet` first: pushed now (the window has
+  room), queued (bounded), or refused (a send or request fails as RECIPIENT_FAILURE, a publish
+  is dropped and counted). Credits from the client (its handler finished messages) admit the
+  queued ones, oldest first.
+- What the window admits goes to the consumer's ``to_push`` queue; one task at a time pushes
+  it (`_pusher`), so messages reach a consumer in the order they were routed. A publish is
+  pushed oneway; a send's or request's push is a request, answered as soon as the client's
+  bus has the message (its receipt), and that answer is awaited by a task of its own, so the
+  next push does not wait for it. A send is answered to its sender on that receipt; a request
+  when its reply comes.
+- A client that answers a push with NOT_REGISTERED (its consumer was just unregistered) had
+  not got the message: it goes to the next consumer of the address, as do the messages queued
+  for a consumer its client unregistered. When a client's connection closes, its consumers
+  are removed at once, and what they held or were about to get is failed to the senders as
+  RECIPIENT_FAILURE, requests they held included: nothing is lost silently.
+- All bookkeeping is under the bus lock (`BusNode`); the connection-closed event arrives on
+  the server's event thread and needs nothing else, so it is handled there.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from time import monotonic
+from typing import TYPE_CHECKING, Final
+
+from codec import RemotingCommand, ResponseCode
+from processors import AsyncRequestProcessor
+
+from .._errors import RemotingError, RemotingTimeoutError
+from .._log import log
+from ._failure import ReplyFailure
+from ._node import consumer_full, deadline_after, no_handlers
+from ._outlet import Outlet
+from ._remote_consumer import RemoteConsumer
+from ._waiter import DELIVERED, TaskWaiter
+from ._wire import (
+    DEFAULT_TIMEOUT,
+    MAX_CONSUMERS_PER_CONNECTION,
+    BadBusRequest,
+    BusCode,
+    FailureCode,
+    bad_request_response,
+    consumer_id_of,
+    credits_of,
+    deliver_command,
+    failure_of,
+    failure_response,
+    ok_response,
+    register_of,
+    reply_of,
+    reply_response,
+    send_of,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from processors import RequestContext
+
+    from .._core._channel_handle import ChannelHandle
+    from .._core._endpoint import Endpoint
+    from .._core._future import ResponseFuture
+    from ._node import BusNode
+    from ._reply_table import PendingReply
+    from ._waiter import Waiter
+    from ._wire import Kind
+
+__all__ = ["SERVED_CODES", "BusServer", "Pending"]
+
+SERVED_CODES: Final = (BusCode.REGISTER, BusCode.UNREGISTER, BusCode.SEND, BusCode.REPLY,
+                       BusCode.CREDIT, BusCode.HEARTBEAT)
+PUBLISH_PUSH_TIMEOUT: Final = DEFAULT_TIMEOUT  # a publish has no deadline of its own
+HERE_SEND_TIMEOUT: Final = DEFAULT_TIMEOUT  # how long the server's own send may wait queued
+
+
+@dataclass(slots=True, eq=False, kw_only=True)
+class Pending:
+    """A message on its way to one consumer.
+
+    Attributes:
+        here: sent by this process (so its local consumers may take it).
+        receipt: a send's sender, waiting for the consumer's bus to have it.
+        entry: a request's reply address.
+        passed: consumers found unregistered on the way (routing passes them over).
+    """
+
+    kind: Kind
+    address: str
+    body: bytes
+    headers: dict[str, str]
+    deadline: float | None
+    here: bool
+    receipt: Waiter | None = None
+    entry: PendingReply[Waiter] | None = None
+    passed: set[object] = field(default_factory=set)
+
+
+class BusServer(AsyncRequestProcessor):
+    """Serves the bus's codes on a server, and pushes to its clients' consumers."""
+
+    def __init__(self, node: BusNode, endpoint: Endpoint, max_queued: int) -> None:
+        self._node = node
+        self._endpoint = endpoint
+        self._max_queued = max_queued
+        self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
+        self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
+                                        Awaitable[RemotingCommand | None]]] = {
+            BusCode.REGISTER: self._register, BusCode.UNREGISTER: self._unregister,
+            BusCode.SEND: self._send, BusCode.REPLY: self._reply, BusCode.CREDIT: self._credit,
+            BusCode.HEARTBEAT: self._heartbeat}
+
+    # ------------------------------------------------------------------ requests
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand | None:
+        try:
+            return await self._serve[request.code](ctx, request)
+        except BadBusRequest as exc:
+            log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
+                        reason=str(exc))
+            return bad_request_response(exc)
+
+    async def _register(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        registration = register_of(request)
+        channel: ChannelHandle = ctx.channel  # type: ignore[assignment]
+        node = self._node
+        with node.lock:
+            mine = self._remote.setdefault(channel, {})
+            known = mine.get(registration.consumer_id)
+            if known is not None:  # registering again (after a lost connection): idempotent
+                if known.address != registration.address:
+                    raise BadBusRequest("that consumer id is registered at another address")
+                return ok_response()
+            if len(mine) >= MAX_CONSUMERS_PER_CONNECTION:
+                raise BadBusRequest(f"over {MAX_CONSUMERS_PER_CONNECTION} consumers on one "
+                                    "connection")
+            target = RemoteConsumer(channel=channel, consumer_id=registration.consumer_id,
+                                    address=registration.address,
+                                    outlet=Outlet(registration.window, self._max_queued))
+            mine[registration.consumer_id] = target
+            node.shared.add(target.address, target)
+            node.remote_consumers += 1
+        return ok_response()
+
+    async def _unregister(self, ctx: RequestContext, request: RemotingCommand
+                          ) -> RemotingCommand:
+        consumer_id = consumer_id_of(request)
+        with self._node.lock:
+            target = self._remote.get(ctx.channel, {}).get(consumer_id)  # type: ignore[call-overload]
+        if target is not None:
+            self._forget(target)
+        return ok_response()
+
+    async def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        return None  # reading it was the point: the connection is not idle
+
+    async def _credit(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        consumer_id, credits = consumer_id_of(request), credits_of(request)
+        node = self._node
+        with node.lock:
+            target = self._remote.get(ctx.channel, {}).get(consumer_id)  # type: ignore[call-overload]
+            if target is None or not target.registered:
+                return None
+            push, expired = target.outlet.credit(credits, monotonic())
+            start = self._admit(target, push)
+        for pending in expired:
+            self._fail(pending, ReplyFailure("TIMEOUT", "timed out waiting for room at the "
+                                             "consumer", address=pending.address))
+        if start:
+            self._spawn(self._pusher, target)
+        return None
+
+    async def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        send = send_of(request)
+        if send.kind == "publish":
+            self.publish(send.address, send.body, send.headers, here=False)
+            return ok_response()
+        node = self._node
+        deadline = None if send.timeout is None else monotonic() + send.timeout
+        waiter = TaskWaiter()
+        if send.kind == "request":
+            entry = node.expect_reply(waiter, deadline, send.address, requester=ctx.channel)
+            self.route(Pending(kind="request", address=send.address, body=send.body,
+                               headers=send.headers, deadline=deadline, here=False,
+                               entry=entry))
+            try:
+                reply = await node.wait_reply_async(waiter, entry)
+            except ReplyFailure as failed:
+                return failure_response(failed)
+            return reply_response(reply.address, reply.body, reply.headers, reply.reply_address)
+        failure = self.route(Pending(kind="send", address=send.address, body=send.body,
+                                     headers=send.headers, deadline=deadline, here=False,
+                                     receipt=waiter))
+        if failure is None:
+            await waiter.wait(deadline)
+            with node.lock:
+                outcome = waiter.outcome
+                if outcome is None:  # a late receipt is ignored: the sender was told
+                    failure = node.count(ReplyFailure(
+                        "TIMEOUT", "the consumer did not take the message in time",
+                        address=send.address))
+                    waiter.complete(failure)
+                elif isinstance(outcome, ReplyFailure):
+                    failure = outcome
+        return ok_response() if failure is None else failure_response(failure)
+
+    async def _reply(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        reply = reply_of(request)
+        node = self._node
+        if reply.kind != "request":
+            failure = (reply.failure_code, reply.failure_message) if reply.kind == "fail" else None
+            answered = node.answer(reply.reply_address, reply.body, reply.headers, failure)
+            return failure_response(answered) if isinstance(answered, ReplyFailure) else (
+                ok_response())
+        waiter = TaskWaiter()
+        deadline = None if reply.timeout is None else deadline_after(reply.timeout)
+        after = node.answer(reply.reply_address, reply.body, reply.headers, None,
+                            (waiter, deadline, ctx.channel))
+        if isinstance(after, ReplyFailure):
+            return failure_response(after)
+        try:
+            answer = await node.wait_reply_async(waiter, after)
+        except ReplyFailure as failed:
+            return failure_response(failed)
+        return reply_response(answer.address, answer.body, answer.headers,
+                              answer.reply_address)
+
+    # ------------------------------------------------------------------ routing
+
+    def route(self, pending: Pending) -> ReplyFailure | None:
+        """Hand ``pending`` to the next consumer of its address: a consumer of this process
+        takes it at once, a remote one's push is queued. Returns the failure if it fails
+        at once (its waiter gets it too)."""
+        node = self._node
+        while True:
+            target = node.choose(pending.address, here=pending.here, skip=pending.passed)
+            if target is None:
+                return self._fail(pending, no_handlers(pending.address))
+            if isinstance(target, RemoteConsumer):
+                offer = self._offer(target, pending)
+                if offer == "full":
+                    return self._fail(pending, consumer_full(pending.address))
+                if offer != "gone":
+                    return None
+            else:
+                entry = pending.entry
+                if entry is not None:
+                    node.hold(entry, None)
+                taken = node.send_to(target, pending.kind, pending.address, pending.body,
+                                     pending.headers,
+                                     None if entry is None else entry.reply_address)
+                if taken == "accepted":
+                    self._delivered(pending)
+                    return None
+                if taken == "full":
+                    return self._fail(pending, consumer_full(pending.address))
+            pending.passed.add(target)
+
+    def publish(self, address: str, body: bytes, headers: dict[str, str], *, here: bool) -> int:
+        """Deliver a publish to every consumer of ``address``; return how many there are.
+
+        A consumer that is full discards it (one of this process: counted as discarded) or
+        drops it (a remote one whose window and queue are full: counted as dropped).
+        """
+        node = self._node
+        targets = node.every(address, here=here)
+        if not targets:
+            with node.lock:
+                node.counters.unrouted_publishes += 1
+            return 0
+        for target in targets:
+            if isinstance(target, RemoteConsumer):
+                pending = Pending(kind="publish", address=address, body=body, headers=headers,
+                                  deadline=None, here=here)
+                if self._offer(target, pending) == "full":
+                    with node.lock:
+                        node.counters.dropped += 1
+            else:
+                node.send_to(target, "publish", address, body, headers)
+        return len(targets)
+
+    def _offer(self, target: RemoteConsumer, pending: Pending) -> str:
+        node = self._node
+        with node.lock:
+            if not target.registered:
+                return "gone"
+            offer = target.outlet.offer(pending, pending.deadline, monotonic())
+            start = offer == "push" and self._admit(target, [pending])
+            if offer != "full" and pending.entry is not None:
+                pending.entry.holder = target.channel
+        if start:
+            self._spawn(self._pusher, target)
+        return offer
+
+    def _admit(self, target: RemoteConsumer, pushes: list[Pending]) -> bool:
+        """Queue ``pushes`` for ``target`` (the lock is held); True if a pusher must start."""
+        if not pushes:
+            return False
+        target.to_push.extend(pushes)
+        if target.pushing:
+            return False
+        target.pushing = True
+        return True
+
+    def _delivered(self, pending: Pending) -> None:
+        receipt = pending.receipt
+        if receipt is not None:
+            with self._node.lock:
+                if receipt.outcome is None:
+                    receipt.complete(DELIVERED)
+
+    def _fail(self, pending: Pending, failure: ReplyFailure) -> ReplyFailure:
+        """Fail ``pending`` to whoever waits for it (counted once); return ``failure``."""
+        node = self._node
+        with node.lock:
+            entry, receipt = pending.entry, pending.receipt
+            if entry is not None:
+                if node.replies.remove(entry):
+                    entry.waiter.complete(node.count(failure))
+            elif receipt is not None:
+                if receipt.outcome is None:
+                    receipt.complete(node.count(failure))
+            elif pending.kind == "publish":
+                node.counters.dropped += 1
+            else:
+                node.count(failure)
+        return failure
+
+    # ------------------------------------------------------------------ pushing
+
+    async def _pusher(self, target: RemoteConsumer) -> None:
+        """Push what the window admitted for ``target``, in order, until nothing is left."""
+        node = self._node
+        while True:
+            with node.lock:
+                if not target.to_push:
+                    target.pushing = False
+                    return
+                pending = target.to_push.popleft()
+            await self._push(target, pending)
+
+    async def _push(self, target: RemoteConsumer, pending: Pending) -> None:
+        remaining = (PUBLISH_PUSH_TIMEOUT if pending.deadline is None
+                     else pending.deadline - monotonic())
+        if remaining <= 0:
+            self._slot_back(target)
+            self._fail(pending, ReplyFailure("TIMEOUT", "timed out before it could be pushed "
+                                             "to its consumer", address=pending.address))
+            return
+        entry = pending.entry
+        command = deliver_command(target.consumer_id, pending.kind, pending.address,
+                                  pending.body, pending.headers,
+                                  None if entry is None else entry.reply_address)
+        channel = target.channel
+        try:
+            if pending.kind == "publish":
+                await channel.invoke_oneway_async(command, remaining)
+                return
+            future = await channel.invoke_async_async(command, remaining)
+        except RemotingError as exc:  # not sent: the connection is closing, or a bad frame
+            self._slot_back(target)
+            self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", f"could not be pushed to its "
+                                             f"consumer: {exc}", address=pending.address))
+            return
+        self._spawn(self._receipt, target, pending, future)
+
+    async def _receipt(self, target: RemoteConsumer, pending: Pending,
+                       future: ResponseFuture) -> None:
+        """Act on a client's answer to a push: the consumer's bus has the message, or had
+        no such consumer any more (it goes elsewhere), or refused it."""
+        address = pending.address
+        try:
+            response = await future.wait()
+        except RemotingTimeoutError:  # the client may still take it: its slot stays counted
+            self._fail(pending, ReplyFailure("TIMEOUT", "the consumer's client did not take "
+                                             "the message in time", address=address))
+            return
+        except RemotingError:
+            self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
+                                             "closed before it took the message",
+                                             address=address))
+            return
+        if response.code == ResponseCode.SUCCESS:
+            self._delivered(pending)
+        elif response.code == FailureCode.NOT_REGISTERED:
+            self._forget(target)
+            pending.passed.add(target)
+            self.route(pending)
+        else:
+            self._fail(pending, failure_of(response, address)
+                       or ReplyFailure("RECIPIENT_FAILURE", "refused", address=address))
+
+    def _slot_back(self, target: RemoteConsumer) -> None:
+        """A push did not reach the client: give its window slot back."""
+        node = self._node
+        with node.lock:
+            if not target.registered:
+                return
+            push, expired = target.outlet.credit(1, monotonic())
+            start = self._admit(target, push)
+        for pending in expired:
+            self._fail(pending, ReplyFailure("TIMEOUT", "timed out waiting for room at the "
+                                             "consumer", address=pending.address))
+        if start:
+            self._spawn(self._pusher, target)
+
+    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Start ``fn(*args)`` as a task of the server (from any thread)."""
+        endpoint = self._endpoint
+
+        def start() -> None:
+            try:
+                endpoint.nursery.start_soon(fn, *args)
+            except RuntimeError:  # the server stopped: its connections and calls are gone
+                pass
+
+        if threading.get_ident() == endpoint.loop_thread_id:
+            start()
+        else:
+            endpoint.call_on_loop(start)
+
+    # ------------------------------------------------------------------ consumers gone
+
+    def _forget(self, target: RemoteConsumer) -> None:
+        """``target`` was unregistered by its client: route what it was about to get to
+        the next consumer of its address (none of it was delivered)."""
+        waiting = self._remove(target)
+        for pending in waiting:
+            pending.passed.add(target)
+            self.route(pending)
+
+    def _remove(self, target: RemoteConsumer) -> list[Pending]:
+        node = self._node
+        with node.lock:
+            if not target.registered:
+                return []
+            target.registered = False
+            self._remote.get(target.channel, {}).pop(target.consumer_id, None)
+            node.shared.remove(target.address, target)
+            node.remote_consumers -= 1
+            waiting: list[Pending] = [*target.outlet.clear(), *target.to_push]
+            target.to_push.clear()
+            return waiting
+
+    def channel_closed(self, channel: ChannelHandle) -> None:
+        """A client's connection closed: remove its consumers, fail what they held or were
+        about to get, and the requests they held; forget its own requests."""
+        node = self._node
+        with node.lock:
+            targets = list(self._remote.pop(channel, {}).values())
+        waiting = [pending for target in targets for pending in self._remove(target)]
+        with node.lock:
+            requested, held = node.replies.drop_peer(channel)
+            for entry in held:
+                entry.waiter.complete(node.count(ReplyFailure(
+                    "RECIPIENT_FAILURE", "the consumer holding the request went away",
+                    address=entry.address)))
+            for entry in requested:  # its waiter, the requester's processor, is cancelled
+                entry.waiter.complete(ReplyFailure("RECIPIENT_FAILURE", "the requester left"))
+        for pending in waiting:
+            self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
+                                             "closed", address=pending.address))
+
+    # ChannelEventListener: run on the server's event thread
+    def on_channel_close(self, remote_addr: str, channel: ChannelHandle) -> None:
+        self.channel_closed(channel)
+
+    def on_channel_connect(self, remote_addr: str, channel: ChannelHandle) -> None:
+        pass
+
+    def on_channel_exception(self, remote_addr: str, channel: ChannelHandle) -> None:
+        pass
+
+    def on_channel_idle(self, remote_addr: str, channel: ChannelHandle) -> None:
+        pass

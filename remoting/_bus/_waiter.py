@@ -1,0 +1,86 @@
+"""Waiters: one outcome (a reply, a failure, or a receipt), read by the one thread or trio
+task that waits for it.
+
+A waiter is completed once, by whoever removed the entry it waits on, while holding the bus
+lock: so a waiter that gives up (its deadline passed) and then takes the lock either finds its
+entry still there (and completes it itself, with TIMEOUT) or finds its outcome set. A thread
+waits on a lock (`ThreadWaiter`); a trio task on an event of its own loop (`TaskWaiter`), set
+there even when another thread completes it.
+"""
+
+from __future__ import annotations
+
+import _thread
+import threading
+from contextlib import nullcontext
+from time import monotonic
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+import trio
+
+if TYPE_CHECKING:
+    from ._failure import ReplyFailure
+    from ._message import Message
+
+__all__ = ["DELIVERED", "Outcome", "TaskWaiter", "ThreadWaiter", "Waiter"]
+
+DELIVERED: Final = "delivered"  # a send's outcome: the consumer's bus has the message
+Outcome: TypeAlias = "Message | ReplyFailure | str"
+
+
+class ThreadWaiter:
+    """A waiter for a thread (blocking faces)."""
+
+    __slots__ = ("_signal", "outcome")
+
+    def __init__(self) -> None:
+        self._signal = _thread.allocate_lock()
+        self._signal.acquire()
+        self.outcome: Outcome | None = None
+
+    def complete(self, outcome: Outcome) -> None:
+        """Set the outcome and wake the waiting thread (any thread, once, under the bus lock)."""
+        self.outcome = outcome
+        self._signal.release()
+
+    def wait(self, deadline: float | None) -> bool:
+        """Wait until completed or ``deadline`` (`time.monotonic`); True if completed."""
+        if deadline is None:
+            return self._signal.acquire()
+        remaining = min(deadline - monotonic(), threading.TIMEOUT_MAX)
+        return self._signal.acquire(timeout=max(0.0, remaining))
+
+
+class TaskWaiter:
+    """A waiter for a trio task (trio faces, and the bus server's processors); made on its
+    loop."""
+
+    __slots__ = ("_event", "_thread", "_token", "outcome")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        self._thread = threading.get_ident()
+        self.outcome: Outcome | None = None
+
+    def complete(self, outcome: Outcome) -> None:
+        """Set the outcome and wake the waiting task (any thread, once, under the bus lock)."""
+        self.outcome = outcome
+        if threading.get_ident() == self._thread:
+            self._event.set()
+            return
+        try:
+            self._token.run_sync_soon(self._event.set)
+        except trio.RunFinishedError:  # the loop ended: nobody waits any more
+            pass
+
+    async def wait(self, deadline: float | None) -> bool:
+        """Wait until completed or ``deadline`` (`time.monotonic`); True if completed."""
+        scope = (nullcontext() if deadline is None
+                 else trio.move_on_after(max(0.0, deadline - monotonic())))
+        with scope:
+            await self._event.wait()
+        return self._event.is_set()
+
+
+Waiter = ThreadWaiter | TaskWaiter

@@ -1,0 +1,465 @@
+"""The bus on the wire: its request codes (32300-32399), their fields, and the checks of what
+callers and peers hand in.
+
+Every bus frame is an ordinary RocketMQ remoting command (docs/protocol.md, "The event bus"):
+the fields below travel as ext fields, a message's headers as ext fields named ``h.<name>``,
+its body as the body. A bus failure is a response with one of the failure codes, its
+message in the remark and the recipient's code in ``failureCode``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Final, Literal
+
+from codec import RemotingCommand, ResponseCode
+
+from ._failure import FAILURE_KINDS, NO_CODE, FailureKind, ReplyFailure
+
+if TYPE_CHECKING:
+    from codec import ExtFields
+
+__all__ = [
+    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "HEARTBEAT_SECONDS",
+    "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW", "TRANSPORT_MARGIN",
+    "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Kind", "Register", "Reply",
+    "ReplyKind", "Send", "address_of", "bad_request_response", "body_of", "consumer_id_of",
+    "credit_command", "credits_of", "deliver_command", "deliver_of", "failure_of",
+    "failure_response", "headers_in", "headers_of", "heartbeat_command", "max_buffered_of",
+    "not_registered_response", "ok_response", "register_command", "register_of",
+    "reply_command", "reply_in", "reply_of", "reply_response", "send_command", "send_of",
+    "timeout_of", "unregister_command",
+]
+
+
+class BusCode(IntEnum):
+    """The bus's request codes: ours, below int16's limit (the ROCKETMQ header carries codes as
+    int16), apart from the stats code (32000) and the queue's (32100-32299)."""
+
+    REGISTER = 32300  # client -> server: a consumer at an address, and its window
+    UNREGISTER = 32301  # client -> server: that consumer is gone
+    SEND = 32302  # client -> server: send, publish or request a message
+    REPLY = 32303  # client -> server: answer a message (reply, reply and request, fail)
+    CREDIT = 32304  # client -> server, oneway: a consumer finished that many messages
+    HEARTBEAT = 32305  # client -> server, oneway: keeps an idle connection (and its consumers)
+    DELIVER = 32310  # server -> client: a message for one of its consumers
+
+
+class FailureCode(IntEnum):
+    """Response codes of a bus failure (and of a consumer a client no longer has)."""
+
+    NO_HANDLERS = 32380
+    TIMEOUT = 32381
+    RECIPIENT_FAILURE = 32382
+    NOT_REGISTERED = 32383  # a client refused a push: that consumer was unregistered
+
+
+DEFAULT_TIMEOUT: Final = 30.0  # seconds; Vert.x DeliveryOptions.DEFAULT_TIMEOUT
+DEFAULT_MAX_BUFFERED: Final = 1000  # Vert.x MessageConsumer.DEFAULT_MAX_BUFFERED_MESSAGES
+DEFAULT_MAX_QUEUED: Final = 1000  # messages a bus server holds for one full remote consumer
+MAX_WINDOW: Final = 1_000_000  # the largest max_buffered a consumer may announce
+MAX_ADDRESS_BYTES: Final = 1024  # UTF-8 bytes; a bound on what a peer makes the server keep
+MAX_CONSUMERS_PER_CONNECTION: Final = 10_000  # a bound on what one peer makes the server keep
+# a bus call's transport timeout is the bus's deadline plus this: the server answers TIMEOUT
+# first, so the transport's own timeout (which closes the connection, and with it the
+# client's consumers) only fires when the bus server stopped answering
+TRANSPORT_MARGIN: Final = 2.0
+# a bus client with consumers sends a heartbeat this often: a connection idle for
+# max_idle_seconds (120 s by default) is closed, and the server forgets its consumers with
+# it (RocketMQ's clients beat every 30 s: heartbeatBrokerInterval)
+HEARTBEAT_SECONDS: Final = 30.0
+_MAX_MILLIS: Final = 2**31 - 1  # a timeout's wire value, int32 milliseconds (~24.8 days)
+HEADER_PREFIX: Final = "h."
+
+Kind = Literal["send", "publish", "request"]
+ReplyKind = Literal["reply", "request", "fail"]
+_KINDS: Final = ("send", "publish", "request")
+_REPLY_KINDS: Final = ("reply", "request", "fail")
+
+
+class BadBusRequest(Exception):
+    """A peer's bus request lacks a field or carries a wrong one (answered INVALID_PARAMETER)."""
+
+
+# ------------------------------------------------------------------ what callers hand in
+
+
+def address_of(address: object, name: str = "address") -> str:
+    """Return ``address`` if it is a usable bus address.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: empty, over `MAX_ADDRESS_BYTES` UTF-8 bytes, or not encodable.
+    """
+    if not isinstance(address, str):
+        raise TypeError(f"{name} must be a str, got {type(address).__name__}")
+    if not address:
+        raise ValueError(f"{name} must not be empty")
+    try:
+        size = len(address.encode())
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} cannot be encoded as UTF-8 (a lone surrogate?)") from None
+    if size > MAX_ADDRESS_BYTES:
+        raise ValueError(f"{name} is {size} bytes long; at most {MAX_ADDRESS_BYTES}")
+    return address
+
+
+def body_of(body: object) -> bytes:
+    """Return ``body`` as bytes (None: empty).
+
+    Raises:
+        TypeError: not bytes, bytearray or memoryview.
+    """
+    if type(body) is bytes:
+        return body
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    raise TypeError(f"body must be bytes, got {type(body).__name__} (encode it first)")
+
+
+def headers_of(headers: object) -> dict[str, str]:
+    """Return a copy of ``headers`` (None: none).
+
+    Raises:
+        TypeError: not a mapping of str to str.
+        ValueError: an empty name.
+    """
+    if headers is None:
+        return {}
+    if not isinstance(headers, dict):
+        raise TypeError(f"headers must be a dict of str to str, got {type(headers).__name__}")
+    for key, value in headers.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"headers must map str to str, got {key!r}: {value!r}")
+        if not key:
+            raise ValueError("a header name must not be empty")
+    return dict(headers)
+
+
+def timeout_of(timeout: object) -> float:
+    """Return a bus timeout: seconds > 0 (infinity: no deadline).
+
+    Raises:
+        TypeError: not an int or float.
+        ValueError: NaN, or not above 0.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
+    if math.isnan(timeout) or timeout <= 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    return float(timeout)
+
+
+def max_buffered_of(max_buffered: object) -> int:
+    """Return a consumer's ``max_buffered``: an int from 1 to `MAX_WINDOW`.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: out of range.
+    """
+    if isinstance(max_buffered, bool) or not isinstance(max_buffered, int):
+        raise TypeError(f"max_buffered must be an int, got {max_buffered!r}")
+    if not 1 <= max_buffered <= MAX_WINDOW:
+        raise ValueError(f"max_buffered must be from 1 to {MAX_WINDOW}, got {max_buffered}")
+    return max_buffered
+
+
+# ------------------------------------------------------------------ building commands
+
+
+def _ext(headers: dict[str, str], **fields: str | None) -> ExtFields:
+    ext: ExtFields = {HEADER_PREFIX + k: v for k, v in headers.items()}
+    ext.update((k, v) for k, v in fields.items() if v is not None)
+    return ext
+
+
+def _millis(timeout: float | None) -> str | None:
+    if timeout is None or math.isinf(timeout):
+        return None
+    return str(min(_MAX_MILLIS, max(1, math.ceil(timeout * 1000))))
+
+
+def send_command(kind: Kind, address: str, body: bytes, headers: dict[str, str],
+                 timeout: float | None) -> RemotingCommand:
+    """Return the SEND request of a message (``timeout``: None or infinite, no deadline)."""
+    return RemotingCommand.create_request(
+        BusCode.SEND, _ext(headers, address=address, kind=kind, timeoutMillis=_millis(timeout)),
+        body)
+
+
+def reply_command(kind: ReplyKind, reply_address: str, body: bytes, headers: dict[str, str],
+                  timeout: float | None, failure_code: int | None = None,
+                  failure_message: str | None = None) -> RemotingCommand:
+    """Return the REPLY request that answers the message of ``reply_address``."""
+    command = RemotingCommand.create_request(
+        BusCode.REPLY, _ext(headers, replyAddress=reply_address, kind=kind,
+                            timeoutMillis=_millis(timeout),
+                            failureCode=None if failure_code is None else str(failure_code)),
+        body)
+    command.remark = failure_message
+    return command
+
+
+def deliver_command(consumer_id: int, kind: Kind, address: str, body: bytes,
+                    headers: dict[str, str], reply_address: str | None) -> RemotingCommand:
+    """Return the DELIVER push of a message to a client's consumer (oneway for a publish)."""
+    command = RemotingCommand.create_request(
+        BusCode.DELIVER, _ext(headers, consumerId=str(consumer_id), address=address, kind=kind,
+                              replyAddress=reply_address), body)
+    if kind == "publish":
+        command.mark_oneway()
+    return command
+
+
+def register_command(consumer_id: int, address: str, window: int) -> RemotingCommand:
+    return RemotingCommand.create_request(BusCode.REGISTER, {
+        "consumerId": str(consumer_id), "address": address, "window": str(window)})
+
+
+def unregister_command(consumer_id: int) -> RemotingCommand:
+    return RemotingCommand.create_request(BusCode.UNREGISTER, {"consumerId": str(consumer_id)})
+
+
+def heartbeat_command() -> RemotingCommand:
+    command = RemotingCommand.create_request(BusCode.HEARTBEAT)
+    command.mark_oneway()
+    return command
+
+
+def credit_command(consumer_id: int, credits: int) -> RemotingCommand:
+    command = RemotingCommand.create_request(BusCode.CREDIT, {
+        "consumerId": str(consumer_id), "credits": str(credits)})
+    command.mark_oneway()
+    return command
+
+
+def ok_response() -> RemotingCommand:
+    """Return a SUCCESS response with nothing more to say."""
+    return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
+def reply_response(address: str, body: bytes, headers: dict[str, str],
+                   reply_address: str | None) -> RemotingCommand:
+    """Return the response that carries a reply: its address (the reply address it was sent
+    to), body and headers, and its own reply address when its sender awaits an answer."""
+    response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+    response.ext_fields = _ext(headers, address=address, replyAddress=reply_address)
+    response.body = body or None
+    return response
+
+
+def failure_response(failure: ReplyFailure) -> RemotingCommand:
+    """Return the response that carries ``failure`` to the caller."""
+    response = RemotingCommand.create_response(FailureCode[failure.kind], failure.message)
+    if failure.code != NO_CODE:
+        response.ext_fields = {"failureCode": str(failure.code)}
+    return response
+
+
+def bad_request_response(problem: BadBusRequest) -> RemotingCommand:
+    """Return the answer to a bus request that lacks a field or carries a wrong one."""
+    return RemotingCommand.create_response(ResponseCode.INVALID_PARAMETER,
+                                           f"bad bus request: {problem}")
+
+
+def not_registered_response() -> RemotingCommand:
+    return RemotingCommand.create_response(FailureCode.NOT_REGISTERED,
+                                           "no such consumer (it was unregistered)")
+
+
+# ------------------------------------------------------------------ reading commands
+
+
+def failure_of(response: RemotingCommand, address: str | None) -> ReplyFailure | None:
+    """Return the failure ``response`` carries, or None for a SUCCESS.
+
+    A code that is none of the bus's (the peer is no bus server: REQUEST_CODE_NOT_SUPPORTED,
+    a busy server...) is a RECIPIENT_FAILURE that names it.
+    """
+    code = response.code
+    if code == ResponseCode.SUCCESS:
+        return None
+    remark = response.remark or ""
+    if FailureCode.NO_HANDLERS <= code <= FailureCode.RECIPIENT_FAILURE:
+        kind: FailureKind = FAILURE_KINDS[code - FailureCode.NO_HANDLERS]
+        failure_code = _int((response.ext_fields or {}).get("failureCode"), NO_CODE)
+        return ReplyFailure(kind, remark, address=address, code=failure_code)
+    return ReplyFailure("RECIPIENT_FAILURE", f"the bus server answered code {code} "
+                        f"({remark or 'no remark'})", address=address)
+
+
+def _int(text: str | None, default: int) -> int:
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        return default
+
+
+def headers_in(ext: ExtFields | None) -> dict[str, str]:
+    """Return the message headers carried by ``ext`` (an empty value may arrive as None)."""
+    if not ext:
+        return {}
+    n = len(HEADER_PREFIX)
+    return {k[n:]: v or "" for k, v in ext.items() if k.startswith(HEADER_PREFIX) and len(k) > n}
+
+
+def _field(ext: ExtFields, name: str) -> str:
+    value = ext.get(name)
+    if not value:
+        raise BadBusRequest(f"no {name}")
+    return value
+
+
+def _peer_address(ext: ExtFields, name: str = "address") -> str:
+    try:
+        return address_of(_field(ext, name), name)
+    except (TypeError, ValueError) as exc:
+        raise BadBusRequest(str(exc)) from None
+
+
+def _peer_int(ext: ExtFields, name: str, low: int, high: int) -> int:
+    text = _field(ext, name)
+    if not (text.isascii() and text.lstrip("-").isdigit()):
+        raise BadBusRequest(f"{name} is not an integer")
+    value = int(text)
+    if not low <= value <= high:
+        raise BadBusRequest(f"{name} is out of range ({low}..{high})")
+    return value
+
+
+def _peer_timeout(ext: ExtFields) -> float | None:
+    if ext.get("timeoutMillis") is None:
+        return None
+    return _peer_int(ext, "timeoutMillis", 1, _MAX_MILLIS) / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A SEND request as the server reads it."""
+
+    kind: Kind
+    address: str
+    body: bytes
+    headers: dict[str, str]
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A REPLY request as the server reads it."""
+
+    kind: ReplyKind
+    reply_address: str
+    body: bytes
+    headers: dict[str, str]
+    timeout: float | None
+    failure_code: int
+    failure_message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    """A REGISTER request as the server reads it."""
+
+    consumer_id: int
+    address: str
+    window: int
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """A DELIVER push as a client reads it."""
+
+    consumer_id: int
+    kind: Kind
+    address: str
+    body: bytes
+    headers: dict[str, str]
+    reply_address: str | None
+
+
+def _kind(ext: ExtFields, kinds: tuple[str, ...]) -> str:
+    kind = ext.get("kind")
+    if kind not in kinds:
+        raise BadBusRequest(f"kind must be one of {', '.join(kinds)}")
+    return kind
+
+
+def send_of(request: RemotingCommand) -> Send:
+    """Read a SEND request.
+
+    Raises:
+        BadBusRequest: a field is missing or wrong.
+    """
+    ext = request.ext_fields or {}
+    return Send(_kind(ext, _KINDS), _peer_address(ext), request.body or b"",  # type: ignore[arg-type]
+                headers_in(ext), _peer_timeout(ext))
+
+
+def reply_of(request: RemotingCommand) -> Reply:
+    """Read a REPLY request.
+
+    Raises:
+        BadBusRequest: a field is missing or wrong.
+    """
+    ext = request.ext_fields or {}
+    kind = _kind(ext, _REPLY_KINDS)
+    code = (_peer_int(ext, "failureCode", -(2**31), 2**31 - 1)
+            if ext.get("failureCode") is not None else NO_CODE)
+    return Reply(kind, _peer_address(ext, "replyAddress"), request.body or b"",  # type: ignore[arg-type]
+                 headers_in(ext), _peer_timeout(ext), code, request.remark or "")
+
+
+def register_of(request: RemotingCommand) -> Register:
+    """Read a REGISTER request.
+
+    Raises:
+        BadBusRequest: a field is missing or wrong.
+    """
+    ext = request.ext_fields or {}
+    return Register(_peer_int(ext, "consumerId", 0, 2**63 - 1), _peer_address(ext),
+                    _peer_int(ext, "window", 1, MAX_WINDOW))
+
+
+def consumer_id_of(request: RemotingCommand) -> int:
+    """Read the consumer id of an UNREGISTER or CREDIT request.
+
+    Raises:
+        BadBusRequest: it is missing or wrong.
+    """
+    return _peer_int(request.ext_fields or {}, "consumerId", 0, 2**63 - 1)
+
+
+def credits_of(request: RemotingCommand) -> int:
+    """Read the credits of a CREDIT request.
+
+    Raises:
+        BadBusRequest: they are missing or wrong.
+    """
+    return _peer_int(request.ext_fields or {}, "credits", 1, MAX_WINDOW)
+
+
+def deliver_of(request: RemotingCommand) -> Deliver:
+    """Read a DELIVER push.
+
+    Raises:
+        BadBusRequest: a field is missing or wrong.
+    """
+    ext = request.ext_fields or {}
+    reply_address = ext.get("replyAddress") or None
+    return Deliver(_peer_int(ext, "consumerId", 0, 2**63 - 1),
+                   _kind(ext, _KINDS),  # type: ignore[arg-type]
+                   _peer_address(ext), request.body or b"", headers_in(ext), reply_address)
+
+
+def reply_in(response: RemotingCommand) -> tuple[str | None, str | None]:
+    """Return the address a reply was sent to and its own reply address (None: its sender
+    awaits no answer), from its response."""
+    ext = response.ext_fields or {}
+    return ext.get("address") or None, ext.get("replyAddress") or None

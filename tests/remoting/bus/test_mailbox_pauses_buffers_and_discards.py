@@ -1,0 +1,68 @@
+"""`Mailbox` (sans-I/O): a consumer's buffer, as Vert.x's ``HandlerRegistration``: one drain
+at a time, in order; ``pause`` keeps messages, ``resume`` hands the kept ones out first; at
+most ``max_buffered`` held, the one in the handler included; beyond that a message is
+discarded."""
+
+from __future__ import annotations
+
+from remoting._bus._mailbox import Mailbox
+
+
+def test_the_first_message_starts_a_drain_and_the_next_queue_behind_it() -> None:
+    box: Mailbox[int] = Mailbox(10)
+    assert box.offer(1) == "start"
+    assert box.offer(2) == "queued"
+    assert box.take() == 1
+    box.done()
+    assert box.take() == 2
+    box.done()
+    assert box.take() is None and not box.running
+    assert box.offer(3) == "start"  # the drain ended: a new one starts
+
+
+def test_a_paused_mailbox_keeps_messages_and_resume_starts_a_drain_for_them() -> None:
+    box: Mailbox[int] = Mailbox(10)
+    box.pause()
+    assert [box.offer(i) for i in range(3)] == ["queued"] * 3
+    assert not box.running and box.buffered == 3
+    assert box.resume() is True and box.running
+    assert [box.take() for _ in range(3)] == [0, 1, 2]
+
+
+def test_pausing_mid_drain_ends_it_after_the_running_message() -> None:
+    box: Mailbox[int] = Mailbox(10)
+    box.offer(1)
+    box.offer(2)
+    assert box.take() == 1
+    box.pause()
+    box.done()
+    assert box.take() is None and not box.running
+    assert box.resume() is True  # the kept message needs a drain
+    assert box.take() == 2
+
+
+def test_resume_with_a_drain_running_or_nothing_kept_starts_nothing() -> None:
+    box: Mailbox[int] = Mailbox(10)
+    assert box.resume() is False
+    box.offer(1)
+    box.pause()
+    assert box.resume() is False  # the drain that offer started still runs
+
+
+def test_beyond_max_buffered_a_message_is_full_counting_the_one_in_the_handler() -> None:
+    box: Mailbox[int] = Mailbox(2)
+    box.offer(1)
+    assert box.take() == 1  # in the handler: still held
+    assert box.offer(2) == "queued"
+    assert box.offer(3) == "full"
+    assert box.held == 2 and box.buffered == 1
+    box.done()
+    assert box.offer(3) == "queued"
+
+
+def test_clear_returns_what_was_kept() -> None:
+    box: Mailbox[int] = Mailbox(5)
+    box.pause()
+    for i in range(3):
+        box.offer(i)
+    assert box.clear() == [0, 1, 2] and box.buffered == 0
