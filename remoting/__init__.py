@@ -22,8 +22,11 @@ from ._errors import RemotingConnectError as RemotingConnectError
 from ._errors import RemotingError as RemotingError
 from ._errors import RemotingSendRequestError as RemotingSendRequestError
 from ._errors import RemotingStartError as RemotingStartError
+from ._errors import RemotingStreamError as RemotingStreamError
 from ._errors import RemotingTimeoutError as RemotingTimeoutError
 from ._errors import RemotingTooManyRequestsError as RemotingTooManyRequestsError
+from ._faces._streams import BlockingStream as BlockingStream
+from ._faces._streams import TrioStream as TrioStream
 from ._faces._trio import TrioRemotingClient as TrioRemotingClient
 from ._faces._trio import TrioRemotingServer as TrioRemotingServer
 from ._faces._trio import open_client as open_client
@@ -34,6 +37,7 @@ from ._interceptors import ClientCall as ClientCall
 from ._interceptors import ClientInterceptor as ClientInterceptor
 from ._interceptors import ServerCall as ServerCall
 from ._interceptors import ServerInterceptor as ServerInterceptor
+from ._messaging._codes import StreamCode as StreamCode
 from ._observability._statistics import EndpointStatistics as EndpointStatistics
 from ._observability._stats_processor import STATS_REQUEST_CODE as STATS_REQUEST_CODE
 from ._observability._stats_processor import StatsProcessor as StatsProcessor
@@ -50,6 +54,7 @@ __all__ = [
     "AbortProcessError",
     "AclClientRPCHook",
     "AclServerRPCHook",
+    "BlockingStream",
     "Credential",
     "ChannelEventListener",
     "ChannelHandle",
@@ -66,6 +71,7 @@ __all__ = [
     "RemotingSendRequestError",
     "RemotingServer",
     "RemotingStartError",
+    "RemotingStreamError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
     "RequestCode",
@@ -76,8 +82,10 @@ __all__ = [
     "ServerConfig",
     "ServerInterceptor",
     "StatsProcessor",
+    "StreamCode",
     "TrioRemotingClient",
     "TrioRemotingServer",
+    "TrioStream",
     "open_client",
     "open_server",
 ]

@@ -29,6 +29,7 @@ from remoting import (
     RemotingError,
     RemotingSendRequestError,
     RemotingStartError,
+    RemotingStreamError,
     RemotingTimeoutError,
     RemotingTooManyRequestsError,
 )
@@ -43,6 +44,8 @@ ERRORS: list[BaseException] = [
     RemotingCommandError("cannot decode", "127.0.0.1:5"),
     RemotingStartError("127.0.0.1:6", "the port is in use"),
     RemotingStartError(None, "cannot load tls_ca_file '/x.pem': No such file or directory"),
+    RemotingStreamError("127.0.0.1:7", 1, "java.lang.ValueError: broke"),
+    RemotingStreamError("127.0.0.1:8", None, "the connection closed mid-stream"),
     RemoteCallError(-1006, "timed out", row=3, failed=2, total=10, request_code=1001),
     AbortProcessError(16, "no permission"),
     CodecError("bad bytes"),

@@ -4,7 +4,8 @@ Theory of operation:
 - The receiver grants credits: a first grant when it opens the stream, more as its
   application consumes (`CreditGrants`: it gives back what was taken, in batches of at least
   half the first grant, as Pulsar's consumer re-flows once half its receiver queue is
-  consumed), or on its own terms (a queue's acknowledgements).
+  consumed, and all it owes when the application waits with nothing to read), or on its
+  own terms (a queue's acknowledgements).
 - The sender keeps a `CreditWindow`: ``available = granted - used``. An item uses its cost
   (default 1; one item may carry several messages). The window never goes below zero: `use`
   refuses a cost above what is available, so the sender can never exceed the grants.
@@ -94,5 +95,12 @@ class CreditGrants:
         self.owed += cost
         if self.owed < self.batch:
             return 0
+        owed, self.owed = self.owed, 0
+        return owed
+
+    def starved(self) -> int:
+        """The application waits with nothing left to read: return everything owed (0:
+        nothing), so that a sender waiting for a costly item's credits is not left waiting
+        on a batch that only it could complete."""
         owed, self.owed = self.owed, 0
         return owed

@@ -104,3 +104,9 @@ class SenderAndReceiver(RuleBasedStateMachine):
 
 
 TestSenderAndReceiver = SenderAndReceiver.TestCase
+
+
+def test_a_starved_receiver_gives_back_all_it_owes() -> None:
+    grants = CreditGrants(10)
+    assert grants.consumed(3) == 0
+    assert grants.starved() == 3 and grants.starved() == 0
