@@ -4,14 +4,17 @@ recovery found wrong in its data directory on stderr."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from ._args import count, port, seconds
 from ._command import Command
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["QUEUE_COMMAND"]
 
