@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import trio
@@ -28,6 +29,7 @@ import trio
 from .. import _checks  # the module: it imports this one's package
 from .._log import log
 from .._messaging._holds import HoldTable
+from ._channel_handle import ChannelHandle
 from ._processing import failure
 
 if TYPE_CHECKING:
@@ -139,10 +141,17 @@ class HeldRequests:
 
     def _wake_key(self, key: Hashable) -> None:
         table = self._table
-        for hold in table.notify(key):
+        holds = table.notify(key)
+        if not holds:
+            return
+        answered = self.answered
+        started = time.perf_counter()
+        for hold in holds:
             answer = self._wake(hold.item, False)
             if answer is _HOLD_ON:
                 table.add(key, hold.deadline, hold.item)  # same deadline: no re-arm needed
+        log.debug("held.woken", held=len(holds), answered=self.answered - answered,
+                  seconds=round(time.perf_counter() - started, 6))
 
     def _wake(self, held: _Held, expired: bool) -> object:
         ctx = held.ctx
@@ -155,7 +164,11 @@ class HeldRequests:
         if answer is None:
             return None if expired else _HOLD_ON
         self.answered += 1
-        ctx.write_response(held.request, answer)
+        channel = ctx.channel
+        if isinstance(channel, ChannelHandle):  # on the loop already: no hand-off needed
+            channel._host.dispatcher.write_response(channel._conn, held.request, answer)
+        else:
+            ctx.write_response(held.request, answer)
         return None
 
     async def _timer(self) -> None:

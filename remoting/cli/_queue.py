@@ -35,6 +35,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="when segment files are fsynced (default: interval)")
     parser.add_argument("--fsync-interval", type=seconds, default=1.0,
                         help="seconds between fsyncs with --fsync interval (default 1)")
+    parser.add_argument("--segment-bytes", type=count, default=64 * 1024 * 1024,
+                        help="size at which a topic starts a new segment file (default 64 MiB)")
 
 
 def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
@@ -47,7 +49,8 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     try:
         service = QueueService(args.data_dir, memory_messages=args.memory_messages,
                                msg_timeout=args.msg_timeout, max_attempts=args.max_attempts,
-                               fsync=args.fsync, fsync_interval=args.fsync_interval)
+                               fsync=args.fsync, fsync_interval=args.fsync_interval,
+                               segment_bytes=args.segment_bytes)
     except (OSError, ValueError) as exc:
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2

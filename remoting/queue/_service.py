@@ -148,7 +148,9 @@ class QueueService:
         self._timer_scope: trio.CancelScope | None = None
         self._armed = math.inf
         self._offsets_saved: dict[str, bytes] = {}
-        self._deferred_wall: dict[str, list[tuple[int, int]]] = {}  # until the loop runs
+        # what recovery found on the wall clock, put on the loop's clock when it runs
+        self._deferred_wall: dict[str, list[tuple[int, int]]] = {}
+        self._keys_wall: dict[str, list[tuple[str, int, int, int]]] = {}
         self._sync_started = self._sync_done = 0
         self._sync_running = False
         self._synced = trio.Event()
@@ -180,7 +182,6 @@ class QueueService:
         root = data_dir / "topics"
         root.mkdir(parents=True, exist_ok=True)
         now_ms = int(time.time() * 1000)
-        now = time.monotonic()
         for directory in sorted(p for p in root.iterdir() if p.is_dir()):
             segments = SegmentLog(directory, self.segment_bytes)
             topic = self.topics[directory.name] = self._topic(directory.name, segments)
@@ -194,10 +195,9 @@ class QueueService:
                 else:
                     log.warning("queue.segment_truncated", topic=directory.name,
                                 file=str(problem.path), position=problem.position)
-            for key, first, count, stamp_ms in recovered.keys:
-                age = (now_ms - stamp_ms) / 1000
-                if age <= self.dedup_window:
-                    topic.keys.add(key, first, count, now - age)
+            window_ms = self.dedup_window * 1000
+            self._keys_wall[directory.name] = [
+                item for item in recovered.keys if now_ms - item[3] <= window_ms]
             self._deferred_wall[directory.name] = [
                 (offset, at) for offset, at in recovered.deferred if at > now_ms]
             self._load_offsets(topic, directory / OFFSETS_FILE)
@@ -251,7 +251,12 @@ class QueueService:
             topic = self.topics[name]
             for offset, at in pending:
                 topic.deferred[offset] = now + (at - wall_ms) / 1000
+        for name, keys in self._keys_wall.items():
+            topic = self.topics[name]
+            for key, first, count, stamp_ms in keys:
+                topic.keys.add(key, first, count, now - (wall_ms - stamp_ms) / 1000)
         self._deferred_wall.clear()
+        self._keys_wall.clear()
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._timer)

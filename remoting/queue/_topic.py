@@ -58,6 +58,8 @@ class Topic:
         self.waiting = trio.lowlevel.ParkingLot()
         self.published = 0
         self.duplicates = 0
+        # the last pull answer's key and body (see `_handlers._pulled`)
+        self.pull_cache: tuple[tuple[int, ...], bytes | None] | None = None
 
     @property
     def end(self) -> int:

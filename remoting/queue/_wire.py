@@ -27,7 +27,6 @@ __all__ = [
     "MAX",
     "MAX_PULL",
     "MAX_WAIT_MS",
-    "NEXT",
     "OFFSET",
     "REFUSED",
     "TOPIC",
@@ -49,8 +48,7 @@ KEY: Final = "key"  # PUBLISH: the idempotence key
 DEFER_MS: Final = "deferMs"  # PUBLISH: deliver not before this many ms from now
 MAX: Final = "max"  # PULL: messages at most
 MAX_WAIT_MS: Final = "maxWaitMs"  # PULL: how long to hold it while there are none
-NEXT: Final = "next"  # PULL's answer: the offset after the last returned
-END: Final = "end"  # PULL's answer: the topic's end offset
+END: Final = "end"  # CREATE_TOPIC's answer: the topic's end offset
 ATTEMPTS: Final = "attempts"  # a delivery: "offset:attempt,..." for redeliveries only
 REFUSED: Final = "refused"  # ACK's answer: how many acknowledgements were refused
 
