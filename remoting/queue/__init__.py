@@ -1,14 +1,9 @@
 """A queue service over remoting: topics, channels and groups (NSQ's model with RocketMQ's
 offsets), with credit-based subscriptions, acknowledged delivery and long-polling pulls.
 
-```
-from remoting.queue import QueueService, QueueClient
-service = QueueService(data_dir=None, memory_messages=10_000, msg_timeout=60.0)
-service.attach(server)                       # a RemotingServer or a TrioRemotingServer
-q = QueueClient(client)                       # blocking client: plain methods; trio: awaited
-```
-
-See docs/queue.md.
+Serve one with ``QueueService(...).attach(server)`` (a `RemotingServer` or a
+`TrioRemotingServer`); use it with ``QueueClient(client)``: plain methods for a blocking
+`RemotingClient`, awaited ones for a `TrioRemotingClient`. See docs/queue.md.
 """
 
 from __future__ import annotations
