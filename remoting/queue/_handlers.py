@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     from .._faces._blocking_server import RemotingServer
     from .._faces._trio import TrioRemotingServer
-    from ._service import Consumer, QueueService
+    from ._broker import Broker, Consumer
     from ._topic import Topic
 
 __all__ = ["register_handlers"]
@@ -92,12 +92,12 @@ class _Processor(AsyncRequestProcessor):
 class _Handlers:
     """The handlers of one service."""
 
-    def __init__(self, service: QueueService) -> None:
-        self.service = service
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
 
     def existing(self, request: RemotingCommand) -> Topic:
         name = name_of(request, TOPIC)
-        topic = self.service.topic(name)
+        topic = self.broker.topic(name)
         if topic is None:
             raise _no_topic(name)
         return topic
@@ -106,7 +106,7 @@ class _Handlers:
 
     async def publish(self, ctx: RequestContext, request: RemotingCommand
                       ) -> RemotingCommand | None:
-        service = self.service
+        broker = self.broker
         name = name_of(request, TOPIC)
         defer_ms = optional_int(request, DEFER_MS, 0, MAX_DEFER_MS) or 0
         key = key_of(request)
@@ -118,7 +118,7 @@ class _Handlers:
         except RecordError as exc:
             raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
                           f"the messages are not well-formed: {exc}") from None
-        topic = service.create_topic(name)
+        topic = broker.create_topic(name)
         now = trio.current_time()
         if key is not None:
             seen = topic.keys.get(key, now)
@@ -135,25 +135,25 @@ class _Handlers:
                     "service with a data_dir"))
         first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
         if defer_ms:
-            service.arm(now + defer_ms / 1000)
+            broker.arm(now + defer_ms / 1000)
         else:  # after this answer is on its way (RocketMQ notifies from another thread)
-            trio.lowlevel.current_trio_token().run_sync_soon(service.holds.notify, name)
-        if service.fsync == "always":
-            await service.sync()
+            trio.lowlevel.current_trio_token().run_sync_soon(broker.holds.notify, name)
+        if broker.fsync == "always":
+            await broker.sync()
         return _ok(**{OFFSET: first, COUNT: len(contents)})
 
     async def create(self, ctx: RequestContext, request: RemotingCommand
                      ) -> RemotingCommand | None:
-        topic = self.service.create_topic(name_of(request, TOPIC))
+        topic = self.broker.create_topic(name_of(request, TOPIC))
         return _ok(**{END: topic.end})
 
     # ------------------------------------------------------------------ acknowledging
 
     async def ack(self, ctx: RequestContext, request: RemotingCommand
                   ) -> RemotingCommand | None:
-        service = self.service
+        broker = self.broker
         stream_id = required_int(request, STREAM_ID, -(2**31), 2**31 - 1)
-        consumer = service.by_stream.get((ctx.channel, stream_id))
+        consumer = broker.by_stream.get((ctx.channel, stream_id))
         if consumer is None:
             raise Refusal(ResponseCode.SUBSCRIPTION_NOT_EXIST, (
                 f"no subscription {stream_id} on this connection: it ended, and its "
@@ -166,14 +166,14 @@ class _Handlers:
         response = _ok(**{REFUSED: len(refused)})
         if refused:
             topic, channel = consumer.topic.name, consumer.channel.name
-            service.acks_refused[topic, channel] = (
-                service.acks_refused.get((topic, channel), 0) + len(refused))
+            broker.acks_refused[topic, channel] = (
+                broker.acks_refused.get((topic, channel), 0) + len(refused))
             response.body = b"".join(_U64.pack(offset) for offset in refused)
         return response
 
     def _apply(self, consumer: Consumer, acks: list[tuple[AckOp, int, int]], now: float
                ) -> list[int]:
-        service = self.service
+        broker = self.broker
         queue = consumer.channel.queue
         cid = consumer.id
         returned = 0
@@ -188,9 +188,9 @@ class _Handlers:
                 if outcome is Outcome.DONE:
                     requeued = True
                     if delay_ms:
-                        service.arm(now + delay_ms / 1000)
+                        broker.arm(now + delay_ms / 1000)
                 elif outcome is Outcome.DEAD and entry is not None:
-                    service.dead(consumer.topic, consumer.channel, offset, entry.attempts)
+                    broker.dead(consumer.topic, consumer.channel, offset, entry.attempts)
             else:
                 outcome = queue.touch(offset, cid, now)
             if outcome is Outcome.UNKNOWN or outcome is Outcome.FOREIGN:
@@ -229,7 +229,7 @@ class _Handlers:
                  ) -> RemotingCommand | None:
             return _pulled(topic, start, count, expired)
 
-        self.service.holds.hold(ctx, request, key=topic.name, timeout=wait_ms / 1000,
+        self.broker.holds.hold(ctx, request, key=topic.name, timeout=wait_ms / 1000,
                                 wake=wake)
         return None
 
@@ -258,7 +258,7 @@ class _Handlers:
     async def stats(self, ctx: RequestContext, request: RemotingCommand
                     ) -> RemotingCommand | None:
         response = _ok()
-        response.body = statistics_to_json(self.service._statistics())
+        response.body = statistics_to_json(self.broker.statistics())
         return response
 
 
@@ -294,30 +294,30 @@ class Subscribe(StreamProcessor):
     """A subscription: a stream of deliveries from a channel, bounded by the subscriber's
     credits, given back by its acknowledgements."""
 
-    def __init__(self, service: QueueService) -> None:
-        self.service = service
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
 
     async def process_stream(self, ctx: RequestContext, request: RemotingCommand,
                              stream: ServerStream) -> None:
-        service = self.service
+        broker = self.broker
         try:
             name = name_of(request, TOPIC)
             channel_name = name_of(request, CHANNEL)
         except Refusal as refusal:
             raise AbortProcessError(refusal.code, refusal.remark) from None
-        topic = service.topic(name)
+        topic = broker.topic(name)
         if topic is None:
             missing = _no_topic(name)
             raise AbortProcessError(missing.code, missing.remark)
         channel = topic.channel(channel_name)
-        consumer = service.add_consumer(topic, channel, stream, ctx.channel)
+        consumer = broker.add_consumer(topic, channel, stream, ctx.channel)
         try:
             await self._deliver(consumer, stream)
         finally:
-            service.remove_consumer(consumer)
+            broker.remove_consumer(consumer)
 
     async def _deliver(self, consumer: Consumer, stream: ServerStream) -> None:
-        service = self.service
+        broker = self.broker
         topic = consumer.topic
         queue = consumer.channel.queue
         while True:
@@ -327,11 +327,11 @@ class Subscribe(StreamProcessor):
             taken = queue.take(consumer.id, min(credits, MAX_BATCH), now, topic.end,
                                topic.deferred)
             if queue.waiting_later > later:
-                service.arm(queue.next_deadline() or now)
+                broker.arm(queue.next_deadline() or now)
             if not taken:
                 await topic.waiting.park()
                 continue
-            service.arm(now + queue.msg_timeout)
+            broker.arm(now + queue.msg_timeout)
             records = topic.read([offset for offset, _ in taken])
             batch: list[bytes] = []
             retries: list[tuple[int, int]] = []
@@ -360,10 +360,10 @@ async def _send(stream: ServerStream, batch: list[bytes], retries: list[tuple[in
     await stream.send(item, cost=len(batch))
 
 
-def register_handlers(service: QueueService, server: RemotingServer | TrioRemotingServer
+def register_handlers(broker: Broker, server: RemotingServer | TrioRemotingServer
                       ) -> None:
     """Register the service's processors on ``server``."""
-    handlers = _Handlers(service)
+    handlers = _Handlers(broker)
     table: dict[QueueCode, Callable[[RequestContext, RemotingCommand],
                                     Awaitable[RemotingCommand | None]]] = {
         QueueCode.PUBLISH: handlers.publish,
@@ -376,4 +376,4 @@ def register_handlers(service: QueueService, server: RemotingServer | TrioRemoti
     }
     for code, handle in table.items():
         server.register_processor(code, _Processor(handle))
-    server.register_processor(QueueCode.SUBSCRIBE, Subscribe(service))
+    server.register_processor(QueueCode.SUBSCRIBE, Subscribe(broker))

@@ -13,14 +13,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from .._core._endpoint import Endpoint
-    from ._service import QueueService
+    from ._broker import Broker
     from ._topic import Channel, Topic
 
 __all__ = ["install_metrics"]
 
 
-def install_metrics(service: QueueService, endpoint: Endpoint) -> bool:
-    """Report ``service`` to the meter provider of ``endpoint``'s config (or the global
+def install_metrics(broker: Broker, endpoint: Endpoint) -> bool:
+    """Report ``broker`` to the meter provider of ``endpoint``'s config (or the global
     one) if telemetry is on and OpenTelemetry is installed; True if it was."""
     from .._observability._otel_setup import otel_available
 
@@ -38,7 +38,7 @@ def install_metrics(service: QueueService, endpoint: Endpoint) -> bool:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
             return [Observation(read(topic, channel), {"messaging.destination.name": topic.name,
                                                        "messaging.consumer.group.name": name})
-                    for topic in list(service.topics.values())
+                    for topic in list(broker.topics.values())
                     for name, channel in list(topic.channels.items())]
         return observe
 
@@ -46,14 +46,14 @@ def install_metrics(service: QueueService, endpoint: Endpoint) -> bool:
                   ) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
             return [Observation(read(topic), {"messaging.destination.name": topic.name})
-                    for topic in list(service.topics.values())]
+                    for topic in list(broker.topics.values())]
         return observe
 
     def lag(options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(max(0, topic.end - offset),
                             {"messaging.destination.name": topic.name,
                              "messaging.consumer.group.name": group})
-                for topic in list(service.topics.values())
+                for topic in list(broker.topics.values())
                 for group, offset in list(topic.groups.items())]
 
     gauges: list[tuple[str, str, Any]] = [

@@ -42,7 +42,7 @@ async def test_credits_bound_deliveries_on_the_trio_face_too(
             assert await sub.receive() is not None
         await trio.testing.wait_all_tasks_blocked(cushion=0.05)
         assert not sub._ready and not sub._stream._items  # nothing beyond the credits
-        assert len(service.topics["jobs"].channels["w"].queue.in_flight) == 5
+        assert len(service.broker.topics["jobs"].channels["w"].queue.in_flight) == 5
 
 
 async def test_acknowledgements_travel_in_groups(
@@ -57,7 +57,7 @@ async def test_acknowledgements_travel_in_groups(
                 break
     ack_requests = q.client.endpoint.counters.sent.get(32_202, 0) - sent_before
     assert ack_requests <= 400 // 32 + 2  # one ACK per half window, plus the last ones
-    assert service.topics["t"].channels["c"].queue.finished == 400
+    assert service.broker.topics["t"].channels["c"].queue.finished == 400
 
 
 async def test_the_ack_window_sends_a_lone_acknowledgement_soon(
@@ -70,7 +70,7 @@ async def test_the_ack_window_sends_a_lone_acknowledgement_soon(
         await msg.ack()
         with trio.move_on_after(0.5):  # waiting for the next one sends the due group
             await sub.receive()
-        assert service.topics["t"].channels["c"].queue.finished == 1
+        assert service.broker.topics["t"].channels["c"].queue.finished == 1
 
 
 def test_acknowledging_twice_or_after_closing_is_refused(

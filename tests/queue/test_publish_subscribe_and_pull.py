@@ -76,7 +76,7 @@ async def test_a_held_pull_is_answered_by_a_publish(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(pull)
         await trio.testing.wait_all_tasks_blocked(cushion=0.05)
-        assert len(service.holds) == 1 and not answers
+        assert len(service.broker.holds) == 1 and not answers
         await q.publish(addr, "news", b"extra")
     assert answers == [[b"extra"]]
 
@@ -101,7 +101,7 @@ async def test_the_trio_face_awaits_the_same_calls(
 
         nursery.start_soon(pull)
         await trio.testing.wait_all_tasks_blocked(cushion=0.05)
-        assert len(service.holds) == 1
+        assert len(service.broker.holds) == 1
         await q.publish(addr, "t", b"c")
     assert pulled == [b"c"]
     await q.commit(addr, "t", "g", 3)

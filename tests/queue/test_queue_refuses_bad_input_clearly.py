@@ -53,7 +53,7 @@ def test_credits_out_of_range_are_refused_before_anything_is_sent(
     q.create_topic(server.addr, "t")
     with pytest.raises(ValueError, match="credits must be from 1 to 65536"):
         q.subscribe(server.addr, "t", "c", credits=credits)
-    assert not service.consumers
+    assert not service.broker.consumers
 
 
 def test_a_raw_subscription_with_zero_credits_is_refused_by_the_service(
@@ -85,8 +85,8 @@ def test_acks_for_unknown_and_foreign_deliveries_are_refused_and_change_nothing(
         assert reply.code == ResponseCode.SUCCESS
         assert reply.ext_fields is not None and reply.ext_fields["refused"] == "3"
         assert len(reply.body or b"") == 3 * 8
-        queue = service.topics["t"].channels["c"].queue
-        assert queue.in_flight.holder(mine.offset) == service.by_stream[
+        queue = service.broker.topics["t"].channels["c"].queue
+        assert queue.in_flight.holder(mine.offset) == service.broker.by_stream[
             (server.channels()[0], holder._stream.stream_id)].id  # still the holder's
         mine.ack()
         theirs.ack()

@@ -33,7 +33,7 @@ async def test_a_requeued_message_comes_back_after_its_delay(nursery: trio.Nurse
         waited = trio.current_time() - requeued_at
     assert again is not None and (again.offset, again.attempts) == (0, 2)
     assert waited >= 0.4
-    assert service.topics["t"].channels["c"].queue.requeued == 1
+    assert service.broker.topics["t"].channels["c"].queue.requeued == 1
 
 
 async def test_a_delivery_not_acked_in_time_is_redelivered_with_one_more_attempt(
@@ -68,7 +68,7 @@ async def test_touch_gives_a_delivery_a_full_timeout_again(nursery: trio.Nursery
             await msg.touch()
         await msg.ack()
         await sub.flush()
-    queue = service.topics["t"].channels["c"].queue
+    queue = service.broker.topics["t"].channels["c"].queue
     assert (queue.timed_out, queue.finished) == (0, 1)
 
 
@@ -87,4 +87,4 @@ async def test_max_attempts_hands_the_message_to_the_dead_letter_hook(
     [(channel, message)] = dead  # closing waited for the requeues' answers
     assert (channel, message.body, message.headers, message.attempts) == (
         "c", b"poison", {"id": "7"}, 2)
-    assert service.topics["t"].channels["c"].queue.dead_lettered == 1
+    assert service.broker.topics["t"].channels["c"].queue.dead_lettered == 1
