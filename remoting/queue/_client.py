@@ -19,6 +19,7 @@ delivery that timed out meanwhile and went to another subscriber); they are coun
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -71,6 +72,7 @@ __all__ = ["BlockingQueueClient", "BlockingSubscription", "Delivery", "QueueClie
 DEFAULT_TIMEOUT: Final = 3.0
 DEFAULT_ACK_WINDOW: Final = 0.05  # seconds; Pulsar's client groups acknowledgements 100 ms
 PULL_SLACK: Final = 5.0  # seconds a pull's call waits past its max_wait
+MAX_WAIT_MS_LIMIT: Final = 3_600_000  # the service holds a pull an hour at most
 
 Body = bytes | tuple[bytes, Mapping[str, str]]
 
@@ -108,7 +110,7 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
         raise ValueError("publish_many needs at least one body")
     defer = seconds("defer", defer)
     if defer:
-        fields[DEFER_MS] = str(min(MAX_DELAY_MS, math.ceil(defer * 1000)))
+        fields[DEFER_MS] = str(_ms(defer))
     if key is not None:
         fields[KEY] = _name("key", key)
     return _request(QueueCode.PUBLISH, fields, pack_entries(contents)), len(contents)
@@ -136,7 +138,7 @@ def pull_request(topic: str, group: str | None, offset: int | None, max_messages
         raise ValueError(f"max_messages must be an int from 1 to {MAX_PULL}, got "
                          f"{max_messages!r}")
     fields[MAX] = str(max_messages)
-    fields[MAX_WAIT_MS] = str(min(3_600_000, math.ceil(seconds("max_wait", max_wait) * 1000)))
+    fields[MAX_WAIT_MS] = str(min(MAX_WAIT_MS_LIMIT, _ms(seconds("max_wait", max_wait))))
     return _request(QueueCode.PULL, fields)
 
 
@@ -265,7 +267,12 @@ class Delivery(Message):
 
 
 def _delay_ms(delay: float) -> int:
-    return min(MAX_DELAY_MS, math.ceil(seconds("delay", delay) * 1000))
+    return _ms(seconds("delay", delay))
+
+
+def _ms(duration: float) -> int:
+    """Return ``duration`` (seconds, infinity allowed) in whole ms, at most `MAX_DELAY_MS`."""
+    return math.ceil(min(MAX_DELAY_MS, duration * 1000))
 
 
 class _Acks:
@@ -335,7 +342,8 @@ def _deliveries(item: RemotingCommand) -> list[tuple[Record, int]]:
 
 
 class BlockingSubscription:
-    """A blocking subscription: ``for msg in sub``; a context manager that closes it.
+    """A blocking subscription: ``for msg in sub``; a context manager that closes it. Read it
+    from one thread at a time; its deliveries may be acknowledged from any thread.
 
     Attributes:
         received: deliveries received.
@@ -351,6 +359,7 @@ class BlockingSubscription:
         self._stream = stream
         self._timeout = timeout
         self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
+        self._lock = threading.Lock()  # deliveries may be acknowledged from any thread
         self._ready: deque[Delivery] = deque()
         self._ended = False
         self.topic = topic
@@ -420,17 +429,19 @@ class BlockingSubscription:
         return delivery
 
     def _settle(self, delivery: Delivery, op: AckOp, delay_ms: int) -> None:
-        due = self._acks.add(delivery, delivery._done, op, delay_ms, monotonic())
-        if op is not AckOp.TOUCH:
-            delivery._done = True
+        with self._lock:
+            due = self._acks.add(delivery, delivery._done, op, delay_ms, monotonic())
+            if op is not AckOp.TOUCH:
+                delivery._done = True
         if due:
             self.flush()
 
     def flush(self) -> None:
-        """Send the acknowledgements pending now."""
+        """Send the acknowledgements pending now (from any thread)."""
         acks = self._acks
-        acks.collect()
-        request = acks.request()
+        with self._lock:
+            acks.collect()
+            request = acks.request()
         conn = self._stream._conn
         if request is None or conn is None:
             return
@@ -454,9 +465,11 @@ class BlockingSubscription:
                     fut.result(self._timeout)
                 except (RemotingError, TimeoutError):
                     pass
-            acks.collect()
+            with self._lock:
+                acks.collect()
         finally:
-            acks.closed = True
+            with self._lock:
+                acks.closed = True
             self._stream.close()
 
     def __enter__(self) -> Self:

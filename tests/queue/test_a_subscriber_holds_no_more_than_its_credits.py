@@ -93,3 +93,26 @@ def test_acknowledging_twice_or_after_closing_is_refused(
     with q.subscribe(server.addr, "t", "c") as again:
         back = again.receive(5)
     assert back is not None and (back.offset, back.attempts) == (1, 2)
+
+
+def test_deliveries_acknowledged_from_worker_threads_all_count(
+        queue_server: tuple[QueueService, RemotingServer], q: BlockingQueueClient) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    service, server = queue_server
+    q.publish_many(server.addr, "jobs", [b"%d" % i for i in range(2000)])
+    with ThreadPoolExecutor(8) as pool, q.subscribe(server.addr, "jobs", "w", credits=64) as sub:
+        for msg in sub:
+            pool.submit(msg.ack)
+            if sub.received == 2000 and not sub._ready:
+                break
+        pool.shutdown(wait=True)
+    queue = service.broker.topics["jobs"].channels["w"].queue
+    assert (queue.finished, len(queue.in_flight), sub.acked, sub.refused) == (2000, 0, 2000, 0)
+
+
+def test_an_infinite_delay_or_wait_is_capped_not_an_error(
+        queue_server: tuple[QueueService, RemotingServer], q: BlockingQueueClient) -> None:
+    _, server = queue_server
+    q.publish(server.addr, "t", b"far", defer=float("inf"))
+    assert q.pull(server.addr, "t", offset=0, max_wait=0) == []  # due in ~24 days
