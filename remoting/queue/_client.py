@@ -702,6 +702,9 @@ class TrioSubscription:
         except RemotingError as exc:
             log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
                       error=str(exc))
+        # let the connection's writer send it now: the consumer goes on with the deliveries
+        # it holds without another checkpoint, and the service's credits come back meanwhile
+        await trio.lowlevel.checkpoint()
 
     async def aclose(self) -> None:
         """End the subscription (see `BlockingSubscription.close`)."""
