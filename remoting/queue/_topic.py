@@ -70,7 +70,8 @@ class Topic:
         """Return the channel ``name``, made if new (at ``start``, or the earliest held)."""
         found = self.channels.get(name)
         if found is None:
-            begin = self.store.earliest if start is None else max(start, self.store.earliest)
+            earliest, end = self.store.earliest, self.store.end
+            begin = earliest if start is None else min(max(start, earliest), end)
             found = self.channels[name] = Channel(name, ChannelQueue(
                 begin, msg_timeout=self.msg_timeout, max_attempts=self.max_attempts))
         return found

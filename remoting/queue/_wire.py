@@ -80,10 +80,10 @@ def name_of(request: RemotingCommand, field: str) -> str:
     value = (request.ext_fields or {}).get(field)
     if value is None:
         raise Refusal(ResponseCode.INVALID_PARAMETER, f"the {field} is missing")
-    if not _NAME.fullmatch(value):
+    if not _NAME.fullmatch(value) or not value.strip("."):  # "." and ".." name directories
         raise Refusal(ResponseCode.INVALID_PARAMETER,
-                      f"a {field} name is 1-128 of A-Z a-z 0-9 . _ - (got {len(value)} "
-                      "characters that are not)")
+                      f"a {field} name is 1-128 of A-Z a-z 0-9 . _ - and not only dots (got "
+                      f"{len(value)} characters that are not)")
     return value
 
 

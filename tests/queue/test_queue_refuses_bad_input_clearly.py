@@ -36,7 +36,7 @@ def test_an_unknown_topic_is_refused_with_topic_not_exist(
     assert "does not exist: publish to it, or create it" in str(caught.value)
 
 
-@pytest.mark.parametrize("name", ["bad name", "", "x" * 129, "caf\u00e9", "a/b"])
+@pytest.mark.parametrize("name", ["bad name", "", "x" * 129, "caf\u00e9", "a/b", "..", "."])
 def test_a_bad_topic_name_is_refused(queue_server: tuple[QueueService, RemotingServer],
                                      q: BlockingQueueClient, name: str) -> None:
     _, server = queue_server
