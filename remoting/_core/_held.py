@@ -134,6 +134,7 @@ class HeldRequests:
         self._table.add(key, deadline, held)
         if self._scope is None:
             self._scope = trio.CancelScope(deadline=deadline)
+            self._armed = deadline
             assert self._endpoint is not None
             self._endpoint.run_in_background(self._timer)
         elif deadline < self._armed:

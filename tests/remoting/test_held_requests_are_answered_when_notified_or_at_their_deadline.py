@@ -224,3 +224,26 @@ def test_a_sync_processor_may_hold_too() -> None:
         assert processor.held.wait(10)
         processor.holds.notify("k")  # after the hold, through the same door: it is there
         assert fut.result(5).code == ResponseCode.SUCCESS
+
+
+class ShortThenLong(AsyncRequestProcessor):
+    """Holds the request for a short while, then another for long, in one step."""
+
+    def __init__(self) -> None:
+        self.holds = HeldRequests()
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand | None:
+        answer = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        self.holds.hold(ctx, request, key="short", timeout=0.2, wake=lambda *_: answer)
+        other = RemotingCommand.create_request(POLL)
+        self.holds.hold(ctx, other, key="long", timeout=30, wake=lambda *_: None)
+        return None
+
+
+async def test_a_later_deadline_never_delays_an_earlier_one(
+        server: TrioRemotingServer, client: TrioRemotingClient) -> None:
+    server.register_processor(POLL, ShortThenLong())
+    with trio.fail_after(5):
+        reply = await client.invoke_sync(addr_of(server), poll("k"), 10)
+    assert reply.code == ResponseCode.SUCCESS
