@@ -59,6 +59,9 @@ __all__ = ["register_handlers"]
 
 MAX_BATCH: Final = 1024  # messages in one delivery frame at most
 MAX_ITEM_BYTES: Final = 1024 * 1024  # a delivery frame closes past this many bytes
+# A pull's answer stops past this many bytes of records (one record at least): well below the
+# default 16 MiB frame limit whatever ``max`` and the messages' sizes.
+MAX_PULL_BYTES: Final = 4 * 1024 * 1024
 MAX_OFFSET: Final = 2**63 - 1
 MAX_DEFER_MS: Final = 2**31 - 1  # about 24 days
 _U64: Final = struct.Struct(">q")
@@ -281,6 +284,12 @@ def _pulled(topic: Topic, start: int, count: int, expired: bool) -> RemotingComm
     else:
         records = (topic.store.read(start, min(count, visible - start)) if start < visible
                    else [])
+        size = 0
+        for kept, record in enumerate(records):
+            size += len(record)
+            if size > MAX_PULL_BYTES and kept:
+                records = records[:kept]
+                break
         body = b"".join(records) if records else None
         topic.pull_cache = (key, body)
     if body is None and not expired:

@@ -107,3 +107,14 @@ async def test_the_trio_face_awaits_the_same_calls(
     await q.commit(addr, "t", "g", 3)
     assert (await q.offsets(addr, "t")).groups == {"g": 3}
     assert (await q.statistics(addr)).topics["t"].end == 3
+
+
+def test_a_pull_of_large_messages_stops_at_four_mebibytes(
+        queue_server: tuple[QueueService, RemotingServer], q: BlockingQueueClient) -> None:
+    _, server = queue_server
+    big = bytes(600 * 1024)
+    q.publish_many(server.addr, "big", [big] * 10)
+    first = q.pull(server.addr, "big", offset=0, max_messages=10, max_wait=0)
+    assert 1 <= len(first) <= 7 and all(m.body == big for m in first)
+    rest = q.pull(server.addr, "big", offset=len(first), max_messages=10, max_wait=0)
+    assert rest[0].offset == len(first)
