@@ -89,9 +89,17 @@ def unpack_acks(data: bytes) -> list[Ack]:
     if len(data) % ACK_BYTES:
         raise ValueError(f"an acknowledgement list is a multiple of {ACK_BYTES} bytes, got "
                          f"{len(data)}")
-    acks: list[Ack] = []
-    for op, offset, delay in _ACK.iter_unpack(data):
-        if op > AckOp.TOUCH or delay < 0:
-            raise ValueError(f"bad acknowledgement: operation {op}, delay {delay} ms")
-        acks.append((AckOp(op), offset, delay))
-    return acks
+    ops = _OPS
+    try:
+        return [(ops[op], offset, delay) if delay >= 0 else _bad(op, delay)
+                for op, offset, delay in _ACK.iter_unpack(data)]
+    except IndexError:  # an operation past TOUCH
+        bad = next(op for op, _, _ in _ACK.iter_unpack(data) if op >= len(ops))
+        raise ValueError(f"bad acknowledgement: operation {bad}") from None
+
+
+_OPS: Final = tuple(AckOp)  # by value: indexing is cheaper than AckOp(op) (per message)
+
+
+def _bad(op: int, delay: int) -> Ack:
+    raise ValueError(f"bad acknowledgement: operation {op}, delay {delay} ms")

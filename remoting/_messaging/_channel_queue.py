@@ -116,29 +116,29 @@ class ChannelQueue:
         """
         self._release_due(now)
         taken: list[tuple[int, int]] = []
-        deadline = now + self.msg_timeout
-        add = self.in_flight.add
         ready = self._ready
         attempts_of = self._attempts
         while ready and len(taken) < count:
             offset = ready.popleft()
-            attempt = attempts_of.pop(offset) + 1
-            add(offset, consumer, deadline, attempt)
-            taken.append((offset, attempt))
+            taken.append((offset, attempts_of.pop(offset) + 1))
         cursor = self.cursor
+        if not deferred:  # the usual case: the next offsets as they are
+            stop = min(end, cursor + count - len(taken))
+            taken += [(offset, 1) for offset in range(cursor, stop)]
+            cursor = max(cursor, stop)
         while cursor < end and len(taken) < count:
             offset = cursor
             cursor += 1
-            if deferred:
-                due = deferred.get(offset)
-                if due is not None and due > now:
-                    heapq.heappush(self._later, (due, offset))
-                    attempts_of[offset] = 0
-                    continue
-            add(offset, consumer, deadline, 1)
+            due = deferred.get(offset)
+            if due is not None and due > now:
+                heapq.heappush(self._later, (due, offset))
+                attempts_of[offset] = 0
+                continue
             taken.append((offset, 1))
         self.cursor = cursor
-        self.delivered += len(taken)
+        if taken:
+            self.in_flight.add_many(taken, consumer, now + self.msg_timeout)
+            self.delivered += len(taken)
         return taken
 
     def skip(self, offset: int) -> None:
@@ -153,6 +153,12 @@ class ChannelQueue:
             return self._refused(offset)
         self.finished += 1
         return Outcome.DONE
+
+    def finish_many(self, offsets: list[int], consumer: Hashable) -> list[tuple[int, Outcome]]:
+        """`finish` each of ``offsets``; return the refused ones with why."""
+        refused = self.in_flight.pop_many(offsets, consumer)
+        self.finished += len(offsets) - len(refused)
+        return [(offset, self._refused(offset)) for offset in refused]
 
     def requeue(self, offset: int, consumer: Hashable, delay: float, now: float) -> Outcome:
         """Put ``offset`` back, due after ``delay`` seconds (NSQ's REQ)."""

@@ -78,6 +78,44 @@ class InFlight:
         heapq.heappush(self._heap, (deadline, offset))
         self._compact()
 
+    def add_many(self, deliveries: list[tuple[int, int]], consumer: Hashable,
+                 deadline: float) -> None:
+        """`add` each (offset, attempt) of ``deliveries`` for ``consumer``, with one deadline
+        (a batch delivered at once: the per-message path, kept lean)."""
+        entries = self.entries
+        heap = self._heap
+        push = heapq.heappush
+        for offset, attempts in deliveries:
+            if offset in entries:
+                raise ValueError(f"offset {offset} is already in flight")
+            entries[offset] = InFlightEntry(offset, consumer, deadline, attempts)
+            push(heap, (deadline, offset))
+        per = self.per_consumer
+        per[consumer] = per.get(consumer, 0) + len(deliveries)
+        self._compact()
+
+    def pop_many(self, offsets: list[int], consumer: Hashable) -> list[int]:
+        """`pop` each of ``offsets`` held by ``consumer``; return those it did not hold
+        (unknown or foreign: left as they were)."""
+        entries = self.entries
+        refused: list[int] = []
+        popped = 0
+        for offset in offsets:
+            entry = entries.get(offset)
+            if entry is None or entry.consumer != consumer:
+                refused.append(offset)
+            else:
+                del entries[offset]
+                popped += 1
+        if popped:
+            per = self.per_consumer
+            left = per[consumer] - popped
+            if left:
+                per[consumer] = left
+            else:
+                del per[consumer]
+        return refused
+
     def pop(self, offset: int, consumer: Hashable) -> InFlightEntry | None:
         """Remove and return ``offset``'s entry if ``consumer`` holds it, else None (unknown,
         or held by another consumer: nothing changes)."""

@@ -42,6 +42,7 @@ __all__ = [
     "decode_records",
     "encode_content",
     "pack_entries",
+    "record_fields",
     "record_offset",
     "scan",
     "split_entries",
@@ -221,14 +222,18 @@ def _headers(data: bytes | memoryview, pos: int) -> tuple[dict[str, str], int]:
     return headers, pos
 
 
-def decode_records(data: bytes) -> list[Record]:
-    """Return the records of ``data`` (a delivery or a pull answer), not checking CRCs (TCP
-    did).
+Fields = tuple[int, int, int, dict[str, str], bytes, str | None, int]
+
+
+def record_fields(data: bytes) -> list[Fields]:
+    """Return each record of ``data`` (a delivery or a pull answer) as a tuple: offset,
+    timestamp_ms, deliver_at_ms, headers, body, key, batch_count. CRCs are not checked (TCP
+    did); this is the per-message path of a consumer, so it builds no object per record.
 
     Raises:
         RecordError: the bytes are not whole records.
     """
-    records: list[Record] = []
+    records: list[Fields] = []
     pos = 0
     size = len(data)
     unpack = _HEAD.unpack_from
@@ -251,11 +256,20 @@ def decode_records(data: bytes) -> list[Record]:
             else:
                 headers = {}
                 at += 2
-            records.append(Record(offset, ts, deliver_at, headers, data[at:end], key, count))
+            records.append((offset, ts, deliver_at, headers, data[at:end], key, count))
             pos = end
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise RecordError(f"a record at byte {pos} is not well-formed: {exc}") from None
     return records
+
+
+def decode_records(data: bytes) -> list[Record]:
+    """Return the records of ``data`` as `Record` objects (see `record_fields`).
+
+    Raises:
+        RecordError: the bytes are not whole records.
+    """
+    return [Record(*fields) for fields in record_fields(data)]
 
 
 def scan(data: bytes | memoryview) -> Scan:

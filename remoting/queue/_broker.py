@@ -35,7 +35,7 @@ import trio
 
 from .._core._held import HeldRequests
 from .._log import log
-from .._messaging._records import decode_records
+from .._messaging._records import record_fields
 from ._messages import Message
 from ._segments import SegmentLog
 from ._stats import ChannelStatistics, GroupStatistics, QueueStatistics, TopicStatistics
@@ -358,7 +358,7 @@ class Broker:
         records = topic.read([offset])
         if offset not in records:
             return
-        message = Message(topic.name, decode_records(records[offset])[0], attempts)
+        message = Message(topic.name, record_fields(records[offset])[0], attempts)
         try:
             self.dead_letter(channel.name, message)
         except Exception:

@@ -11,9 +11,12 @@ holds at most ``credits`` unacknowledged messages (NSQ's RDY). Acknowledgements 
 `AckGroup` and travel together (one ACK request per group): once half the credits are
 pending, once the oldest has waited ``ack_window`` seconds (checked at each acknowledgement
 and while waiting for the next message), at once for a requeue or a touch, and when the
-subscription closes. Each ACK's answer lists the acknowledgements the service refused (a
-delivery that timed out meanwhile and went to another subscriber); they are counted in
-``refused`` and logged as ``queue.ack_refused``.
+subscription closes. The service says which acknowledgements it refused (a delivery that
+timed out meanwhile and went to another subscriber): in each ACK's answer for the blocking
+face (an ACK request from a thread costs that thread no wait), in a notice on the stream for
+the trio face, whose ACKs are oneway (one frame less per group: the loop sends them at once);
+they are counted in ``refused`` and logged as ``queue.ack_refused``. Closing a subscription
+sends its last ACK with an answer, which comes once every ACK before it was applied.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, overload
 import orjson
 import trio
 
-from codec import RemotingCommand, ResponseCode
+from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
 
 from .._checks import seconds
 from .._errors import RemotingError, RemotingStreamError
@@ -39,7 +42,7 @@ from .._log import log
 from .._messaging._acks import MAX_DELAY_MS, AckGroup, AckOp, pack_acks
 from .._messaging._codes import STREAM_ID, QueueCode
 from .._messaging._credits import credits_of
-from .._messaging._records import decode_records, encode_content, pack_entries
+from .._messaging._records import encode_content, pack_entries, record_fields
 from ._errors import QueueError, refusal_error
 from ._messages import Message, messages_of
 from ._stats import QueueStatistics, TopicOffsets, statistics_from_json
@@ -64,7 +67,7 @@ if TYPE_CHECKING:
 
     from .._core._future import ResponseFuture
     from .._faces._streams import BlockingStream, TrioStream
-    from .._messaging._records import Record
+    from .._messaging._records import Fields
 
 __all__ = ["BlockingQueueClient", "BlockingSubscription", "Delivery", "QueueClient",
            "TrioDelivery", "TrioQueueClient", "TrioSubscription"]
@@ -233,9 +236,14 @@ class Delivery(Message):
     __module__ = "remoting.queue"
     __slots__ = ("_done", "_sub")
 
-    def __init__(self, topic: str, record: Record, attempts: int,
+    def __init__(self, topic: str, fields: Fields, attempts: int,
                  sub: BlockingSubscription) -> None:
-        super().__init__(topic, record, attempts)
+        self.topic = topic  # the fields set here, not through Message: a call less per message
+        self.offset = fields[0]
+        self.timestamp = fields[1] / 1000
+        self.headers = fields[3]
+        self.body = fields[4]
+        self.attempts = attempts
         self._sub = sub
         self._done = False
 
@@ -306,13 +314,19 @@ class _Acks:
             self.touched += 1
         return self.group.add(op, delivery.offset, now, delay_ms)
 
-    def request(self) -> RemotingCommand | None:
-        """Return the ACK request of what is pending (None: nothing)."""
+    def request(self, oneway: bool = False, even_empty: bool = False
+                ) -> RemotingCommand | None:
+        """Return the ACK request of what is pending (None: nothing, unless ``even_empty``:
+        an empty ACK's answer says every ACK before it was applied). A ``oneway`` one gets no
+        answer: its refusals come back on the stream."""
         acks = self.group.take()
-        if not acks:
+        if not acks and not even_empty:
             return None
-        return _request(QueueCode.ACK, {STREAM_ID: str(self.stream_id), TOPIC: self.topic,
-                                        CHANNEL: self.channel}, pack_acks(acks))
+        request = _request(QueueCode.ACK, {STREAM_ID: str(self.stream_id), TOPIC: self.topic,
+                                           CHANNEL: self.channel}, pack_acks(acks))
+        if oneway:
+            request.flag |= FLAG_ONEWAY
+        return request
 
     def collect(self) -> None:
         """Read the answers of the ACKs sent that have come back."""
@@ -331,14 +345,29 @@ class _Acks:
                 continue
             refused = int((reply.ext_fields or {}).get(REFUSED) or 0)
             if refused:
-                self.refused += refused
-                log.warning("queue.ack_refused", topic=self.topic, channel=self.channel,
-                            code=reply.code, refused=refused)
+                self.note_refused(refused, reply.code)
+
+    def note_refused(self, refused: int, code: int | None) -> None:
+        """The service refused ``refused`` acknowledgements (in an ACK's answer, or a notice
+        on the stream for oneway ones)."""
+        self.refused += refused
+        log.warning("queue.ack_refused", topic=self.topic, channel=self.channel,
+                    code=code, refused=refused)
 
 
-def _deliveries(item: RemotingCommand) -> list[tuple[Record, int]]:
-    tries = parse_attempts((item.ext_fields or {}).get(ATTEMPTS))
-    return [(record, tries.get(record.offset, 1)) for record in decode_records(item.body or b"")]
+def _deliveries(item: RemotingCommand, acks: _Acks) -> list[tuple[Fields, int]]:
+    """Return the deliveries an item carries (none for a notice of refused acknowledgements,
+    which it counts)."""
+    ext = item.ext_fields or {}
+    refused = ext.get(REFUSED)
+    if refused is not None:
+        acks.note_refused(int(refused), None)
+        return []
+    tries = parse_attempts(ext.get(ATTEMPTS))
+    fields = record_fields(item.body or b"")
+    if not tries:
+        return [(f, 1) for f in fields]
+    return [(f, tries.get(f[0], 1)) for f in fields]
 
 
 class BlockingSubscription:
@@ -413,9 +442,9 @@ class BlockingSubscription:
             if item is None:
                 self._ended = True
                 return None
-            batch = _deliveries(item)
-            self._ready.extend(Delivery(self.topic, record, attempts, self)
-                               for record, attempts in batch)
+            batch = _deliveries(item, self._acks)
+            self._ready.extend(Delivery(self.topic, fields, attempts, self)
+                               for fields, attempts in batch)
             self.received += len(batch)
         return self._ready.popleft()
 
@@ -594,9 +623,14 @@ class TrioDelivery(Message):
     __module__ = "remoting.queue"
     __slots__ = ("_done", "_sub")
 
-    def __init__(self, topic: str, record: Record, attempts: int,
+    def __init__(self, topic: str, fields: Fields, attempts: int,
                  sub: TrioSubscription) -> None:
-        super().__init__(topic, record, attempts)
+        self.topic = topic  # as Delivery
+        self.offset = fields[0]
+        self.timestamp = fields[1] / 1000
+        self.headers = fields[3]
+        self.body = fields[4]
+        self.attempts = attempts
         self._sub = sub
         self._done = False
 
@@ -666,9 +700,9 @@ class TrioSubscription:
                     return None
             if item is None:
                 continue
-            batch = _deliveries(item)
-            self._ready.extend(TrioDelivery(self.topic, record, attempts, self)
-                               for record, attempts in batch)
+            batch = _deliveries(item, self._acks)
+            self._ready.extend(TrioDelivery(self.topic, fields, attempts, self)
+                               for fields, attempts in batch)
             self.received += len(batch)
         return self._ready.popleft()
 
@@ -691,14 +725,12 @@ class TrioSubscription:
     async def flush(self) -> None:
         """Send the acknowledgements pending now."""
         acks = self._acks
-        acks.collect()
-        request = acks.request()
+        request = acks.request(oneway=True)  # on the loop, a oneway send costs no answer
         conn = self._stream._conn
         if request is None or conn is None:
             return
         try:
-            acks.sent.append(await self._caller.ainvoke_async(
-                conn, conn.remote_addr, request, self._timeout, None))
+            await self._caller.ainvoke_oneway(conn, conn.remote_addr, request, self._timeout)
         except RemotingError as exc:
             log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
                       error=str(exc))
@@ -712,14 +744,22 @@ class TrioSubscription:
         if acks.closed:
             return
         try:
-            await self.flush()
-            with trio.move_on_after(self._timeout):
-                for fut in list(acks.sent):
+            # the last group goes two-way: its answer comes once every ACK before it was
+            # applied, after the notices of their refusals (one connection keeps the order)
+            request = acks.request(even_empty=True)
+            conn = self._stream._conn
+            if request is not None and conn is not None:
+                with trio.move_on_after(self._timeout):
                     try:
+                        fut = await self._caller.ainvoke_async(conn, conn.remote_addr, request,
+                                                               self._timeout, None)
+                        acks.sent.append(fut)
                         await fut.wait()
                     except RemotingError:
                         pass
             acks.collect()
+            for item in self._stream._items:
+                _deliveries(item, acks)  # count the notices; the deliveries go back
         finally:
             acks.closed = True
             with trio.CancelScope(shield=True), trio.move_on_after(self._timeout):

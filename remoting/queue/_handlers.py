@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 import orjson
 import trio
 
-from codec import RemotingCommand, ResponseCode
+from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, StreamProcessor
 
 from .._hooks import AbortProcessError
@@ -166,12 +166,20 @@ class _Handlers:
         except ValueError as exc:
             raise Refusal(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         refused = self._apply(consumer, acks, trio.current_time())
-        response = _ok(**{REFUSED: len(refused)})
+        body = None
         if refused:
             topic, channel = consumer.topic.name, consumer.channel.name
             broker.acks_refused[topic, channel] = (
                 broker.acks_refused.get((topic, channel), 0) + len(refused))
-            response.body = b"".join(_U64.pack(offset) for offset in refused)
+            body = b"".join(_U64.pack(offset) for offset in refused)
+        if request.flag & FLAG_ONEWAY:  # no answer: the refusals go back on the stream
+            if body is not None:
+                notice = RemotingCommand.create_request(QueueCode.ACK, body=body)
+                notice.ext_fields = {REFUSED: str(len(refused))}
+                consumer.stream.send_nowait(notice, cost=0)
+            return None
+        response = _ok(**{REFUSED: len(refused)})
+        response.body = body
         return response
 
     def _apply(self, consumer: Consumer, acks: list[tuple[AckOp, int, int]], now: float
@@ -179,8 +187,14 @@ class _Handlers:
         broker = self.broker
         queue = consumer.channel.queue
         cid = consumer.id
+        if all(op is AckOp.FINISH for op, _, _ in acks):  # the usual group: finishes only
+            refused = [offset for offset, _ in queue.finish_many(
+                [offset for _, offset, _ in acks], cid)]
+            if len(refused) < len(acks):
+                consumer.stream.add_credits(len(acks) - len(refused))
+            return refused
         returned = 0
-        refused: list[int] = []
+        refused = []
         requeued = False
         for op, offset, delay_ms in acks:
             if op is AckOp.FINISH:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._messaging._records import decode_records
+from .._messaging._records import record_fields
 
 if TYPE_CHECKING:
-    from .._messaging._records import Record
+    from .._messaging._records import Fields
 
 __all__ = ["Message", "messages_of"]
 
@@ -28,12 +28,12 @@ class Message:
     __module__ = "remoting.queue"
     __slots__ = ("attempts", "body", "headers", "offset", "timestamp", "topic")
 
-    def __init__(self, topic: str, record: Record, attempts: int = 1) -> None:
+    def __init__(self, topic: str, fields: Fields, attempts: int = 1) -> None:
         self.topic = topic
-        self.offset = record.offset
-        self.body = record.body
-        self.headers = record.headers
-        self.timestamp = record.timestamp_ms / 1000
+        self.offset = fields[0]
+        self.timestamp = fields[1] / 1000
+        self.headers = fields[3]
+        self.body = fields[4]
         self.attempts = attempts
 
     @property
@@ -52,5 +52,4 @@ def messages_of(topic: str, data: bytes | None, attempts: dict[int, int] | None 
     if not data:
         return []
     tries = attempts or {}
-    return [Message(topic, record, tries.get(record.offset, 1))
-            for record in decode_records(data)]
+    return [Message(topic, fields, tries.get(fields[0], 1)) for fields in record_fields(data)]

@@ -114,17 +114,22 @@ class Topic:
     def read(self, offsets: list[int]) -> dict[int, bytes]:
         """Return the records of ``offsets`` that are held, by offset (runs read at once)."""
         found: dict[int, bytes] = {}
+        store = self.store
         i = 0
         while i < len(offsets):
             start = offsets[i]
             j = i + 1
             while j < len(offsets) and offsets[j] == offsets[j - 1] + 1:
                 j += 1
-            for record in self.store.read(start, j - i):
-                offset = record_offset(record)
-                if offset > offsets[j - 1]:
-                    break
-                found[offset] = record
+            records = store.read(start, j - i)
+            if start >= store.memory_base:  # memory has no gaps: the i-th is start + i
+                found.update(zip(range(start, start + len(records)), records, strict=False))
+            else:
+                for record in records:
+                    offset = record_offset(record)
+                    if offset > offsets[j - 1]:
+                        break
+                    found[offset] = record
             i = j
         return found
 

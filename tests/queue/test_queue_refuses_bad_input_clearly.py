@@ -17,6 +17,7 @@ from remoting.queue import (
     QueueError,
     QueueFullError,
     QueueService,
+    TrioQueueClient,
 )
 
 
@@ -180,3 +181,23 @@ def test_a_bad_defer_key_or_body_is_refused_before_sending(
         q.pull(server.addr, "t", "g", max_messages=0)
     with pytest.raises(TypeError, match="QueueClient needs a RemotingClient"):
         QueueClient(object())  # type: ignore[call-overload]
+
+
+async def test_refusals_of_oneway_acknowledgements_come_back_on_the_stream(
+        trio_queue: tuple[QueueService, str, TrioQueueClient]) -> None:
+    service, addr, q = trio_queue
+    await q.publish_many(addr, "t", [b"a", b"b"])
+    async with q.subscribe(addr, "t", "c", credits=1) as sub:
+        first = await sub.receive()
+        assert first is not None
+        forged = RemotingCommand.create_request(QueueCode.ACK, header={
+            "streamId": str(sub._stream.stream_id), "topic": "t", "channel": "c"},
+            body=pack_acks([(AckOp.FINISH, 1, 0)]))  # delivered to nobody yet
+        conn = sub._stream._conn
+        await q.client.endpoint.caller.ainvoke_oneway(conn, addr, forged, 5)
+        await first.ack()
+        second = await sub.receive()  # the notice is read on the way
+        assert second is not None and second.offset == 1
+        assert sub.refused == 1  # while the subscription is open
+        await second.ack()
+    assert service.broker.topics["t"].channels["c"].queue.finished == 2

@@ -162,6 +162,19 @@ class Channel(RuleBasedStateMachine):
         else:
             assert outcome is (Outcome.UNKNOWN if holder is None else Outcome.FOREIGN)
 
+    @rule(consumer=consumers, data=st.data())
+    def finish_many(self, consumer: str, data: st.DataObject) -> None:
+        offsets = data.draw(st.lists(st.integers(0, self.end + 1), max_size=5, unique=True))
+        holders = {offset: self.queue.in_flight.holder(offset) for offset in offsets}
+        refused = dict(self.queue.finish_many(offsets, consumer))
+        for offset, holder in holders.items():
+            if holder == consumer:
+                assert offset not in refused
+                self.finished.add(offset)
+            else:
+                assert refused[offset] is (Outcome.UNKNOWN if holder is None
+                                           else Outcome.FOREIGN)
+
     @rule(consumer=consumers, data=st.data(), delay=st.sampled_from([0.0, 2.0]))
     def requeue(self, consumer: str, data: st.DataObject, delay: float) -> None:
         offset = data.draw(st.integers(0, self.end + 1))
