@@ -658,6 +658,7 @@ class TrioSubscription:
         self._stream = stream
         self._timeout = timeout
         self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
+        self._now = trio.lowlevel.current_clock().current_time  # bound once: read per message
         self._ready: deque[TrioDelivery] = deque()
         self._ended = False
         self.topic = topic
@@ -690,7 +691,7 @@ class TrioSubscription:
         while not self._ready:
             if self._ended:
                 return None
-            if acks.group.due(trio.current_time()):
+            if acks.group.due(self._now()):
                 await self.flush()
             item: RemotingCommand | None = None
             with trio.move_on_at(acks.group.deadline or math.inf):
@@ -716,7 +717,7 @@ class TrioSubscription:
         return delivery
 
     async def _settle(self, delivery: TrioDelivery, op: AckOp, delay_ms: int) -> None:
-        due = self._acks.add(delivery, delivery._done, op, delay_ms, trio.current_time())
+        due = self._acks.add(delivery, delivery._done, op, delay_ms, self._now())
         if op is not AckOp.TOUCH:
             delivery._done = True
         if due:
