@@ -18,7 +18,6 @@ class Message:
     Attributes:
         topic: its topic.
         offset: its place in the topic's log (0, 1, 2... in publish order).
-        id: ``"<topic>@<offset>"``, unique in a service.
         body: its bytes.
         headers: its headers (str to str).
         timestamp: when the service appended it (seconds since the epoch).
@@ -38,7 +37,7 @@ class Message:
 
     @property
     def id(self) -> str:
-        """``"<topic>@<offset>"``."""
+        """``"<topic>@<offset>"``: unique in a service."""
         return f"{self.topic}@{self.offset}"
 
     def __repr__(self) -> str:
