@@ -1,9 +1,10 @@
 """The queue service's requests on the wire: their ext fields, read and checked in one place.
 
 Each request is an ordinary `RemotingCommand` with a `QueueCode`; its parameters are ext
-fields (names below), messages travel in the body (`_messaging/_records.py`). `fields_of`
-turns a request's fields into checked values or a `Refusal` (a response code and a remark
-that says what to do), which the service answers with; the client builds the same fields.
+fields (names below), messages travel in the body (`_messaging/_records.py`). `name_of`,
+`optional_int`, `required_int` and `key_of` turn a request's fields into checked values or
+raise a `Refusal` (a response code and a remark that says what to do), which the service
+answers with; the client builds the same fields.
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ __all__ = [
     "REFUSED",
     "TOPIC",
     "Refusal",
+    "format_attempts",
+    "key_of",
     "name_of",
     "optional_int",
+    "parse_attempts",
     "refusal_response",
     "required_int",
 ]
