@@ -9,6 +9,8 @@ from ._base import AsyncRequestProcessor as AsyncRequestProcessor
 from ._base import Channel as Channel
 from ._base import RequestContext as RequestContext
 from ._base import RequestProcessor as RequestProcessor
+from ._base import ServerStream as ServerStream
+from ._base import StreamProcessor as StreamProcessor
 from .batch import BatchProcessor as BatchProcessor
 from .echo import AsyncEchoProcessor as AsyncEchoProcessor
 from .echo import EchoProcessor as EchoProcessor
@@ -21,4 +23,6 @@ __all__ = [
     "EchoProcessor",
     "RequestContext",
     "RequestProcessor",
+    "ServerStream",
+    "StreamProcessor",
 ]

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from codec import RemotingCommand
 
-__all__ = ["AsyncRequestProcessor", "Channel", "RequestContext", "RequestProcessor"]
+__all__ = ["AsyncRequestProcessor", "Channel", "RequestContext", "RequestProcessor",
+           "ServerStream", "StreamProcessor"]
 
 
 class Channel(Protocol):
@@ -108,5 +109,82 @@ class AsyncRequestProcessor(abc.ABC):
         return False
 
 
-for _cls in (AsyncRequestProcessor, RequestContext, RequestProcessor):
+class ServerStream(Protocol):
+    """The sending side of a credit-based stream, as a `StreamProcessor` sees it
+    (implemented by the transport).
+
+    The client grants credits; each item sent uses its ``cost`` of them (default 1), and the
+    stream never sends beyond them: `send` waits (no thread, no polling) while they are too
+    few. Cancelling the stream, or losing its connection, cancels the processor.
+    """
+
+    @property
+    def stream_id(self) -> int:
+        """The stream's id, chosen by the client (``streamId`` on every frame)."""
+        ...
+
+    @property
+    def credits(self) -> int:
+        """Credits available now."""
+        ...
+
+    async def wait_credits(self) -> int:
+        """Wait until at least one credit is available; return how many are."""
+        ...
+
+    async def send(self, item: RemotingCommand, cost: int = 1) -> None:
+        """Send ``item`` once ``cost`` credits are available (waiting for them), and the
+        connection's queue is under its high water mark.
+
+        The item travels as given, with its code set to ``StreamCode.ITEM``, marked oneway,
+        and ``streamId`` (and ``cost`` when it is not 1) added to its ``ext_fields``.
+
+        Raises:
+            ValueError: ``cost`` is negative.
+            remoting.RemotingCommandError: ``item`` cannot be encoded; nothing was sent.
+        """
+        ...
+
+    def send_nowait(self, item: RemotingCommand, cost: int = 1) -> None:
+        """Send ``item`` now if ``cost`` credits are available.
+
+        Raises:
+            trio.WouldBlock: fewer than ``cost`` credits are available; nothing was sent.
+            ValueError, remoting.RemotingCommandError: as `send`.
+        """
+        ...
+
+    def add_credits(self, credits: int) -> None:
+        """Grant ``credits`` from this side, when the service's own protocol returns them
+        (a queue's acknowledgements do).
+
+        Raises:
+            ValueError: ``credits`` is below 1 or would pass the window's maximum.
+        """
+        ...
+
+
+class StreamProcessor(abc.ABC):
+    """A trio-native processor that answers one request with a stream of commands.
+
+    It runs as a task on the event loop for the stream's life, counted neither as a request
+    in processing (so it holds no thread and no ``max_requests_per_connection`` slot) nor as
+    one that graceful shutdown waits for: a draining server ends its streams with
+    ``GO_AWAY``. The stream opens (the request is answered SUCCESS) when the processor first
+    waits for credits or sends; returning ends it normally. Raising before that refuses the
+    request (`remoting.AbortProcessError` chooses the code); raising after ends the stream
+    with the error, which the client's iteration raises as `remoting.RemotingStreamError`.
+    """
+
+    @abc.abstractmethod
+    async def process_stream(self, ctx: RequestContext, request: RemotingCommand,
+                             stream: ServerStream) -> None:
+        """Send the stream's items with ``stream.send``; return to end it."""
+
+    def reject_request(self) -> bool:
+        """Return True to answer SYSTEM_BUSY ``[REJECTREQUEST]`` without opening a stream."""
+        return False
+
+
+for _cls in (AsyncRequestProcessor, RequestContext, RequestProcessor, StreamProcessor):
     _cls.__module__ = "processors"

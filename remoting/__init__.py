@@ -24,15 +24,19 @@ from ._core._channel_handle import ChannelHandle as ChannelHandle
 from ._core._dispatch import PING_REQUEST_CODE as PING_REQUEST_CODE
 from ._core._events import ChannelEventListener as ChannelEventListener
 from ._core._future import ResponseFuture as ResponseFuture
+from ._core._held import HeldRequests as HeldRequests
 from ._errors import RemotingCommandError as RemotingCommandError
 from ._errors import RemotingConnectError as RemotingConnectError
 from ._errors import RemotingError as RemotingError
 from ._errors import RemotingResponseError as RemotingResponseError
 from ._errors import RemotingSendRequestError as RemotingSendRequestError
 from ._errors import RemotingStartError as RemotingStartError
+from ._errors import RemotingStreamError as RemotingStreamError
 from ._errors import RemotingTimeoutError as RemotingTimeoutError
 from ._errors import RemotingTooManyRequestsError as RemotingTooManyRequestsError
 from ._errors import raise_for_code as raise_for_code
+from ._faces._streams import BlockingStream as BlockingStream
+from ._faces._streams import TrioStream as TrioStream
 from ._faces._trio import TrioRemotingClient as TrioRemotingClient
 from ._faces._trio import TrioRemotingServer as TrioRemotingServer
 from ._faces._trio import open_client as open_client
@@ -43,6 +47,7 @@ from ._interceptors import ClientCall as ClientCall
 from ._interceptors import ClientInterceptor as ClientInterceptor
 from ._interceptors import ServerCall as ServerCall
 from ._interceptors import ServerInterceptor as ServerInterceptor
+from ._messaging._codes import StreamCode as StreamCode
 from ._observability._statistics import EndpointStatistics as EndpointStatistics
 from ._observability._stats_processor import STATS_REQUEST_CODE as STATS_REQUEST_CODE
 from ._observability._stats_processor import StatsProcessor as StatsProcessor
@@ -60,6 +65,7 @@ __all__ = [
     "AbortProcessError",
     "AclClientRPCHook",
     "AclServerRPCHook",
+    "BlockingStream",
     "Credential",
     "ChannelEventListener",
     "ChannelHandle",
@@ -67,6 +73,7 @@ __all__ = [
     "ClientConfig",
     "ClientInterceptor",
     "EndpointStatistics",
+    "HeldRequests",
     "RPCHook",
     "RemotingClient",
     "RemotingCommand",
@@ -77,6 +84,7 @@ __all__ = [
     "RemotingSendRequestError",
     "RemotingServer",
     "RemotingStartError",
+    "RemotingStreamError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
     "RequestCode",
@@ -87,8 +95,10 @@ __all__ = [
     "ServerConfig",
     "ServerInterceptor",
     "StatsProcessor",
+    "StreamCode",
     "TrioRemotingClient",
     "TrioRemotingServer",
+    "TrioStream",
     "open_client",
     "open_server",
     "raise_for_code",

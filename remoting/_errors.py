@@ -32,6 +32,7 @@ __all__ = [
     "RemotingResponseError",
     "RemotingSendRequestError",
     "RemotingStartError",
+    "RemotingStreamError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
     "map_exceptions",
@@ -220,6 +221,30 @@ def raise_for_code(response: RemotingCommand, ok: Container[int] = (ResponseCode
     if response.code in ok:
         return response
     raise RemotingResponseError(response, addr)
+
+
+class RemotingStreamError(RemotingError):
+    """A stream could not be opened, or ended with an error.
+
+    The server refused the opening request or its processor failed (``code`` is the response
+    code, ``remark`` its reason: SYSTEM_ERROR names the processor's exception, GO_AWAY says
+    the server is draining: open it again elsewhere), or the stream's connection was lost
+    (``code`` is None). The items received before the error were all delivered; the stream is
+    over and holds nothing.
+
+    Attributes:
+        code: the response code the server ended or refused the stream with, or None.
+        remark: the server's reason, or what happened locally.
+    """
+
+    __module__ = "remoting"
+
+    def __init__(self, addr: str | None, code: int | None, remark: str | None) -> None:
+        self.code = code
+        self.remark = remark
+        why = "its connection was lost" if code is None else f"code {code}"
+        super().__init__(f"stream from {addr} ended ({why}): {remark or 'no reason given'}",
+                         addr)
 
 
 Phase = Literal["connect", "encode", "send", "call"]

@@ -31,6 +31,7 @@ from remoting import (
     RemotingResponseError,
     RemotingSendRequestError,
     RemotingStartError,
+    RemotingStreamError,
     RemotingTimeoutError,
     RemotingTooManyRequestsError,
 )
@@ -47,6 +48,8 @@ ERRORS: list[BaseException] = [
     RemotingStartError("127.0.0.1:6", "the port is in use"),
     RemotingStartError(None, "cannot load tls_ca_file '/x.pem': No such file or directory"),
     RemotingResponseError(RemotingCommand.create_response(16, "no permission"), "127.0.0.1:8"),
+    RemotingStreamError("127.0.0.1:7", 1, "java.lang.ValueError: broke"),
+    RemotingStreamError("127.0.0.1:8", None, "the connection closed mid-stream"),
     RemoteCallError(-1006, "timed out", row=3, failed=2, total=10, request_code=1001),
     AbortProcessError(16, "no permission"),
     ReplyFailure("RECIPIENT_FAILURE", "out of stock", address="orders", code=42),

@@ -16,6 +16,7 @@ from codec import RemotingCommand, ResponseCode
 from processors import RequestContext, RequestProcessor
 from remoting import (ClientConfig, RemotingClient, RemotingServer, ResponseFuture,
                       ServerConfig, open_client, open_server)
+from remoting.queue import Message, QueueClient
 from remoting.spark import RemoteUDF, remote_udf
 
 
@@ -63,6 +64,23 @@ def bus(server: RemotingServer, client: RemotingClient) -> bytes:
         except ReplyFailure as failure:
             return failure.kind.encode()
         return reply.body
+
+
+def queue(client: RemotingClient) -> list[int]:
+    q = QueueClient(client)  # a BlockingQueueClient: plain methods
+    with q.subscribe("127.0.0.1:1", "t", "c", credits=8) as sub:
+        for msg in sub:
+            msg.ack()
+    return q.publish_many("127.0.0.1:1", "t", [b"x", (b"y", {"k": "v"})])
+
+
+async def queue_native() -> list[Message]:
+    async with open_client() as client:
+        q = QueueClient(client)  # a TrioQueueClient: awaited
+        async with q.subscribe("127.0.0.1:1", "t", "c") as sub:
+            async for msg in sub:
+                await msg.ack()
+        return await q.pull("127.0.0.1:1", "t", "g", max_wait=0.0)
 '''
 
 BAD = GOOD + '''
@@ -71,6 +89,7 @@ def mistakes() -> None:
     with RemotingClient() as client:
         client.invoke_synk("127.0.0.1:1", RemotingCommand.create_request(1))
         client.invoke_sync("127.0.0.1:1", RemotingCommand.create_request(1), timeout="3s")
+        QueueClient(client).publish("127.0.0.1:1", "t", "not bytes")
     from remoting.bus import BusClient
     BusClient(client, "127.0.0.1:1").request("x", "not bytes")
 '''
@@ -97,3 +116,5 @@ def test_mypy_strict_accepts_good_use_and_reports_mistakes(tmp_path: Path) -> No
     assert any('Argument "timeout"' in line and '"str"' in line and '"float"' in line
                for line in bad), bad
     assert any('"request" of "BusClient"' in line and '"str"' in line for line in bad), bad
+    assert any('"publish" of "BlockingQueueClient"' in line and '"bytes"' in line
+               for line in bad), bad

@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
 
-from codec import LanguageCode, ResponseCode
-from processors import AsyncRequestProcessor, RequestProcessor
+from codec import LanguageCode, RemotingCommand, ResponseCode
+from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
 from .._checks import processor_registration, rpc_hook
 from .._interceptors import ServerCall, chain, chain_async
 from .._log import log
+from .._messaging._codes import STREAM_CODES
 from ._pools import ExecutorPool, ProcessorPool
 from ._processing import (
     FAILURES,
@@ -57,14 +58,13 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
     from concurrent.futures import Executor
 
-    from codec import RemotingCommand
-
     from .._config import ClientConfig, ServerConfig
     from .._hooks import RPCHook
     from .._interceptors import ServerInterceptor
     from .._observability._statistics import Counters
     from ._connection import Connection
     from ._processing import Reply
+    from ._stream_out import StreamOpener
     from ._threads import Inbox
 
 __all__ = ["PING_REQUEST_CODE", "Dispatcher", "ProcessorEntry", "Refusal"]
@@ -87,11 +87,13 @@ Pool = ProcessorPool[SyncTask] | ExecutorPool[SyncTask]
 
 @dataclass(slots=True, kw_only=True)
 class ProcessorEntry:
-    """A registered processor and the pool its sync calls run on (None for async ones)."""
+    """A registered processor and the pool its sync calls run on (None for async ones), or
+    a built-in handler of the transport's own frames (run in the reader, no hooks)."""
 
-    processor: RequestProcessor | AsyncRequestProcessor
+    processor: RequestProcessor | AsyncRequestProcessor | None
     pool: Pool | None
     may_reject: bool = True  # False: reject_request is the base class's (always False)
+    handler: Callable[[Connection, RemotingCommand], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +119,10 @@ class Dispatcher:
     """Routes received requests to processors and sends their replies."""
 
     def __init__(self, role: Literal["client", "server"], config: ClientConfig | ServerConfig,
-                 counters: Counters, inbox: Inbox, owner: object) -> None:
+                 counters: Counters, inbox: Inbox, owner: object,
+                 stream_opener: Callable[[StreamProcessor], StreamOpener]) -> None:
         self._role = role
+        self._stream_opener = stream_opener
         self._name = f"remoting-{role}"
         self._config = config
         self._max_frame = config.max_frame_bytes  # the peer's limits too, as RocketMQ assumes
@@ -145,19 +149,28 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ registration
 
-    def register(self, code: int | None, processor: RequestProcessor | AsyncRequestProcessor,
+    def register(self, code: int | None,
+                 processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
                  executor: Executor | None = None, threads: int | None = None) -> None:
         """Serve ``code`` (None: every code without a processor of its own) with ``processor``.
 
         Raises:
-            ValueError: an executor was given for an async processor; a code outside int32;
-                ``threads`` below 0.
+            ValueError: an executor was given for an async or stream processor; a code
+                outside int32, or one of the stream frames' (`StreamCode`); ``threads``
+                below 0.
             TypeError: ``processor`` is not a processor, or a `RequestProcessor` whose
                 ``process_request`` is a coroutine function; a wrong type of ``code``,
                 ``executor`` or ``threads``.
         """
         processor_registration(code, processor, executor, threads)
+        if code in STREAM_CODES:
+            raise ValueError(f"code {code} is reserved for the transport's stream frames "
+                             "(32100-32103)")
         pool: Pool | None = None
+        if isinstance(processor, StreamProcessor):
+            if executor is not None:
+                raise ValueError("a StreamProcessor runs on the event loop: no executor")
+            processor = self._stream_opener(processor)
         if isinstance(processor, AsyncRequestProcessor):
             if executor is not None:
                 raise ValueError("an AsyncRequestProcessor runs on the event loop: no executor")
@@ -175,9 +188,8 @@ class Dispatcher:
                     on_thread_start=lambda: mark_own_thread(self._owner),
                 )
         else:
-            raise TypeError(
-                "processor must subclass processors.RequestProcessor or AsyncRequestProcessor"
-            )
+            raise TypeError("processor must subclass processors.RequestProcessor, "
+                            "AsyncRequestProcessor or StreamProcessor")
         entry = ProcessorEntry(processor=processor, pool=pool,
                                may_reject=_overrides_reject(processor))
         with self._register_lock:  # replaced, never mutated: readers iterate on other threads
@@ -190,6 +202,13 @@ class Dispatcher:
                 self.processors = {**self.processors, code: entry}
         if replaced is not None and isinstance(replaced.pool, ProcessorPool):
             self._retire(replaced.pool)
+
+    def register_handler(self, code: int,
+                         handler: Callable[[Connection, RemotingCommand], None]) -> None:
+        """Handle ``code`` with the transport's own ``handler``: run in the reader, with no
+        pool, hook or interceptor; a two-way request is answered SUCCESS after it."""
+        self.processors[code] = ProcessorEntry(processor=None, pool=None, may_reject=False,
+                                               handler=handler)
 
     def _retire(self, pool: ProcessorPool[SyncTask]) -> None:
         """Let a replaced processor's pool finish what it holds, then end its threads.
@@ -264,7 +283,7 @@ class Dispatcher:
             return _GOING_AWAY
         if entry.may_reject:
             try:
-                rejected = entry.processor.reject_request()
+                rejected = entry.processor.reject_request()  # type: ignore[union-attr]
             except Exception:
                 log.error("processor.failed", code=request.code, during="reject_request",
                           exc_info=True)
@@ -292,6 +311,13 @@ class Dispatcher:
         assert isinstance(entry, ProcessorEntry)
         pool = entry.pool
         if pool is None:
+            handler = entry.handler
+            if handler is not None:
+                handler(conn, request)
+                if not request.flag & 2:  # not oneway: say it was taken
+                    self._send_reply(conn, code, encode_reply(
+                        request, RemotingCommand.create_response(ResponseCode.SUCCESS)))
+                return None
             return self._run_async(conn, request, entry.processor)  # type: ignore[arg-type]
         if not pool.submit((conn, request, entry.processor)):  # type: ignore[arg-type]
             self._refuse(conn, request, _OVERLOADED)

@@ -9,6 +9,7 @@ endpoint's wiring, never through the endpoint as a whole:
 - `ChannelTable`: a client's connections by address;
 - `Inbox`, `CallbackRunner` (`_threads`): the hand-offs with other threads;
 - `EventDispatcher`: channel events for listeners, on a thread of its own;
+- `Streams`: the credit-based streams it sends and receives, and their control frames;
 - `Counters`: what `statistics()` reports.
 
 It is the owner of its connections (`ConnectionOwner`): requests go to the dispatcher,
@@ -30,6 +31,7 @@ from processors import RequestContext
 from .._config import ClientConfig
 from .._errors import RemotingError, translate
 from .._log import log
+from .._messaging._codes import STREAM_CODES
 from .._observability._statistics import Counters, EndpointStatistics
 from .._security._tls import client_context, peer_certificate_subject, tls_client_stream
 from ._caller import Caller
@@ -41,11 +43,12 @@ from ._events import EventDispatcher
 from ._invoker import Invoker
 from ._pools import THREAD_JOIN_SECONDS
 from ._processing import in_async_processor
+from ._streams import Streams
 from ._threads import CallbackRunner, Inbox, in_own_thread
 from ._transport import transport_for
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Awaitable, Callable, Iterable
 
     from codec import RemotingCommand
 
@@ -81,7 +84,11 @@ class Endpoint:
                 permits=(config.server_async_semaphore_value,
                          config.server_oneway_semaphore_value),
                 go_away_retry=False, close_on_sync_timeout=False)
-        self.dispatcher = Dispatcher(role, config, self.counters, self.inbox, self)
+        self.streams = Streams(config.max_frame_bytes)
+        self.dispatcher = Dispatcher(role, config, self.counters, self.inbox, self,
+                                     self.streams.opener)
+        for code in STREAM_CODES:
+            self.dispatcher.register_handler(code, self.streams.handle)
         self.caller = Caller(self.invoker, self.dispatcher.hooks, run_hooks=role == "client",
                              role=role)
         # the ConnectionOwner protocol, wired straight to the parts (one call per command)
@@ -94,6 +101,7 @@ class Endpoint:
         self.closed = False
         self.telemetry_installed = False
         self._nursery: trio.Nursery | None = None
+        self._background: list[Callable[[], Awaitable[object]]] = []  # started by `run`
         self._tls = client_context(config) if isinstance(config, ClientConfig) else None
         self._unverified_warned: set[str] = set()  # addresses told tls.verification_skipped
         self._max_processing = getattr(config, "max_requests_per_connection", 0)
@@ -106,8 +114,10 @@ class Endpoint:
         self.loop_thread_id = self.callbacks.loop_thread_id = threading.get_ident()
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
+                self._nursery = self.streams.outgoing.nursery = nursery
                 await nursery.start(self.invoker.run)
+                for fn in self._background:
+                    nursery.start_soon(fn)
                 self.channels.open(nursery)
                 if self.config.max_idle_seconds > 0:
                     nursery.start_soon(self._close_idle_connections)
@@ -117,7 +127,7 @@ class Endpoint:
         finally:
             self.running = False
             self.closed = True
-            self._nursery = None
+            self._nursery = self.streams.outgoing.nursery = None
             self.channels.close()
             self.invoker.close()
             self.invoker.fail_all(f"{self.role} shut down")
@@ -144,6 +154,14 @@ class Endpoint:
             raise RuntimeError(f"the {self.role} is not running")
         return self._nursery
 
+    def run_in_background(self, fn: Callable[[], Awaitable[object]]) -> None:
+        """Run ``fn()`` as a task of this endpoint while it runs (cancelled when it stops):
+        at once if it runs (call it on the loop thread then), else once `run` starts."""
+        if self._nursery is not None:
+            self._nursery.start_soon(fn)
+        else:
+            self._background.append(fn)
+
     def in_own_thread(self) -> bool:
         """True in a thread of this endpoint's pools or callback executor (threads its
         shutdown joins, so a shutdown called there must not wait for them)."""
@@ -162,8 +180,10 @@ class Endpoint:
         return True
 
     def begin_shutdown(self) -> None:
-        """Answer GO_AWAY to new requests from here on (graceful shutdown)."""
+        """Answer GO_AWAY to new requests from here on, and end the streams this endpoint
+        sends with GO_AWAY (graceful shutdown)."""
         self.dispatcher.shutting_down = True
+        self.streams.go_away()
 
     async def wait_processing_done(self, grace: float) -> bool:
         """Wait up to ``grace`` seconds for running processors and for their responses to
@@ -219,6 +239,7 @@ class Endpoint:
         self.counters.bytes_written += conn.sender.take_bytes_sent_by_threads()
         self.channels.forget(conn)
         self.invoker.connection_lost(conn)
+        self.streams.connection_lost(conn)
         if conn.broken:
             self.events.emit("exception", conn.remote_addr, conn.channel)
         self.events.emit("close", conn.remote_addr, conn.channel)

@@ -22,6 +22,7 @@ from .._checks import config_of, outside_trio
 from .._config import ClientConfig
 from .._errors import RemotingError
 from ._loop_thread import JOIN_TIMEOUT, LoopThread
+from ._streams import BlockingStream, open_blocking_stream
 from ._trio import DEFAULT_TIMEOUT, TrioRemotingClient, TrioRemotingServer, register_interceptor
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from codec import RemotingCommand
-    from processors import AsyncRequestProcessor, RequestProcessor
+    from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
     from .._core._endpoint import Endpoint
     from .._core._events import ChannelEventListener
@@ -58,14 +59,14 @@ class BlockingFace:
         return self._core.endpoint
 
     def register_processor(
-        self, code: int, processor: RequestProcessor | AsyncRequestProcessor,
+        self, code: int, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
         executor: Executor | None = None, *, threads: int | None = None,
     ) -> None:
         """Serve requests with ``code`` (see `TrioRemotingServer.register_processor`)."""
         self._core.register_processor(code, processor, executor, threads=threads)
 
     def register_default_processor(
-        self, processor: RequestProcessor | AsyncRequestProcessor,
+        self, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
         executor: Executor | None = None, *, threads: int | None = None,
     ) -> None:
         """Serve every code that has no processor of its own."""
@@ -302,6 +303,25 @@ class RemotingClient(BlockingFace):
         outside_trio("RemotingClient.invoke_many")
         self._check_caller()
         return self._caller.invoke_many(addr, addr, requests, timeout, limit)
+
+    def open_stream(self, addr: str | None, request: RemotingCommand, credits: int = 64,
+                    timeout: float = DEFAULT_TIMEOUT, *, auto_credit: bool = True
+                    ) -> BlockingStream:
+        """Send ``request`` to a `processors.StreamProcessor`; return its stream once open:
+        ``with client.open_stream(addr, request) as stream: for item in stream: ...``.
+
+        Arguments as `TrioRemotingClient.open_stream`. Leaving the ``with`` block (or
+        ``stream.close()``) before the stream's end cancels it on the server.
+
+        Raises:
+            RemotingStreamError, RemotingConnectError, RemotingTimeoutError,
+            RemotingSendRequestError, RemotingTooManyRequestsError, RemotingCommandError,
+            TypeError, ValueError: as `TrioRemotingClient.open_stream`.
+            RemotingError: the client is closed or not started.
+        """
+        self._check_caller()
+        return open_blocking_stream(self.endpoint, addr, request, credits, timeout,
+                                    auto_credit)
 
 
 def _collected_unclosed(loop: LoopThread, pid: int) -> None:

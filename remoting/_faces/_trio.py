@@ -26,6 +26,7 @@ from .._interceptors import ClientInterceptor, ServerInterceptor
 from .._log import log
 from .._observability._otel_setup import install_telemetry
 from ._one_error import raise_one
+from ._streams import TrioStream, open_trio_stream
 
 if TYPE_CHECKING:
     import socket
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from codec import RemotingCommand
-    from processors import AsyncRequestProcessor, RequestProcessor
+    from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
     from .._core._channel_handle import ChannelHandle
     from .._core._events import ChannelEventListener
@@ -53,19 +54,19 @@ class _Face:
     endpoint: Endpoint
 
     def register_processor(
-        self, code: int, processor: RequestProcessor | AsyncRequestProcessor,
+        self, code: int, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
         executor: Executor | None = None, *, threads: int | None = None,
     ) -> None:
         """Serve requests with ``code`` using ``processor``.
 
         Sync processors run on ``executor`` if given, else on a pool of their own
-        (``threads`` threads, default ``config.default_processor_threads``); async processors
-        run on the event loop.
+        (``threads`` threads, default ``config.default_processor_threads``); async and stream
+        processors run on the event loop.
         """
         self.endpoint.dispatcher.register(code, processor, executor, threads)
 
     def register_default_processor(
-        self, processor: RequestProcessor | AsyncRequestProcessor,
+        self, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
         executor: Executor | None = None, *, threads: int | None = None,
     ) -> None:
         """Serve every code that has no processor of its own."""
@@ -204,6 +205,43 @@ class TrioRemotingClient(_Face):
         call, as in `invoke_sync`, and nothing is sent), the after-hooks on each response.
         """
         return await self._caller.ainvoke_many(addr, addr, requests, timeout, limit)
+
+
+    @asynccontextmanager
+    async def open_stream(self, addr: str | None, request: RemotingCommand, credits: int = 64,
+                          timeout: float = DEFAULT_TIMEOUT, *, auto_credit: bool = True
+                          ) -> AsyncIterator[TrioStream]:
+        """Send ``request`` to a `processors.StreamProcessor` and receive its stream:
+        ``async with client.open_stream(addr, request) as stream: async for item in stream``.
+
+        Args:
+            addr: ``"host:port"``, or None for the address list.
+            request: the opening request (its code is the stream processor's); ``streamId``
+                and ``credits`` are added to its ext fields.
+            credits: how many items the server may send before it hears from us again (1 to
+                65,536; Pulsar's receiver queue).
+            timeout: seconds for the opening request's answer.
+            auto_credit: give credits back as items are taken, in batches of half
+                ``credits``; False: `TrioStream.grant` does (or the server's own protocol).
+
+        Leaving the block before the stream's end cancels it on the server.
+
+        Raises:
+            RemotingStreamError: the server refused the stream (its code and remark); or,
+                while iterating, the stream ended with an error or its connection was lost.
+            RemotingConnectError, RemotingTimeoutError, RemotingSendRequestError,
+            RemotingTooManyRequestsError, RemotingCommandError: as `invoke_sync`, for the
+                opening request.
+            TypeError, ValueError: ``credits`` is not 1 to 65,536, or ``request`` is not a
+                request; nothing was sent.
+        """
+        stream = await open_trio_stream(self.endpoint, addr, request, credits, timeout,
+                                        auto_credit)
+        try:
+            yield stream
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(DEFAULT_TIMEOUT):
+                await stream.aclose()
 
 
 class TrioRemotingServer(_Face):

@@ -20,6 +20,7 @@ from .._version import __version__
 from ._args import positive_int
 from ._command import Command
 from ._logging import LEVELS, configure_logging
+from ._queue import QUEUE_COMMAND
 from ._tools import TOOL_COMMANDS
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ COMMANDS: list[Command] = [
     ),
 ]
 COMMANDS += TOOL_COMMANDS()
+COMMANDS.append(QUEUE_COMMAND)
 
 
 def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:

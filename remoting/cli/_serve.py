@@ -22,7 +22,7 @@ from .._observability._stats_processor import STATS_REQUEST_CODE, StatsProcessor
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from processors import AsyncRequestProcessor, RequestProcessor
+    from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
     from .._config import ServerConfig
 
@@ -57,7 +57,8 @@ class TelemetryOptions:
         return argv
 
 
-def load_factory(spec: str) -> Mapping[int | None, RequestProcessor | AsyncRequestProcessor]:
+def load_factory(spec: str) -> Mapping[
+        int | None, RequestProcessor | AsyncRequestProcessor | StreamProcessor]:
     """Import ``module:callable`` and call it.
 
     Raises:
@@ -95,7 +96,7 @@ def _check_entry(spec: str, code: object, processor: object) -> None:
     Raises:
         FactoryError: naming the entry and what a good one is.
     """
-    from processors import AsyncRequestProcessor, RequestProcessor
+    from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
     from .._checks import processor_registration, request_code
 
@@ -108,10 +109,10 @@ def _check_entry(spec: str, code: object, processor: object) -> None:
     except ValueError as exc:
         raise FactoryError(f"{spec} returned the code {code}: request codes must fit the "
                            f"wire's int32 ({exc})") from None
-    if not isinstance(processor, RequestProcessor | AsyncRequestProcessor):
+    if not isinstance(processor, RequestProcessor | AsyncRequestProcessor | StreamProcessor):
         raise FactoryError(f"{spec} returned {type(processor).__name__} for code {code!r}: "
-                           "processors subclass processors.RequestProcessor or "
-                           "AsyncRequestProcessor")
+                           "processors subclass processors.RequestProcessor, "
+                           "AsyncRequestProcessor or StreamProcessor")
     try:  # the code is checked above
         processor_registration(None, processor, None, None)
     except (TypeError, ValueError) as exc:  # a sync processor whose method is async

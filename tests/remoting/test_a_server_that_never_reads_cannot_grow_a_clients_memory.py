@@ -18,6 +18,7 @@ from codec import FrameDecoder, RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncEchoProcessor
 from remoting import ClientConfig, TrioRemotingClient
 from remoting._core._dispatch import Dispatcher, Refusal
+from remoting._core._streams import Streams
 from remoting._core._threads import Inbox
 from remoting._observability._statistics import Counters
 
@@ -30,7 +31,8 @@ BODY = 64 * 1024
 
 
 def test_a_client_drops_requests_that_need_an_answer_while_it_is_backlogged() -> None:
-    d = Dispatcher("client", ClientConfig(), Counters(), Inbox(), owner=object())
+    d = Dispatcher("client", ClientConfig(), Counters(), Inbox(), owner=object(),
+                   stream_opener=Streams(1 << 20).opener)
     d.register(PUSHED, AsyncEchoProcessor())
     assert not isinstance(d.route(req(PUSHED), backlogged=False), Refusal)
     dropped = d.route(req(PUSHED), backlogged=True)

@@ -7,6 +7,7 @@ from codec import LanguageCode, RemotingCommand, ResponseCode
 from processors import AsyncEchoProcessor, EchoProcessor, RequestContext, RequestProcessor
 from remoting import PING_REQUEST_CODE, ServerConfig
 from remoting._core._dispatch import Dispatcher, ProcessorEntry, Refusal
+from remoting._core._streams import Streams
 from remoting._core._threads import Inbox
 from remoting._observability._statistics import Counters
 
@@ -14,7 +15,8 @@ from ..factories import req
 
 
 def dispatcher(**config: int) -> Dispatcher:
-    return Dispatcher("test", ServerConfig(**config), Counters(), Inbox(), owner=object())
+    return Dispatcher("test", ServerConfig(**config), Counters(), Inbox(), owner=object(),
+                      stream_opener=Streams(1 << 20).opener)
 
 
 class Rejects(RequestProcessor):

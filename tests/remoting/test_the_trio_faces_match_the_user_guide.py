@@ -34,14 +34,15 @@ def guide_table() -> dict[str, dict[str, set[str]]]:
     table: dict[str, dict[str, set[str]]] = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0] in ("awaited", "plain calls", "attributes"):
+        if len(cells) == 3 and cells[0] in ("awaited", "async with", "plain calls", "attributes"):
             table[cells[0]] = {"client": set(re.findall(r"`(\w+)`", cells[1])),
                                "server": set(re.findall(r"`(\w+)`", cells[2]))}
     return table
 
 
 def public_members(cls: type) -> dict[str, set[str]]:
-    kinds: dict[str, set[str]] = {"awaited": set(), "plain calls": set(), "attributes": set()}
+    kinds: dict[str, set[str]] = {"awaited": set(), "async with": set(), "plain calls": set(),
+                                  "attributes": set()}
     for name, value in inspect.getmembers(cls):
         if name.startswith("_"):
             continue
@@ -49,6 +50,8 @@ def public_members(cls: type) -> dict[str, set[str]]:
             kinds["attributes"].add(name)
         elif inspect.iscoroutinefunction(value):
             kinds["awaited"].add(name)
+        elif inspect.isasyncgenfunction(inspect.unwrap(value)):  # an @asynccontextmanager
+            kinds["async with"].add(name)
         elif callable(value):
             kinds["plain calls"].add(name)
     return kinds
@@ -63,6 +66,7 @@ def test_the_guide_lists_what_each_trio_face_awaits_and_what_it_does_not(
     table = guide_table()
     members = public_members(cls)
     assert table["awaited"][side] == members["awaited"]
+    assert table.get("async with", {}).get(side, set()) == members["async with"]
     assert table["plain calls"][side] == members["plain calls"]
     assert table["attributes"][side] == members["attributes"] | instance_attributes
 

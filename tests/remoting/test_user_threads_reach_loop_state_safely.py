@@ -24,6 +24,7 @@ from remoting import (
 )
 from remoting._core._connection import Connection
 from remoting._core._dispatch import Dispatcher
+from remoting._core._streams import Streams
 from remoting._core._threads import Inbox
 from remoting._observability._statistics import Counters
 
@@ -73,7 +74,8 @@ async def test_an_address_removed_while_it_was_being_connected_is_never_current(
 def test_a_processor_registered_by_a_thread_leaves_a_reader_of_the_table_whole() -> None:
     """`queue_depths` (the loop; OpenTelemetry's metric reader on its own thread) iterates
     the processors while a user thread registers one: it changed size under the reader."""
-    d = Dispatcher("server", ServerConfig(), Counters(), Inbox(), owner=object())
+    d = Dispatcher("server", ServerConfig(), Counters(), Inbox(), owner=object(),
+                   stream_opener=Streams(1 << 20).opener)
     for code in range(3):
         d.register(code, EchoProcessor(), threads=1)
     reading = iter(d.processors.items())  # as queue_depths is, mid-way
@@ -89,7 +91,8 @@ def test_a_processor_registered_by_a_thread_leaves_a_reader_of_the_table_whole()
 
 
 def test_threads_registering_at_once_lose_none_of_their_processors() -> None:
-    d = Dispatcher("server", ServerConfig(), Counters(), Inbox(), owner=object())
+    d = Dispatcher("server", ServerConfig(), Counters(), Inbox(), owner=object(),
+                   stream_opener=Streams(1 << 20).opener)
     start = threading.Barrier(4)
 
     def register(first: int) -> None:

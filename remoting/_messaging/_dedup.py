@@ -1,0 +1,51 @@
+"""`KeyWindow`: the idempotence keys of recent publishes, for a while (sans-I/O).
+
+A publisher that may retry a batch (a Spark task run twice, a call that timed out after the
+service appended it) tags it with a key; the service remembers each key with the offsets its
+batch got, for ``window`` seconds, and answers a repeat with those offsets instead of
+appending the batch again. Keys are forgotten oldest first (`expire`); a key seen again after
+its window is a new batch.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+__all__ = ["KeyWindow"]
+
+
+class KeyWindow:
+    """Recent idempotence keys, each with its batch's first offset and count."""
+
+    __slots__ = ("_keys", "window")
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._keys: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def get(self, key: str, now: float) -> tuple[int, int] | None:
+        """Return (first offset, count) of ``key``'s batch if seen within the window."""
+        found = self._keys.get(key)
+        if found is None or now - found[2] > self.window:
+            return None
+        return found[0], found[1]
+
+    def add(self, key: str, first: int, count: int, now: float) -> None:
+        """Remember ``key`` for a batch appended at ``now`` (``now`` never goes back)."""
+        self._keys[key] = (first, count, now)
+        self._keys.move_to_end(key)
+
+    def expire(self, now: float) -> int:
+        """Forget the keys older than the window; return how many."""
+        keys = self._keys
+        gone = 0
+        while keys:
+            key, (_, _, seen) = next(iter(keys.items()))
+            if now - seen <= self.window:
+                break
+            del keys[key]
+            gone += 1
+        return gone

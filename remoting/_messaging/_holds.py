@@ -1,0 +1,116 @@
+"""`HoldTable`: requests parked until something they wait for happens, or their deadline
+(RocketMQ's ``PullRequestHoldService``).
+
+Theory of operation (sync, takes ``now``, no I/O):
+- A hold is an item (whatever the caller needs to answer later) under a key (a topic, say)
+  with a deadline. It costs one small object and one heap entry: no task, no thread.
+- `notify` removes and returns every hold of a key, in the order they were added; the caller
+  answers them or adds back those that must wait on. `expire` removes and returns the holds
+  whose deadline passed. Whoever removes a hold owns it: each is returned once.
+- Deadlines sit in a lazy heap of ``(deadline, hold number)``; a hold removed by `notify` leaves
+  a stale heap item, skipped when met and dropped when the heap is rebuilt (more than twice the
+  live holds plus `_COMPACT_SLACK`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+
+__all__ = ["Hold", "HoldTable"]
+
+T = TypeVar("T")
+_COMPACT_SLACK: Final = 1024
+
+
+class Hold(Generic[T]):
+    """One parked item: its key, deadline and number (the order holds were added in)."""
+
+    __slots__ = ("deadline", "item", "key", "number")
+
+    def __init__(self, number: int, key: Hashable, deadline: float, item: T) -> None:
+        self.number = number
+        self.key = key
+        self.deadline = deadline
+        self.item = item
+
+
+class HoldTable(Generic[T]):
+    """Held items by key and by deadline."""
+
+    __slots__ = ("_by_key", "_by_number", "_heap", "_numbers")
+
+    def __init__(self) -> None:
+        self._by_key: dict[Hashable, dict[int, Hold[T]]] = {}
+        self._by_number: dict[int, Hold[T]] = {}
+        self._heap: list[tuple[float, int]] = []
+        self._numbers = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._by_number)
+
+    def held(self, key: Hashable) -> int:
+        """Return how many holds wait on ``key``."""
+        return len(self._by_key.get(key, ()))
+
+    def add(self, key: Hashable, deadline: float, item: T) -> Hold[T]:
+        """Park ``item`` under ``key`` until notified or ``deadline``."""
+        hold = Hold(next(self._numbers), key, deadline, item)
+        self._by_number[hold.number] = hold
+        self._by_key.setdefault(key, {})[hold.number] = hold
+        heapq.heappush(self._heap, (deadline, hold.number))
+        if len(self._heap) > 2 * len(self._by_number) + _COMPACT_SLACK:
+            self._heap = [(h.deadline, n) for n, h in self._by_number.items()]
+            heapq.heapify(self._heap)
+        return hold
+
+    def notify(self, key: Hashable) -> list[Hold[T]]:
+        """Remove and return every hold of ``key``, oldest first."""
+        holds = self._by_key.pop(key, None)
+        if not holds:
+            return []
+        by_number = self._by_number
+        for number in holds:
+            del by_number[number]
+        return list(holds.values())
+
+    def expire(self, now: float) -> list[Hold[T]]:
+        """Remove and return every hold whose deadline is at or before ``now``."""
+        heap = self._heap
+        by_number = self._by_number
+        expired: list[Hold[T]] = []
+        while heap and heap[0][0] <= now:
+            _, number = heapq.heappop(heap)
+            hold = by_number.pop(number, None)
+            if hold is not None:
+                self._drop_from_key(hold)
+                expired.append(hold)
+        return expired
+
+    def remove(self, hold: Hold[T]) -> bool:
+        """Remove ``hold`` if it is still held (its requester went away)."""
+        if self._by_number.pop(hold.number, None) is None:
+            return False
+        self._drop_from_key(hold)
+        return True
+
+    def next_deadline(self) -> float | None:
+        """Return the earliest deadline of a hold still held, or None."""
+        heap = self._heap
+        by_number = self._by_number
+        while heap:
+            deadline, number = heap[0]
+            if number in by_number:
+                return deadline
+            heapq.heappop(heap)
+        return None
+
+    def _drop_from_key(self, hold: Hold[T]) -> None:
+        holds = self._by_key[hold.key]
+        del holds[hold.number]
+        if not holds:
+            del self._by_key[hold.key]

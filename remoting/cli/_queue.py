@@ -1,0 +1,81 @@
+"""``remoting queue``: run a queue service (`remoting.queue.QueueService`) on a port until
+SIGTERM or SIGINT. It prints ``serving queue on HOST:PORT (pid N)`` once it serves, and what
+recovery found wrong in its data directory on stderr."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+from ._args import count, port, seconds
+from ._command import Command
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["QUEUE_COMMAND"]
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=port, default=0, help="listen port (default: ephemeral)")
+    parser.add_argument("--bind", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    parser.add_argument("--data-dir", default=None,
+                        help="keep topics in segment files here (default: in memory only)")
+    parser.add_argument("--memory-messages", type=count, default=10_000,
+                        help="messages per topic held in memory (default 10,000)")
+    parser.add_argument("--msg-timeout", type=seconds, default=60.0,
+                        help="seconds to acknowledge a delivery before it is redelivered "
+                             "(default 60)")
+    parser.add_argument("--max-attempts", type=int, default=0,
+                        help="deliveries of a message at most, 0: no limit (default 0)")
+    parser.add_argument("--fsync", choices=("always", "interval", "never"), default="interval",
+                        help="when segment files are fsynced (default: interval)")
+    parser.add_argument("--fsync-interval", type=seconds, default=1.0,
+                        help="seconds between fsyncs with --fsync interval (default 1)")
+    parser.add_argument("--segment-bytes", type=count, default=64 * 1024 * 1024,
+                        help="size at which a topic starts a new segment file (default 64 MiB)")
+
+
+def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
+    from .._config import ServerConfig
+    from .._errors import RemotingStartError
+    from .._observability._stats_processor import STATS_REQUEST_CODE, StatsProcessor
+    from ..blocking import RemotingServer
+    from ..queue import QueueService
+
+    try:
+        service = QueueService(args.data_dir, memory_messages=args.memory_messages,
+                               msg_timeout=args.msg_timeout, max_attempts=args.max_attempts,
+                               fsync=args.fsync, fsync_interval=args.fsync_interval,
+                               segment_bytes=args.segment_bytes)
+    except (OSError, ValueError) as exc:
+        print(f"remoting queue: {exc}", file=sys.stderr)
+        return 2
+    for problem in service.problems:
+        print(f"remoting queue: recovered with a problem: {problem}", file=sys.stderr)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    server = RemotingServer(ServerConfig(listen_port=args.port, bind_address=args.bind))
+    service.attach(server)
+    server.register_processor(STATS_REQUEST_CODE, StatsProcessor(server.statistics))
+    try:
+        server.start()
+    except RemotingStartError as exc:
+        print(f"remoting queue: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(f"serving queue on {args.bind}:{server.port} (pid {os.getpid()})\n")
+    sys.stdout.flush()
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+    return 0
+
+
+QUEUE_COMMAND = Command("queue", "run a queue service (topics, channels, groups) on a port",
+                        _arguments, _run, log_level="info")

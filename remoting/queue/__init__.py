@@ -1,0 +1,49 @@
+"""A queue service over remoting: topics, channels and groups (NSQ's model with RocketMQ's
+offsets), with credit-based subscriptions, acknowledged delivery and long-polling pulls.
+
+Serve one with ``QueueService(...).attach(server)`` (a `RemotingServer` or a
+`TrioRemotingServer`); use it with ``QueueClient(client)``: plain methods for a blocking
+`RemotingClient`, awaited ones for a `TrioRemotingClient`. See docs/queue.md.
+"""
+
+from __future__ import annotations
+
+from .._messaging._codes import QueueCode as QueueCode
+from ._client import BlockingQueueClient as BlockingQueueClient
+from ._client import BlockingSubscription as BlockingSubscription
+from ._client import Delivery as Delivery
+from ._client import QueueClient as QueueClient
+from ._client import TrioDelivery as TrioDelivery
+from ._client import TrioQueueClient as TrioQueueClient
+from ._client import TrioSubscription as TrioSubscription
+from ._errors import QueueError as QueueError
+from ._errors import QueueFullError as QueueFullError
+from ._messages import Message as Message
+from ._service import QueueService as QueueService
+from ._stats import ChannelStatistics as ChannelStatistics
+from ._stats import GroupStatistics as GroupStatistics
+from ._stats import QueueStatistics as QueueStatistics
+from ._stats import TopicOffsets as TopicOffsets
+from ._stats import TopicStatistics as TopicStatistics
+
+QueueCode.__module__ = "remoting.queue"
+
+__all__ = [
+    "BlockingQueueClient",
+    "BlockingSubscription",
+    "ChannelStatistics",
+    "Delivery",
+    "GroupStatistics",
+    "Message",
+    "QueueClient",
+    "QueueCode",
+    "QueueError",
+    "QueueFullError",
+    "QueueService",
+    "QueueStatistics",
+    "TopicOffsets",
+    "TopicStatistics",
+    "TrioDelivery",
+    "TrioQueueClient",
+    "TrioSubscription",
+]

@@ -1,0 +1,849 @@
+"""`QueueClient`: the queue service's calls over a remoting client, for each face.
+
+``QueueClient(client)`` is a `BlockingQueueClient` for a `RemotingClient` (plain methods,
+``for msg in sub``) and a `TrioQueueClient` for a `TrioRemotingClient` (the same names,
+awaited; ``async for msg in sub``). Requests are built by the module's functions, shared by
+both; a reply other than SUCCESS raises `QueueError` (`QueueFullError` for a full topic).
+
+A subscription is a transport stream opened with ``credits`` and no automatic grants: the
+service gives credits back as deliveries are finished, requeued or time out, so a subscriber
+holds at most ``credits`` unacknowledged messages (NSQ's RDY). Acknowledgements wait in an
+`AckGroup` and travel together (one ACK request per group): once half the credits are
+pending, once the oldest has waited ``ack_window`` seconds (checked at each acknowledgement
+and while waiting for the next message), at once for a requeue or a touch, and when the
+subscription closes. The service says which acknowledgements it refused (a delivery that
+timed out meanwhile and went to another subscriber): in each ACK's answer for the blocking
+face (an ACK request from a thread costs that thread no wait), in a notice on the stream for
+the trio face, whose ACKs are oneway (one frame less per group: the loop sends them at once);
+they are counted in ``refused`` and logged as ``queue.ack_refused``. Closing a subscription
+sends its last ACK with an answer, which comes once every ACK before it was applied.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from time import monotonic
+from typing import TYPE_CHECKING, Any, Final, Self, overload
+
+import orjson
+import trio
+
+from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
+
+from .._checks import seconds
+from .._errors import RemotingError, RemotingStreamError
+from .._faces._blocking import RemotingClient
+from .._faces._trio import TrioRemotingClient
+from .._log import log
+from .._messaging._acks import MAX_DELAY_MS, AckGroup, AckOp, pack_acks
+from .._messaging._codes import STREAM_ID, QueueCode
+from .._messaging._credits import credits_of
+from .._messaging._records import encode_content, pack_entries, record_fields
+from ._errors import QueueError, refusal_error
+from ._messages import Message, messages_of
+from ._stats import QueueStatistics, TopicOffsets, statistics_from_json
+from ._wire import (
+    ATTEMPTS,
+    CHANNEL,
+    COUNT,
+    DEFER_MS,
+    GROUP,
+    KEY,
+    MAX,
+    MAX_PULL,
+    MAX_WAIT_MS,
+    OFFSET,
+    REFUSED,
+    TOPIC,
+    parse_attempts,
+)
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from .._core._future import ResponseFuture
+    from .._faces._streams import BlockingStream, TrioStream
+    from .._messaging._records import Fields
+
+__all__ = ["BlockingQueueClient", "BlockingSubscription", "Delivery", "QueueClient",
+           "TrioDelivery", "TrioQueueClient", "TrioSubscription"]
+
+DEFAULT_TIMEOUT: Final = 3.0
+DEFAULT_ACK_WINDOW: Final = 0.05  # seconds; Pulsar's client groups acknowledgements 100 ms
+PULL_SLACK: Final = 5.0  # seconds a pull's call waits past its max_wait
+MAX_WAIT_MS_LIMIT: Final = 3_600_000  # the service holds a pull an hour at most
+
+Body = bytes | tuple[bytes, Mapping[str, str]]
+
+
+# ---------------------------------------------------------------------- requests and replies
+
+def _request(code: QueueCode, fields: dict[str, str], body: bytes | None = None
+             ) -> RemotingCommand:
+    return RemotingCommand.create_request(code, header=fields, body=body)
+
+
+def _name(kind: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{kind} must be a str, got {value!r}")
+    return value
+
+
+def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str | None
+                    ) -> tuple[RemotingCommand, int]:
+    """Return a PUBLISH request of ``bodies`` and how many messages it carries.
+
+    Raises:
+        TypeError, ValueError: a body that is not bytes (or ``(bytes, headers)``), no body,
+            bad headers, a ``defer`` that is not seconds >= 0, a ``key`` that is not a str.
+    """
+    fields = {TOPIC: _name("topic", topic)}
+    contents = []
+    for item in bodies:
+        if isinstance(item, tuple):
+            body, headers = item
+            contents.append(encode_content(headers, body))
+        else:
+            contents.append(encode_content(None, item))
+    if not contents:
+        raise ValueError("publish_many needs at least one body")
+    defer = seconds("defer", defer)
+    if defer:
+        fields[DEFER_MS] = str(_ms(defer))
+    if key is not None:
+        fields[KEY] = _name("key", key)
+    return _request(QueueCode.PUBLISH, fields, pack_entries(contents)), len(contents)
+
+
+def pull_request(topic: str, group: str | None, offset: int | None, max_messages: int,
+                 max_wait: float) -> RemotingCommand:
+    """Return a PULL request.
+
+    Raises:
+        TypeError, ValueError: neither ``group`` nor ``offset``, an offset below 0,
+            ``max_messages`` out of 1-4096, ``max_wait`` not seconds >= 0.
+    """
+    fields = {TOPIC: _name("topic", topic)}
+    if group is not None:
+        fields[GROUP] = _name("group", group)
+    if offset is not None:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        fields[OFFSET] = str(offset)
+    if group is None and offset is None:
+        raise ValueError("a pull reads from a group's offset or from an offset: give one")
+    if isinstance(max_messages, bool) or not isinstance(max_messages, int) or not (
+            1 <= max_messages <= MAX_PULL):
+        raise ValueError(f"max_messages must be an int from 1 to {MAX_PULL}, got "
+                         f"{max_messages!r}")
+    fields[MAX] = str(max_messages)
+    fields[MAX_WAIT_MS] = str(min(MAX_WAIT_MS_LIMIT, _ms(seconds("max_wait", max_wait))))
+    return _request(QueueCode.PULL, fields)
+
+
+def commit_request(topic: str, group: str, offset: int) -> RemotingCommand:
+    """Return a COMMIT request.
+
+    Raises:
+        TypeError, ValueError: a name that is not a str, an offset that is not an int >= 0.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+    return _request(QueueCode.COMMIT, {TOPIC: _name("topic", topic),
+                                       GROUP: _name("group", group), OFFSET: str(offset)})
+
+
+def subscribe_request(topic: str, channel: str) -> RemotingCommand:
+    """Return a SUBSCRIBE request (the stream's opening request)."""
+    return _request(QueueCode.SUBSCRIBE, {TOPIC: _name("topic", topic),
+                                          CHANNEL: _name("channel", channel)})
+
+
+def checked(addr: str | None, reply: RemotingCommand) -> RemotingCommand:
+    """Return ``reply`` if it is SUCCESS.
+
+    Raises:
+        QueueError: the service refused the request (`QueueFullError`: the topic is full).
+    """
+    if reply.code != ResponseCode.SUCCESS:
+        raise refusal_error(addr, reply.code, reply.remark)
+    return reply
+
+
+def _field(reply: RemotingCommand, name: str) -> int:
+    return int((reply.ext_fields or {}).get(name) or 0)
+
+
+def published_offsets(addr: str | None, reply: RemotingCommand) -> list[int]:
+    """Return the offsets a PUBLISH's reply gave its messages."""
+    first = _field(checked(addr, reply), OFFSET)
+    return list(range(first, first + _field(reply, COUNT)))
+
+
+def offsets_of(addr: str | None, reply: RemotingCommand) -> TopicOffsets:
+    """Return the `TopicOffsets` of an OFFSETS reply."""
+    raw = orjson.loads(checked(addr, reply).body or b"{}")
+    return TopicOffsets(earliest=raw["earliest"], end=raw["end"], groups=dict(raw["groups"]))
+
+
+def _stream_refusal(error: RemotingStreamError) -> RemotingError:
+    """A subscription the service refused is a `QueueError`; a stream failure stays one."""
+    if error.code is None or error.code == ResponseCode.GO_AWAY:
+        return error
+    return refusal_error(error.addr, error.code, error.remark)
+
+
+# ---------------------------------------------------------------------- the factory
+
+class QueueClient:
+    """The queue service's calls over ``client``: a `BlockingQueueClient` for a
+    `RemotingClient`, a `TrioQueueClient` for a `TrioRemotingClient`.
+
+    Raises:
+        TypeError: ``client`` is neither.
+    """
+
+    __module__ = "remoting.queue"
+
+    @overload
+    def __new__(cls, client: RemotingClient) -> BlockingQueueClient: ...
+
+    @overload
+    def __new__(cls, client: TrioRemotingClient) -> TrioQueueClient: ...
+
+    def __new__(cls, client: RemotingClient | TrioRemotingClient) -> Any:
+        if cls is QueueClient:
+            if isinstance(client, RemotingClient):
+                cls = BlockingQueueClient
+            elif isinstance(client, TrioRemotingClient):
+                cls = TrioQueueClient
+            else:
+                raise TypeError(f"QueueClient needs a RemotingClient or a TrioRemotingClient, "
+                                f"got {type(client).__name__}")
+        return object.__new__(cls)
+
+
+# ---------------------------------------------------------------------- blocking
+
+class Delivery(Message):
+    """A message delivered by a blocking subscription: finish it with `ack`, give it back
+    with `requeue`, or ask for more time with `touch`."""
+
+    __module__ = "remoting.queue"
+    __slots__ = ("_done", "_sub")
+
+    def __init__(self, topic: str, fields: Fields, attempts: int,
+                 sub: BlockingSubscription) -> None:
+        self.topic = topic  # the fields set here, not through Message: a call less per message
+        self.offset = fields[0]
+        self.timestamp = fields[1] / 1000
+        self.headers = fields[3]
+        self.body = fields[4]
+        self.attempts = attempts
+        self._sub = sub
+        self._done = False
+
+    def ack(self) -> None:
+        """Finish the message (NSQ's FIN); it is not delivered again.
+
+        Raises:
+            QueueError: it was acknowledged or requeued already, or the subscription is
+                closed (the message went back to the channel).
+        """
+        self._sub._settle(self, AckOp.FINISH, 0)
+
+    def requeue(self, delay: float = 0.0) -> None:
+        """Give the message back, to be delivered again after ``delay`` seconds (NSQ's REQ).
+
+        Raises:
+            QueueError: as `ack`.
+            TypeError, ValueError: ``delay`` is not seconds >= 0.
+        """
+        self._sub._settle(self, AckOp.REQUEUE, _delay_ms(delay))
+
+    def touch(self) -> None:
+        """Reset the message's timeout: ``msg_timeout`` more seconds from now (NSQ's TOUCH).
+
+        Raises:
+            QueueError: as `ack`.
+        """
+        self._sub._settle(self, AckOp.TOUCH, 0)
+
+
+def _delay_ms(delay: float) -> int:
+    return _ms(seconds("delay", delay))
+
+
+def _ms(duration: float) -> int:
+    """Return ``duration`` (seconds, infinity allowed) in whole ms, at most `MAX_DELAY_MS`."""
+    return math.ceil(min(MAX_DELAY_MS, duration * 1000))
+
+
+class _Acks:
+    """A subscription's acknowledgements: grouped, sent on the stream's connection, and
+    their answers read (shared by both faces)."""
+
+    def __init__(self, addr: str | None, topic: str, channel: str, stream_id: int,
+                 credits: int, window: float) -> None:
+        self.addr = addr
+        self.topic = topic
+        self.channel = channel
+        self.stream_id = stream_id
+        self.group = AckGroup(max(1, credits // 2), window)
+        self.sent: deque[ResponseFuture] = deque()
+        self.acked = self.requeued = self.touched = self.refused = 0
+        self.closed = False
+
+    def add(self, delivery: Message, done: bool, op: AckOp, delay_ms: int, now: float
+            ) -> bool:
+        """Record one acknowledgement; return True if the group is due to be sent."""
+        if self.closed:
+            raise QueueError(self.addr, None, f"the subscription is closed: {delivery.id} went "
+                             "back to the channel (it will be delivered again)")
+        if done:
+            raise QueueError(self.addr, None, f"{delivery.id} was finished or requeued already")
+        if op is AckOp.FINISH:
+            self.acked += 1
+        elif op is AckOp.REQUEUE:
+            self.requeued += 1
+        else:
+            self.touched += 1
+        return self.group.add(op, delivery.offset, now, delay_ms)
+
+    def request(self, oneway: bool = False, even_empty: bool = False
+                ) -> RemotingCommand | None:
+        """Return the ACK request of what is pending (None: nothing, unless ``even_empty``:
+        an empty ACK's answer says every ACK before it was applied). A ``oneway`` one gets no
+        answer: its refusals come back on the stream."""
+        acks = self.group.take()
+        if not acks and not even_empty:
+            return None
+        request = _request(QueueCode.ACK, {STREAM_ID: str(self.stream_id), TOPIC: self.topic,
+                                           CHANNEL: self.channel}, pack_acks(acks))
+        if oneway:
+            request.flag |= FLAG_ONEWAY
+        return request
+
+    def collect(self) -> None:
+        """Read the answers of the ACKs sent that have come back."""
+        sent = self.sent
+        while sent and sent[0].done():
+            fut = sent.popleft()
+            try:
+                reply = fut.result(0)
+            except RemotingError as exc:  # the connection failed: the stream ends with it
+                log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
+                          error=str(exc))
+                continue
+            if reply.code != ResponseCode.SUCCESS:
+                log.warning("queue.ack_refused", topic=self.topic, channel=self.channel,
+                            code=reply.code, refused=None)
+                continue
+            refused = int((reply.ext_fields or {}).get(REFUSED) or 0)
+            if refused:
+                self.note_refused(refused, reply.code)
+
+    def note_refused(self, refused: int, code: int | None) -> None:
+        """The service refused ``refused`` acknowledgements (in an ACK's answer, or a notice
+        on the stream for oneway ones)."""
+        self.refused += refused
+        log.warning("queue.ack_refused", topic=self.topic, channel=self.channel,
+                    code=code, refused=refused)
+
+
+def _deliveries(item: RemotingCommand, acks: _Acks) -> list[tuple[Fields, int]]:
+    """Return the deliveries an item carries (none for a notice of refused acknowledgements,
+    which it counts)."""
+    ext = item.ext_fields or {}
+    refused = ext.get(REFUSED)
+    if refused is not None:
+        acks.note_refused(int(refused), None)
+        return []
+    tries = parse_attempts(ext.get(ATTEMPTS))
+    fields = record_fields(item.body or b"")
+    if not tries:
+        return [(f, 1) for f in fields]
+    return [(f, tries.get(f[0], 1)) for f in fields]
+
+
+class BlockingSubscription:
+    """A blocking subscription: ``for msg in sub``; a context manager that closes it. Read it
+    from one thread at a time; its deliveries may be acknowledged from any thread.
+
+    Attributes:
+        received: deliveries received.
+        acked, requeued, touched: acknowledgements made.
+        refused: acknowledgements the service refused (the delivery had timed out).
+    """
+
+    __module__ = "remoting.queue"
+
+    def __init__(self, client: RemotingClient, stream: BlockingStream, topic: str,
+                 channel: str, credits: int, ack_window: float, timeout: float) -> None:
+        self._caller = client.endpoint.caller
+        self._stream = stream
+        self._timeout = timeout
+        self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
+        self._lock = threading.Lock()  # deliveries may be acknowledged from any thread
+        self._ready: deque[Delivery] = deque()
+        self._ended = False
+        self.topic = topic
+        self.channel = channel
+        self.received = 0
+
+    def __repr__(self) -> str:
+        return f"<BlockingSubscription {self.topic}/{self.channel} from {self._stream.addr}>"
+
+    @property
+    def acked(self) -> int:
+        return self._acks.acked
+
+    @property
+    def requeued(self) -> int:
+        return self._acks.requeued
+
+    @property
+    def touched(self) -> int:
+        return self._acks.touched
+
+    @property
+    def refused(self) -> int:
+        return self._acks.refused
+
+    def receive(self, timeout: float | None = None) -> Delivery | None:
+        """Return the next delivery, waiting up to ``timeout`` seconds (None: for ever);
+        None once the subscription has ended.
+
+        Raises:
+            TimeoutError: nothing within ``timeout``; the subscription goes on.
+            remoting.RemotingStreamError: its connection was lost, or the server drained
+                (``code`` GO_AWAY): subscribe again.
+        """
+        until = None if timeout is None else monotonic() + timeout
+        acks = self._acks
+        while not self._ready:
+            if self._ended:
+                return None
+            now = monotonic()
+            if acks.group.due(now):
+                self.flush()
+            marks = [m for m in (acks.group.deadline, until) if m is not None]
+            wait = max(0.0, min(marks) - now) if marks else None
+            try:
+                item = self._stream.receive(wait)
+            except TimeoutError:
+                if until is not None and monotonic() >= until:
+                    raise TimeoutError(f"no message within {timeout}s") from None
+                continue
+            if item is None:
+                self._ended = True
+                return None
+            batch = _deliveries(item, self._acks)
+            self._ready.extend(Delivery(self.topic, fields, attempts, self)
+                               for fields, attempts in batch)
+            self.received += len(batch)
+        return self._ready.popleft()
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> Delivery:
+        delivery = self.receive()
+        if delivery is None:
+            raise StopIteration
+        return delivery
+
+    def _settle(self, delivery: Delivery, op: AckOp, delay_ms: int) -> None:
+        with self._lock:
+            due = self._acks.add(delivery, delivery._done, op, delay_ms, monotonic())
+            if op is not AckOp.TOUCH:
+                delivery._done = True
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the acknowledgements pending now (from any thread)."""
+        acks = self._acks
+        with self._lock:
+            acks.collect()
+            request = acks.request()
+        conn = self._stream._conn
+        if request is None or conn is None:
+            return
+        try:
+            acks.sent.append(self._caller.invoke_async(conn, conn.remote_addr, request,
+                                                       self._timeout, None))
+        except RemotingError as exc:  # the connection is gone: the stream ends with it
+            log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
+                      error=str(exc))
+
+    def close(self) -> None:
+        """Send the pending acknowledgements, wait for their answers, and end the
+        subscription: the deliveries not finished go back to the channel (idempotent)."""
+        acks = self._acks
+        if acks.closed:
+            return
+        try:
+            self.flush()
+            for fut in list(acks.sent):
+                try:
+                    fut.result(self._timeout)
+                except (RemotingError, TimeoutError):
+                    pass
+            with self._lock:
+                acks.collect()
+        finally:
+            with self._lock:
+                acks.closed = True
+            self._stream.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class BlockingQueueClient(QueueClient):
+    """The queue service's calls for a blocking `RemotingClient` (any thread but its loop's).
+
+    Every call raises `QueueError` when the service refuses it (the message says why) and the
+    transport's errors (`RemotingConnectError`, `RemotingTimeoutError`...) as `invoke_sync`.
+    """
+
+    __module__ = "remoting.queue"
+
+    def __init__(self, client: RemotingClient) -> None:
+        self.client = client
+
+    def _call(self, addr: str | None, request: RemotingCommand, timeout: float
+              ) -> RemotingCommand:
+        return checked(addr, self.client.invoke_sync(addr, request, timeout))
+
+    def publish(self, addr: str | None, topic: str, body: bytes,
+                headers: Mapping[str, str] | None = None, defer: float = 0.0, *,
+                key: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
+        """Append one message to ``topic`` (made if new); return its offset once the service
+        has it (see docs/queue.md for when it is on disk).
+
+        Args:
+            defer: seconds before it may be delivered (NSQ's DPUB).
+            key: an idempotence key: a publish repeated with it within the service's
+                ``dedup_window`` appends nothing and returns the first one's offset.
+
+        Raises:
+            QueueFullError: the topic is full (no data directory); nothing was appended.
+            QueueError: a bad topic name or message.
+        """
+        request, _ = publish_request(topic, [(body, headers or {})], defer, key)
+        return published_offsets(addr, self.client.invoke_sync(addr, request, timeout))[0]
+
+    def publish_many(self, addr: str | None, topic: str, bodies: Iterable[Body], *,
+                     defer: float = 0.0, key: str | None = None,
+                     timeout: float = DEFAULT_TIMEOUT) -> list[int]:
+        """Append messages (``bytes``, or ``(bytes, headers)``) in one request: all or none;
+        return their offsets (consecutive). ``defer`` and ``key`` as `publish`."""
+        request, _ = publish_request(topic, bodies, defer, key)
+        return published_offsets(addr, self.client.invoke_sync(addr, request, timeout))
+
+    def subscribe(self, addr: str | None, topic: str, channel: str, credits: int = 64, *,
+                  ack_window: float = DEFAULT_ACK_WINDOW, timeout: float = DEFAULT_TIMEOUT
+                  ) -> BlockingSubscription:
+        """Subscribe to ``channel`` of ``topic`` (the channel is made if new, starting at the
+        earliest message held): ``with q.subscribe(...) as sub: for msg in sub``.
+
+        Args:
+            credits: deliveries held at most before acknowledging (1 to 65,536).
+            ack_window: seconds an acknowledgement waits at most to travel with others.
+
+        Raises:
+            QueueError: the topic does not exist (``TOPIC_NOT_EXIST``) or a name is bad.
+            TypeError, ValueError: ``credits`` or ``ack_window`` out of range.
+        """
+        credits = credits_of(credits)
+        window = seconds("ack_window", ack_window)
+        try:
+            stream = self.client.open_stream(addr, subscribe_request(topic, channel), credits,
+                                             timeout, auto_credit=False)
+        except RemotingStreamError as exc:
+            raise _stream_refusal(exc) from exc
+        return BlockingSubscription(self.client, stream, topic, channel, credits, window,
+                                    timeout)
+
+    def pull(self, addr: str | None, topic: str, group: str | None = None,
+             max_messages: int = 32, max_wait: float = 15.0, *, offset: int | None = None,
+             timeout: float | None = None) -> list[Message]:
+        """Return up to ``max_messages`` messages from ``offset``, or from ``group``'s
+        committed offset (the earliest held if it never committed), waiting up to
+        ``max_wait`` seconds for one if there are none (the service holds the request).
+        The group's offset does not move: `commit` it.
+
+        Raises:
+            QueueError: the topic does not exist, or the offset is past its end.
+        """
+        request = pull_request(topic, group, offset, max_messages, max_wait)
+        reply = self._call(addr, request, max_wait + PULL_SLACK if timeout is None
+                           else timeout)
+        return messages_of(topic, reply.body)
+
+    def commit(self, addr: str | None, topic: str, group: str, offset: int, *,
+               timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Set ``group``'s offset: the next message it reads (the last it processed + 1)."""
+        self._call(addr, commit_request(topic, group, offset), timeout)
+
+    def offsets(self, addr: str | None, topic: str, *, timeout: float = DEFAULT_TIMEOUT
+                ) -> TopicOffsets:
+        """Return ``topic``'s earliest and end offsets, and its groups' offsets."""
+        return offsets_of(addr, self.client.invoke_sync(
+            addr, _request(QueueCode.OFFSETS, {TOPIC: _name("topic", topic)}), timeout))
+
+    def create_topic(self, addr: str | None, topic: str, *,
+                     timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Make ``topic`` if it does not exist (subscriptions and pulls need it)."""
+        self._call(addr, _request(QueueCode.CREATE_TOPIC, {TOPIC: _name("topic", topic)}),
+                   timeout)
+
+    def statistics(self, addr: str | None, *, timeout: float = DEFAULT_TIMEOUT
+                   ) -> QueueStatistics:
+        """Return the service's statistics per topic, channel and group."""
+        reply = self._call(addr, _request(QueueCode.STATS, {}), timeout)
+        return statistics_from_json(reply.body or b"{}")
+
+
+# ---------------------------------------------------------------------- trio
+
+class TrioDelivery(Message):
+    """A message delivered by a trio subscription: ``await msg.ack()`` (see `Delivery`)."""
+
+    __module__ = "remoting.queue"
+    __slots__ = ("_done", "_sub")
+
+    def __init__(self, topic: str, fields: Fields, attempts: int,
+                 sub: TrioSubscription) -> None:
+        self.topic = topic  # as Delivery
+        self.offset = fields[0]
+        self.timestamp = fields[1] / 1000
+        self.headers = fields[3]
+        self.body = fields[4]
+        self.attempts = attempts
+        self._sub = sub
+        self._done = False
+
+    async def ack(self) -> None:
+        """Finish the message (see `Delivery.ack`)."""
+        await self._sub._settle(self, AckOp.FINISH, 0)
+
+    async def requeue(self, delay: float = 0.0) -> None:
+        """Give the message back (see `Delivery.requeue`)."""
+        await self._sub._settle(self, AckOp.REQUEUE, _delay_ms(delay))
+
+    async def touch(self) -> None:
+        """Reset the message's timeout (see `Delivery.touch`)."""
+        await self._sub._settle(self, AckOp.TOUCH, 0)
+
+
+class TrioSubscription:
+    """A trio subscription: ``async for msg in sub`` (see `BlockingSubscription`)."""
+
+    __module__ = "remoting.queue"
+
+    def __init__(self, client: TrioRemotingClient, stream: TrioStream, topic: str,
+                 channel: str, credits: int, ack_window: float, timeout: float) -> None:
+        self._caller = client.endpoint.caller
+        self._stream = stream
+        self._timeout = timeout
+        self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
+        self._now = trio.lowlevel.current_clock().current_time  # bound once: read per message
+        self._ready: deque[TrioDelivery] = deque()
+        self._ended = False
+        self.topic = topic
+        self.channel = channel
+        self.received = 0
+
+    @property
+    def acked(self) -> int:
+        return self._acks.acked
+
+    @property
+    def requeued(self) -> int:
+        return self._acks.requeued
+
+    @property
+    def touched(self) -> int:
+        return self._acks.touched
+
+    @property
+    def refused(self) -> int:
+        return self._acks.refused
+
+    async def receive(self) -> TrioDelivery | None:
+        """Return the next delivery, waiting for it; None once the subscription ended.
+
+        Raises:
+            remoting.RemotingStreamError: as `BlockingSubscription.receive`.
+        """
+        acks = self._acks
+        while not self._ready:
+            if self._ended:
+                return None
+            if acks.group.due(self._now()):
+                await self.flush()
+            item: RemotingCommand | None = None
+            with trio.move_on_at(acks.group.deadline or math.inf):
+                item = await self._stream.receive()
+                if item is None:
+                    self._ended = True
+                    return None
+            if item is None:
+                continue
+            batch = _deliveries(item, self._acks)
+            self._ready.extend(TrioDelivery(self.topic, fields, attempts, self)
+                               for fields, attempts in batch)
+            self.received += len(batch)
+        return self._ready.popleft()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> TrioDelivery:
+        delivery = await self.receive()
+        if delivery is None:
+            raise StopAsyncIteration
+        return delivery
+
+    async def _settle(self, delivery: TrioDelivery, op: AckOp, delay_ms: int) -> None:
+        due = self._acks.add(delivery, delivery._done, op, delay_ms, self._now())
+        if op is not AckOp.TOUCH:
+            delivery._done = True
+        if due:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send the acknowledgements pending now."""
+        acks = self._acks
+        request = acks.request(oneway=True)  # on the loop, a oneway send costs no answer
+        conn = self._stream._conn
+        if request is None or conn is None:
+            return
+        try:
+            await self._caller.ainvoke_oneway(conn, conn.remote_addr, request, self._timeout)
+        except RemotingError as exc:
+            log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
+                      error=str(exc))
+        # let the connection's writer send it now: the consumer goes on with the deliveries
+        # it holds without another checkpoint, and the service's credits come back meanwhile
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        """End the subscription (see `BlockingSubscription.close`)."""
+        acks = self._acks
+        if acks.closed:
+            return
+        try:
+            # the last group goes two-way: its answer comes once every ACK before it was
+            # applied, after the notices of their refusals (one connection keeps the order)
+            request = acks.request(even_empty=True)
+            conn = self._stream._conn
+            if request is not None and conn is not None:
+                with trio.move_on_after(self._timeout):
+                    try:
+                        fut = await self._caller.ainvoke_async(conn, conn.remote_addr, request,
+                                                               self._timeout, None)
+                        acks.sent.append(fut)
+                        await fut.wait()
+                    except RemotingError:
+                        pass
+            acks.collect()
+            for item in self._stream._items:
+                _deliveries(item, acks)  # count the notices; the deliveries go back
+        finally:
+            acks.closed = True
+            with trio.CancelScope(shield=True), trio.move_on_after(self._timeout):
+                await self._stream.aclose()
+
+
+class TrioQueueClient(QueueClient):
+    """The queue service's calls for a `TrioRemotingClient`: `BlockingQueueClient`'s, awaited
+    (``subscribe`` is an async context manager)."""
+
+    __module__ = "remoting.queue"
+
+    def __init__(self, client: TrioRemotingClient) -> None:
+        self.client = client
+
+    async def _call(self, addr: str | None, request: RemotingCommand, timeout: float
+                    ) -> RemotingCommand:
+        return checked(addr, await self.client.invoke_sync(addr, request, timeout))
+
+    async def publish(self, addr: str | None, topic: str, body: bytes,
+                      headers: Mapping[str, str] | None = None, defer: float = 0.0, *,
+                      key: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
+        """See `BlockingQueueClient.publish`."""
+        request, _ = publish_request(topic, [(body, headers or {})], defer, key)
+        return published_offsets(addr, await self.client.invoke_sync(addr, request,
+                                                                     timeout))[0]
+
+    async def publish_many(self, addr: str | None, topic: str, bodies: Iterable[Body], *,
+                           defer: float = 0.0, key: str | None = None,
+                           timeout: float = DEFAULT_TIMEOUT) -> list[int]:
+        """See `BlockingQueueClient.publish_many`."""
+        request, _ = publish_request(topic, bodies, defer, key)
+        return published_offsets(addr, await self.client.invoke_sync(addr, request, timeout))
+
+    @asynccontextmanager
+    async def subscribe(self, addr: str | None, topic: str, channel: str, credits: int = 64,
+                        *, ack_window: float = DEFAULT_ACK_WINDOW,
+                        timeout: float = DEFAULT_TIMEOUT) -> AsyncIterator[TrioSubscription]:
+        """``async with q.subscribe(...) as sub: async for msg in sub: await msg.ack()``
+        (see `BlockingQueueClient.subscribe`)."""
+        credits = credits_of(credits)
+        window = seconds("ack_window", ack_window)
+        try:
+            stream_context = self.client.open_stream(addr, subscribe_request(topic, channel),
+                                                     credits, timeout, auto_credit=False)
+            stream = await stream_context.__aenter__()
+        except RemotingStreamError as exc:
+            raise _stream_refusal(exc) from exc
+        sub = TrioSubscription(self.client, stream, topic, channel, credits, window, timeout)
+        try:
+            yield sub
+        finally:
+            await sub.aclose()
+            await stream_context.__aexit__(None, None, None)
+
+    async def pull(self, addr: str | None, topic: str, group: str | None = None,
+                   max_messages: int = 32, max_wait: float = 15.0, *,
+                   offset: int | None = None, timeout: float | None = None) -> list[Message]:
+        """See `BlockingQueueClient.pull`."""
+        request = pull_request(topic, group, offset, max_messages, max_wait)
+        reply = await self._call(addr, request, max_wait + PULL_SLACK if timeout is None
+                                 else timeout)
+        return messages_of(topic, reply.body)
+
+    async def commit(self, addr: str | None, topic: str, group: str, offset: int, *,
+                     timeout: float = DEFAULT_TIMEOUT) -> None:
+        """See `BlockingQueueClient.commit`."""
+        await self._call(addr, commit_request(topic, group, offset), timeout)
+
+    async def offsets(self, addr: str | None, topic: str, *,
+                      timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
+        """See `BlockingQueueClient.offsets`."""
+        return offsets_of(addr, await self.client.invoke_sync(
+            addr, _request(QueueCode.OFFSETS, {TOPIC: _name("topic", topic)}), timeout))
+
+    async def create_topic(self, addr: str | None, topic: str, *,
+                           timeout: float = DEFAULT_TIMEOUT) -> None:
+        """See `BlockingQueueClient.create_topic`."""
+        await self._call(addr, _request(QueueCode.CREATE_TOPIC,
+                                        {TOPIC: _name("topic", topic)}), timeout)
+
+    async def statistics(self, addr: str | None, *, timeout: float = DEFAULT_TIMEOUT
+                         ) -> QueueStatistics:
+        """See `BlockingQueueClient.statistics`."""
+        reply = await self._call(addr, _request(QueueCode.STATS, {}), timeout)
+        return statistics_from_json(reply.body or b"{}")

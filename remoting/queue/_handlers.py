@@ -1,0 +1,402 @@
+"""The queue service's request handlers: one processor per `QueueCode`, all on the event loop.
+
+Each reads its fields through `_wire` (a bad one is answered with the `Refusal`'s code and
+remark: the connection and everything else go on) and acts on the service's topics.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import TYPE_CHECKING, Final
+
+import orjson
+import trio
+
+from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
+from processors import AsyncRequestProcessor, StreamProcessor
+
+from .._hooks import AbortProcessError
+from .._messaging._acks import AckOp, unpack_acks
+from .._messaging._channel_queue import Outcome
+from .._messaging._codes import STREAM_ID, QueueCode
+from .._messaging._records import RecordError, split_entries
+from ._stats import statistics_to_json
+from ._wire import (
+    ATTEMPTS,
+    CHANNEL,
+    COUNT,
+    DEFER_MS,
+    DUPLICATE,
+    END,
+    GROUP,
+    MAX,
+    MAX_PULL,
+    MAX_WAIT_MS,
+    OFFSET,
+    REFUSED,
+    TOPIC,
+    Refusal,
+    format_attempts,
+    key_of,
+    name_of,
+    optional_int,
+    refusal_response,
+    required_int,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from processors import RequestContext, ServerStream
+
+    from .._faces._blocking_server import RemotingServer
+    from .._faces._trio import TrioRemotingServer
+    from ._broker import Broker, Consumer
+    from ._topic import Topic
+
+__all__ = ["register_handlers"]
+
+MAX_BATCH: Final = 1024  # messages in one delivery frame at most
+MAX_ITEM_BYTES: Final = 1024 * 1024  # a delivery frame closes past this many bytes
+# A pull's answer stops past this many bytes of records (one record at least): well below the
+# default 16 MiB frame limit whatever ``max`` and the messages' sizes.
+MAX_PULL_BYTES: Final = 4 * 1024 * 1024
+MAX_OFFSET: Final = 2**63 - 1
+MAX_DEFER_MS: Final = 2**31 - 1  # about 24 days
+_U64: Final = struct.Struct(">q")
+
+
+def _ok(**fields: object) -> RemotingCommand:
+    return RemotingCommand.create_response(
+        ResponseCode.SUCCESS, header={k: str(v) for k, v in fields.items()} or None)
+
+
+def _no_topic(name: str) -> Refusal:
+    return Refusal(ResponseCode.TOPIC_NOT_EXIST, f"topic {name!r} does not exist: publish to "
+                   "it, or create it (create_topic), first")
+
+
+class _Processor(AsyncRequestProcessor):
+    """Runs one handler; a `Refusal` becomes its answer."""
+
+    def __init__(self, handle: Callable[[RequestContext, RemotingCommand],
+                                        Awaitable[RemotingCommand | None]]) -> None:
+        self._handle = handle
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand | None:
+        try:
+            return await self._handle(ctx, request)
+        except Refusal as refusal:
+            return refusal_response(refusal)
+
+
+class _Handlers:
+    """The handlers of one service."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def existing(self, request: RemotingCommand) -> Topic:
+        name = name_of(request, TOPIC)
+        topic = self.broker.topic(name)
+        if topic is None:
+            raise _no_topic(name)
+        return topic
+
+    # ------------------------------------------------------------------ publishing
+
+    async def publish(self, ctx: RequestContext, request: RemotingCommand
+                      ) -> RemotingCommand | None:
+        broker = self.broker
+        name = name_of(request, TOPIC)
+        defer_ms = optional_int(request, DEFER_MS, 0, MAX_DEFER_MS) or 0
+        key = key_of(request)
+        if not request.body:
+            raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
+                          "a publish carries its messages in its body (entries)")
+        try:
+            contents = split_entries(request.body)
+        except RecordError as exc:
+            raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
+                          f"the messages are not well-formed: {exc}") from None
+        topic = broker.create_topic(name)
+        now = trio.current_time()
+        if key is not None:
+            seen = topic.keys.get(key, now)
+            if seen is not None:
+                topic.duplicates += 1
+                return _ok(**{OFFSET: seen[0], COUNT: seen[1], DUPLICATE: "true"})
+        store = topic.store
+        if not store.has_room(len(contents)):
+            topic.trim()
+            if not store.has_room(len(contents)):
+                raise Refusal(ResponseCode.SYSTEM_BUSY, (
+                    f"topic {name!r} is full: it holds {store.retained} messages and "
+                    f"memory_messages is {store.memory_messages}; consume them, or run the "
+                    "service with a data_dir"))
+        first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
+        if defer_ms:
+            broker.arm(now + defer_ms / 1000)
+        else:  # after this answer is on its way (RocketMQ notifies from another thread)
+            trio.lowlevel.current_trio_token().run_sync_soon(broker.holds.notify, name)
+        if broker.fsync == "always":
+            await broker.sync()
+        return _ok(**{OFFSET: first, COUNT: len(contents)})
+
+    async def create(self, ctx: RequestContext, request: RemotingCommand
+                     ) -> RemotingCommand | None:
+        topic = self.broker.create_topic(name_of(request, TOPIC))
+        return _ok(**{END: topic.end})
+
+    # ------------------------------------------------------------------ acknowledging
+
+    async def ack(self, ctx: RequestContext, request: RemotingCommand
+                  ) -> RemotingCommand | None:
+        broker = self.broker
+        stream_id = required_int(request, STREAM_ID, -(2**31), 2**31 - 1)
+        consumer = broker.by_stream.get((ctx.channel, stream_id))
+        if consumer is None:
+            raise Refusal(ResponseCode.SUBSCRIPTION_NOT_EXIST, (
+                f"no subscription {stream_id} on this connection: it ended, and its "
+                "deliveries went back to the channel"))
+        try:
+            acks = unpack_acks(request.body or b"")
+        except ValueError as exc:
+            raise Refusal(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+        refused = self._apply(consumer, acks, trio.current_time())
+        body = None
+        if refused:
+            topic, channel = consumer.topic.name, consumer.channel.name
+            broker.acks_refused[topic, channel] = (
+                broker.acks_refused.get((topic, channel), 0) + len(refused))
+            body = b"".join(_U64.pack(offset) for offset in refused)
+        if request.flag & FLAG_ONEWAY:  # no answer: the refusals go back on the stream
+            if body is not None:
+                notice = RemotingCommand.create_request(QueueCode.ACK, body=body)
+                notice.ext_fields = {REFUSED: str(len(refused))}
+                consumer.stream.send_nowait(notice, cost=0)
+            return None
+        response = _ok(**{REFUSED: len(refused)})
+        response.body = body
+        return response
+
+    def _apply(self, consumer: Consumer, acks: list[tuple[AckOp, int, int]], now: float
+               ) -> list[int]:
+        broker = self.broker
+        queue = consumer.channel.queue
+        cid = consumer.id
+        if all(op is AckOp.FINISH for op, _, _ in acks):  # the usual group: finishes only
+            refused = [offset for offset, _ in queue.finish_many(
+                [offset for _, offset, _ in acks], cid)]
+            if len(refused) < len(acks):
+                consumer.stream.add_credits(len(acks) - len(refused))
+            return refused
+        returned = 0
+        refused = []
+        requeued = False
+        for op, offset, delay_ms in acks:
+            if op is AckOp.FINISH:
+                outcome = queue.finish(offset, cid)
+            elif op is AckOp.REQUEUE:
+                entry = queue.in_flight.entries.get(offset)
+                outcome = queue.requeue(offset, cid, delay_ms / 1000, now)
+                if outcome is Outcome.DONE:
+                    requeued = True
+                    if delay_ms:
+                        broker.arm(now + delay_ms / 1000)
+                elif outcome is Outcome.DEAD and entry is not None:
+                    broker.dead(consumer.topic, consumer.channel, offset, entry.attempts)
+            else:
+                outcome = queue.touch(offset, cid, now)
+            if outcome is Outcome.UNKNOWN or outcome is Outcome.FOREIGN:
+                refused.append(offset)
+            elif op is not AckOp.TOUCH:
+                returned += 1
+        if returned:
+            consumer.stream.add_credits(returned)
+        if requeued:
+            consumer.topic.waiting.unpark_all()
+        return refused
+
+    # ------------------------------------------------------------------ pulling
+
+    async def pull(self, ctx: RequestContext, request: RemotingCommand
+                   ) -> RemotingCommand | None:
+        topic = self.existing(request)
+        group = None if (request.ext_fields or {}).get(GROUP) is None else name_of(
+            request, GROUP)
+        offset = optional_int(request, OFFSET, 0, MAX_OFFSET)
+        if group is None and offset is None:
+            raise Refusal(ResponseCode.INVALID_PARAMETER,
+                          "a pull reads from a group's offset or from an offset: give one")
+        count = optional_int(request, MAX, 1, MAX_PULL) or 32
+        wait_ms = optional_int(request, MAX_WAIT_MS, 0, 3_600_000) or 0
+        start = offset if offset is not None else topic.groups.get(group, 0)  # type: ignore[arg-type]
+        if start > topic.end:
+            raise Refusal(ResponseCode.INVALID_PARAMETER,
+                          f"offset {start} is past the end of topic {topic.name!r} "
+                          f"({topic.end})")
+        answer = _pulled(topic, start, count, expired=not wait_ms)
+        if answer is not None:
+            return answer
+
+        def wake(ctx: RequestContext, request: RemotingCommand, expired: bool
+                 ) -> RemotingCommand | None:
+            return _pulled(topic, start, count, expired)
+
+        self.broker.holds.hold(ctx, request, key=topic.name, timeout=wait_ms / 1000,
+                                wake=wake)
+        return None
+
+    async def commit(self, ctx: RequestContext, request: RemotingCommand
+                     ) -> RemotingCommand | None:
+        topic = self.existing(request)
+        group = name_of(request, GROUP)
+        offset = required_int(request, OFFSET, 0, MAX_OFFSET)
+        if offset > topic.end:
+            raise Refusal(ResponseCode.INVALID_PARAMETER,
+                          f"offset {offset} is past the end of topic {topic.name!r} "
+                          f"({topic.end}): commit the next offset to read")
+        topic.groups[group] = offset
+        return _ok()
+
+    # ------------------------------------------------------------------ asking
+
+    async def offsets(self, ctx: RequestContext, request: RemotingCommand
+                      ) -> RemotingCommand | None:
+        topic = self.existing(request)
+        response = _ok()
+        response.body = orjson.dumps({"earliest": topic.store.earliest, "end": topic.end,
+                                      "groups": topic.groups})
+        return response
+
+    async def stats(self, ctx: RequestContext, request: RemotingCommand
+                    ) -> RemotingCommand | None:
+        response = _ok()
+        response.body = statistics_to_json(self.broker.statistics())
+        return response
+
+
+def _pulled(topic: Topic, start: int, count: int, expired: bool) -> RemotingCommand | None:
+    """Return a pull's answer: the records from ``start`` (or from the earliest held, if
+    ``start`` was let go) in its body; None if there are none and it may wait on.
+
+    The answer has no ext fields (each record carries its offset), so its header is the
+    codec's cached template; the body is shared by the pulls asking for the same messages
+    while the topic does not change (`Topic.pull_cache`): a publish that releases thousands
+    of held pulls reads and joins the messages once.
+    """
+    now = trio.current_time()
+    start = max(start, topic.store.earliest)
+    visible = topic.visible_end(now)
+    key = (start, count, visible, topic.store.earliest, topic.end)
+    cached = topic.pull_cache
+    if cached is not None and cached[0] == key:
+        body = cached[1]
+    else:
+        records = (topic.store.read(start, min(count, visible - start)) if start < visible
+                   else [])
+        size = 0
+        for kept, record in enumerate(records):
+            size += len(record)
+            if size > MAX_PULL_BYTES and kept:
+                records = records[:kept]
+                break
+        body = b"".join(records) if records else None
+        topic.pull_cache = (key, body)
+    if body is None and not expired:
+        return None
+    response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+    response.body = body
+    return response
+
+
+class Subscribe(StreamProcessor):
+    """A subscription: a stream of deliveries from a channel, bounded by the subscriber's
+    credits, given back by its acknowledgements."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def process_stream(self, ctx: RequestContext, request: RemotingCommand,
+                             stream: ServerStream) -> None:
+        broker = self.broker
+        try:
+            name = name_of(request, TOPIC)
+            channel_name = name_of(request, CHANNEL)
+        except Refusal as refusal:
+            raise AbortProcessError(refusal.code, refusal.remark) from None
+        topic = broker.topic(name)
+        if topic is None:
+            missing = _no_topic(name)
+            raise AbortProcessError(missing.code, missing.remark)
+        channel = topic.channel(channel_name)
+        consumer = broker.add_consumer(topic, channel, stream, ctx.channel)
+        try:
+            await self._deliver(consumer, stream)
+        finally:
+            broker.remove_consumer(consumer)
+
+    async def _deliver(self, consumer: Consumer, stream: ServerStream) -> None:
+        broker = self.broker
+        topic = consumer.topic
+        queue = consumer.channel.queue
+        while True:
+            credits = await stream.wait_credits()
+            now = trio.current_time()
+            later = queue.waiting_later
+            taken = queue.take(consumer.id, min(credits, MAX_BATCH), now, topic.end,
+                               topic.deferred)
+            if queue.waiting_later > later:
+                broker.arm(queue.next_deadline() or now)
+            if not taken:
+                await topic.waiting.park()
+                continue
+            broker.arm(now + queue.msg_timeout)
+            records = topic.read([offset for offset, _ in taken])
+            batch: list[bytes] = []
+            retries: list[tuple[int, int]] = []
+            size = 0
+            for offset, attempt in taken:
+                record = records.get(offset)
+                if record is None:  # let go of meanwhile (a corrupt segment's gap)
+                    queue.skip(offset)
+                    continue
+                batch.append(record)
+                size += len(record)
+                if attempt > 1:
+                    retries.append((offset, attempt))
+                if size >= MAX_ITEM_BYTES:
+                    await _send(stream, batch, retries)
+                    batch, retries, size = [], [], 0
+            if batch:
+                await _send(stream, batch, retries)
+
+
+async def _send(stream: ServerStream, batch: list[bytes], retries: list[tuple[int, int]]
+                ) -> None:
+    item = RemotingCommand.create_request(QueueCode.SUBSCRIBE, body=b"".join(batch))
+    if retries:
+        item.ext_fields = {ATTEMPTS: format_attempts(retries)}
+    await stream.send(item, cost=len(batch))
+
+
+def register_handlers(broker: Broker, server: RemotingServer | TrioRemotingServer
+                      ) -> None:
+    """Register the service's processors on ``server``."""
+    handlers = _Handlers(broker)
+    table: dict[QueueCode, Callable[[RequestContext, RemotingCommand],
+                                    Awaitable[RemotingCommand | None]]] = {
+        QueueCode.PUBLISH: handlers.publish,
+        QueueCode.ACK: handlers.ack,
+        QueueCode.PULL: handlers.pull,
+        QueueCode.COMMIT: handlers.commit,
+        QueueCode.OFFSETS: handlers.offsets,
+        QueueCode.STATS: handlers.stats,
+        QueueCode.CREATE_TOPIC: handlers.create,
+    }
+    for code, handle in table.items():
+        server.register_processor(code, _Processor(handle))
+    server.register_processor(QueueCode.SUBSCRIBE, Subscribe(broker))

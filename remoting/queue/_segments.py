@@ -1,0 +1,284 @@
+"""`SegmentLog`: a topic's records in append-only segment files under its data directory.
+
+Theory of operation (called on the service's loop thread; file I/O is synchronous, small and
+in the page cache, except fsync, which `sync_fds` hands to a worker thread):
+- A topic's directory holds segment files named by the first offset they hold
+  (``00000000000000000042.log``), each at most about ``segment_bytes``. Records
+  (`_messaging/_records.py`) are appended to the newest with one ``write`` per publish: once
+  it returns, the record survives the process (the kernel has it); surviving the machine
+  needs an fsync (see `QueueService`'s ``fsync`` setting).
+- Each segment keeps a sparse index in memory (an offset and its byte position every
+  `INDEX_EVERY` records) and an open read descriptor; a read seeks through the index and
+  ``pread``s forward.
+- Opening a directory is recovery: every segment is scanned (`scan`). A torn tail of the
+  newest segment (a write the process did not finish) is cut off. Corruption (an impossible
+  length, a CRC that does not match; a torn record anywhere but at the very end) keeps the
+  segment's good prefix, moves the rest aside to ``<segment>.corrupt-<position>`` (never
+  deleted), and is reported as a `Problem` naming the file; every other segment is kept, so
+  offsets may have a gap there, which reads step over.
+- ``sync_fds`` returns duplicated descriptors of the segments written since the last sync: a
+  worker thread fsyncs and closes them, and nothing the loop does meanwhile (a new segment,
+  deleting an old one) can pull a descriptor from under it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Literal
+
+from .._messaging._records import record_offset, scan
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["INDEX_EVERY", "Problem", "Recovered", "SegmentLog"]
+
+INDEX_EVERY: Final = 64  # records between two entries of a segment's sparse index
+SUFFIX: Final = ".log"
+READ_CHUNK: Final = 256 * 1024  # bytes read at once from a segment
+_LENGTH: Final = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """What recovery found wrong in one segment file."""
+
+    path: Path
+    kind: Literal["torn", "corrupt"]
+    position: int  # where the good bytes end
+    reason: str
+    set_aside: Path | None  # where the bytes after ``position`` were moved (corrupt only)
+
+    def __str__(self) -> str:
+        if self.kind == "torn":
+            return (f"{self.path}: an unfinished write at byte {self.position} was cut off "
+                    f"({self.reason})")
+        return (f"{self.path}: corrupt from byte {self.position} ({self.reason}); the records "
+                f"before it are kept, the rest was moved to {self.set_aside}")
+
+
+@dataclass(slots=True)
+class Recovered:
+    """What opening a directory found besides the records."""
+
+    problems: list[Problem] = field(default_factory=list)
+    keys: list[tuple[str, int, int, int]] = field(default_factory=list)  # key, first, n, ms
+    deferred: list[tuple[int, int]] = field(default_factory=list)  # offset, deliver_at_ms
+
+
+class _Segment:
+    __slots__ = ("base", "count", "fd", "first", "index_offsets", "index_positions", "last",
+                 "path", "size")
+
+    def __init__(self, path: Path, base: int) -> None:
+        self.path = path
+        self.base = base
+        self.size = 0
+        self.count = 0
+        self.first = -1  # offsets of its first and last records (-1: none yet)
+        self.last = -1
+        self.index_offsets = array("q")
+        self.index_positions = array("q")
+        self.fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+
+    def note(self, offset: int, position: int) -> None:
+        """Record that the record ``offset`` starts at ``position``."""
+        if self.count % INDEX_EVERY == 0:
+            self.index_offsets.append(offset)
+            self.index_positions.append(position)
+        if self.first < 0:
+            self.first = offset
+        self.last = offset
+        self.count += 1
+
+    def position_of(self, offset: int) -> int:
+        """Return a byte position at or before the record ``offset`` (0 if before all)."""
+        i = bisect.bisect_right(self.index_offsets, offset) - 1
+        return self.index_positions[i] if i >= 0 else 0
+
+
+class SegmentLog:
+    """The segment files of one topic (see the module docstring)."""
+
+    def __init__(self, directory: Path, segment_bytes: int) -> None:
+        """Open (and recover) ``directory``; `recovered` says what was found.
+
+        Raises:
+            OSError: the directory cannot be made or read.
+        """
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self._segments: list[_Segment] = []
+        self._bases: list[int] = []
+        self._write_fd: int | None = None
+        self._dirty: set[_Segment] = set()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.recovered = self._recover()
+
+    @property
+    def end(self) -> int:
+        """The offset the next record gets."""
+        for segment in reversed(self._segments):
+            if segment.last >= 0:
+                return segment.last + 1
+        return self._segments[-1].base if self._segments else 0
+
+    @property
+    def earliest(self) -> int:
+        """The first offset on disk (``end`` when there is none)."""
+        for segment in self._segments:
+            if segment.first >= 0:
+                return segment.first
+        return self.end
+
+    @property
+    def segments(self) -> int:
+        """How many segment files there are."""
+        return len(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        """The bytes of every segment."""
+        return sum(s.size for s in self._segments)
+
+    # ------------------------------------------------------------------ recovery
+
+    def _recover(self) -> Recovered:
+        found = Recovered()
+        paths = sorted((p for p in self.directory.iterdir()
+                        if p.name.endswith(SUFFIX) and p.name[:-len(SUFFIX)].isdigit()),
+                       key=lambda p: int(p.name[:-len(SUFFIX)]))
+        for i, path in enumerate(paths):
+            data = path.read_bytes()
+            scanned = scan(data)
+            newest = i == len(paths) - 1
+            if scanned.problem is not None:
+                found.problems.append(self._repair(path, data, scanned.valid_bytes,
+                                                   "torn" if scanned.problem == "torn"
+                                                   and newest else "corrupt",
+                                                   scanned.reason))
+            segment = _Segment(path, int(path.name[:-len(SUFFIX)]))
+            for offset, position in zip(scanned.offsets, scanned.positions, strict=True):
+                segment.note(offset, position)
+            segment.size = scanned.valid_bytes
+            if segment.count == 0 and not newest:
+                os.close(segment.fd)
+                path.unlink()
+                continue
+            self._segments.append(segment)
+            self._bases.append(segment.base)
+            found.keys += scanned.keys
+            found.deferred += scanned.deferred
+        return found
+
+    def _repair(self, path: Path, data: bytes, valid: int, kind: Literal["torn", "corrupt"],
+                reason: str) -> Problem:
+        aside = None
+        if kind == "corrupt":
+            aside = path.with_name(f"{path.name}.corrupt-{valid}")
+            aside.write_bytes(data[valid:])
+        with open(path, "r+b") as file:
+            file.truncate(valid)
+        return Problem(path, kind, valid, reason, aside)
+
+    # ------------------------------------------------------------------ writing
+
+    def append(self, records: list[bytes], first: int) -> None:
+        """Append ``records`` (offsets ``first``, ``first + 1``...) with one write."""
+        data = b"".join(records)
+        segment = self._segments[-1] if self._segments else None
+        if segment is None or (segment.size and segment.size + len(data) > self.segment_bytes):
+            segment = self._roll(first)
+        fd = self._write_fd
+        if fd is None:
+            fd = self._write_fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        position = segment.size
+        for i, record in enumerate(records):
+            segment.note(first + i, position)
+            position += len(record)
+        segment.size = position
+        self._dirty.add(segment)
+
+    def _roll(self, first: int) -> _Segment:
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+        segment = _Segment(self.directory / f"{first:020d}{SUFFIX}", first)
+        self._segments.append(segment)
+        self._bases.append(first)
+        return segment
+
+    def sync_fds(self) -> list[int]:
+        """Return duplicated descriptors of the segments written since the last call, for a
+        worker thread to fsync and close."""
+        fds = [os.dup(segment.fd) for segment in self._dirty]
+        self._dirty.clear()
+        return fds
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, offset: int, max_count: int) -> list[bytes]:
+        """Return up to ``max_count`` records from ``offset`` on (stepping over a gap)."""
+        records: list[bytes] = []
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        segments = self._segments
+        while i < len(segments) and len(records) < max_count:
+            segment = segments[i]
+            i += 1
+            if segment.last < offset:
+                continue
+            self._read_segment(segment, offset, max_count, records)
+        return records
+
+    def _read_segment(self, segment: _Segment, offset: int, max_count: int,
+                      records: list[bytes]) -> None:
+        position = segment.position_of(offset)
+        while position < segment.size and len(records) < max_count:
+            data = os.pread(segment.fd, min(READ_CHUNK, segment.size - position), position)
+            at = 0
+            while at + 4 <= len(data) and len(records) < max_count:
+                end = at + 4 + _LENGTH.unpack_from(data, at)[0]
+                if end > len(data):
+                    break
+                if record_offset(data, at) >= offset:
+                    records.append(data[at:end])
+                at = end
+            if at == 0:  # one record larger than a chunk
+                (length,) = _LENGTH.unpack_from(data, 0)
+                data = os.pread(segment.fd, 4 + length, position)
+                if record_offset(data) >= offset:
+                    records.append(data)
+                at = len(data)
+            position += at
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_below(self, floor: int) -> int:
+        """Delete the segments (but the newest) whose records are all below ``floor``;
+        return how many."""
+        gone = 0
+        while len(self._segments) > 1 and self._segments[0].last < floor:
+            segment = self._segments.pop(0)
+            self._bases.pop(0)
+            self._dirty.discard(segment)
+            os.close(segment.fd)
+            segment.path.unlink(missing_ok=True)
+            gone += 1
+        return gone
+
+    def close(self) -> None:
+        """Close every descriptor (the log is not used after this)."""
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+        for segment in self._segments:
+            os.close(segment.fd)
+        self._segments.clear()
+        self._bases.clear()

@@ -1,0 +1,126 @@
+"""`QueueService`: the queue service's public face: its settings, checked where they are
+given, and how it is attached to a server (its processors, its background task, its metrics).
+What it holds and does is its `Broker`'s, on the server's event loop."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._checks import seconds
+from ._broker import DEFAULT_DEDUP_WINDOW, DEFAULT_SEGMENT_BYTES, Broker, FsyncPolicy
+from ._handlers import register_handlers
+from ._metrics import install_metrics
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable
+
+    from .._core._endpoint import Endpoint
+    from .._faces._blocking_server import RemotingServer
+    from .._faces._trio import TrioRemotingServer
+    from ._messages import Message
+    from ._segments import Problem
+    from ._stats import QueueStatistics
+
+__all__ = ["QueueService"]
+
+LOOP_ANSWER_SECONDS = 10.0  # a loop that takes longer to answer for statistics is stuck
+
+
+class QueueService:
+    """A queue service: attach it to a server, and clients use it through `QueueClient`.
+
+    Args:
+        data_dir: where topics are kept in segment files (None: in memory only, lost when the
+            process ends). Made when missing; what it holds is recovered now.
+        memory_messages: messages per topic held in memory; without ``data_dir``, a publish
+            that would hold more is refused (SYSTEM_BUSY).
+        msg_timeout: seconds a subscriber has to finish, requeue or touch a delivery before
+            it is delivered again.
+        max_attempts: deliveries a message gets at most (0: no limit); the one after is
+            dead-lettered instead.
+        dead_letter: called with ``(channel, message)`` for each dead-lettered message, on the
+            server's event loop (it must not block); None logs ``queue.dead_lettered``.
+        fsync: when segment files are fsynced: ``"always"`` (before a publish is
+            acknowledged), ``"interval"`` (every ``fsync_interval`` seconds) or ``"never"``.
+        fsync_interval: seconds between fsyncs with ``fsync="interval"``.
+        segment_bytes: the size at which a topic starts a new segment file.
+        dedup_window: seconds a publish's idempotence key is remembered.
+
+    Raises:
+        TypeError, ValueError: a setting out of range.
+        OSError: ``data_dir`` cannot be made or read.
+    """
+
+    __module__ = "remoting.queue"
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None,
+                 memory_messages: int = 10_000, msg_timeout: float = 60.0,
+                 max_attempts: int = 0, *,
+                 dead_letter: Callable[[str, Message], object] | None = None,
+                 fsync: FsyncPolicy = "interval", fsync_interval: float = 1.0,
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 dedup_window: float = DEFAULT_DEDUP_WINDOW) -> None:
+        if dead_letter is not None and not callable(dead_letter):
+            raise TypeError(f"dead_letter must be a function of (channel, message), got "
+                            f"{dead_letter!r}")
+        if fsync not in ("always", "interval", "never"):
+            raise ValueError(f"fsync must be 'always', 'interval' or 'never', got {fsync!r}")
+        self.broker = Broker(
+            data_dir=None if data_dir is None else Path(data_dir),
+            memory_messages=_count("memory_messages", memory_messages, 1),
+            msg_timeout=seconds("msg_timeout", msg_timeout, above=True),
+            max_attempts=_count("max_attempts", max_attempts, 0), dead_letter=dead_letter,
+            fsync=fsync, fsync_interval=seconds("fsync_interval", fsync_interval, above=True),
+            segment_bytes=_count("segment_bytes", segment_bytes, 4096),
+            dedup_window=seconds("dedup_window", dedup_window))
+        self._endpoint: Endpoint | None = None
+
+    @property
+    def data_dir(self) -> Path | None:
+        """Where the topics are kept (None: in memory)."""
+        return self.broker.data_dir
+
+    @property
+    def problems(self) -> list[Problem]:
+        """What recovering ``data_dir`` found wrong (a corrupt segment, named)."""
+        return list(self.broker.problems)
+
+    def attach(self, server: RemotingServer | TrioRemotingServer) -> None:
+        """Serve the queue's request codes (`QueueCode`) on ``server`` and run the service's
+        background task on its event loop while it serves. Attach before the server starts,
+        or from its loop (a trio server's task).
+
+        Raises:
+            RuntimeError: the service is attached already (one server per service).
+        """
+        if self._endpoint is not None:
+            raise RuntimeError("a QueueService serves one server; it is attached already")
+        endpoint = server.endpoint
+        self._endpoint = endpoint
+        register_handlers(self.broker, server)
+        run = self.broker.run
+        if endpoint.running and endpoint.loop_thread_id is not None:
+            endpoint.call_on_loop(lambda: endpoint.run_in_background(run))
+        else:
+            endpoint.run_in_background(run)
+        install_metrics(self.broker, endpoint)
+
+    def statistics(self) -> QueueStatistics:
+        """Return a snapshot per topic, channel and group (taken on the server's loop thread
+        while it runs)."""
+        endpoint = self._endpoint
+        if (endpoint is not None and endpoint.running and endpoint.loop_thread_id is not None
+                and endpoint.loop_thread_id != threading.get_ident()):
+            return endpoint.inbox.call(self.broker.statistics, LOOP_ANSWER_SECONDS)
+        return self.broker.statistics()
+
+
+def _count(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value

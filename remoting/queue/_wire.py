@@ -1,0 +1,149 @@
+"""The queue service's requests on the wire: their ext fields, read and checked in one place.
+
+Each request is an ordinary `RemotingCommand` with a `QueueCode`; its parameters are ext
+fields (names below), messages travel in the body (`_messaging/_records.py`). `name_of`,
+`optional_int`, `required_int` and `key_of` turn a request's fields into checked values or
+raise a `Refusal` (a response code and a remark that says what to do), which the service
+answers with; the client builds the same fields.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from codec import RemotingCommand, ResponseCode
+
+from .._messaging._records import MAX_KEY_BYTES
+
+__all__ = [
+    "ATTEMPTS",
+    "CHANNEL",
+    "COUNT",
+    "DEFER_MS",
+    "DUPLICATE",
+    "END",
+    "GROUP",
+    "KEY",
+    "MAX",
+    "MAX_PULL",
+    "MAX_WAIT_MS",
+    "OFFSET",
+    "REFUSED",
+    "TOPIC",
+    "Refusal",
+    "format_attempts",
+    "key_of",
+    "name_of",
+    "optional_int",
+    "parse_attempts",
+    "refusal_response",
+    "required_int",
+]
+
+# ext field names
+TOPIC: Final = "topic"
+CHANNEL: Final = "channel"
+GROUP: Final = "group"
+OFFSET: Final = "offset"  # PUBLISH's answer: the first offset; PULL / COMMIT: where
+COUNT: Final = "count"  # PUBLISH's answer: how many were appended
+DUPLICATE: Final = "duplicate"  # PUBLISH's answer: "true" when the key was seen already
+KEY: Final = "key"  # PUBLISH: the idempotence key
+DEFER_MS: Final = "deferMs"  # PUBLISH: deliver not before this many ms from now
+MAX: Final = "max"  # PULL: messages at most
+MAX_WAIT_MS: Final = "maxWaitMs"  # PULL: how long to hold it while there are none
+END: Final = "end"  # CREATE_TOPIC's answer: the topic's end offset
+ATTEMPTS: Final = "attempts"  # a delivery: "offset:attempt,..." for redeliveries only
+REFUSED: Final = "refused"  # ACK's answer: how many acknowledgements were refused
+
+MAX_PULL: Final = 4096  # messages one pull may ask for
+MAX_WAIT_SECONDS: Final = 3600.0  # a pull held longer than an hour is a mistake
+_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,128}")  # NSQ's rule, longer names allowed
+
+
+class Refusal(Exception):  # noqa: N818 - it is an answer, not an error of ours
+    """A request the service refuses: answered with ``code`` and ``remark``."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def refusal_response(refusal: Refusal) -> RemotingCommand:
+    """Return the response that answers with ``refusal``."""
+    return RemotingCommand.create_response(refusal.code, refusal.remark)
+
+
+def name_of(request: RemotingCommand, field: str) -> str:
+    """Return the topic, channel or group name in ``field``.
+
+    Raises:
+        Refusal: missing, or not 1-128 of ``A-Z a-z 0-9 . _ -``.
+    """
+    value = (request.ext_fields or {}).get(field)
+    if value is None:
+        raise Refusal(ResponseCode.INVALID_PARAMETER, f"the {field} is missing")
+    if not _NAME.fullmatch(value) or not value.strip("."):  # "." and ".." name directories
+        raise Refusal(ResponseCode.INVALID_PARAMETER,
+                      f"a {field} name is 1-128 of A-Z a-z 0-9 . _ - and not only dots (got "
+                      f"{len(value)} characters that are not)")
+    return value
+
+
+def optional_int(request: RemotingCommand, field: str, low: int, high: int) -> int | None:
+    """Return the int in ``field`` (None if absent).
+
+    Raises:
+        Refusal: not an int from ``low`` to ``high``.
+    """
+    value = (request.ext_fields or {}).get(field)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise Refusal(ResponseCode.INVALID_PARAMETER,
+                      f"{field} must be an int from {low} to {high}") from None
+    if not low <= number <= high:
+        raise Refusal(ResponseCode.INVALID_PARAMETER,
+                      f"{field} must be from {low} to {high}, got {number}")
+    return number
+
+
+def required_int(request: RemotingCommand, field: str, low: int, high: int) -> int:
+    """Return the int in ``field``.
+
+    Raises:
+        Refusal: missing, or not an int from ``low`` to ``high``.
+    """
+    number = optional_int(request, field, low, high)
+    if number is None:
+        raise Refusal(ResponseCode.INVALID_PARAMETER, f"{field} is missing")
+    return number
+
+
+def key_of(request: RemotingCommand) -> str | None:
+    """Return a publish's idempotence key (None: none).
+
+    Raises:
+        Refusal: longer than `MAX_KEY_BYTES`.
+    """
+    key = (request.ext_fields or {}).get(KEY)
+    if key is not None and len(key.encode()) > MAX_KEY_BYTES:
+        raise Refusal(ResponseCode.INVALID_PARAMETER,
+                      f"an idempotence key is at most {MAX_KEY_BYTES} bytes")
+    return key
+
+
+def format_attempts(attempts: list[tuple[int, int]]) -> str:
+    """Return the ``attempts`` field for redeliveries: ``"offset:attempt,..."``."""
+    return ",".join(f"{offset}:{attempt}" for offset, attempt in attempts)
+
+
+def parse_attempts(text: str | None) -> dict[int, int]:
+    """Return the redeliveries' attempts by offset (others are first attempts)."""
+    if not text:
+        return {}
+    pairs = (item.split(":") for item in text.split(","))
+    return {int(offset): int(attempt) for offset, attempt in pairs}

@@ -1,0 +1,44 @@
+"""`QueueProcess`: a ``remoting queue`` command in a child process, its address and pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from ..processes import Proc
+
+
+class QueueProcess:
+    """``remoting queue`` with the given options; ``addr`` once it serves."""
+
+    def __init__(self, *options: str) -> None:
+        self.proc = Proc("queue", "--port", "0", *options)
+        match = self.proc.expect(r"serving queue on (\S+) \(pid (\d+)\)", timeout=60)
+        self.addr = match.group(1)
+        self.pid = int(match.group(2))
+
+    def threads(self) -> int:
+        """The process's thread count now."""
+        return int(self._status("Threads"))
+
+    def rss_bytes(self, peak: bool = False) -> int:
+        """Its resident memory now, or its peak."""
+        return int(self._status("VmHWM" if peak else "VmRSS").split()[0]) * 1024
+
+    def _status(self, field: str) -> str:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return line.split(":", 1)[1].strip()
+        raise KeyError(field)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown at all."""
+        os.kill(self.pid, signal.SIGKILL)
+        self.proc.popen.wait(20)
+        self.proc.stop()
+
+    def stop(self) -> str:
+        """SIGTERM, wait; return its stderr."""
+        self.proc.stop()
+        return self.proc.stderr

@@ -1,0 +1,52 @@
+"""Publish options over real sockets: a deferred message (NSQ's DPUB) is not delivered before
+its time and holds back no other subscriber's message; a pull reads in order, so it waits for
+it; a batch repeated with its idempotence key appends nothing and gets the first offsets."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from remoting.queue import QueueService, TrioQueueClient
+
+
+async def test_a_deferred_message_waits_and_lets_the_others_pass(
+        trio_queue: tuple[QueueService, str, TrioQueueClient]) -> None:
+    _, addr, q = trio_queue
+    await q.create_topic(addr, "t")
+    published = trio.current_time()
+    assert await q.publish(addr, "t", b"later", defer=0.4) == 0
+    assert await q.publish(addr, "t", b"now") == 1
+    async with q.subscribe(addr, "t", "c") as sub:
+        first = await sub.receive()
+        second = await sub.receive()
+        assert first is not None and second is not None
+        waited = trio.current_time() - published
+        await first.ack()
+        await second.ack()
+    assert (first.body, second.body) == (b"now", b"later")
+    assert waited >= 0.4 and second.attempts == 1
+
+
+async def test_a_pull_waits_for_a_deferred_message_before_reading_past_it(
+        trio_queue: tuple[QueueService, str, TrioQueueClient]) -> None:
+    _, addr, q = trio_queue
+    await q.publish(addr, "t", b"later", defer=0.3)
+    await q.publish(addr, "t", b"now")
+    assert await q.pull(addr, "t", offset=0, max_wait=0) == []
+    started = trio.current_time()
+    pulled = await q.pull(addr, "t", offset=0, max_wait=10)
+    assert [m.body for m in pulled] == [b"later", b"now"]
+    assert 0.25 <= trio.current_time() - started < 5
+
+
+async def test_a_batch_repeated_with_its_key_appends_nothing(
+        trio_queue: tuple[QueueService, str, TrioQueueClient]) -> None:
+    service, addr, q = trio_queue
+    first = await q.publish_many(addr, "t", [b"a", b"b", b"c"], key="query-1/batch-7/part-0")
+    await q.publish(addr, "t", b"between")
+    again = await q.publish_many(addr, "t", [b"a", b"b", b"c"], key="query-1/batch-7/part-0")
+    other = await q.publish_many(addr, "t", [b"d"], key="query-1/batch-8/part-0")
+    assert first == again == [0, 1, 2] and other == [4]
+    stats = (await q.statistics(addr)).topics["t"]
+    assert (stats.end, stats.duplicates, stats.published) == (5, 1, 5)

@@ -1,0 +1,24 @@
+"""The publish keys' window (sans-I/O): a repeat within the window gets the first batch's
+offsets; after it, the key is new."""
+
+from __future__ import annotations
+
+from remoting._messaging._dedup import KeyWindow
+
+
+def test_a_repeat_within_the_window_is_recognised() -> None:
+    keys = KeyWindow(60.0)
+    keys.add("batch-1", 100, 5, now=10.0)
+    assert keys.get("batch-1", 69.9) == (100, 5)
+    assert keys.get("batch-1", 70.1) is None
+    assert keys.get("batch-2", 11.0) is None
+
+
+def test_expire_forgets_the_oldest_first() -> None:
+    keys = KeyWindow(10.0)
+    for i in range(5):
+        keys.add(f"k{i}", i, 1, now=float(i))
+    assert keys.expire(12.5) == 3 and len(keys) == 2
+    assert keys.get("k3", 12.5) == (3, 1)
+    keys.add("k3", 9, 1, now=13.0)  # seen again: its new batch, kept the longest
+    assert keys.expire(14.5) == 1 and keys.get("k3", 14.5) == (9, 1)
