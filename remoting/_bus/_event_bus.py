@@ -3,16 +3,16 @@ uses, and may have consumers of its own."""
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Self
 
 from .._faces._blocking_server import RemotingServer
 from .._faces._trio import TrioRemotingServer
 from ._consumer import Consumer, check_callback, check_handler
+from ._host import host_of
 from ._interceptors import add_interceptor
-from ._node import BusNode, deadline_after
+from ._node import BusNode, deadline_after, receipt_failure
 from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner, handler_threads_of
-from ._server import HERE_SEND_TIMEOUT, SERVED_CODES, BusServer, Pending
+from ._server import SERVED_CODES, BusServer, Pending
 from ._telemetry import NO_SPANS, spans_for
 from ._waiter import TaskWaiter, ThreadWaiter
 from ._wire import (
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
 
-    from .._core._endpoint import Endpoint
+    from ._host import BusHost
     from ._interceptors import BusInterceptor
     from ._message import Message
     from ._runners import Runner
@@ -70,7 +70,7 @@ class EventBus:
         self._threads = handler_threads_of(handler_threads)
         self._node = BusNode(NO_SPANS, reply_prefix="")
         self._server: BusServer | None = None
-        self._endpoint: Endpoint | None = None
+        self._host: BusHost | None = None
         self._runner: Runner | None = None
 
     def __enter__(self) -> Self:
@@ -92,17 +92,15 @@ class EventBus:
                             f"{type(server).__name__}")
         if self._server is not None:
             raise RuntimeError("this EventBus is attached to a server already")
-        endpoint = self._endpoint = server.endpoint
+        host = self._host = host_of(server)
         if isinstance(server, RemotingServer):
             self._runner = ThreadRunner("remoting-bus-server", self._threads)
         else:
-            self._runner = TaskRunner(lambda: endpoint.nursery, lambda: endpoint.loop_thread_id,
-                                      endpoint.call_on_loop)
+            self._runner = TaskRunner(host)
         self._node.spans = spans_for(server.config)
-        self._server = bus_server = BusServer(self._node, endpoint, self._max_queued)
+        self._server = bus_server = BusServer(self._node, host, self._max_queued)
         for code in SERVED_CODES:
             server.register_processor(code, bus_server)
-        server.register_channel_event_listener(bus_server)
 
     def close(self) -> None:
         """Unregister the bus's own consumers and stop its handler threads (a blocking
@@ -169,6 +167,15 @@ class EventBus:
             raise RuntimeError("attach the EventBus to a server first: bus.attach(server)")
         return self._runner
 
+    def _off_loop(self, name: str, async_name: str) -> None:
+        """Raises:
+            RuntimeError: called on the server's event loop, which must not block.
+        """
+        host = self._host
+        if host is not None and host.on_loop():
+            raise RuntimeError(f"EventBus.{name} blocks: on the event loop use "
+                               f"`await bus.{async_name}(...)`")
+
     def _bus_server(self) -> BusServer:
         if self._server is None:
             raise RuntimeError("attach the EventBus to a server first: bus.attach(server)")
@@ -177,22 +184,54 @@ class EventBus:
     # ------------------------------------------------------------------ messages
 
     def send(self, address: str, body: bytes | None = None,
-             headers: dict[str, str] | None = None) -> None:
+             headers: dict[str, str] | None = None, *,
+             timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send a message to one consumer of ``address`` (its own local consumers first,
-        else any, round-robin); from any thread or task. Returns once routed: a consumer of
-        this process has it, or a client's consumer will get it (its receipt is not awaited).
+        else any, round-robin), and wait until the consumer's bus has it: a consumer of this
+        process at once, a client's when its receipt comes (a thread: not the event loop's;
+        on a trio server use `send_async`).
 
         Raises:
-            ReplyFailure: NO_HANDLERS, or RECIPIENT_FAILURE: the consumer is full.
+            ReplyFailure: NO_HANDLERS; RECIPIENT_FAILURE: the consumer is full, or went away
+                before taking it; TIMEOUT: not taken within ``timeout`` seconds (it may still
+                be handled).
+            RuntimeError: called on the server's event loop thread.
             TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
         """
         server = self._bus_server()
+        self._off_loop("send", "send_async")
+        timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
         with node.spans.sending(message):
+            waiter = ThreadWaiter()
+            deadline = deadline_after(timeout)
             failure = server.route(Pending(
                 kind="send", address=message.address, body=message.body,
-                headers=message.headers, deadline=deadline_after(HERE_SEND_TIMEOUT), here=True))
+                headers=message.headers, deadline=deadline, here=True, receipt=waiter))
+            if failure is None:
+                waiter.wait(deadline)
+                failure = receipt_failure(node, waiter, message.address)
+            if failure is not None:
+                raise failure
+
+    async def send_async(self, address: str, body: bytes | None = None,
+                         headers: dict[str, str] | None = None, *,
+                         timeout: float = DEFAULT_TIMEOUT) -> None:
+        """`send` for a trio task of the server's loop (a `TrioRemotingServer`'s bus)."""
+        server = self._bus_server()
+        timeout = timeout_of(timeout)
+        node = self._node
+        message = node.outbound("send", address, body, headers)
+        with node.spans.sending(message):
+            waiter = TaskWaiter()
+            deadline = deadline_after(timeout)
+            failure = server.route(Pending(
+                kind="send", address=message.address, body=message.body,
+                headers=message.headers, deadline=deadline, here=True, receipt=waiter))
+            if failure is None:
+                await waiter.wait(deadline)
+                failure = receipt_failure(node, waiter, message.address)
             if failure is not None:
                 raise failure
 
@@ -224,10 +263,7 @@ class EventBus:
             TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
         """
         server = self._bus_server()
-        endpoint = self._endpoint
-        if endpoint is not None and threading.get_ident() == endpoint.loop_thread_id:
-            raise RuntimeError("EventBus.request blocks: on the event loop use "
-                               "`await bus.request_async(...)`")
+        self._off_loop("request", "request_async")
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)

@@ -7,9 +7,13 @@ the rest: a paused or slow consumer costs the server a bounded memory, whatever 
 do. (Vert.x's ``MessageProducer`` credits, turned around: the consumer's bus grants them.)
 
 Sans-I/O and not thread-safe: its owner holds the bus lock around every call, and passes
-``now`` in. Invariants: ``0 <= outstanding <= window``; a message is queued only while the
-window is full, so the queue drains first when credit comes (order is kept); a queued message
-whose deadline passed is never pushed, and is dropped when room is needed.
+``now`` in. Invariants: ``0 <= unsent <= outstanding``, and ``outstanding <= window`` but
+after the window shrank (`resize`: no message is taken back); a message is queued only while
+the window is full, so the queue drains first when credit comes (order is kept); a queued
+message whose deadline passed is never pushed, and is dropped when room is needed. Credits
+never bring ``outstanding`` below ``unsent``: a client cannot credit a message it was not sent
+yet, so one that lies (credits what it never got) cannot make the server hold more than a
+window of messages not handed to its connection.
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ Offer = Literal["push", "queued", "full"]
 class Outlet(Generic[E]):
     """A remote consumer's window and queue at the bus server."""
 
-    __slots__ = ("_queue", "max_queued", "outstanding", "window")
+    __slots__ = ("_queue", "max_queued", "outstanding", "unsent", "window")
 
     def __init__(self, window: int, max_queued: int) -> None:
         self.window = window
         self.max_queued = max_queued
         self.outstanding = 0  # pushed (or about to be) and not credited back
+        self.unsent = 0  # admitted to the window, not handed to the connection yet
         self._queue: deque[tuple[float | None, E]] = deque()
 
     @property
@@ -44,6 +49,7 @@ class Outlet(Generic[E]):
         ``"queued"`` until credit comes, or ``"full"``: refused."""
         if self.outstanding < self.window and not self._queue:
             self.outstanding += 1
+            self.unsent += 1
             return "push"
         if len(self._queue) >= self.max_queued:
             self._purge(now)
@@ -57,10 +63,22 @@ class Outlet(Generic[E]):
         if len(live) < len(self._queue):
             self._queue = deque(live)
 
+    def sent(self, n: int) -> None:
+        """``n`` messages the window admitted were handed to the connection."""
+        self.unsent -= n
+
+    def resize(self, window: int, credits: int, now: float) -> tuple[list[E], list[E]]:
+        """The consumer may hold ``window`` messages from now on, and is done with
+        ``credits``: return what the window admits at once, and what expired meanwhile
+        (see `credit`). A smaller window takes nothing back: pushes wait until the
+        consumer's credits bring ``outstanding`` under it."""
+        self.window = window
+        return self.credit(credits, now)
+
     def credit(self, credits: int, now: float) -> tuple[list[E], list[E]]:
         """The consumer is done with ``credits`` messages (or a push was refused): return
         the queued messages to push now, and those whose deadline passed meanwhile."""
-        self.outstanding = max(0, self.outstanding - credits)
+        self.outstanding = max(self.unsent, self.outstanding - credits)
         push: list[E] = []
         expired: list[E] = []
         queue = self._queue
@@ -70,6 +88,7 @@ class Outlet(Generic[E]):
                 expired.append(entry)
             else:
                 self.outstanding += 1
+                self.unsent += 1
                 push.append(entry)
         return push, expired
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Self
 
 import trio
@@ -10,6 +9,7 @@ import trio
 from .._errors import RemotingError, RemotingTimeoutError
 from .._faces._trio import TrioRemotingClient
 from ._client import BusClientBase, Keeper, transport_timeout
+from ._host import host_of
 from ._node import deadline_after
 from ._runners import TaskRunner
 from ._waiter import TaskWaiter
@@ -25,7 +25,7 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
     from types import TracebackType
 
     from codec import RemotingCommand
@@ -51,9 +51,8 @@ class TrioBusClient(BusClientBase):
         if not isinstance(client, TrioRemotingClient):
             raise TypeError("TrioBusClient needs a TrioRemotingClient (a RemotingClient: use "
                             f"BusClient), got {type(client).__name__}")
-        endpoint = client.endpoint
-        self._runner = TaskRunner(lambda: endpoint.nursery, lambda: endpoint.loop_thread_id,
-                                  endpoint.call_on_loop)
+        self._host = host_of(client)
+        self._runner = TaskRunner(self._host)
         self._wake = trio.Event()
         super().__init__(client, addr)
         self._trio: TrioRemotingClient = client
@@ -73,20 +72,6 @@ class TrioBusClient(BusClientBase):
         self._wake.set()
         for consumer in consumers:
             consumer.unregister()
-
-    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
-        endpoint = self._trio.endpoint
-
-        def start() -> None:
-            try:
-                endpoint.nursery.start_soon(fn, *args)
-            except RuntimeError:  # the client stopped: the server forgets us with it
-                pass
-
-        if threading.get_ident() == endpoint.loop_thread_id:
-            start()
-        else:
-            endpoint.call_on_loop(start)
 
     # ------------------------------------------------------------------ consumers
 
@@ -117,10 +102,10 @@ class TrioBusClient(BusClientBase):
         return self._new_consumer(address, handler, max_buffered, on_discard, local=True)
 
     def _start_keeper(self) -> None:
-        self._spawn(self._keep)
+        self._host.spawn(self._keep)
 
     def _wake_keeper(self) -> None:
-        self._trio.endpoint.call_on_loop(lambda: self._wake.set())
+        self._host.call_on_loop(lambda: self._wake.set())
 
     async def _keep(self) -> None:
         """`BusClient._keep` as a task of the client."""
@@ -148,7 +133,7 @@ class TrioBusClient(BusClientBase):
 
     def _remote_removed(self, consumer: Consumer) -> None:
         self._unhooked(consumer)
-        self._spawn(self._tell, unregister_command(consumer.consumer_id))
+        self._host.spawn(self._tell, unregister_command(consumer.consumer_id))
 
     async def _tell(self, command: RemotingCommand) -> None:
         try:
@@ -235,7 +220,7 @@ class TrioBusClient(BusClientBase):
         message = self._node.outbound("fail" if failure else "reply", reply_address, body,
                                       headers)
         with self._node.spans.sending(message):
-            self._spawn(self._tell, self._reply_command(message, failure, None))
+            self._host.spawn(self._tell, self._reply_command(message, failure, None))
 
     def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
                           timeout: float) -> Message:

@@ -30,7 +30,7 @@ __all__ = [
     "failure_response", "headers_in", "headers_of", "heartbeat_command", "max_buffered_of",
     "not_registered_response", "ok_response", "register_command", "register_of",
     "reply_command", "reply_in", "reply_of", "reply_response", "send_command", "send_of",
-    "timeout_of", "unregister_command",
+    "timeout_of", "unregister_command", "window_command", "window_of",
 ]
 
 
@@ -44,6 +44,7 @@ class BusCode(IntEnum):
     REPLY = 32303  # client -> server: answer a message (reply, reply and request, fail)
     CREDIT = 32304  # client -> server, oneway: a consumer finished that many messages
     HEARTBEAT = 32305  # client -> server, oneway: keeps an idle connection (and its consumers)
+    WINDOW = 32306  # client -> server: a consumer's new max_buffered, and the credits it owes
     DELIVER = 32310  # server -> client: a message for one of its consumers
 
 
@@ -207,9 +208,13 @@ def reply_command(kind: ReplyKind, reply_address: str, body: bytes, headers: dic
 def deliver_command(consumer_id: int, kind: Kind, address: str, body: bytes,
                     headers: dict[str, str], reply_address: str | None) -> RemotingCommand:
     """Return the DELIVER push of a message to a client's consumer (oneway for a publish)."""
+    # the message's trace context (when it has one) is also the push's own, so the client's
+    # SERVER span of the push joins the message's trace: the server makes no CLIENT span
+    # for its pushes (they go around its call interceptors, see _host)
     command = RemotingCommand.create_request(
         BusCode.DELIVER, _ext(headers, consumerId=str(consumer_id), address=address, kind=kind,
-                              replyAddress=reply_address), body)
+                              replyAddress=reply_address, traceparent=headers.get("traceparent"),
+                              tracestate=headers.get("tracestate")), body)
     if kind == "publish":
         command.mark_oneway()
     return command
@@ -222,6 +227,11 @@ def register_command(consumer_id: int, address: str, window: int) -> RemotingCom
 
 def unregister_command(consumer_id: int) -> RemotingCommand:
     return RemotingCommand.create_request(BusCode.UNREGISTER, {"consumerId": str(consumer_id)})
+
+
+def window_command(consumer_id: int, window: int, credits: int) -> RemotingCommand:
+    return RemotingCommand.create_request(BusCode.WINDOW, {
+        "consumerId": str(consumer_id), "window": str(window), "credits": str(credits)})
 
 
 def heartbeat_command() -> RemotingCommand:
@@ -323,9 +333,15 @@ def _peer_address(ext: ExtFields, name: str = "address") -> str:
         raise BadBusRequest(str(exc)) from None
 
 
+_MAX_DIGITS: Final = 20  # the widest integer a bus field holds (int64) has 19 digits
+
+
 def _peer_int(ext: ExtFields, name: str, low: int, high: int) -> int:
     text = _field(ext, name)
-    if not (text.isascii() and text.lstrip("-").isdigit()):
+    digits = text[1:] if text.startswith("-") else text
+    # checked before int(): "--5" would raise its ValueError, and a very long run of digits
+    # costs quadratic time (Python refuses beyond 4300, with a ValueError too)
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= _MAX_DIGITS):
         raise BadBusRequest(f"{name} is not an integer")
     value = int(text)
     if not low <= value <= high:
@@ -434,6 +450,16 @@ def consumer_id_of(request: RemotingCommand) -> int:
         BadBusRequest: it is missing or wrong.
     """
     return _peer_int(request.ext_fields or {}, "consumerId", 0, 2**63 - 1)
+
+
+def window_of(request: RemotingCommand) -> tuple[int, int]:
+    """Read the window and the credits of a WINDOW request.
+
+    Raises:
+        BadBusRequest: they are missing or wrong.
+    """
+    ext = request.ext_fields or {}
+    return _peer_int(ext, "window", 1, MAX_WINDOW), _peer_int(ext, "credits", 0, MAX_WINDOW)
 
 
 def credits_of(request: RemotingCommand) -> int:

@@ -89,6 +89,8 @@ class Endpoint:
         self.response_received = self.invoker.response_received
         self.read_done = self.dispatcher.read_done
         self.connections: set[Connection] = set()
+        # told on the loop thread, before the channel listeners, of each connection that closed
+        self.close_watchers: list[Callable[[ChannelHandle], object]] = []
         self.loop_thread_id: int | None = None
         self.running = False
         self.closed = False
@@ -219,6 +221,13 @@ class Endpoint:
         self.counters.bytes_written += conn.sender.take_bytes_sent_by_threads()
         self.channels.forget(conn)
         self.invoker.connection_lost(conn)
+        channel = conn.channel
+        assert isinstance(channel, ChannelHandle)  # adopt() made it
+        for watch in self.close_watchers:
+            try:
+                watch(channel)
+            except Exception:  # a bug of the watcher's: the others must still hear of it
+                log.error("callback.failed", conn_id=conn.id, exc_info=True)
         if conn.broken:
             self.events.emit("exception", conn.remote_addr, conn.channel)
         self.events.emit("close", conn.remote_addr, conn.channel)
@@ -266,6 +275,36 @@ class Endpoint:
         counts = self.counters.sent
         counts[request.code] = counts.get(request.code, 0) + sent
         return sent
+
+    # ------------------------------------------------------------ calls bounded by their caller
+
+    def notify(self, channel: ChannelHandle, request: RemotingCommand, timeout: float,
+               on_done: Callable[[RemotingCommand | None, BaseException | None], object]
+               ) -> None:
+        """Send ``request`` over ``channel`` with no in-flight permit, and call
+        ``on_done(response, cause)`` on the loop once it ends (`Invoker.notify`). Loop only:
+        for a part that bounds its own calls (the event bus's pushes), not for users."""
+        self.invoker.notify(channel._conn, request, timeout, on_done)
+
+    def notify_oneway(self, channel: ChannelHandle, request: RemotingCommand,
+                      timeout: float) -> None:
+        """Queue a oneway ``request`` over ``channel`` with no permit (loop only).
+
+        Raises:
+            RemotingError: not sent (a closed connection, an unencodable request).
+        """
+        self.invoker.send_oneway(channel._conn, request, None, timeout)
+
+    @staticmethod
+    def has_room(channel: ChannelHandle) -> bool:
+        """True while ``channel``'s queue of bytes to send is under its high water mark."""
+        conn = channel._conn
+        return conn.queued_bytes <= conn.high_water
+
+    @staticmethod
+    async def wait_room(channel: ChannelHandle) -> None:
+        """Wait until ``channel``'s queue is under its high water mark, or it closed."""
+        await channel._conn.wait_writable()
 
     # ------------------------------------------------------------------ statistics
 
