@@ -42,6 +42,7 @@ from ._wire import (
     max_buffered_of,
     not_registered_response,
     ok_response,
+    register_command,
     reply_command,
     reply_in,
 )
@@ -258,6 +259,18 @@ class BusClientBase:
         else:
             self._hub.add(consumer, self)  # type: ignore[arg-type]
         return consumer
+
+    def _registration(self, consumer: Consumer) -> RemotingCommand:
+        """Return the REGISTER of ``consumer`` (its window as it is now, what it holds)."""
+        with self._node.lock:
+            held = consumer.registering()
+            return register_command(consumer.consumer_id, consumer.address,
+                                    consumer.max_buffered, held)
+
+    def _owed_after_registration(self, consumer: Consumer) -> int:
+        """The server has ``consumer`` again: return the credits to send it now."""
+        with self._node.lock:
+            return consumer.registered_again()
 
     def _registered(self, consumer: Consumer) -> None:
         with self._node.lock:

@@ -32,10 +32,12 @@ class Outlet(Generic[E]):
 
     __slots__ = ("_queue", "max_queued", "outstanding", "unsent", "window")
 
-    def __init__(self, window: int, max_queued: int) -> None:
+    def __init__(self, window: int, max_queued: int, outstanding: int = 0) -> None:
         self.window = window
         self.max_queued = max_queued
-        self.outstanding = 0  # pushed (or about to be) and not credited back
+        # pushed (or about to be) and not credited back; a consumer registered again after
+        # a lost connection starts with what it still holds
+        self.outstanding = outstanding
         self.unsent = 0  # admitted to the window, not handed to the connection yet
         self._queue: deque[tuple[float | None, E]] = deque()
 

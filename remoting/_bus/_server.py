@@ -154,7 +154,8 @@ class BusServer(AsyncRequestProcessor):
                                     "connection")
             target = RemoteConsumer(channel=channel, consumer_id=registration.consumer_id,
                                     address=registration.address,
-                                    outlet=Outlet(registration.window, self._max_queued))
+                                    outlet=Outlet(registration.window, self._max_queued,
+                                                  registration.held))
             mine[registration.consumer_id] = target
             node.shared.add(target.address, target)
             node.remote_consumers += 1

@@ -18,10 +18,10 @@ from ._wire import (
     DEFAULT_TIMEOUT,
     credit_command,
     heartbeat_command,
-    register_command,
     send_command,
     timeout_of,
     unregister_command,
+    window_command,
 )
 
 if TYPE_CHECKING:
@@ -83,13 +83,13 @@ class TrioBusClient(BusClientBase):
         server (see `BusClient.consumer`)."""
         consumer = self._new_consumer(address, handler, max_buffered, on_discard, local=False)
         try:
-            response = await self._trio.invoke_sync(
-                self._addr, register_command(consumer.consumer_id, consumer.address,
-                                             consumer.max_buffered), timeout_of(timeout))
+            response = await self._trio.invoke_sync(self._addr, self._registration(consumer),
+                                                timeout_of(timeout))
             self._check(response, consumer.address)
         except BaseException:
             self._unhooked(consumer)
             raise
+        self._owed_after_registration(consumer)  # none: it held nothing yet
         self._registered(consumer)
         return consumer
 
@@ -121,9 +121,12 @@ class TrioBusClient(BusClientBase):
             try:
                 if lost:
                     for consumer in consumers:
-                        self._check(await self._trio.invoke_sync(self._addr, register_command(
-                            consumer.consumer_id, consumer.address, consumer.max_buffered),
-                            DEFAULT_TIMEOUT), consumer.address)
+                        registration = self._registration(consumer)
+                        self._check(await self._trio.invoke_sync(self._addr, registration,
+                                                                 DEFAULT_TIMEOUT), consumer.address)
+                        owed = self._owed_after_registration(consumer)
+                        if owed:
+                            await self.credit_async(consumer, owed)
                 elif consumers:
                     await self._trio.invoke_oneway(self._addr, heartbeat_command(),
                                                    DEFAULT_TIMEOUT)
@@ -152,6 +155,18 @@ class TrioBusClient(BusClientBase):
                                            DEFAULT_TIMEOUT)
         except RemotingError:  # the connection is gone, and the registration with it
             pass
+
+    def resize(self, consumer: Consumer, window: int, credits: int,
+               applied: Callable[[], object]) -> None:
+        """`Credits`: tell the server ``consumer``'s new window, from a task."""
+        self._host.spawn(self._resize, window_command(consumer.consumer_id, window, credits),
+                         applied)
+
+    async def _resize(self, command: RemotingCommand, applied: Callable[[], object]) -> None:
+        try:
+            await self._tell(command)
+        finally:
+            applied()
 
     # ------------------------------------------------------------------ messages
 

@@ -220,9 +220,14 @@ def deliver_command(consumer_id: int, kind: Kind, address: str, body: bytes,
     return command
 
 
-def register_command(consumer_id: int, address: str, window: int) -> RemotingCommand:
-    return RemotingCommand.create_request(BusCode.REGISTER, {
-        "consumerId": str(consumer_id), "address": address, "window": str(window)})
+def register_command(consumer_id: int, address: str, window: int, held: int = 0
+                     ) -> RemotingCommand:
+    """Return the REGISTER of a consumer; ``held``: messages it holds already (registering
+    again after a lost connection), which its window counts until they are credited."""
+    fields = {"consumerId": str(consumer_id), "address": address, "window": str(window)}
+    if held:
+        fields["held"] = str(held)
+    return RemotingCommand.create_request(BusCode.REGISTER, fields)
 
 
 def unregister_command(consumer_id: int) -> RemotingCommand:
@@ -386,6 +391,7 @@ class Register:
     consumer_id: int
     address: str
     window: int
+    held: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,8 +445,9 @@ def register_of(request: RemotingCommand) -> Register:
         BadBusRequest: a field is missing or wrong.
     """
     ext = request.ext_fields or {}
+    held = 0 if ext.get("held") is None else _peer_int(ext, "held", 0, MAX_WINDOW)
     return Register(_peer_int(ext, "consumerId", 0, 2**63 - 1), _peer_address(ext),
-                    _peer_int(ext, "window", 1, MAX_WINDOW))
+                    _peer_int(ext, "window", 1, MAX_WINDOW), held)
 
 
 def consumer_id_of(request: RemotingCommand) -> int:
