@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+    from contextlib import AbstractContextManager
 
     from codec import RemotingCommand
 
@@ -39,6 +40,11 @@ class BusHost(Protocol):
     def call_on_loop(self, fn: Callable[[], object]) -> bool:
         """Run ``fn()`` on the loop: now if called there, else soon (any thread). False,
         without running it, once the loop has ended."""
+        ...
+
+    def bundled(self, channel: ChannelHandle) -> AbstractContextManager[None]:
+        """Within it, what is pushed to ``channel``'s peer is only queued; on leaving, it
+        leaves together, in one write (loop only)."""
         ...
 
     def spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
@@ -89,6 +95,9 @@ class EndpointHost:
 
     def call_on_loop(self, fn: Callable[[], object]) -> bool:
         return self._endpoint.call_on_loop(fn)
+
+    def bundled(self, channel: ChannelHandle) -> AbstractContextManager[None]:
+        return self._endpoint.bundled(channel)
 
     def spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
         endpoint = self._endpoint

@@ -351,7 +351,7 @@ class BusServer(AsyncRequestProcessor):
 
     def _push_later(self, target: RemoteConsumer, pushes: list[Pending]) -> None:
         """Queue ``pushes`` (the window admitted them) for ``target``, and have the loop push
-        them, in order (from any thread)."""
+        them, in order (from any thread; on the loop, now)."""
         with self._node.lock:
             target.to_push.extend(pushes)
             if target.pump_due:
@@ -371,24 +371,26 @@ class BusServer(AsyncRequestProcessor):
                                              address=pending.address))
 
     def _pump(self, target: RemoteConsumer) -> None:
-        """Push ``target``'s queue, in order, while its connection has room; then wait for
-        room in a task, if needed (loop thread)."""
+        """Push ``target``'s queue, in order, while its connection has room (what it pushes
+        at once leaves in one write); then wait for room in a task, if needed (loop
+        thread)."""
         node = self._node
         host = self._host
         channel = target.channel
-        while True:
-            # a closed connection has "room": its pushes fail at once, and the close fails
-            # the rest (waiting for room there would never end)
-            room = host.has_room(channel) or not channel.is_active
-            with node.lock:
-                if not target.to_push:
-                    target.pump_due = False
-                    return
-                if not room:  # pump_due stays set: the waiting task pumps next
-                    break
-                pending = target.to_push.popleft()
-                target.outlet.sent(1)
-            self._push(target, pending)
+        with host.bundled(channel):
+            while True:
+                # a closed connection has "room": its pushes fail at once, and the close
+                # fails the rest (waiting for room there would never end)
+                room = host.has_room(channel) or not channel.is_active
+                with node.lock:
+                    if not target.to_push:
+                        target.pump_due = False
+                        return
+                    if not room:  # pump_due stays set: the waiting task pumps next
+                        break
+                    pending = target.to_push.popleft()
+                    target.outlet.sent(1)
+                self._push(target, pending)
         host.spawn(self._pump_after_room, target)
 
     async def _pump_after_room(self, target: RemoteConsumer) -> None:

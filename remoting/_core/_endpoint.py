@@ -19,6 +19,7 @@ thread that runs `run`; see `_threads` for the one way in from other threads.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,7 +46,7 @@ from ._threads import CallbackRunner, Inbox, in_own_thread
 from ._transport import transport_for
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     from codec import RemotingCommand
 
@@ -294,6 +295,22 @@ class Endpoint:
             RemotingError: not sent (a closed connection, an unencodable request).
         """
         self.invoker.send_oneway(channel._conn, request, None, timeout)
+
+    @staticmethod
+    @contextmanager
+    def bundled(channel: ChannelHandle) -> Iterator[None]:
+        """Within it, frames for ``channel``'s peer are only queued; on leaving, they are
+        sent together, in one write when the socket takes them (loop only)."""
+        sender = channel._conn.sender
+        if sender.holding:  # the connection's own read or batch sends them after
+            yield
+            return
+        sender.holding = True
+        try:
+            yield
+        finally:
+            sender.holding = False
+            sender.flush()
 
     @staticmethod
     def has_room(channel: ChannelHandle) -> bool:
