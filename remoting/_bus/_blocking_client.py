@@ -193,7 +193,7 @@ class BusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             if self._send_locally(message):
                 return
             self._call(send_command("send", message.address, message.body, message.headers,
@@ -214,7 +214,7 @@ class BusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("publish", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             self._publish_locally(message)
             self._call(send_command("publish", message.address, message.body,
                                     message.headers, None), timeout, message.address)
@@ -236,7 +236,7 @@ class BusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = ThreadWaiter()
             entry = self._request_locally(message, waiter, deadline_after(timeout))
             if entry is not None:
@@ -263,7 +263,7 @@ class BusClient(BusClientBase):
         """Answer a message the server delivered (never waits)."""
         message = self._node.outbound("fail" if failure else "reply", reply_address, body,
                                       headers)
-        with self._node.spans.sending(message):
+        with self._node.telemetry.sending(message):
             self._blocking.invoke_async(self._addr, self._reply_command(message, failure, None),
                                         DEFAULT_TIMEOUT)
 
@@ -271,7 +271,7 @@ class BusClient(BusClientBase):
                           timeout: float) -> Message:
         """Answer a message the server delivered, and wait for the answer to that."""
         message = self._node.outbound("reply", reply_address, body, headers)
-        with self._node.spans.sending(message):
+        with self._node.telemetry.sending(message):
             response = self._call(self._reply_command(message, None, timeout), timeout, None,
                                   check=False)
             return self._reply_of(response, None)

@@ -27,7 +27,7 @@ from ._failure import ReplyFailure
 from ._interceptors import add_interceptor
 from ._message import Message
 from ._node import BusNode, consumer_full
-from ._telemetry import spans_for
+from ._telemetry import NO_TELEMETRY, telemetry_for
 from ._wire import (
     HEARTBEAT_SECONDS,
     TRANSPORT_MARGIN,
@@ -169,7 +169,8 @@ class BusClientBase:
             raise TypeError(f"addr must be a 'host:port' str, got {addr!r}")
         self._client = client
         self._addr = addr
-        self._node = BusNode(spans_for(client.config), reply_prefix="local.")
+        self._node = BusNode(NO_TELEMETRY, reply_prefix="local.")
+        self._node.telemetry = telemetry_for(client.config, self._node, "client")
         self._node.on_remote_removed = self._remote_removed
         self._hub = ClientHub.of(client)
         self._remote: set[Consumer] = set()

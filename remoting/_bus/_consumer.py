@@ -4,7 +4,7 @@
 A consumer's state (its mailbox, its counters, whether it is registered) is guarded by its
 bus's lock; its handler runs outside that lock, one message at a time, on the bus's runner (a
 thread, or a trio task). What it needs from the bus that owns it is `ConsumerOwner`: where
-its interceptors, spans and counters are, how to fail a message, how to unregister it.
+its interceptors, telemetry and counters are, how to fail a message, how to unregister it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ._message import Message
     from ._runners import Runner
-    from ._telemetry import Spans
+    from ._telemetry import BusTelemetry
 
 __all__ = ["Consumer", "ConsumerOwner", "Credits", "Taken", "check_callback", "check_handler"]
 
@@ -44,7 +44,7 @@ class ConsumerOwner(Protocol):
         ...
 
     @property
-    def spans(self) -> Spans: ...
+    def telemetry(self) -> BusTelemetry: ...
 
     def inbound(self, message: Message) -> None:
         """Run the inbound interceptors on ``message``."""
@@ -309,7 +309,7 @@ class Consumer:
     def _handle(self, message: Message) -> None:
         owner = self._owner
         try:
-            with owner.spans.processing(message):
+            with owner.telemetry.processing(message):
                 owner.inbound(message)
                 result = self._handler(message)
                 if inspect.isawaitable(result):
@@ -323,7 +323,7 @@ class Consumer:
     async def _handle_async(self, message: Message) -> None:
         owner = self._owner
         try:
-            with owner.spans.processing(message):
+            with owner.telemetry.processing(message):
                 owner.inbound(message)
                 result = self._handler(message)
                 if inspect.isawaitable(result):

@@ -13,7 +13,7 @@ from ._interceptors import add_interceptor
 from ._node import BusNode, deadline_after, receipt_failure
 from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner, handler_threads_of
 from ._server import SERVED_CODES, BusServer, Pending
-from ._telemetry import NO_SPANS, spans_for
+from ._telemetry import NO_TELEMETRY, telemetry_for
 from ._waiter import TaskWaiter, ThreadWaiter
 from ._wire import (
     DEFAULT_MAX_BUFFERED,
@@ -68,7 +68,7 @@ class EventBus:
                              f"{max_queued_per_consumer}")
         self._max_queued = max_queued_per_consumer
         self._threads = handler_threads_of(handler_threads)
-        self._node = BusNode(NO_SPANS, reply_prefix="")
+        self._node = BusNode(NO_TELEMETRY, reply_prefix="")
         self._server: BusServer | None = None
         self._host: BusHost | None = None
         self._runner: Runner | None = None
@@ -97,7 +97,7 @@ class EventBus:
             self._runner = ThreadRunner("remoting-bus-server", self._threads)
         else:
             self._runner = TaskRunner(host)
-        self._node.spans = spans_for(server.config)
+        self._node.telemetry = telemetry_for(server.config, self._node, "server")
         self._server = bus_server = BusServer(self._node, host, self._max_queued)
         for code in SERVED_CODES:
             server.register_processor(code, bus_server)
@@ -203,7 +203,7 @@ class EventBus:
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = ThreadWaiter()
             deadline = deadline_after(timeout)
             failure = server.route(Pending(
@@ -223,7 +223,7 @@ class EventBus:
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = TaskWaiter()
             deadline = deadline_after(timeout)
             failure = server.route(Pending(
@@ -246,7 +246,7 @@ class EventBus:
         server = self._bus_server()
         node = self._node
         message = node.outbound("publish", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             server.publish(message.address, message.body, message.headers, here=True)
 
     def request(self, address: str, body: bytes | None = None,
@@ -267,7 +267,7 @@ class EventBus:
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = ThreadWaiter()
             entry = node.expect_reply(waiter, deadline_after(timeout), message.address)
             server.route(Pending(kind="request", address=message.address, body=message.body,
@@ -283,7 +283,7 @@ class EventBus:
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = TaskWaiter()
             entry = node.expect_reply(waiter, deadline_after(timeout), message.address)
             server.route(Pending(kind="request", address=message.address, body=message.body,

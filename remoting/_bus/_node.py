@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ._consumer import Consumer
     from ._interceptors import BusInterceptor
     from ._message import OutboundKind
-    from ._telemetry import Spans
+    from ._telemetry import BusTelemetry
     from ._waiter import Outcome, Waiter
     from ._wire import Kind
 
@@ -56,9 +56,9 @@ _OUTBOUND_COUNTER = {"send": "sent", "publish": "published", "request": "request
 class BusNode:
     """The state of one bus and its in-process steps (see the module docstring)."""
 
-    def __init__(self, spans: Spans, *, reply_prefix: str = "") -> None:
+    def __init__(self, telemetry: BusTelemetry, *, reply_prefix: str = "") -> None:
         self.lock = threading.Lock()
-        self.spans = spans
+        self.telemetry = telemetry
         self.local: AddressTable[Consumer] = AddressTable()  # local consumers: this bus only
         self.shared: AddressTable[Consumer | RemoteConsumer] = AddressTable()  # all senders
         self.replies: ReplyTable[Waiter] = ReplyTable(reply_prefix)
@@ -279,14 +279,14 @@ class BusNode:
                    failure: tuple[int, str] | None) -> None:
         """Answer a message delivered by this bus (never waits)."""
         message = self.outbound("fail" if failure else "reply", reply_address, body, headers)
-        with self.spans.sending(message):
+        with self.telemetry.sending(message):
             self.answer(reply_address, message.body, message.headers, failure)
 
     def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
                           timeout: float) -> Message:
         """Answer a message delivered by this bus, and wait (a thread) for the answer."""
         message = self.outbound("reply", reply_address, body, headers)
-        with self.spans.sending(message):
+        with self.telemetry.sending(message):
             waiter = ThreadWaiter()
             after = self.answer(reply_address, message.body, message.headers, None,
                                 (waiter, deadline_after(timeout), None))
@@ -298,7 +298,7 @@ class BusNode:
                                       headers: dict[str, str], timeout: float) -> Message:
         """`reply_and_request` for a trio task."""
         message = self.outbound("reply", reply_address, body, headers)
-        with self.spans.sending(message):
+        with self.telemetry.sending(message):
             waiter = TaskWaiter()
             after = self.answer(reply_address, message.body, message.headers, None,
                                 (waiter, deadline_after(timeout), None))

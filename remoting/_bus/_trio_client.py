@@ -178,7 +178,7 @@ class TrioBusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             if self._send_locally(message):
                 return
             await self._call(send_command("send", message.address, message.body,
@@ -192,7 +192,7 @@ class TrioBusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("publish", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             self._publish_locally(message)
             await self._call(send_command("publish", message.address, message.body,
                                           message.headers, None), timeout, message.address)
@@ -206,7 +206,7 @@ class TrioBusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = TaskWaiter()
             entry = self._request_locally(message, waiter, deadline_after(timeout))
             if entry is not None:
@@ -234,7 +234,7 @@ class TrioBusClient(BusClientBase):
         """Answer a message the server delivered (never waits: a task sends it)."""
         message = self._node.outbound("fail" if failure else "reply", reply_address, body,
                                       headers)
-        with self._node.spans.sending(message):
+        with self._node.telemetry.sending(message):
             self._host.spawn(self._tell, self._reply_command(message, failure, None))
 
     def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
@@ -246,7 +246,7 @@ class TrioBusClient(BusClientBase):
                                       headers: dict[str, str], timeout: float) -> Message:
         """Answer a message the server delivered, and wait for the answer to that."""
         message = self._node.outbound("reply", reply_address, body, headers)
-        with self._node.spans.sending(message):
+        with self._node.telemetry.sending(message):
             response = await self._call(self._reply_command(message, None, timeout), timeout,
                                         None, check=False)
             return self._reply_of(response, None)
