@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ._args import positive_int
+from ._bus import BUS_COMMANDS
 from ._command import Command
 from ._logging import LEVELS, configure_logging
 from ._tools import TOOL_COMMANDS
@@ -72,6 +73,7 @@ COMMANDS: list[Command] = [
     ),
 ]
 COMMANDS += TOOL_COMMANDS()
+COMMANDS += BUS_COMMANDS
 
 
 def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
