@@ -12,11 +12,14 @@ from ._host import host_of
 from ._interceptors import add_interceptor
 from ._node import BusNode, deadline_after, receipt_failure
 from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner, handler_threads_of
-from ._server import SERVED_CODES, BusServer, Pending
+from ._server import SERVED_CODES, BusServer, Pending, ServerLimits
 from ._telemetry import NO_TELEMETRY, telemetry_for
 from ._waiter import TaskWaiter, ThreadWaiter
 from ._wire import (
     DEFAULT_MAX_BUFFERED,
+    DEFAULT_MAX_CONSUMERS,
+    DEFAULT_MAX_HELD,
+    DEFAULT_MAX_HELD_BYTES,
     DEFAULT_MAX_QUEUED,
     DEFAULT_TIMEOUT,
     address_of,
@@ -49,6 +52,11 @@ class EventBus:
     Args:
         max_queued_per_consumer: messages the server holds for one remote consumer whose
             window is full (beyond: sends fail as RECIPIENT_FAILURE, publishes are dropped).
+        max_consumers: consumers of clients the bus holds, all clients together (beyond: a
+            registration is refused with a reason).
+        max_held_per_connection, max_held_bytes_per_connection: messages, and their body
+            bytes, the server holds for one client connection's consumers together, queued
+            or on their way (beyond: as a full consumer).
         handler_threads: threads that run handlers on a blocking server.
 
     Raises:
@@ -58,15 +66,16 @@ class EventBus:
     __module__ = "remoting.bus"
 
     def __init__(self, *, max_queued_per_consumer: int = DEFAULT_MAX_QUEUED,
+                 max_consumers: int = DEFAULT_MAX_CONSUMERS,
+                 max_held_per_connection: int = DEFAULT_MAX_HELD,
+                 max_held_bytes_per_connection: int = DEFAULT_MAX_HELD_BYTES,
                  handler_threads: int = HANDLER_THREADS) -> None:
-        if isinstance(max_queued_per_consumer, bool) or not isinstance(
-                max_queued_per_consumer, int):
-            raise TypeError(f"max_queued_per_consumer must be an int, got "
-                            f"{max_queued_per_consumer!r}")
-        if max_queued_per_consumer < 0:
-            raise ValueError(f"max_queued_per_consumer must be >= 0, got "
-                             f"{max_queued_per_consumer}")
-        self._max_queued = max_queued_per_consumer
+        self._limits = ServerLimits(
+            max_queued=_count("max_queued_per_consumer", max_queued_per_consumer, 0),
+            max_consumers=_count("max_consumers", max_consumers, 1),
+            max_held=_count("max_held_per_connection", max_held_per_connection, 1),
+            max_held_bytes=_count("max_held_bytes_per_connection",
+                                  max_held_bytes_per_connection, 1))
         self._threads = handler_threads_of(handler_threads)
         self._node = BusNode(NO_TELEMETRY, reply_prefix="")
         self._server: BusServer | None = None
@@ -98,7 +107,7 @@ class EventBus:
         else:
             self._runner = TaskRunner(host)
         self._node.telemetry = telemetry_for(server.config, self._node, "server")
-        self._server = bus_server = BusServer(self._node, host, self._max_queued)
+        self._server = bus_server = BusServer(self._node, host, self._limits)
         for code in SERVED_CODES:
             server.register_processor(code, bus_server)
 
@@ -290,3 +299,17 @@ class EventBus:
                                  headers=message.headers, deadline=entry.deadline, here=True,
                                  entry=entry))
             return await node.wait_reply_async(waiter, entry)
+
+
+def _count(name: str, value: object, low: int) -> int:
+    """Return ``value`` if it is an int of at least ``low``.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: below ``low``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return value

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .._core._channel_handle import ChannelHandle
-    from ._outlet import Outlet
+    from ._outlet import Budget, Outlet
 
 __all__ = ["RemoteConsumer"]
 
@@ -24,6 +24,7 @@ class RemoteConsumer:
         consumer_id: the consumer's id in that client.
         address: where it is registered.
         outlet: its window and queue here.
+        budget: what the server holds for its connection's consumers together.
         to_push: messages the window admitted, not yet handed to the connection.
         pump_due: the loop is asked to push ``to_push`` (or waits for room to).
         registered: False once unregistered or its connection closed.
@@ -33,6 +34,7 @@ class RemoteConsumer:
     consumer_id: int
     address: str
     outlet: Outlet[Any]
+    budget: Budget
     to_push: deque[Any] = field(default_factory=deque)
     pump_due: bool = False
     registered: bool = True

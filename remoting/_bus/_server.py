@@ -46,10 +46,14 @@ from .._errors import RemotingCommandError, RemotingError, RemotingTimeoutError
 from .._log import log
 from ._failure import ReplyFailure
 from ._node import consumer_full, deadline_after, no_handlers, receipt_failure
-from ._outlet import Outlet
+from ._outlet import Budget, Outlet
 from ._remote_consumer import RemoteConsumer
 from ._waiter import DELIVERED, TaskWaiter
 from ._wire import (
+    DEFAULT_MAX_CONSUMERS,
+    DEFAULT_MAX_HELD,
+    DEFAULT_MAX_HELD_BYTES,
+    DEFAULT_MAX_QUEUED,
     DEFAULT_TIMEOUT,
     MAX_CONSUMERS_PER_CONNECTION,
     BadBusRequest,
@@ -83,7 +87,7 @@ if TYPE_CHECKING:
     from ._waiter import Waiter
     from ._wire import Kind
 
-__all__ = ["SERVED_CODES", "BusServer", "Pending"]
+__all__ = ["SERVED_CODES", "BusServer", "Pending", "ServerLimits"]
 
 SERVED_CODES: Final = (BusCode.REGISTER, BusCode.UNREGISTER, BusCode.WINDOW, BusCode.SEND,
                        BusCode.REPLY, BusCode.CREDIT, BusCode.HEARTBEAT)
@@ -110,16 +114,28 @@ class Pending:
     receipt: Waiter | None = None
     entry: PendingReply[Waiter] | None = None
     passed: set[object] = field(default_factory=set)
+    charged: Budget | None = None  # the connection whose budget holds it now
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerLimits:
+    """What a bus server holds for its clients (`EventBus` options; docs/bus.md, limits)."""
+
+    max_queued: int = DEFAULT_MAX_QUEUED  # per remote consumer, beyond its window
+    max_consumers: int = DEFAULT_MAX_CONSUMERS  # remote consumers, all clients together
+    max_held: int = DEFAULT_MAX_HELD  # messages held for one connection's consumers
+    max_held_bytes: int = DEFAULT_MAX_HELD_BYTES  # and their body bytes
 
 
 class BusServer(AsyncRequestProcessor):
     """Serves the bus's codes on a server, and pushes to its clients' consumers."""
 
-    def __init__(self, node: BusNode, host: BusHost, max_queued: int) -> None:
+    def __init__(self, node: BusNode, host: BusHost, limits: ServerLimits) -> None:
         self._node = node
         self._host = host
-        self._max_queued = max_queued
+        self._limits = limits
         self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
+        self._budgets: dict[ChannelHandle, Budget] = {}  # one per connection with consumers
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
                                         Awaitable[RemotingCommand | None]]] = {
             BusCode.REGISTER: self._register, BusCode.UNREGISTER: self._unregister,
@@ -152,9 +168,16 @@ class BusServer(AsyncRequestProcessor):
             if len(mine) >= MAX_CONSUMERS_PER_CONNECTION:
                 raise BadBusRequest(f"over {MAX_CONSUMERS_PER_CONNECTION} consumers on one "
                                     "connection")
+            limits = self._limits
+            if node.remote_consumers >= limits.max_consumers:
+                raise BadBusRequest(f"the bus holds {limits.max_consumers} consumers of its "
+                                    "clients already (its max_consumers): try again later")
+            budget = self._budgets.get(channel)
+            if budget is None:
+                budget = self._budgets[channel] = Budget(limits.max_held, limits.max_held_bytes)
             target = RemoteConsumer(channel=channel, consumer_id=registration.consumer_id,
-                                    address=registration.address,
-                                    outlet=Outlet(registration.window, self._max_queued,
+                                    address=registration.address, budget=budget,
+                                    outlet=Outlet(registration.window, limits.max_queued,
                                                   registration.held))
             mine[registration.consumer_id] = target
             node.shared.add(target.address, target)
@@ -204,8 +227,7 @@ class BusServer(AsyncRequestProcessor):
         """Push what credits admitted for ``target``; fail what expired while queued."""
         push, expired = admitted
         for pending in expired:
-            self._fail(pending, ReplyFailure("TIMEOUT", "timed out waiting for room at the "
-                                             "consumer", address=pending.address))
+            self._fail(pending, _waited_too_long(pending))
         if push:
             self._push_later(target, push)
 
@@ -272,6 +294,8 @@ class BusServer(AsyncRequestProcessor):
                 offer = self._offer(target, pending)
                 if offer == "full":
                     return self._fail(pending, consumer_full(pending.address))
+                if offer == "held":
+                    return self._fail(pending, _connection_full(pending.address))
                 if offer != "gone":
                     return None
             else:
@@ -304,7 +328,7 @@ class BusServer(AsyncRequestProcessor):
             if isinstance(target, RemoteConsumer):
                 pending = Pending(kind="publish", address=address, body=body, headers=headers,
                                   deadline=None, here=here)
-                if self._offer(target, pending) == "full":
+                if self._offer(target, pending) in ("full", "held"):
                     with node.lock:
                         node.counters.dropped += 1
             else:
@@ -313,27 +337,39 @@ class BusServer(AsyncRequestProcessor):
 
     def _offer(self, target: RemoteConsumer, pending: Pending) -> str:
         node = self._node
+        size = len(pending.body)
         with node.lock:
             if not target.registered:
                 return "gone"
-            offer = target.outlet.offer(pending, pending.deadline, monotonic())
-            if offer != "full" and pending.entry is not None:
-                pending.entry.holder = target.channel
+            budget = target.budget
+            if not budget.fits(size):
+                return "held"
+            outlet = target.outlet
+            offer = outlet.offer(pending, pending.deadline, monotonic())
+            expired = outlet.take_expired()
+            if offer != "full":
+                budget.charge(size)
+                pending.charged = budget
+                if pending.entry is not None:
+                    pending.entry.holder = target.channel
+        for old in expired:
+            self._fail(old, _waited_too_long(old))
         if offer == "push":
             self._push_later(target, [pending])
         return offer
 
     def _delivered(self, pending: Pending) -> None:
-        receipt = pending.receipt
-        if receipt is not None:
-            with self._node.lock:
-                if receipt.outcome is None:
-                    receipt.complete(DELIVERED)
+        with self._node.lock:
+            _release(pending)
+            receipt = pending.receipt
+            if receipt is not None and receipt.outcome is None:
+                receipt.complete(DELIVERED)
 
     def _fail(self, pending: Pending, failure: ReplyFailure) -> ReplyFailure:
         """Fail ``pending`` to whoever waits for it (counted once); return ``failure``."""
         node = self._node
         with node.lock:
+            _release(pending)
             entry, receipt = pending.entry, pending.receipt
             if entry is not None:
                 if node.replies.remove(entry):
@@ -419,6 +455,9 @@ class BusServer(AsyncRequestProcessor):
             self._slot_back(target)
             self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "could not be pushed to its "
                                              "consumer", address=pending.address))
+            return
+        with self._node.lock:  # the connection's queue holds it now (its high water mark)
+            _release(pending)
 
     def _pushed(self, target: RemoteConsumer, pending: Pending,
                 response: RemotingCommand | None, cause: BaseException | None) -> None:
@@ -443,8 +482,7 @@ class BusServer(AsyncRequestProcessor):
             self._delivered(pending)
         elif response.code == FailureCode.NOT_REGISTERED:
             self._forget(target)
-            pending.passed.add(target)
-            self.route(pending)
+            self._reroute(pending, target)
         else:
             self._fail(pending, failure_of(response, address)
                        or ReplyFailure("RECIPIENT_FAILURE", "refused", address=address))
@@ -463,10 +501,15 @@ class BusServer(AsyncRequestProcessor):
     def _forget(self, target: RemoteConsumer) -> None:
         """``target`` was unregistered by its client: route what it was about to get to
         the next consumer of its address (none of it was delivered)."""
-        waiting = self._remove(target)
-        for pending in waiting:
-            pending.passed.add(target)
-            self.route(pending)
+        for pending in self._remove(target):
+            self._reroute(pending, target)
+
+    def _reroute(self, pending: Pending, passed: RemoteConsumer) -> None:
+        """Route ``pending`` (not delivered to ``passed``) to the next consumer."""
+        with self._node.lock:
+            _release(pending)
+        pending.passed.add(passed)
+        self.route(pending)
 
     def _remove(self, target: RemoteConsumer) -> list[Pending]:
         node = self._node
@@ -487,6 +530,7 @@ class BusServer(AsyncRequestProcessor):
         node = self._node
         with node.lock:
             targets = list(self._remote.pop(channel, {}).values())
+            self._budgets.pop(channel, None)
         waiting = [pending for target in targets for pending in self._remove(target)]
         with node.lock:
             requested, held = node.replies.drop_peer(channel)
@@ -499,3 +543,22 @@ class BusServer(AsyncRequestProcessor):
         for pending in waiting:
             self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
                                              "closed", address=pending.address))
+
+
+def _release(pending: Pending) -> None:
+    """``pending`` leaves its connection's budget, if it is in one (the lock is held)."""
+    budget = pending.charged
+    if budget is not None:
+        pending.charged = None
+        budget.release(len(pending.body))
+
+
+def _waited_too_long(pending: Pending) -> ReplyFailure:
+    return ReplyFailure("TIMEOUT", "timed out waiting for room at the consumer",
+                        address=pending.address)
+
+
+def _connection_full(address: str) -> ReplyFailure:
+    return ReplyFailure("RECIPIENT_FAILURE", f"the client of the consumer of {address} holds "
+                        "as many messages as the server keeps for one connection "
+                        "(max_held_per_connection): it is slow, or not answering", address=address)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from codec import ExtFields
 
 __all__ = [
-    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "HEARTBEAT_SECONDS",
+    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_CONSUMERS", "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_BYTES",
+    "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "HEARTBEAT_SECONDS",
     "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW", "TRANSPORT_MARGIN",
     "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Kind", "Register", "Reply",
     "ReplyKind", "Send", "address_of", "bad_request_response", "body_of", "consumer_id_of",
@@ -60,6 +61,13 @@ class FailureCode(IntEnum):
 DEFAULT_TIMEOUT: Final = 30.0  # seconds; Vert.x DeliveryOptions.DEFAULT_TIMEOUT
 DEFAULT_MAX_BUFFERED: Final = 1000  # Vert.x MessageConsumer.DEFAULT_MAX_BUFFERED_MESSAGES
 DEFAULT_MAX_QUEUED: Final = 1000  # messages a bus server holds for one full remote consumer
+# what a bus server keeps for its clients: remote consumers (about 2-3 kB each), and the
+# messages held for one connection's consumers together (a few hundred bytes each beside
+# their bodies): a flood of registrations, or a client with many consumers at one address
+# that stops answering, costs the server at most these
+DEFAULT_MAX_CONSUMERS: Final = 100_000
+DEFAULT_MAX_HELD: Final = 100_000
+DEFAULT_MAX_HELD_BYTES: Final = 64 * 1024 * 1024
 MAX_WINDOW: Final = 1_000_000  # the largest max_buffered a consumer may announce
 MAX_ADDRESS_BYTES: Final = 1024  # UTF-8 bytes; a bound on what a peer makes the server keep
 MAX_CONSUMERS_PER_CONNECTION: Final = 10_000  # a bound on what one peer makes the server keep
