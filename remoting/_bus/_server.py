@@ -198,18 +198,21 @@ class BusServer(AsyncRequestProcessor):
             self._forget(target)
         return ok_response()
 
-    async def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        return None  # reading it was the point: the connection is not idle
+    async def _heartbeat(self, ctx: RequestContext, request: RemotingCommand
+                         ) -> RemotingCommand | None:
+        # reading it was the point: the connection is not idle (sent oneway by our clients;
+        # a peer that asks for an answer gets one rather than its call's timeout)
+        return None if request.is_oneway else ok_response()
 
-    async def _credit(self, ctx: RequestContext, request: RemotingCommand) -> None:
+    async def _credit(self, ctx: RequestContext, request: RemotingCommand
+                      ) -> RemotingCommand | None:
         consumer_id, credits = consumer_id_of(request), credits_of(request)
         with self._node.lock:
             target = self._target(ctx, consumer_id)
-            if target is None:
-                return None
-            admitted = target.outlet.credit(credits, monotonic())
-        self._admitted(target, admitted)
-        return None
+            admitted = None if target is None else target.outlet.credit(credits, monotonic())
+        if target is not None and admitted is not None:
+            self._admitted(target, admitted)
+        return None if request.is_oneway else ok_response()
 
     async def _window(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         consumer_id = consumer_id_of(request)
