@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -25,10 +25,9 @@ if TYPE_CHECKING:
 
     from opentelemetry.metrics import Histogram
 
-    from ._node import BusNode
     from ._statistics import BusCounters, BusStatistics
 
-__all__ = ["SYSTEM", "BusInstruments", "bus_instruments"]
+__all__ = ["SYSTEM", "BusInstruments", "ReportedBus", "bus_instruments"]
 
 SYSTEM: Final = "remoting.bus"  # messaging.system
 
@@ -46,6 +45,15 @@ _FAILURES: Final[dict[str, Callable[[BusCounters], int]]] = {
 _LOST: Final[dict[str, Callable[[BusCounters], int]]] = {
     "unrouted": lambda c: c.unrouted_publishes, "dropped": lambda c: c.dropped,
     "discarded": lambda c: c.discarded}
+
+
+class ReportedBus(Protocol):
+    """What the instruments read of a bus (a `BusNode`)."""
+
+    @property
+    def counters(self) -> BusCounters: ...
+
+    def statistics(self) -> BusStatistics: ...
 
 
 def bus_instruments(meter_provider: Any) -> BusInstruments:
@@ -71,7 +79,7 @@ class BusInstruments:
             "messaging.process.duration", unit="s",
             description="Time a handler of this process's consumers spent on a message.",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
-        self._buses: weakref.WeakKeyDictionary[BusNode, str] = weakref.WeakKeyDictionary()
+        self._buses: weakref.WeakKeyDictionary[ReportedBus, str] = weakref.WeakKeyDictionary()
         # every bus's counters, kept after it is gone (a few hundred bytes each)
         self._tallies: list[tuple[str, BusCounters]] = []
         meter.create_observable_counter(
@@ -107,7 +115,7 @@ class BusInstruments:
         for name, unit, description, read in gauges:
             meter.create_observable_gauge(name, [self._gauge(read)], unit, description)
 
-    def observe(self, node: BusNode, role: str) -> None:
+    def observe(self, node: ReportedBus, role: str) -> None:
         """Report ``node`` (a bus, ``role`` ``server`` or ``client``) from now on."""
         with _lock:
             if node not in self._buses:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from .._config import ClientConfig, ServerConfig
     from ._message import Message, OutboundMessage
-    from ._node import BusNode
+    from ._metrics import ReportedBus
 
 __all__ = ["OtelTelemetry", "TracerSpans", "otel_telemetry", "tracer_spans"]
 
@@ -138,7 +138,7 @@ class OtelTelemetry:
         return _Timed(span, self._histogram, message)
 
 
-def otel_telemetry(config: ClientConfig | ServerConfig, node: BusNode, role: str
+def otel_telemetry(config: ClientConfig | ServerConfig, node: ReportedBus, role: str
                    ) -> OtelTelemetry | None:
     """Return the telemetry of a bus (``node``, of ``role``) over an endpoint with
     ``config``, reporting it in the metrics from now on; None if neither a tracer nor a meter

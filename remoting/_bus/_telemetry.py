@@ -16,7 +16,7 @@ from .._observability._otel_setup import otel_available
 if TYPE_CHECKING:
     from .._config import ClientConfig, ServerConfig
     from ._message import Message, OutboundMessage
-    from ._node import BusNode
+    from ._metrics import ReportedBus
 
 __all__ = ["NO_TELEMETRY", "BusTelemetry", "telemetry_for"]
 
@@ -47,7 +47,7 @@ class _NoTelemetry:
 NO_TELEMETRY: Final = _NoTelemetry()
 
 
-def telemetry_for(config: ClientConfig | ServerConfig, node: BusNode,
+def telemetry_for(config: ClientConfig | ServerConfig, node: ReportedBus,
                   role: Literal["server", "client"]) -> BusTelemetry:
     """Return the telemetry of a bus (``node``) over an endpoint with ``config``, reported
     under ``remoting.role`` ``role`` (`NO_TELEMETRY`: none)."""
