@@ -194,3 +194,14 @@ def test_a_heartbeat_or_credit_sent_as_a_request_is_answered(
             response = peer.invoke_sync(blocking_server.addr,
                                         RemotingCommand.create_request(code, ext), WAIT)
             assert response.code == ResponseCode.SUCCESS
+
+
+def test_a_flood_of_bad_bus_requests_is_answered_each_and_logged_a_few_times(
+        blocking_server: RemotingServer, bus: EventBus) -> None:
+    bad = RemotingCommand.create_request(BusCode.SEND, {"kind": "shout", "address": "x"})
+    with RemotingClient(ClientConfig()) as peer, capture_logs() as events:
+        codes = {peer.invoke_sync(blocking_server.addr, bad, WAIT).code for _ in range(100)}
+    assert codes == {ResponseCode.INVALID_PARAMETER}
+    refused = [e["refused_on_connection"] for e in events
+               if e["event"] == "bus.request_refused"]
+    assert refused == [1, 2, 4, 8, 16, 32, 64]
