@@ -54,9 +54,9 @@ class EventBus:
             window is full (beyond: sends fail as RECIPIENT_FAILURE, publishes are dropped).
         max_consumers: consumers of clients the bus holds, all clients together (beyond: a
             registration is refused with a reason).
-        max_held_per_connection, max_held_bytes_per_connection: messages, and their body
-            bytes, the server holds for one client connection's consumers together, queued
-            or on their way (beyond: as a full consumer).
+        max_held_per_connection, max_held_bytes_per_connection: messages, and their bytes
+            (body and headers), the server holds for one client connection's consumers
+            together, queued or on their way (beyond: as a full consumer).
         handler_threads: threads that run handlers on a blocking server.
 
     Raises:

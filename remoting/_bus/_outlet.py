@@ -114,7 +114,8 @@ class Outlet(Generic[E]):
 
 class Budget:
     """What a bus server holds for one client connection's consumers, all together: messages
-    queued, waiting to be pushed, or pushed and not yet answered, and their body bytes.
+    queued, waiting to be pushed, or pushed and not yet answered, and their bytes (body and
+    headers).
 
     Each consumer's window and queue bound its own messages; a connection may register many
     consumers (at one address, a publish reaches each), so this bounds them together. One

@@ -115,6 +115,11 @@ class Pending:
     entry: PendingReply[Waiter] | None = None
     passed: set[object] = field(default_factory=set)
     charged: Budget | None = None  # the connection whose budget holds it now
+    size: int = field(init=False)  # what it counts in a budget: its body and headers
+
+    def __post_init__(self) -> None:
+        # headers count too: a message of empty body and 64 KiB of headers is no small one
+        self.size = len(self.body) + sum(len(k) + len(v) for k, v in self.headers.items())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -345,7 +350,7 @@ class BusServer(AsyncRequestProcessor):
 
     def _offer(self, target: RemoteConsumer, pending: Pending) -> str:
         node = self._node
-        size = len(pending.body)
+        size = pending.size
         with node.lock:
             if not target.registered:
                 return "gone"
@@ -559,7 +564,7 @@ def _release(pending: Pending) -> None:
     budget = pending.charged
     if budget is not None:
         pending.charged = None
-        budget.release(len(pending.body))
+        budget.release(pending.size)
 
 
 def _waited_too_long(pending: Pending) -> ReplyFailure:

@@ -88,6 +88,17 @@ def test_a_connection_s_consumers_together_hold_at_most_their_bytes(
         assert len(refused) == 5 and {r.code for r in refused} == {32382}  # 3 fit in 100 kB
 
 
+@pytest.mark.parametrize("bus", [{"max_held_bytes_per_connection": 100_000}], indirect=True)
+def test_headers_count_in_a_connection_s_bytes(
+        blocking_server: RemotingServer, bus: EventBus, hostile: RemotingClient) -> None:
+    headers = {f"h{i}": "v" * 1000 for i in range(30)}  # ~30 kB of headers, no body
+    with RemotingClient(ClientConfig()) as sender:
+        futures = [sender.invoke_async(blocking_server.addr, send_command(
+            "send", "fan", b"", headers, 3 * WAIT), 4 * WAIT) for _ in range(8)]
+        eventually(lambda: sum(f.done() for f in futures) >= 5, "the refusals")
+        assert {f.result().code for f in futures if f.done()} == {32382}
+
+
 def test_one_message_larger_than_the_byte_bound_still_goes_alone() -> None:
     from remoting._bus._outlet import Budget
 
