@@ -19,6 +19,9 @@ from ._bus._message import OutboundMessage as OutboundMessage
 from ._bus._statistics import BusStatistics as BusStatistics
 from ._bus._trio_client import TrioBusClient as TrioBusClient
 from ._bus._wire import DEFAULT_MAX_BUFFERED as DEFAULT_MAX_BUFFERED
+from ._bus._wire import DEFAULT_MAX_CONSUMERS as DEFAULT_MAX_CONSUMERS
+from ._bus._wire import DEFAULT_MAX_HELD as DEFAULT_MAX_HELD
+from ._bus._wire import DEFAULT_MAX_HELD_BYTES as DEFAULT_MAX_HELD_BYTES
 from ._bus._wire import DEFAULT_MAX_QUEUED as DEFAULT_MAX_QUEUED
 from ._bus._wire import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ._bus._wire import MAX_ADDRESS_BYTES as MAX_ADDRESS_BYTES
@@ -26,6 +29,9 @@ from ._bus._wire import BusCode as BusCode
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED",
+    "DEFAULT_MAX_CONSUMERS",
+    "DEFAULT_MAX_HELD",
+    "DEFAULT_MAX_HELD_BYTES",
     "DEFAULT_MAX_QUEUED",
     "DEFAULT_TIMEOUT",
     "MAX_ADDRESS_BYTES",

@@ -16,10 +16,10 @@ from ._wire import (
     DEFAULT_TIMEOUT,
     credit_command,
     heartbeat_command,
-    register_command,
     send_command,
     timeout_of,
     unregister_command,
+    window_command,
 )
 
 if TYPE_CHECKING:
@@ -92,13 +92,13 @@ class BusClient(BusClientBase):
         """
         consumer = self._new_consumer(address, handler, max_buffered, on_discard, local=False)
         try:
-            response = self._blocking.invoke_sync(
-                self._addr, register_command(consumer.consumer_id, consumer.address,
-                                             consumer.max_buffered), timeout_of(timeout))
+            response = self._blocking.invoke_sync(self._addr, self._registration(consumer),
+                                                timeout_of(timeout))
             self._check(response, consumer.address)
         except BaseException:
             self._unhooked(consumer)
             raise
+        self._owed_after_registration(consumer)  # none: it held nothing yet
         self._registered(consumer)
         return consumer
 
@@ -133,9 +133,12 @@ class BusClient(BusClientBase):
             try:
                 if lost:
                     for consumer in consumers:
-                        self._check(self._blocking.invoke_sync(self._addr, register_command(
-                            consumer.consumer_id, consumer.address, consumer.max_buffered),
-                            DEFAULT_TIMEOUT), consumer.address)
+                        registration = self._registration(consumer)
+                        self._check(self._blocking.invoke_sync(self._addr, registration,
+                                                               DEFAULT_TIMEOUT), consumer.address)
+                        owed = self._owed_after_registration(consumer)
+                        if owed:
+                            self.credit(consumer, owed)
                 elif consumers:
                     self._blocking.invoke_oneway(self._addr, heartbeat_command(),
                                                  DEFAULT_TIMEOUT)
@@ -160,6 +163,16 @@ class BusClient(BusClientBase):
         except RemotingError:  # the connection is gone, and the registration with it
             pass
 
+    def resize(self, consumer: Consumer, window: int, credits: int,
+               applied: Callable[[], object]) -> None:
+        """`Credits`: tell the server ``consumer``'s new window, in the background."""
+        try:
+            self._blocking.invoke_async(self._addr,
+                                        window_command(consumer.consumer_id, window, credits),
+                                        DEFAULT_TIMEOUT, lambda _: applied())
+        except RemotingError:  # the client is closed: the server forgets it with it
+            applied()
+
     # ------------------------------------------------------------------ messages
 
     def send(self, address: str, body: bytes | None = None,
@@ -180,7 +193,7 @@ class BusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             if self._send_locally(message):
                 return
             self._call(send_command("send", message.address, message.body, message.headers,
@@ -201,7 +214,7 @@ class BusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("publish", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             self._publish_locally(message)
             self._call(send_command("publish", message.address, message.body,
                                     message.headers, None), timeout, message.address)
@@ -223,7 +236,7 @@ class BusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = ThreadWaiter()
             entry = self._request_locally(message, waiter, deadline_after(timeout))
             if entry is not None:
@@ -250,7 +263,7 @@ class BusClient(BusClientBase):
         """Answer a message the server delivered (never waits)."""
         message = self._node.outbound("fail" if failure else "reply", reply_address, body,
                                       headers)
-        with self._node.spans.sending(message):
+        with self._node.telemetry.sending(message):
             self._blocking.invoke_async(self._addr, self._reply_command(message, failure, None),
                                         DEFAULT_TIMEOUT)
 
@@ -258,7 +271,7 @@ class BusClient(BusClientBase):
                           timeout: float) -> Message:
         """Answer a message the server delivered, and wait for the answer to that."""
         message = self._node.outbound("reply", reply_address, body, headers)
-        with self._node.spans.sending(message):
+        with self._node.telemetry.sending(message):
             response = self._call(self._reply_command(message, None, timeout), timeout, None,
                                   check=False)
             return self._reply_of(response, None)

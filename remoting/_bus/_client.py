@@ -27,7 +27,7 @@ from ._failure import ReplyFailure
 from ._interceptors import add_interceptor
 from ._message import Message
 from ._node import BusNode, consumer_full
-from ._telemetry import spans_for
+from ._telemetry import NO_TELEMETRY, telemetry_for
 from ._wire import (
     HEARTBEAT_SECONDS,
     TRANSPORT_MARGIN,
@@ -42,6 +42,7 @@ from ._wire import (
     max_buffered_of,
     not_registered_response,
     ok_response,
+    register_command,
     reply_command,
     reply_in,
 )
@@ -168,7 +169,8 @@ class BusClientBase:
             raise TypeError(f"addr must be a 'host:port' str, got {addr!r}")
         self._client = client
         self._addr = addr
-        self._node = BusNode(spans_for(client.config), reply_prefix="local.")
+        self._node = BusNode(NO_TELEMETRY, reply_prefix="local.")
+        self._node.telemetry = telemetry_for(client.config, self._node, "client")
         self._node.on_remote_removed = self._remote_removed
         self._hub = ClientHub.of(client)
         self._remote: set[Consumer] = set()
@@ -258,6 +260,18 @@ class BusClientBase:
         else:
             self._hub.add(consumer, self)  # type: ignore[arg-type]
         return consumer
+
+    def _registration(self, consumer: Consumer) -> RemotingCommand:
+        """Return the REGISTER of ``consumer`` (its window as it is now, what it holds)."""
+        with self._node.lock:
+            held = consumer.registering()
+            return register_command(consumer.consumer_id, consumer.address,
+                                    consumer.max_buffered, held)
+
+    def _owed_after_registration(self, consumer: Consumer) -> int:
+        """The server has ``consumer`` again: return the credits to send it now."""
+        with self._node.lock:
+            return consumer.registered_again()
 
     def _registered(self, consumer: Consumer) -> None:
         with self._node.lock:

@@ -4,7 +4,7 @@
 A consumer's state (its mailbox, its counters, whether it is registered) is guarded by its
 bus's lock; its handler runs outside that lock, one message at a time, on the bus's runner (a
 thread, or a trio task). What it needs from the bus that owns it is `ConsumerOwner`: where
-its interceptors, spans and counters are, how to fail a message, how to unregister it.
+its interceptors, telemetry and counters are, how to fail a message, how to unregister it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import inspect
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from ._mailbox import Mailbox
+from ._wire import max_buffered_of
 
 if TYPE_CHECKING:
     import threading
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
     from ._message import Message
     from ._runners import Runner
-    from ._telemetry import Spans
+    from ._telemetry import BusTelemetry
 
 __all__ = ["Consumer", "ConsumerOwner", "Credits", "Taken", "check_callback", "check_handler"]
 
@@ -43,7 +44,7 @@ class ConsumerOwner(Protocol):
         ...
 
     @property
-    def spans(self) -> Spans: ...
+    def telemetry(self) -> BusTelemetry: ...
 
     def inbound(self, message: Message) -> None:
         """Run the inbound interceptors on ``message``."""
@@ -59,11 +60,18 @@ class ConsumerOwner(Protocol):
 
 
 class Credits(Protocol):
-    """Where a remote consumer's credits go: its bus server, through the client."""
+    """Where a remote consumer's credits and window go: its bus server, through the client."""
 
     def credit(self, consumer: Consumer, credits: int) -> None: ...
 
     async def credit_async(self, consumer: Consumer, credits: int) -> None: ...
+
+    def resize(self, consumer: Consumer, window: int, credits: int,
+               applied: Callable[[], object]) -> None:
+        """Tell the server ``consumer`` may hold ``window`` messages and is done with
+        ``credits``; never waits. ``applied()`` runs once the server has it (or the
+        connection is gone, and the server with it forgot the consumer)."""
+        ...
 
 
 class Consumer:
@@ -77,7 +85,6 @@ class Consumer:
 
     Attributes:
         address: where it is registered.
-        max_buffered: how many messages it may hold.
         local: True for a ``local_consumer`` (only its own bus sends to it).
         on_discard: called with each message it discards, where handlers run (None: none).
     """
@@ -89,7 +96,8 @@ class Consumer:
                  on_discard: Callable[[Message], object] | None = None,
                  consumer_id: int = 0, credits: Credits | None = None) -> None:
         self.address = address
-        self.max_buffered = max_buffered
+        self._max_buffered = max_buffered
+        self._resizes = 0  # WINDOW updates sent to the server: only the latest one applies
         self.local = local
         self.on_discard = on_discard
         self.consumer_id = consumer_id  # a remote consumer's id at its bus server
@@ -101,11 +109,69 @@ class Consumer:
         self._registered = True
         self._discarded = 0
         self._uncredited = 0  # finished messages not yet credited back (remote consumers)
+        self._registering = False  # a registration is on its way: credits wait
         self._credit_every = max(1, max_buffered // 4)
 
     def __repr__(self) -> str:
         state = "paused" if self.paused else "registered" if self._registered else "unregistered"
         return f"<Consumer {self.address!r} {state}, {self.buffered} buffered>"
+
+    @property
+    def max_buffered(self) -> int:
+        """How many messages the consumer may hold, the one its handler runs included
+        (Vert.x's ``maxBufferedMessages``). Set it at any time, from any thread or task.
+
+        A smaller bound keeps the messages held already (none is dropped) and takes new ones
+        only once the handler brought them under it. A remote consumer's bus server is told
+        in the background; until it answers, the consumer still takes what the server sent
+        under the larger bound, so no message in flight is discarded. A larger bound applies
+        at once.
+
+        Raises:
+            TypeError, ValueError: not an int from 1 to 1,000,000.
+        """
+        return self._max_buffered
+
+    @max_buffered.setter
+    def max_buffered(self, value: int) -> None:
+        value = max_buffered_of(value)
+        link = self._credits
+        with self._owner.lock:
+            self._max_buffered = value
+            self._credit_every = max(1, value // 4)
+            mailbox = self._mailbox
+            if link is None or not self._registered:
+                mailbox.max_buffered = value
+                return
+            if value >= mailbox.max_buffered:
+                mailbox.max_buffered = value  # room at once; the server learns it next
+            self._resizes += 1
+            resize = self._resizes
+            owed, self._uncredited = self._uncredited, 0  # the server needs them to move
+        link.resize(self, value, owed, lambda: self._resized(resize))
+
+    def _resized(self, resize: int) -> None:
+        """The server has the window of update number ``resize``: the consumer's bound
+        follows it, unless a later update was sent meanwhile."""
+        with self._owner.lock:
+            if resize == self._resizes:
+                self._mailbox.max_buffered = self._max_buffered
+
+    def registering(self) -> int:
+        """A (new) registration at the server is on its way: return the messages the
+        consumer holds, which the server counts in its fresh window until they are credited
+        (under the lock). Credits wait meanwhile (`registered_again`): one sent before the
+        server has the consumer would be lost, and its window slot with it."""
+        self._registering = True
+        self._uncredited = 0  # for the connection that is gone: its server forgot them
+        return self._mailbox.held
+
+    def registered_again(self) -> int:
+        """The server has the registration: return the credits owed meanwhile (under the
+        lock), to send now."""
+        self._registering = False
+        owed, self._uncredited = self._uncredited, 0
+        return owed
 
     @property
     def registered(self) -> bool:
@@ -227,7 +293,7 @@ class Consumer:
         kept meanwhile are fewer than a quarter window, so the server, which stops at a
         full window, never waits for them: it waits only for messages still held."""
         owed = self._uncredited
-        if owed >= self._credit_every:
+        if owed >= self._credit_every and not self._registering:
             self._uncredited = 0
             return owed
         return 0
@@ -243,7 +309,7 @@ class Consumer:
     def _handle(self, message: Message) -> None:
         owner = self._owner
         try:
-            with owner.spans.processing(message):
+            with owner.telemetry.processing(message):
                 owner.inbound(message)
                 result = self._handler(message)
                 if inspect.isawaitable(result):
@@ -257,7 +323,7 @@ class Consumer:
     async def _handle_async(self, message: Message) -> None:
         owner = self._owner
         try:
-            with owner.spans.processing(message):
+            with owner.telemetry.processing(message):
                 owner.inbound(message)
                 result = self._handler(message)
                 if inspect.isawaitable(result):

@@ -3,20 +3,23 @@ uses, and may have consumers of its own."""
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Self
 
 from .._faces._blocking_server import RemotingServer
 from .._faces._trio import TrioRemotingServer
 from ._consumer import Consumer, check_callback, check_handler
+from ._host import host_of
 from ._interceptors import add_interceptor
-from ._node import BusNode, deadline_after
+from ._node import BusNode, deadline_after, receipt_failure
 from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner, handler_threads_of
-from ._server import HERE_SEND_TIMEOUT, SERVED_CODES, BusServer, Pending
-from ._telemetry import NO_SPANS, spans_for
+from ._server import SERVED_CODES, BusServer, Pending, ServerLimits
+from ._telemetry import NO_TELEMETRY, telemetry_for
 from ._waiter import TaskWaiter, ThreadWaiter
 from ._wire import (
     DEFAULT_MAX_BUFFERED,
+    DEFAULT_MAX_CONSUMERS,
+    DEFAULT_MAX_HELD,
+    DEFAULT_MAX_HELD_BYTES,
     DEFAULT_MAX_QUEUED,
     DEFAULT_TIMEOUT,
     address_of,
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
 
-    from .._core._endpoint import Endpoint
+    from ._host import BusHost
     from ._interceptors import BusInterceptor
     from ._message import Message
     from ._runners import Runner
@@ -49,6 +52,11 @@ class EventBus:
     Args:
         max_queued_per_consumer: messages the server holds for one remote consumer whose
             window is full (beyond: sends fail as RECIPIENT_FAILURE, publishes are dropped).
+        max_consumers: consumers of clients the bus holds, all clients together (beyond: a
+            registration is refused with a reason).
+        max_held_per_connection, max_held_bytes_per_connection: messages, and their bytes
+            (body and headers), the server holds for one client connection's consumers
+            together, queued or on their way (beyond: as a full consumer).
         handler_threads: threads that run handlers on a blocking server.
 
     Raises:
@@ -58,19 +66,20 @@ class EventBus:
     __module__ = "remoting.bus"
 
     def __init__(self, *, max_queued_per_consumer: int = DEFAULT_MAX_QUEUED,
+                 max_consumers: int = DEFAULT_MAX_CONSUMERS,
+                 max_held_per_connection: int = DEFAULT_MAX_HELD,
+                 max_held_bytes_per_connection: int = DEFAULT_MAX_HELD_BYTES,
                  handler_threads: int = HANDLER_THREADS) -> None:
-        if isinstance(max_queued_per_consumer, bool) or not isinstance(
-                max_queued_per_consumer, int):
-            raise TypeError(f"max_queued_per_consumer must be an int, got "
-                            f"{max_queued_per_consumer!r}")
-        if max_queued_per_consumer < 0:
-            raise ValueError(f"max_queued_per_consumer must be >= 0, got "
-                             f"{max_queued_per_consumer}")
-        self._max_queued = max_queued_per_consumer
+        self._limits = ServerLimits(
+            max_queued=_count("max_queued_per_consumer", max_queued_per_consumer, 0),
+            max_consumers=_count("max_consumers", max_consumers, 1),
+            max_held=_count("max_held_per_connection", max_held_per_connection, 1),
+            max_held_bytes=_count("max_held_bytes_per_connection",
+                                  max_held_bytes_per_connection, 1))
         self._threads = handler_threads_of(handler_threads)
-        self._node = BusNode(NO_SPANS, reply_prefix="")
+        self._node = BusNode(NO_TELEMETRY, reply_prefix="")
         self._server: BusServer | None = None
-        self._endpoint: Endpoint | None = None
+        self._host: BusHost | None = None
         self._runner: Runner | None = None
 
     def __enter__(self) -> Self:
@@ -92,17 +101,15 @@ class EventBus:
                             f"{type(server).__name__}")
         if self._server is not None:
             raise RuntimeError("this EventBus is attached to a server already")
-        endpoint = self._endpoint = server.endpoint
+        host = self._host = host_of(server)
         if isinstance(server, RemotingServer):
             self._runner = ThreadRunner("remoting-bus-server", self._threads)
         else:
-            self._runner = TaskRunner(lambda: endpoint.nursery, lambda: endpoint.loop_thread_id,
-                                      endpoint.call_on_loop)
-        self._node.spans = spans_for(server.config)
-        self._server = bus_server = BusServer(self._node, endpoint, self._max_queued)
+            self._runner = TaskRunner(host)
+        self._node.telemetry = telemetry_for(server.config, self._node, "server")
+        self._server = bus_server = BusServer(self._node, host, self._limits)
         for code in SERVED_CODES:
             server.register_processor(code, bus_server)
-        server.register_channel_event_listener(bus_server)
 
     def close(self) -> None:
         """Unregister the bus's own consumers and stop its handler threads (a blocking
@@ -169,6 +176,15 @@ class EventBus:
             raise RuntimeError("attach the EventBus to a server first: bus.attach(server)")
         return self._runner
 
+    def _off_loop(self, name: str, async_name: str) -> None:
+        """Raises:
+            RuntimeError: called on the server's event loop, which must not block.
+        """
+        host = self._host
+        if host is not None and host.on_loop():
+            raise RuntimeError(f"EventBus.{name} blocks: on the event loop use "
+                               f"`await bus.{async_name}(...)`")
+
     def _bus_server(self) -> BusServer:
         if self._server is None:
             raise RuntimeError("attach the EventBus to a server first: bus.attach(server)")
@@ -177,22 +193,54 @@ class EventBus:
     # ------------------------------------------------------------------ messages
 
     def send(self, address: str, body: bytes | None = None,
-             headers: dict[str, str] | None = None) -> None:
+             headers: dict[str, str] | None = None, *,
+             timeout: float = DEFAULT_TIMEOUT) -> None:
         """Send a message to one consumer of ``address`` (its own local consumers first,
-        else any, round-robin); from any thread or task. Returns once routed: a consumer of
-        this process has it, or a client's consumer will get it (its receipt is not awaited).
+        else any, round-robin), and wait until the consumer's bus has it: a consumer of this
+        process at once, a client's when its receipt comes (a thread: not the event loop's;
+        on a trio server use `send_async`).
 
         Raises:
-            ReplyFailure: NO_HANDLERS, or RECIPIENT_FAILURE: the consumer is full.
+            ReplyFailure: NO_HANDLERS; RECIPIENT_FAILURE: the consumer is full, or went away
+                before taking it; TIMEOUT: not taken within ``timeout`` seconds (it may still
+                be handled).
+            RuntimeError: called on the server's event loop thread.
             TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
         """
         server = self._bus_server()
+        self._off_loop("send", "send_async")
+        timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
+            waiter = ThreadWaiter()
+            deadline = deadline_after(timeout)
             failure = server.route(Pending(
                 kind="send", address=message.address, body=message.body,
-                headers=message.headers, deadline=deadline_after(HERE_SEND_TIMEOUT), here=True))
+                headers=message.headers, deadline=deadline, here=True, receipt=waiter))
+            if failure is None:
+                waiter.wait(deadline)
+                failure = receipt_failure(node, waiter, message.address)
+            if failure is not None:
+                raise failure
+
+    async def send_async(self, address: str, body: bytes | None = None,
+                         headers: dict[str, str] | None = None, *,
+                         timeout: float = DEFAULT_TIMEOUT) -> None:
+        """`send` for a trio task of the server's loop (a `TrioRemotingServer`'s bus)."""
+        server = self._bus_server()
+        timeout = timeout_of(timeout)
+        node = self._node
+        message = node.outbound("send", address, body, headers)
+        with node.telemetry.sending(message):
+            waiter = TaskWaiter()
+            deadline = deadline_after(timeout)
+            failure = server.route(Pending(
+                kind="send", address=message.address, body=message.body,
+                headers=message.headers, deadline=deadline, here=True, receipt=waiter))
+            if failure is None:
+                await waiter.wait(deadline)
+                failure = receipt_failure(node, waiter, message.address)
             if failure is not None:
                 raise failure
 
@@ -207,7 +255,7 @@ class EventBus:
         server = self._bus_server()
         node = self._node
         message = node.outbound("publish", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             server.publish(message.address, message.body, message.headers, here=True)
 
     def request(self, address: str, body: bytes | None = None,
@@ -224,14 +272,11 @@ class EventBus:
             TypeError, ValueError: a bad argument; whatever an outbound interceptor raised.
         """
         server = self._bus_server()
-        endpoint = self._endpoint
-        if endpoint is not None and threading.get_ident() == endpoint.loop_thread_id:
-            raise RuntimeError("EventBus.request blocks: on the event loop use "
-                               "`await bus.request_async(...)`")
+        self._off_loop("request", "request_async")
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = ThreadWaiter()
             entry = node.expect_reply(waiter, deadline_after(timeout), message.address)
             server.route(Pending(kind="request", address=message.address, body=message.body,
@@ -247,10 +292,24 @@ class EventBus:
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = TaskWaiter()
             entry = node.expect_reply(waiter, deadline_after(timeout), message.address)
             server.route(Pending(kind="request", address=message.address, body=message.body,
                                  headers=message.headers, deadline=entry.deadline, here=True,
                                  entry=entry))
             return await node.wait_reply_async(waiter, entry)
+
+
+def _count(name: str, value: object, low: int) -> int:
+    """Return ``value`` if it is an int of at least ``low``.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: below ``low``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return value

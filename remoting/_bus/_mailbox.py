@@ -3,8 +3,9 @@
 
 A consumer handles its messages one at a time, in order, in one drain (a thread's job or a
 task) that runs while it has messages and is not paused. Sans-I/O and not thread-safe: its
-owner holds the bus lock around every call. Invariants: at most ``max_buffered`` messages are
-held, the one the handler runs included (beyond that an offer is ``"full"``: Vert.x discards);
+owner holds the bus lock around every call. Invariants: an offer is taken only while fewer
+than ``max_buffered`` messages are held, the one the handler runs included (beyond that it is
+``"full"``: Vert.x discards; a bound lowered below what is held keeps them all);
 exactly one drain runs while ``running`` (``"start"`` from `offer`, or True from `resume`,
 asks the owner to start it, and `take` returning None ends it); a paused mailbox hands out
 nothing, and keeps what it holds.

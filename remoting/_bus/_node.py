@@ -43,11 +43,11 @@ if TYPE_CHECKING:
     from ._consumer import Consumer
     from ._interceptors import BusInterceptor
     from ._message import OutboundKind
-    from ._telemetry import Spans
+    from ._telemetry import BusTelemetry
     from ._waiter import Outcome, Waiter
     from ._wire import Kind
 
-__all__ = ["BusNode", "consumer_full", "deadline_after", "no_handlers"]
+__all__ = ["BusNode", "consumer_full", "deadline_after", "no_handlers", "receipt_failure"]
 
 _OUTBOUND_COUNTER = {"send": "sent", "publish": "published", "request": "requests",
                      "reply": "replies", "fail": "replies"}
@@ -56,9 +56,9 @@ _OUTBOUND_COUNTER = {"send": "sent", "publish": "published", "request": "request
 class BusNode:
     """The state of one bus and its in-process steps (see the module docstring)."""
 
-    def __init__(self, spans: Spans, *, reply_prefix: str = "") -> None:
+    def __init__(self, telemetry: BusTelemetry, *, reply_prefix: str = "") -> None:
         self.lock = threading.Lock()
-        self.spans = spans
+        self.telemetry = telemetry
         self.local: AddressTable[Consumer] = AddressTable()  # local consumers: this bus only
         self.shared: AddressTable[Consumer | RemoteConsumer] = AddressTable()  # all senders
         self.replies: ReplyTable[Waiter] = ReplyTable(reply_prefix)
@@ -190,18 +190,21 @@ class BusNode:
 
     def answer(self, reply_address: str, body: bytes, headers: dict[str, str],
                failure: tuple[int, str] | None,
-               then: tuple[Waiter, float | None, object | None] | None = None
-               ) -> PendingReply[Waiter] | ReplyFailure:
+               then: tuple[Waiter, float | None, object | None] | None = None, *,
+               answerer: object | None = None) -> PendingReply[Waiter] | ReplyFailure:
         """Answer the message of ``reply_address``: a reply, or ``failure`` (code, message).
         With ``then`` (waiter, deadline, requester), the reply awaits an answer in turn.
+        ``answerer``: the connection the answer came over (None: this process), which must
+        hold the message (`ReplyTable.take`).
 
         Returns the entry answered (with ``then``: the new one, to wait on), or a
-        NO_HANDLERS failure: the address expired, or was never ours.
+        NO_HANDLERS failure: the address expired, was never ours, or is not the answerer's
+        to answer (told apart from an expired one to no one).
         """
         now = monotonic()
         with self.lock:
             self._expire(now)
-            entry = self.replies.take(reply_address, now)
+            entry = self.replies.take(reply_address, now, answerer)
             if entry is None:
                 self.counters.expired_replies += 1
                 return ReplyFailure("NO_HANDLERS", "the reply address has expired: the "
@@ -276,14 +279,14 @@ class BusNode:
                    failure: tuple[int, str] | None) -> None:
         """Answer a message delivered by this bus (never waits)."""
         message = self.outbound("fail" if failure else "reply", reply_address, body, headers)
-        with self.spans.sending(message):
+        with self.telemetry.sending(message):
             self.answer(reply_address, message.body, message.headers, failure)
 
     def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
                           timeout: float) -> Message:
         """Answer a message delivered by this bus, and wait (a thread) for the answer."""
         message = self.outbound("reply", reply_address, body, headers)
-        with self.spans.sending(message):
+        with self.telemetry.sending(message):
             waiter = ThreadWaiter()
             after = self.answer(reply_address, message.body, message.headers, None,
                                 (waiter, deadline_after(timeout), None))
@@ -295,7 +298,7 @@ class BusNode:
                                       headers: dict[str, str], timeout: float) -> Message:
         """`reply_and_request` for a trio task."""
         message = self.outbound("reply", reply_address, body, headers)
-        with self.spans.sending(message):
+        with self.telemetry.sending(message):
             waiter = TaskWaiter()
             after = self.answer(reply_address, message.body, message.headers, None,
                                 (waiter, deadline_after(timeout), None))
@@ -325,6 +328,20 @@ class BusNode:
 def deadline_after(timeout: float) -> float | None:
     """Return the `time.monotonic` deadline ``timeout`` seconds from now (None: infinite)."""
     return None if timeout == float("inf") else monotonic() + timeout
+
+
+def receipt_failure(node: BusNode, waiter: Waiter, address: str) -> ReplyFailure | None:
+    """Return how a send whose sender stopped waiting for its receipt ended: None if
+    delivered, else its failure; one whose receipt has not come is failed with TIMEOUT now
+    (a late receipt is then ignored: the sender was told)."""
+    with node.lock:
+        outcome = waiter.outcome
+        if outcome is None:
+            failure = node.count(ReplyFailure("TIMEOUT", "the consumer did not take the "
+                                              "message in time", address=address))
+            waiter.complete(failure)
+            return failure
+        return outcome if isinstance(outcome, ReplyFailure) else None
 
 
 def no_handlers(address: str) -> ReplyFailure:

@@ -1,6 +1,6 @@
 """`RemoteConsumer`: a consumer that lives in a client of a bus server, as the server sees
 it: the connection it came over, its id there, its `Outlet` (window and queue) and the
-messages on their way to it, which one task at a time pushes, in order."""
+messages on their way to it, which the server's loop pushes in order."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .._core._channel_handle import ChannelHandle
-    from ._outlet import Outlet
+    from ._outlet import Budget, Outlet
 
 __all__ = ["RemoteConsumer"]
 
@@ -24,8 +24,9 @@ class RemoteConsumer:
         consumer_id: the consumer's id in that client.
         address: where it is registered.
         outlet: its window and queue here.
+        budget: what the server holds for its connection's consumers together.
         to_push: messages the window admitted, not yet handed to the connection.
-        pushing: a task is pushing ``to_push``.
+        pump_due: the loop is asked to push ``to_push`` (or waits for room to).
         registered: False once unregistered or its connection closed.
     """
 
@@ -33,6 +34,7 @@ class RemoteConsumer:
     consumer_id: int
     address: str
     outlet: Outlet[Any]
+    budget: Budget
     to_push: deque[Any] = field(default_factory=deque)
-    pushing: bool = False
+    pump_due: bool = False
     registered: bool = True

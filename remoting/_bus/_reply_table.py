@@ -2,10 +2,12 @@
 registrations, with their timeouts).
 
 Sans-I/O and not thread-safe: its owner holds the bus lock around every call, and passes
-``now`` in. Invariants: whoever removes an entry (`take`, `expire`, `remove`, `drop_peer`)
-completes its waiter, and does so once; an expired entry is never taken (a reply that comes
-after the deadline finds no address); the deadline heap holds addresses only, never waiters,
-so a completed entry is not kept alive by it.
+``now`` in. Invariants: only the holder of an entry's message (a connection, or None: this
+process) takes it, so no other client can answer, fail or hijack it; whoever removes an
+entry (`take`, `expire`, `remove`, `drop_peer`) completes its waiter, and does so once; an
+expired entry is never taken (a reply that comes after the deadline finds no address); the
+deadline heap holds addresses only, never waiters, so a completed entry is not kept alive by
+it.
 """
 
 from __future__ import annotations
@@ -69,11 +71,14 @@ class ReplyTable(Generic[W]):
             heapq.heappush(self._deadlines, (deadline, reply_address))
         return entry
 
-    def take(self, reply_address: str, now: float) -> PendingReply[W] | None:
-        """Remove and return the entry of ``reply_address``; None if there is none or it
-        has expired (call `expire` to collect those)."""
+    def take(self, reply_address: str, now: float, holder: object | None = None
+             ) -> PendingReply[W] | None:
+        """Remove and return the entry of ``reply_address`` for an answer from ``holder``;
+        None if there is none, it has expired (call `expire` to collect those), or its
+        message is held by another: only the holder of a message may answer it."""
         entry = self._entries.get(reply_address)
-        if entry is None or (entry.deadline is not None and entry.deadline <= now):
+        if (entry is None or entry.holder is not holder
+                or (entry.deadline is not None and entry.deadline <= now)):
             return None
         del self._entries[reply_address]
         return entry

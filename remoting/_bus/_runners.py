@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Final, Protocol
 from .._log import log
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
 
-    import trio
+    from ._host import BusHost
 
 __all__ = ["HANDLER_THREADS", "Drain", "Runner", "TaskRunner", "ThreadRunner", "handler_threads_of"]
 
@@ -124,18 +124,15 @@ class ThreadRunner:
 
 
 class TaskRunner:
-    """Drains and callbacks as tasks in an endpoint's nursery, started on its loop."""
+    """Drains and callbacks as tasks of an endpoint (its `BusHost`), started on its loop."""
 
     blocking = False
 
-    def __init__(self, nursery: Callable[[], trio.Nursery], loop_thread: Callable[[], int | None],
-                 call_on_loop: Callable[[Callable[[], object]], bool]) -> None:
-        self._nursery = nursery
-        self._loop_thread = loop_thread
-        self._call_on_loop = call_on_loop
+    def __init__(self, host: BusHost) -> None:
+        self._host = host
 
     def start(self, consumer: Drain) -> None:
-        self._spawn(consumer.drain_in_task)
+        self._host.spawn(consumer.drain_in_task)
 
     def call(self, fn: Callable[[], object]) -> None:
         async def run() -> None:
@@ -146,11 +143,4 @@ class TaskRunner:
             except Exception:
                 log.error("bus.handler_failed", exc_info=True)
 
-        self._spawn(run)
-
-    def _spawn(self, task: Callable[[], Awaitable[object]]) -> None:
-        if threading.get_ident() == self._loop_thread():
-            self._nursery().start_soon(task)
-        else:
-            nursery = self._nursery
-            self._call_on_loop(lambda: nursery().start_soon(task))
+        self._host.spawn(run)

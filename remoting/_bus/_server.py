@@ -1,48 +1,59 @@
 """`BusServer`: a bus server's side of the wire, on its server's event loop.
 
-It serves the bus's request codes from clients (REGISTER, UNREGISTER, SEND, REPLY, CREDIT),
-routes their messages with the `BusNode` to the consumers of this process or pushes them
-(DELIVER) to clients' consumers over their connections, and forgets a client's consumers as
-soon as its connection closes.
+It serves the bus's request codes from clients (REGISTER, UNREGISTER, WINDOW, SEND, REPLY,
+CREDIT, HEARTBEAT), routes their messages with the `BusNode` to the consumers of this process
+or pushes them (DELIVER) to clients' consumers over their connections, and forgets a client's
+consumers as soon as its connection closes.
 
 Theory of operation:
 - A message routed to a remote consumer passes its `Outlet` first: pushed now (the window has
   room), queued (bounded), or refused (a send or request fails as RECIPIENT_FAILURE, a publish
   is dropped and counted). Credits from the client (its handler finished messages) admit the
   queued ones, oldest first.
-- What the window admits goes to the consumer's ``to_push`` queue; one task at a time pushes
-  it (`_pusher`), so messages reach a consumer in the order they were routed. A publish is
-  pushed oneway; a send's or request's push is a request, answered as soon as the client's
-  bus has the message (its receipt), and that answer is awaited by a task of its own, so the
-  next push does not wait for it. A send is answered to its sender on that receipt; a request
-  when its reply comes.
+- What the window admits goes to the consumer's ``to_push`` queue, which the loop empties in
+  order (`_pump`): messages reach a consumer in the order they were routed. A push waits
+  while its connection's outbound queue is over the high water mark (a task waits for room,
+  then pumps again), so a client that stops reading makes the server hold at most its
+  consumers' windows, whatever credits it sends (`Outlet`: credits never count a message not
+  yet handed to the connection).
+- Pushes take none of the server's call permits (the windows bound them) and start no task:
+  a publish is pushed oneway; a send's or request's push is a request whose answer (the
+  client's bus has the message: its receipt) or end (deadline, lost connection) completes it
+  by a callback on the loop (`_pushed`), exactly once. A client that stops answering holds
+  its own consumers' windows, and no other consumer waits for it.
+- A send is answered to its sender on that receipt; a request when its reply comes, which
+  only the connection holding the message may give (`BusNode.answer`).
 - A client that answers a push with NOT_REGISTERED (its consumer was just unregistered) had
   not got the message: it goes to the next consumer of the address, as do the messages queued
   for a consumer its client unregistered. When a client's connection closes, its consumers
-  are removed at once, and what they held or were about to get is failed to the senders as
-  RECIPIENT_FAILURE, requests they held included: nothing is lost silently.
-- All bookkeeping is under the bus lock (`BusNode`); the connection-closed event arrives on
-  the server's event thread and needs nothing else, so it is handled there.
+  are removed at once (the host tells the loop, `BusHost.watch_closes`), and what they held
+  or were about to get is failed to the senders as RECIPIENT_FAILURE, requests they held
+  included: nothing is lost silently.
+- All bookkeeping is under the bus lock (`BusNode`); pushes happen on the loop only.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
+from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Final
 
-from codec import RemotingCommand, ResponseCode
+from codec import ResponseCode
 from processors import AsyncRequestProcessor
 
-from .._errors import RemotingError, RemotingTimeoutError
+from .._errors import RemotingCommandError, RemotingError, RemotingTimeoutError
 from .._log import log
 from ._failure import ReplyFailure
-from ._node import consumer_full, deadline_after, no_handlers
-from ._outlet import Outlet
+from ._node import consumer_full, deadline_after, no_handlers, receipt_failure
+from ._outlet import Budget, Outlet
 from ._remote_consumer import RemoteConsumer
 from ._waiter import DELIVERED, TaskWaiter
 from ._wire import (
+    DEFAULT_MAX_CONSUMERS,
+    DEFAULT_MAX_HELD,
+    DEFAULT_MAX_HELD_BYTES,
+    DEFAULT_MAX_QUEUED,
     DEFAULT_TIMEOUT,
     MAX_CONSUMERS_PER_CONNECTION,
     BadBusRequest,
@@ -54,32 +65,33 @@ from ._wire import (
     deliver_command,
     failure_of,
     failure_response,
+    not_registered_response,
     ok_response,
     register_of,
     reply_of,
     reply_response,
     send_of,
+    window_of,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from codec import RemotingCommand
     from processors import RequestContext
 
     from .._core._channel_handle import ChannelHandle
-    from .._core._endpoint import Endpoint
-    from .._core._future import ResponseFuture
+    from ._host import BusHost
     from ._node import BusNode
     from ._reply_table import PendingReply
     from ._waiter import Waiter
     from ._wire import Kind
 
-__all__ = ["SERVED_CODES", "BusServer", "Pending"]
+__all__ = ["SERVED_CODES", "BusServer", "Pending", "ServerLimits"]
 
-SERVED_CODES: Final = (BusCode.REGISTER, BusCode.UNREGISTER, BusCode.SEND, BusCode.REPLY,
-                       BusCode.CREDIT, BusCode.HEARTBEAT)
+SERVED_CODES: Final = (BusCode.REGISTER, BusCode.UNREGISTER, BusCode.WINDOW, BusCode.SEND,
+                       BusCode.REPLY, BusCode.CREDIT, BusCode.HEARTBEAT)
 PUBLISH_PUSH_TIMEOUT: Final = DEFAULT_TIMEOUT  # a publish has no deadline of its own
-HERE_SEND_TIMEOUT: Final = DEFAULT_TIMEOUT  # how long the server's own send may wait queued
 
 
 @dataclass(slots=True, eq=False, kw_only=True)
@@ -102,21 +114,40 @@ class Pending:
     receipt: Waiter | None = None
     entry: PendingReply[Waiter] | None = None
     passed: set[object] = field(default_factory=set)
+    charged: Budget | None = None  # the connection whose budget holds it now
+    size: int = field(init=False)  # what it counts in a budget: its body and headers
+
+    def __post_init__(self) -> None:
+        # headers count too: a message of empty body and 64 KiB of headers is no small one
+        self.size = len(self.body) + sum(len(k) + len(v) for k, v in self.headers.items())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerLimits:
+    """What a bus server holds for its clients (`EventBus` options; docs/bus.md, limits)."""
+
+    max_queued: int = DEFAULT_MAX_QUEUED  # per remote consumer, beyond its window
+    max_consumers: int = DEFAULT_MAX_CONSUMERS  # remote consumers, all clients together
+    max_held: int = DEFAULT_MAX_HELD  # messages held for one connection's consumers
+    max_held_bytes: int = DEFAULT_MAX_HELD_BYTES  # and their body bytes
 
 
 class BusServer(AsyncRequestProcessor):
     """Serves the bus's codes on a server, and pushes to its clients' consumers."""
 
-    def __init__(self, node: BusNode, endpoint: Endpoint, max_queued: int) -> None:
+    def __init__(self, node: BusNode, host: BusHost, limits: ServerLimits) -> None:
         self._node = node
-        self._endpoint = endpoint
-        self._max_queued = max_queued
+        self._host = host
+        self._limits = limits
         self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
+        self._budgets: dict[ChannelHandle, Budget] = {}  # one per connection with consumers
+        self._refused: dict[ChannelHandle, int] = {}  # bad requests, per connection (logs)
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
                                         Awaitable[RemotingCommand | None]]] = {
             BusCode.REGISTER: self._register, BusCode.UNREGISTER: self._unregister,
-            BusCode.SEND: self._send, BusCode.REPLY: self._reply, BusCode.CREDIT: self._credit,
-            BusCode.HEARTBEAT: self._heartbeat}
+            BusCode.WINDOW: self._window, BusCode.SEND: self._send, BusCode.REPLY: self._reply,
+            BusCode.CREDIT: self._credit, BusCode.HEARTBEAT: self._heartbeat}
+        host.watch_closes(self.channel_closed)
 
     # ------------------------------------------------------------------ requests
 
@@ -125,8 +156,12 @@ class BusServer(AsyncRequestProcessor):
         try:
             return await self._serve[request.code](ctx, request)
         except BadBusRequest as exc:
-            log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
-                        reason=str(exc))
+            channel: ChannelHandle = ctx.channel  # type: ignore[assignment]
+            with self._node.lock:
+                refused = self._refused[channel] = self._refused.get(channel, 0) + 1
+            if refused & (refused - 1) == 0:  # the 1st, 2nd, 4th, 8th...: never a flood
+                log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
+                            reason=str(exc), refused_on_connection=refused)
             return bad_request_response(exc)
 
     async def _register(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -143,41 +178,71 @@ class BusServer(AsyncRequestProcessor):
             if len(mine) >= MAX_CONSUMERS_PER_CONNECTION:
                 raise BadBusRequest(f"over {MAX_CONSUMERS_PER_CONNECTION} consumers on one "
                                     "connection")
+            limits = self._limits
+            if node.remote_consumers >= limits.max_consumers:
+                raise BadBusRequest(f"the bus holds {limits.max_consumers} consumers of its "
+                                    "clients already (its max_consumers): try again later")
+            budget = self._budgets.get(channel)
+            if budget is None:
+                budget = self._budgets[channel] = Budget(limits.max_held, limits.max_held_bytes)
             target = RemoteConsumer(channel=channel, consumer_id=registration.consumer_id,
-                                    address=registration.address,
-                                    outlet=Outlet(registration.window, self._max_queued))
+                                    address=registration.address, budget=budget,
+                                    outlet=Outlet(registration.window, limits.max_queued,
+                                                  registration.held))
             mine[registration.consumer_id] = target
             node.shared.add(target.address, target)
             node.remote_consumers += 1
         return ok_response()
 
+    def _target(self, ctx: RequestContext, consumer_id: int) -> RemoteConsumer | None:
+        """Return the consumer ``consumer_id`` of the requesting connection (lock held)."""
+        target = self._remote.get(ctx.channel, {}).get(consumer_id)  # type: ignore[call-overload]
+        return target if target is not None and target.registered else None
+
     async def _unregister(self, ctx: RequestContext, request: RemotingCommand
                           ) -> RemotingCommand:
         consumer_id = consumer_id_of(request)
         with self._node.lock:
-            target = self._remote.get(ctx.channel, {}).get(consumer_id)  # type: ignore[call-overload]
+            target = self._target(ctx, consumer_id)
         if target is not None:
             self._forget(target)
         return ok_response()
 
-    async def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        return None  # reading it was the point: the connection is not idle
+    async def _heartbeat(self, ctx: RequestContext, request: RemotingCommand
+                         ) -> RemotingCommand | None:
+        # reading it was the point: the connection is not idle (sent oneway by our clients;
+        # a peer that asks for an answer gets one rather than its call's timeout)
+        return None if request.is_oneway else ok_response()
 
-    async def _credit(self, ctx: RequestContext, request: RemotingCommand) -> None:
+    async def _credit(self, ctx: RequestContext, request: RemotingCommand
+                      ) -> RemotingCommand | None:
         consumer_id, credits = consumer_id_of(request), credits_of(request)
-        node = self._node
-        with node.lock:
-            target = self._remote.get(ctx.channel, {}).get(consumer_id)  # type: ignore[call-overload]
-            if target is None or not target.registered:
-                return None
-            push, expired = target.outlet.credit(credits, monotonic())
-            start = self._admit(target, push)
+        with self._node.lock:
+            target = self._target(ctx, consumer_id)
+            admitted = None if target is None else target.outlet.credit(credits, monotonic())
+        if target is not None and admitted is not None:
+            self._admitted(target, admitted)
+        return None if request.is_oneway else ok_response()
+
+    async def _window(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        consumer_id = consumer_id_of(request)
+        window, credits = window_of(request)
+        with self._node.lock:
+            target = self._target(ctx, consumer_id)
+            if target is None:
+                return not_registered_response()
+            admitted = target.outlet.resize(window, credits, monotonic())
+        self._admitted(target, admitted)
+        return ok_response()
+
+    def _admitted(self, target: RemoteConsumer, admitted: tuple[list[Pending], list[Pending]]
+                  ) -> None:
+        """Push what credits admitted for ``target``; fail what expired while queued."""
+        push, expired = admitted
         for pending in expired:
-            self._fail(pending, ReplyFailure("TIMEOUT", "timed out waiting for room at the "
-                                             "consumer", address=pending.address))
-        if start:
-            self._spawn(self._pusher, target)
-        return None
+            self._fail(pending, _waited_too_long(pending))
+        if push:
+            self._push_later(target, push)
 
     async def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         send = send_of(request)
@@ -202,15 +267,7 @@ class BusServer(AsyncRequestProcessor):
                                      receipt=waiter))
         if failure is None:
             await waiter.wait(deadline)
-            with node.lock:
-                outcome = waiter.outcome
-                if outcome is None:  # a late receipt is ignored: the sender was told
-                    failure = node.count(ReplyFailure(
-                        "TIMEOUT", "the consumer did not take the message in time",
-                        address=send.address))
-                    waiter.complete(failure)
-                elif isinstance(outcome, ReplyFailure):
-                    failure = outcome
+            failure = receipt_failure(node, waiter, send.address)
         return ok_response() if failure is None else failure_response(failure)
 
     async def _reply(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -218,13 +275,14 @@ class BusServer(AsyncRequestProcessor):
         node = self._node
         if reply.kind != "request":
             failure = (reply.failure_code, reply.failure_message) if reply.kind == "fail" else None
-            answered = node.answer(reply.reply_address, reply.body, reply.headers, failure)
+            answered = node.answer(reply.reply_address, reply.body, reply.headers, failure,
+                                   answerer=ctx.channel)
             return failure_response(answered) if isinstance(answered, ReplyFailure) else (
                 ok_response())
         waiter = TaskWaiter()
         deadline = None if reply.timeout is None else deadline_after(reply.timeout)
         after = node.answer(reply.reply_address, reply.body, reply.headers, None,
-                            (waiter, deadline, ctx.channel))
+                            (waiter, deadline, ctx.channel), answerer=ctx.channel)
         if isinstance(after, ReplyFailure):
             return failure_response(after)
         try:
@@ -249,6 +307,8 @@ class BusServer(AsyncRequestProcessor):
                 offer = self._offer(target, pending)
                 if offer == "full":
                     return self._fail(pending, consumer_full(pending.address))
+                if offer == "held":
+                    return self._fail(pending, _connection_full(pending.address))
                 if offer != "gone":
                     return None
             else:
@@ -281,7 +341,7 @@ class BusServer(AsyncRequestProcessor):
             if isinstance(target, RemoteConsumer):
                 pending = Pending(kind="publish", address=address, body=body, headers=headers,
                                   deadline=None, here=here)
-                if self._offer(target, pending) == "full":
+                if self._offer(target, pending) in ("full", "held"):
                     with node.lock:
                         node.counters.dropped += 1
             else:
@@ -290,38 +350,39 @@ class BusServer(AsyncRequestProcessor):
 
     def _offer(self, target: RemoteConsumer, pending: Pending) -> str:
         node = self._node
+        size = pending.size
         with node.lock:
             if not target.registered:
                 return "gone"
-            offer = target.outlet.offer(pending, pending.deadline, monotonic())
-            start = offer == "push" and self._admit(target, [pending])
-            if offer != "full" and pending.entry is not None:
-                pending.entry.holder = target.channel
-        if start:
-            self._spawn(self._pusher, target)
+            budget = target.budget
+            if not budget.fits(size):
+                return "held"
+            outlet = target.outlet
+            offer = outlet.offer(pending, pending.deadline, monotonic())
+            expired = outlet.take_expired()
+            if offer != "full":
+                budget.charge(size)
+                pending.charged = budget
+                if pending.entry is not None:
+                    pending.entry.holder = target.channel
+        for old in expired:
+            self._fail(old, _waited_too_long(old))
+        if offer == "push":
+            self._push_later(target, [pending])
         return offer
 
-    def _admit(self, target: RemoteConsumer, pushes: list[Pending]) -> bool:
-        """Queue ``pushes`` for ``target`` (the lock is held); True if a pusher must start."""
-        if not pushes:
-            return False
-        target.to_push.extend(pushes)
-        if target.pushing:
-            return False
-        target.pushing = True
-        return True
-
     def _delivered(self, pending: Pending) -> None:
-        receipt = pending.receipt
-        if receipt is not None:
-            with self._node.lock:
-                if receipt.outcome is None:
-                    receipt.complete(DELIVERED)
+        with self._node.lock:
+            _release(pending)
+            receipt = pending.receipt
+            if receipt is not None and receipt.outcome is None:
+                receipt.complete(DELIVERED)
 
     def _fail(self, pending: Pending, failure: ReplyFailure) -> ReplyFailure:
         """Fail ``pending`` to whoever waits for it (counted once); return ``failure``."""
         node = self._node
         with node.lock:
+            _release(pending)
             entry, receipt = pending.entry, pending.receipt
             if entry is not None:
                 if node.replies.remove(entry):
@@ -335,20 +396,57 @@ class BusServer(AsyncRequestProcessor):
                 node.count(failure)
         return failure
 
-    # ------------------------------------------------------------------ pushing
+    # ------------------------------------------------------------------ pushing (the loop)
 
-    async def _pusher(self, target: RemoteConsumer) -> None:
-        """Push what the window admitted for ``target``, in order, until nothing is left."""
+    def _push_later(self, target: RemoteConsumer, pushes: list[Pending]) -> None:
+        """Queue ``pushes`` (the window admitted them) for ``target``, and have the loop push
+        them, in order (from any thread; on the loop, now)."""
+        with self._node.lock:
+            target.to_push.extend(pushes)
+            if target.pump_due:
+                return
+            target.pump_due = True
+        if not self._host.call_on_loop(partial(self._pump, target)):
+            self._stopped(target)
+
+    def _stopped(self, target: RemoteConsumer) -> None:
+        """The server's loop has ended: fail what waited to be pushed."""
+        with self._node.lock:
+            waiting = list(target.to_push)
+            target.to_push.clear()
+            target.pump_due = False
+        for pending in waiting:
+            self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the bus server stopped",
+                                             address=pending.address))
+
+    def _pump(self, target: RemoteConsumer) -> None:
+        """Push ``target``'s queue, in order, while its connection has room (what it pushes
+        at once leaves in one write); then wait for room in a task, if needed (loop
+        thread)."""
         node = self._node
-        while True:
-            with node.lock:
-                if not target.to_push:
-                    target.pushing = False
-                    return
-                pending = target.to_push.popleft()
-            await self._push(target, pending)
+        host = self._host
+        channel = target.channel
+        with host.bundled(channel):
+            while True:
+                # a closed connection has "room": its pushes fail at once, and the close
+                # fails the rest (waiting for room there would never end)
+                room = host.has_room(channel) or not channel.is_active
+                with node.lock:
+                    if not target.to_push:
+                        target.pump_due = False
+                        return
+                    if not room:  # pump_due stays set: the waiting task pumps next
+                        break
+                    pending = target.to_push.popleft()
+                    target.outlet.sent(1)
+                self._push(target, pending)
+        host.spawn(self._pump_after_room, target)
 
-    async def _push(self, target: RemoteConsumer, pending: Pending) -> None:
+    async def _pump_after_room(self, target: RemoteConsumer) -> None:
+        await self._host.wait_room(target.channel)
+        self._pump(target)
+
+    def _push(self, target: RemoteConsumer, pending: Pending) -> None:
         remaining = (PUBLISH_PUSH_TIMEOUT if pending.deadline is None
                      else pending.deadline - monotonic())
         if remaining <= 0:
@@ -360,41 +458,44 @@ class BusServer(AsyncRequestProcessor):
         command = deliver_command(target.consumer_id, pending.kind, pending.address,
                                   pending.body, pending.headers,
                                   None if entry is None else entry.reply_address)
-        channel = target.channel
+        if pending.kind != "publish":
+            self._host.push(target.channel, command, remaining,
+                            partial(self._pushed, target, pending))
+            return
         try:
-            if pending.kind == "publish":
-                await channel.invoke_oneway_async(command, remaining)
-                return
-            future = await channel.invoke_async_async(command, remaining)
-        except RemotingError as exc:  # not sent: the connection is closing, or a bad frame
+            self._host.push_oneway(target.channel, command, remaining)
+        except RemotingError:  # not sent: the connection is closing, or a bad frame
             self._slot_back(target)
-            self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", f"could not be pushed to its "
-                                             f"consumer: {exc}", address=pending.address))
+            self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "could not be pushed to its "
+                                             "consumer", address=pending.address))
             return
-        self._spawn(self._receipt, target, pending, future)
+        with self._node.lock:  # the connection's queue holds it now (its high water mark)
+            _release(pending)
 
-    async def _receipt(self, target: RemoteConsumer, pending: Pending,
-                       future: ResponseFuture) -> None:
-        """Act on a client's answer to a push: the consumer's bus has the message, or had
-        no such consumer any more (it goes elsewhere), or refused it."""
+    def _pushed(self, target: RemoteConsumer, pending: Pending,
+                response: RemotingCommand | None, cause: BaseException | None) -> None:
+        """Act on how a push ended (once, on the loop): the consumer's bus has the message,
+        or had no such consumer any more (it goes elsewhere), or refused it; or the client
+        did not answer in time, or its connection closed, or it could not be sent."""
         address = pending.address
-        try:
-            response = await future.wait()
-        except RemotingTimeoutError:  # the client may still take it: its slot stays counted
-            self._fail(pending, ReplyFailure("TIMEOUT", "the consumer's client did not take "
-                                             "the message in time", address=address))
-            return
-        except RemotingError:
-            self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
-                                             "closed before it took the message",
-                                             address=address))
+        if response is None:
+            if isinstance(cause, RemotingTimeoutError):  # it may still take it: slot counted
+                self._fail(pending, ReplyFailure("TIMEOUT", "the consumer's client did not "
+                                                 "take the message in time", address=address))
+            elif isinstance(cause, RemotingCommandError):  # never sent: the slot is free
+                self._slot_back(target)
+                self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", f"could not be pushed to "
+                                                 f"its consumer: {cause}", address=address))
+            else:
+                self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
+                                                 "closed before it took the message",
+                                                 address=address))
             return
         if response.code == ResponseCode.SUCCESS:
             self._delivered(pending)
         elif response.code == FailureCode.NOT_REGISTERED:
             self._forget(target)
-            pending.passed.add(target)
-            self.route(pending)
+            self._reroute(pending, target)
         else:
             self._fail(pending, failure_of(response, address)
                        or ReplyFailure("RECIPIENT_FAILURE", "refused", address=address))
@@ -405,38 +506,23 @@ class BusServer(AsyncRequestProcessor):
         with node.lock:
             if not target.registered:
                 return
-            push, expired = target.outlet.credit(1, monotonic())
-            start = self._admit(target, push)
-        for pending in expired:
-            self._fail(pending, ReplyFailure("TIMEOUT", "timed out waiting for room at the "
-                                             "consumer", address=pending.address))
-        if start:
-            self._spawn(self._pusher, target)
-
-    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
-        """Start ``fn(*args)`` as a task of the server (from any thread)."""
-        endpoint = self._endpoint
-
-        def start() -> None:
-            try:
-                endpoint.nursery.start_soon(fn, *args)
-            except RuntimeError:  # the server stopped: its connections and calls are gone
-                pass
-
-        if threading.get_ident() == endpoint.loop_thread_id:
-            start()
-        else:
-            endpoint.call_on_loop(start)
+            admitted = target.outlet.credit(1, monotonic())
+        self._admitted(target, admitted)
 
     # ------------------------------------------------------------------ consumers gone
 
     def _forget(self, target: RemoteConsumer) -> None:
         """``target`` was unregistered by its client: route what it was about to get to
         the next consumer of its address (none of it was delivered)."""
-        waiting = self._remove(target)
-        for pending in waiting:
-            pending.passed.add(target)
-            self.route(pending)
+        for pending in self._remove(target):
+            self._reroute(pending, target)
+
+    def _reroute(self, pending: Pending, passed: RemoteConsumer) -> None:
+        """Route ``pending`` (not delivered to ``passed``) to the next consumer."""
+        with self._node.lock:
+            _release(pending)
+        pending.passed.add(passed)
+        self.route(pending)
 
     def _remove(self, target: RemoteConsumer) -> list[Pending]:
         node = self._node
@@ -452,11 +538,13 @@ class BusServer(AsyncRequestProcessor):
             return waiting
 
     def channel_closed(self, channel: ChannelHandle) -> None:
-        """A client's connection closed: remove its consumers, fail what they held or were
-        about to get, and the requests they held; forget its own requests."""
+        """A client's connection closed (on the loop): remove its consumers, fail what they
+        held or were about to get, and the requests they held; forget its own requests."""
         node = self._node
         with node.lock:
             targets = list(self._remote.pop(channel, {}).values())
+            self._budgets.pop(channel, None)
+            self._refused.pop(channel, None)
         waiting = [pending for target in targets for pending in self._remove(target)]
         with node.lock:
             requested, held = node.replies.drop_peer(channel)
@@ -470,15 +558,21 @@ class BusServer(AsyncRequestProcessor):
             self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
                                              "closed", address=pending.address))
 
-    # ChannelEventListener: run on the server's event thread
-    def on_channel_close(self, remote_addr: str, channel: ChannelHandle) -> None:
-        self.channel_closed(channel)
 
-    def on_channel_connect(self, remote_addr: str, channel: ChannelHandle) -> None:
-        pass
+def _release(pending: Pending) -> None:
+    """``pending`` leaves its connection's budget, if it is in one (the lock is held)."""
+    budget = pending.charged
+    if budget is not None:
+        pending.charged = None
+        budget.release(pending.size)
 
-    def on_channel_exception(self, remote_addr: str, channel: ChannelHandle) -> None:
-        pass
 
-    def on_channel_idle(self, remote_addr: str, channel: ChannelHandle) -> None:
-        pass
+def _waited_too_long(pending: Pending) -> ReplyFailure:
+    return ReplyFailure("TIMEOUT", "timed out waiting for room at the consumer",
+                        address=pending.address)
+
+
+def _connection_full(address: str) -> ReplyFailure:
+    return ReplyFailure("RECIPIENT_FAILURE", f"the client of the consumer of {address} holds "
+                        "as many messages as the server keeps for one connection "
+                        "(max_held_per_connection): it is slow, or not answering", address=address)

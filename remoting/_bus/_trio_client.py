@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Self
 
 import trio
@@ -10,6 +9,7 @@ import trio
 from .._errors import RemotingError, RemotingTimeoutError
 from .._faces._trio import TrioRemotingClient
 from ._client import BusClientBase, Keeper, transport_timeout
+from ._host import host_of
 from ._node import deadline_after
 from ._runners import TaskRunner
 from ._waiter import TaskWaiter
@@ -18,14 +18,14 @@ from ._wire import (
     DEFAULT_TIMEOUT,
     credit_command,
     heartbeat_command,
-    register_command,
     send_command,
     timeout_of,
     unregister_command,
+    window_command,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
     from types import TracebackType
 
     from codec import RemotingCommand
@@ -51,9 +51,8 @@ class TrioBusClient(BusClientBase):
         if not isinstance(client, TrioRemotingClient):
             raise TypeError("TrioBusClient needs a TrioRemotingClient (a RemotingClient: use "
                             f"BusClient), got {type(client).__name__}")
-        endpoint = client.endpoint
-        self._runner = TaskRunner(lambda: endpoint.nursery, lambda: endpoint.loop_thread_id,
-                                  endpoint.call_on_loop)
+        self._host = host_of(client)
+        self._runner = TaskRunner(self._host)
         self._wake = trio.Event()
         super().__init__(client, addr)
         self._trio: TrioRemotingClient = client
@@ -74,20 +73,6 @@ class TrioBusClient(BusClientBase):
         for consumer in consumers:
             consumer.unregister()
 
-    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
-        endpoint = self._trio.endpoint
-
-        def start() -> None:
-            try:
-                endpoint.nursery.start_soon(fn, *args)
-            except RuntimeError:  # the client stopped: the server forgets us with it
-                pass
-
-        if threading.get_ident() == endpoint.loop_thread_id:
-            start()
-        else:
-            endpoint.call_on_loop(start)
-
     # ------------------------------------------------------------------ consumers
 
     async def consumer(self, address: str, handler: Callable[[Message], object], *,
@@ -98,13 +83,13 @@ class TrioBusClient(BusClientBase):
         server (see `BusClient.consumer`)."""
         consumer = self._new_consumer(address, handler, max_buffered, on_discard, local=False)
         try:
-            response = await self._trio.invoke_sync(
-                self._addr, register_command(consumer.consumer_id, consumer.address,
-                                             consumer.max_buffered), timeout_of(timeout))
+            response = await self._trio.invoke_sync(self._addr, self._registration(consumer),
+                                                timeout_of(timeout))
             self._check(response, consumer.address)
         except BaseException:
             self._unhooked(consumer)
             raise
+        self._owed_after_registration(consumer)  # none: it held nothing yet
         self._registered(consumer)
         return consumer
 
@@ -117,10 +102,10 @@ class TrioBusClient(BusClientBase):
         return self._new_consumer(address, handler, max_buffered, on_discard, local=True)
 
     def _start_keeper(self) -> None:
-        self._spawn(self._keep)
+        self._host.spawn(self._keep)
 
     def _wake_keeper(self) -> None:
-        self._trio.endpoint.call_on_loop(lambda: self._wake.set())
+        self._host.call_on_loop(lambda: self._wake.set())
 
     async def _keep(self) -> None:
         """`BusClient._keep` as a task of the client."""
@@ -136,9 +121,12 @@ class TrioBusClient(BusClientBase):
             try:
                 if lost:
                     for consumer in consumers:
-                        self._check(await self._trio.invoke_sync(self._addr, register_command(
-                            consumer.consumer_id, consumer.address, consumer.max_buffered),
-                            DEFAULT_TIMEOUT), consumer.address)
+                        registration = self._registration(consumer)
+                        self._check(await self._trio.invoke_sync(self._addr, registration,
+                                                                 DEFAULT_TIMEOUT), consumer.address)
+                        owed = self._owed_after_registration(consumer)
+                        if owed:
+                            await self.credit_async(consumer, owed)
                 elif consumers:
                     await self._trio.invoke_oneway(self._addr, heartbeat_command(),
                                                    DEFAULT_TIMEOUT)
@@ -148,7 +136,7 @@ class TrioBusClient(BusClientBase):
 
     def _remote_removed(self, consumer: Consumer) -> None:
         self._unhooked(consumer)
-        self._spawn(self._tell, unregister_command(consumer.consumer_id))
+        self._host.spawn(self._tell, unregister_command(consumer.consumer_id))
 
     async def _tell(self, command: RemotingCommand) -> None:
         try:
@@ -168,6 +156,18 @@ class TrioBusClient(BusClientBase):
         except RemotingError:  # the connection is gone, and the registration with it
             pass
 
+    def resize(self, consumer: Consumer, window: int, credits: int,
+               applied: Callable[[], object]) -> None:
+        """`Credits`: tell the server ``consumer``'s new window, from a task."""
+        self._host.spawn(self._resize, window_command(consumer.consumer_id, window, credits),
+                         applied)
+
+    async def _resize(self, command: RemotingCommand, applied: Callable[[], object]) -> None:
+        try:
+            await self._tell(command)
+        finally:
+            applied()
+
     # ------------------------------------------------------------------ messages
 
     async def send(self, address: str, body: bytes | None = None,
@@ -178,7 +178,7 @@ class TrioBusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("send", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             if self._send_locally(message):
                 return
             await self._call(send_command("send", message.address, message.body,
@@ -192,7 +192,7 @@ class TrioBusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("publish", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             self._publish_locally(message)
             await self._call(send_command("publish", message.address, message.body,
                                           message.headers, None), timeout, message.address)
@@ -206,7 +206,7 @@ class TrioBusClient(BusClientBase):
         timeout = timeout_of(timeout)
         node = self._node
         message = node.outbound("request", address, body, headers)
-        with node.spans.sending(message):
+        with node.telemetry.sending(message):
             waiter = TaskWaiter()
             entry = self._request_locally(message, waiter, deadline_after(timeout))
             if entry is not None:
@@ -234,8 +234,8 @@ class TrioBusClient(BusClientBase):
         """Answer a message the server delivered (never waits: a task sends it)."""
         message = self._node.outbound("fail" if failure else "reply", reply_address, body,
                                       headers)
-        with self._node.spans.sending(message):
-            self._spawn(self._tell, self._reply_command(message, failure, None))
+        with self._node.telemetry.sending(message):
+            self._host.spawn(self._tell, self._reply_command(message, failure, None))
 
     def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
                           timeout: float) -> Message:
@@ -246,7 +246,7 @@ class TrioBusClient(BusClientBase):
                                       headers: dict[str, str], timeout: float) -> Message:
         """Answer a message the server delivered, and wait for the answer to that."""
         message = self._node.outbound("reply", reply_address, body, headers)
-        with self._node.spans.sending(message):
+        with self._node.telemetry.sending(message):
             response = await self._call(self._reply_command(message, None, timeout), timeout,
                                         None, check=False)
             return self._reply_of(response, None)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from codec import ExtFields
 
 __all__ = [
-    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "HEARTBEAT_SECONDS",
+    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_CONSUMERS", "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_BYTES",
+    "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "HEARTBEAT_SECONDS",
     "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW", "TRANSPORT_MARGIN",
     "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Kind", "Register", "Reply",
     "ReplyKind", "Send", "address_of", "bad_request_response", "body_of", "consumer_id_of",
@@ -30,7 +31,7 @@ __all__ = [
     "failure_response", "headers_in", "headers_of", "heartbeat_command", "max_buffered_of",
     "not_registered_response", "ok_response", "register_command", "register_of",
     "reply_command", "reply_in", "reply_of", "reply_response", "send_command", "send_of",
-    "timeout_of", "unregister_command",
+    "timeout_of", "unregister_command", "window_command", "window_of",
 ]
 
 
@@ -44,6 +45,7 @@ class BusCode(IntEnum):
     REPLY = 32303  # client -> server: answer a message (reply, reply and request, fail)
     CREDIT = 32304  # client -> server, oneway: a consumer finished that many messages
     HEARTBEAT = 32305  # client -> server, oneway: keeps an idle connection (and its consumers)
+    WINDOW = 32306  # client -> server: a consumer's new max_buffered, and the credits it owes
     DELIVER = 32310  # server -> client: a message for one of its consumers
 
 
@@ -59,6 +61,13 @@ class FailureCode(IntEnum):
 DEFAULT_TIMEOUT: Final = 30.0  # seconds; Vert.x DeliveryOptions.DEFAULT_TIMEOUT
 DEFAULT_MAX_BUFFERED: Final = 1000  # Vert.x MessageConsumer.DEFAULT_MAX_BUFFERED_MESSAGES
 DEFAULT_MAX_QUEUED: Final = 1000  # messages a bus server holds for one full remote consumer
+# what a bus server keeps for its clients: remote consumers (about 2-3 kB each), and the
+# messages held for one connection's consumers together (a few hundred bytes each beside
+# their bodies): a flood of registrations, or a client with many consumers at one address
+# that stops answering, costs the server at most these
+DEFAULT_MAX_CONSUMERS: Final = 100_000
+DEFAULT_MAX_HELD: Final = 100_000
+DEFAULT_MAX_HELD_BYTES: Final = 64 * 1024 * 1024
 MAX_WINDOW: Final = 1_000_000  # the largest max_buffered a consumer may announce
 MAX_ADDRESS_BYTES: Final = 1024  # UTF-8 bytes; a bound on what a peer makes the server keep
 MAX_CONSUMERS_PER_CONNECTION: Final = 10_000  # a bound on what one peer makes the server keep
@@ -207,21 +216,35 @@ def reply_command(kind: ReplyKind, reply_address: str, body: bytes, headers: dic
 def deliver_command(consumer_id: int, kind: Kind, address: str, body: bytes,
                     headers: dict[str, str], reply_address: str | None) -> RemotingCommand:
     """Return the DELIVER push of a message to a client's consumer (oneway for a publish)."""
+    # the message's trace context (when it has one) is also the push's own, so the client's
+    # SERVER span of the push joins the message's trace: the server makes no CLIENT span
+    # for its pushes (they go around its call interceptors, see _host)
     command = RemotingCommand.create_request(
         BusCode.DELIVER, _ext(headers, consumerId=str(consumer_id), address=address, kind=kind,
-                              replyAddress=reply_address), body)
+                              replyAddress=reply_address, traceparent=headers.get("traceparent"),
+                              tracestate=headers.get("tracestate")), body)
     if kind == "publish":
         command.mark_oneway()
     return command
 
 
-def register_command(consumer_id: int, address: str, window: int) -> RemotingCommand:
-    return RemotingCommand.create_request(BusCode.REGISTER, {
-        "consumerId": str(consumer_id), "address": address, "window": str(window)})
+def register_command(consumer_id: int, address: str, window: int, held: int = 0
+                     ) -> RemotingCommand:
+    """Return the REGISTER of a consumer; ``held``: messages it holds already (registering
+    again after a lost connection), which its window counts until they are credited."""
+    fields = {"consumerId": str(consumer_id), "address": address, "window": str(window)}
+    if held:
+        fields["held"] = str(held)
+    return RemotingCommand.create_request(BusCode.REGISTER, fields)
 
 
 def unregister_command(consumer_id: int) -> RemotingCommand:
     return RemotingCommand.create_request(BusCode.UNREGISTER, {"consumerId": str(consumer_id)})
+
+
+def window_command(consumer_id: int, window: int, credits: int) -> RemotingCommand:
+    return RemotingCommand.create_request(BusCode.WINDOW, {
+        "consumerId": str(consumer_id), "window": str(window), "credits": str(credits)})
 
 
 def heartbeat_command() -> RemotingCommand:
@@ -323,9 +346,15 @@ def _peer_address(ext: ExtFields, name: str = "address") -> str:
         raise BadBusRequest(str(exc)) from None
 
 
+_MAX_DIGITS: Final = 20  # the widest integer a bus field holds (int64) has 19 digits
+
+
 def _peer_int(ext: ExtFields, name: str, low: int, high: int) -> int:
     text = _field(ext, name)
-    if not (text.isascii() and text.lstrip("-").isdigit()):
+    digits = text[1:] if text.startswith("-") else text
+    # checked before int(): "--5" would raise its ValueError, and a very long run of digits
+    # costs quadratic time (Python refuses beyond 4300, with a ValueError too)
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= _MAX_DIGITS):
         raise BadBusRequest(f"{name} is not an integer")
     value = int(text)
     if not low <= value <= high:
@@ -370,6 +399,7 @@ class Register:
     consumer_id: int
     address: str
     window: int
+    held: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,8 +453,9 @@ def register_of(request: RemotingCommand) -> Register:
         BadBusRequest: a field is missing or wrong.
     """
     ext = request.ext_fields or {}
+    held = 0 if ext.get("held") is None else _peer_int(ext, "held", 0, MAX_WINDOW)
     return Register(_peer_int(ext, "consumerId", 0, 2**63 - 1), _peer_address(ext),
-                    _peer_int(ext, "window", 1, MAX_WINDOW))
+                    _peer_int(ext, "window", 1, MAX_WINDOW), held)
 
 
 def consumer_id_of(request: RemotingCommand) -> int:
@@ -434,6 +465,16 @@ def consumer_id_of(request: RemotingCommand) -> int:
         BadBusRequest: it is missing or wrong.
     """
     return _peer_int(request.ext_fields or {}, "consumerId", 0, 2**63 - 1)
+
+
+def window_of(request: RemotingCommand) -> tuple[int, int]:
+    """Read the window and the credits of a WINDOW request.
+
+    Raises:
+        BadBusRequest: they are missing or wrong.
+    """
+    ext = request.ext_fields or {}
+    return _peer_int(ext, "window", 1, MAX_WINDOW), _peer_int(ext, "credits", 0, MAX_WINDOW)
 
 
 def credits_of(request: RemotingCommand) -> int:

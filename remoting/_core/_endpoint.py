@@ -20,6 +20,7 @@ thread that runs `run`; see `_threads` for the one way in from other threads.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -48,7 +49,7 @@ from ._threads import CallbackRunner, Inbox, in_own_thread
 from ._transport import transport_for
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable
+    from collections.abc import Awaitable, Callable, Iterable, Iterator
 
     from codec import RemotingCommand
 
@@ -96,6 +97,8 @@ class Endpoint:
         self.response_received = self.invoker.response_received
         self.read_done = self.dispatcher.read_done
         self.connections: set[Connection] = set()
+        # told on the loop thread, before the channel listeners, of each connection that closed
+        self.close_watchers: list[Callable[[ChannelHandle], object]] = []
         self.loop_thread_id: int | None = None
         self.running = False
         self.closed = False
@@ -240,6 +243,13 @@ class Endpoint:
         self.channels.forget(conn)
         self.invoker.connection_lost(conn)
         self.streams.connection_lost(conn)
+        channel = conn.channel
+        assert isinstance(channel, ChannelHandle)  # adopt() made it
+        for watch in self.close_watchers:
+            try:
+                watch(channel)
+            except Exception:  # a bug of the watcher's: the others must still hear of it
+                log.error("callback.failed", conn_id=conn.id, exc_info=True)
         if conn.broken:
             self.events.emit("exception", conn.remote_addr, conn.channel)
         self.events.emit("close", conn.remote_addr, conn.channel)
@@ -287,6 +297,52 @@ class Endpoint:
         counts = self.counters.sent
         counts[request.code] = counts.get(request.code, 0) + sent
         return sent
+
+    # ------------------------------------------------------------ calls bounded by their caller
+
+    def notify(self, channel: ChannelHandle, request: RemotingCommand, timeout: float,
+               on_done: Callable[[RemotingCommand | None, BaseException | None], object]
+               ) -> None:
+        """Send ``request`` over ``channel`` with no in-flight permit, and call
+        ``on_done(response, cause)`` on the loop once it ends (`Invoker.notify`). Loop only:
+        for a part that bounds its own calls (the event bus's pushes), not for users."""
+        self.invoker.notify(channel._conn, request, timeout, on_done)
+
+    def notify_oneway(self, channel: ChannelHandle, request: RemotingCommand,
+                      timeout: float) -> None:
+        """Queue a oneway ``request`` over ``channel`` with no permit (loop only).
+
+        Raises:
+            RemotingError: not sent (a closed connection, an unencodable request).
+        """
+        self.invoker.send_oneway(channel._conn, request, None, timeout)
+
+    @staticmethod
+    @contextmanager
+    def bundled(channel: ChannelHandle) -> Iterator[None]:
+        """Within it, frames for ``channel``'s peer are only queued; on leaving, they are
+        sent together, in one write when the socket takes them (loop only)."""
+        sender = channel._conn.sender
+        if sender.holding:  # the connection's own read or batch sends them after
+            yield
+            return
+        sender.holding = True
+        try:
+            yield
+        finally:
+            sender.holding = False
+            sender.flush()
+
+    @staticmethod
+    def has_room(channel: ChannelHandle) -> bool:
+        """True while ``channel``'s queue of bytes to send is under its high water mark."""
+        conn = channel._conn
+        return conn.queued_bytes <= conn.high_water
+
+    @staticmethod
+    async def wait_room(channel: ChannelHandle) -> None:
+        """Wait until ``channel``'s queue is under its high water mark, or it closed."""
+        await channel._conn.wait_writable()
 
     # ------------------------------------------------------------------ statistics
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._permits import Permits
     from ._threads import CallbackRunner, Inbox
 
-__all__ = ["CallSupport", "ResponseFuture"]
+__all__ = ["CallSupport", "NotifyingFuture", "ResponseFuture"]
 
 # Extra seconds a thread waits past the deadline before it stops trusting the loop's timer.
 THREAD_WAIT_SLACK: Final = 5.0
@@ -290,6 +290,37 @@ class ResponseFuture:
     def __repr__(self) -> str:
         state = "pending" if not self._done else ("ok" if self.cause is None else "failed")
         return f"<ResponseFuture opaque={self.opaque} addr={self.addr} {state}>"
+
+
+class NotifyingFuture(ResponseFuture):
+    """The table entry of a call whose outcome goes to one function, on the loop thread.
+
+    For a part of the library that bounds its calls itself and needs no waiter, callback
+    thread or in-flight permit per call (the event bus's pushes: its per-consumer window bounds
+    them). It is never handed to users; the invoker completes it like any other future, and
+    ``on_done(response, cause)`` runs once, where it completes (the loop thread).
+    """
+
+    __slots__ = ("_on_done",)
+
+    def __init__(self, request: RemotingCommand, addr: str, timeout: float,
+                 on_done: Callable[[RemotingCommand | None, BaseException | None], object]
+                 ) -> None:
+        super().__init__(request, addr, timeout)
+        self._on_done = on_done
+
+    def _complete(self, response: RemotingCommand | None = None,
+                  cause: BaseException | None = None) -> bool:
+        if self._done:
+            return False
+        self._done = True
+        self.response_command = response
+        self.cause = cause
+        try:
+            self._on_done(response, cause)
+        except Exception:  # a bug of the caller's: logged, and the loop goes on
+            log.error("callback.failed", opaque=self.opaque, addr=self.addr, exc_info=True)
+        return True
 
 
 class _Waiter:

@@ -35,7 +35,7 @@ from .._observability._histogram import LatencyHistogram
 from ._channels import target_addr
 from ._connection import Connection
 from ._deadlines import Deadlines, busy_backoff
-from ._future import ResponseFuture
+from ._future import NotifyingFuture, ResponseFuture
 from ._go_away import GoAway
 from ._many import Batch
 from ._permits import Permits
@@ -156,28 +156,33 @@ class Invoker:
         if not conn.send(frame) and self.table.pop_for(fut.opaque, conn) is fut:
             fut._fail_send("connection is closed")
 
-    def send_oneway(self, conn: Connection, request: RemotingCommand, permits: Permits,
+    def send_oneway(self, conn: Connection, request: RemotingCommand, permits: Permits | None,
                     timeout: float) -> None:
-        """Queue a oneway request; its permit comes back once it reached the socket. A copy
-        with the oneway bit set is sent: the caller's command is not changed.
+        """Queue a oneway request; its permit comes back once it reached the socket (None:
+        the caller bounds its oneway requests itself). A copy with the oneway bit set is
+        sent: the caller's command is not changed.
 
         Raises:
             RemotingTimeoutError: ``timeout`` is 0 or less (an expired deadline); not sent.
             RemotingCommandError: it cannot be encoded.
             RemotingSendRequestError: the connection is closed.
         """
+        give = None if permits is None else permits.give
         if timeout <= 0:
-            permits.give()
+            if give is not None:
+                give()
             raise RemotingTimeoutError(conn.remote_addr, 0.0, "send")
         try:  # a copy, not set-and-restore: a thread may be encoding the same command
             oneway = request.with_opaque(request.opaque)
             oneway.flag = request.flag | FLAG_ONEWAY
             frame = encode_frame_parts(oneway, self.max_frame, self.max_header)
         except Exception as exc:
-            permits.give()
+            if give is not None:
+                give()
             raise translate(exc, "encode", conn.remote_addr) from exc
-        if not conn.send(frame, permits.give):
-            permits.give()
+        if not conn.send(frame, give):
+            if give is not None:
+                give()
             raise translate(trio.ClosedResourceError("connection is closed"), "send",
                             conn.remote_addr)
         sent = self._counters.sent
@@ -360,6 +365,18 @@ class Invoker:
         batch.start(self._nursery)
         await done.wait()
         return batch.results
+
+    # ------------------------------------------------------------------ bounded by their caller
+
+    def notify(self, conn: Connection, request: RemotingCommand, timeout: float,
+               on_done: Callable[[RemotingCommand | None, BaseException | None], object]
+               ) -> None:
+        """Send ``request`` on ``conn`` with no in-flight permit (its caller bounds what it
+        has in flight); ``on_done(response, cause)`` runs once, on the loop thread, with the
+        response or what ended the call: not sent (`RemotingCommandError`, a closed
+        connection), its connection lost, its deadline. Loop thread only; starts no task."""
+        fut = NotifyingFuture(request, conn.remote_addr, timeout, on_done)
+        self.send(conn, fut, self.now() + timeout, None)
 
     # ------------------------------------------------------------------ started by threads
 

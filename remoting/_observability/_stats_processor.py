@@ -11,6 +11,8 @@ from codec import RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from processors import RequestContext
 
     from ._statistics import EndpointStatistics
@@ -24,18 +26,23 @@ class StatsProcessor(AsyncRequestProcessor):
     """Reply with the JSON of ``source()`` (a server's ``statistics``); used by ``remoting stats``.
 
     Register it with ``server.register_processor(STATS_REQUEST_CODE, StatsProcessor(
-    server.statistics))``; protect it with the ACL hook if the numbers are sensitive.
+    server.statistics))``; protect it with the ACL hook if the numbers are sensitive. With
+    ``bus=event_bus.statistics`` (an `EventBus` attached to the server), the reply has the
+    bus's counters too, under ``"bus"``.
     """
 
     __module__ = "remoting"
 
-    def __init__(self, source: object) -> None:
+    def __init__(self, source: object, *, bus: Callable[[], object] | None = None) -> None:
         self._source = source
+        self._bus = bus
 
     async def process_request(self, ctx: RequestContext, request: RemotingCommand
                               ) -> RemotingCommand:
         stats: EndpointStatistics = self._source()  # type: ignore[operator]
+        fields = dataclasses.asdict(stats)
+        if self._bus is not None:
+            fields["bus"] = dataclasses.asdict(self._bus())  # type: ignore[call-overload]
         response = RemotingCommand.create_response(ResponseCode.SUCCESS)
-        response.body = orjson.dumps(dataclasses.asdict(stats),
-                                     option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SORT_KEYS)
+        response.body = orjson.dumps(fields, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SORT_KEYS)
         return response

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ._args import positive_int
+from ._bus import BUS_COMMANDS
 from ._command import Command
 from ._logging import LEVELS, configure_logging
 from ._queue import QUEUE_COMMAND
@@ -74,6 +75,7 @@ COMMANDS: list[Command] = [
 ]
 COMMANDS += TOOL_COMMANDS()
 COMMANDS.append(QUEUE_COMMAND)
+COMMANDS += BUS_COMMANDS
 
 
 def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:

@@ -1,4 +1,5 @@
-"""The operator commands of ``remoting``: ``serve``, ``call``, ``ping`` and ``stats``.
+"""The operator commands of ``remoting``: ``serve``, ``call``, ``ping`` and ``stats``
+(``bus``: `remoting.cli._bus`).
 
 Exit codes: 0 success; 1 the server answered with a non-SUCCESS code (for ``stats``, or with
 something other than statistics); 2 a transport error or bad arguments (one line on stderr
@@ -302,7 +303,29 @@ def _run_stats(args: argparse.Namespace) -> int:
               f"{stats['error_replies'].get(key, 0):>8} "
               f"{stats['processor_queue'].get(key, 0):>7}")
     _print_latency(stats.get("latency"))
+    _print_bus(stats.get("bus"))
     return 0
+
+
+BUS_ROWS = (
+    ("consumers", ("addresses", "consumers", "remote_consumers")),
+    ("messages", ("sent", "published", "requests", "replies", "delivered")),
+    ("failures", ("no_handlers", "timeouts", "recipient_failures", "handler_failures")),
+    ("lost", ("unrouted_publishes", "dropped", "discarded", "expired_replies")),
+    ("now", ("pending_replies", "queued")),
+)
+
+
+def _print_bus(bus: object) -> None:
+    """Print the event bus's counters when the reply has them (``remoting bus``, or a
+    StatsProcessor given ``bus=``); skip what is not a number."""
+    if not isinstance(bus, dict):
+        return
+    print("event bus:")
+    for title, keys in BUS_ROWS:
+        cells = [f"{key} {bus[key]}" for key in keys if isinstance(bus.get(key), int)]
+        if cells:
+            print(f"  {title + ':':<11}" + "  ".join(cells))
 
 
 LATENCY_COLUMNS = ("mean", "p50", "p90", "p99", "max")

@@ -125,3 +125,33 @@ def test_a_push_refused_as_not_registered_goes_to_the_next_consumer(
         sender.send("w", b"%d" % i, timeout=WAIT)
     assert got.wait_for(2) == [b"0", b"1"]  # both handled by the consumer that exists
     assert bus.statistics().remote_consumers == 1  # the refusal removed the ghost
+
+
+class Stuck(Closed):
+    """A channel listener that blocks the server's event thread on the first close."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def on_channel_close(self, remote_addr: str, channel: object) -> None:  # type: ignore[override]
+        self.closed.set()
+        self.release.wait(WAIT)
+
+
+def test_a_closed_connection_s_consumers_go_even_while_channel_listeners_are_stuck() -> None:
+    stuck = Stuck()
+    with RemotingServer() as server, EventBus() as bus:
+        server.register_channel_event_listener(stuck)  # before the bus: it hears first
+        bus.attach(server)
+        try:
+            with RemotingClient(ClientConfig()) as first:
+                first.invoke_sync(server.addr, register_command(1, "a", 1), WAIT)
+            assert stuck.closed.wait(WAIT)  # the event thread is held from here on
+            with RemotingClient(ClientConfig()) as holder:
+                holder.invoke_sync(server.addr, register_command(2, "b", 1), WAIT)
+                assert bus.statistics().remote_consumers == 1
+            eventually(lambda: bus.statistics().remote_consumers == 0,
+                       "the consumers of the closed connection forgotten")
+        finally:
+            stuck.release.set()

@@ -173,6 +173,8 @@ def test_a_closed_bus_client_refuses_calls_and_a_closed_bus_its_consumers(
 @pytest.mark.parametrize(("options", "error"), [
     ({"max_queued_per_consumer": -1}, ValueError), ({"max_queued_per_consumer": "9"}, TypeError),
     ({"handler_threads": 0}, ValueError), ({"handler_threads": 2.5}, TypeError),
+    ({"max_consumers": 0}, ValueError), ({"max_held_per_connection": True}, TypeError),
+    ({"max_held_bytes_per_connection": 0}, ValueError),
 ])
 def test_bad_bus_options_fail_when_made(options: dict[str, object],
                                         error: type[Exception]) -> None:
@@ -181,3 +183,25 @@ def test_bad_bus_options_fail_when_made(options: dict[str, object],
     if "handler_threads" in options:
         with pytest.raises(error), RemotingClient() as client:
             BusClient(client, "127.0.0.1:1", **options)  # type: ignore[arg-type]
+
+
+def test_a_heartbeat_or_credit_sent_as_a_request_is_answered(
+        blocking_server: RemotingServer, bus: EventBus) -> None:
+    # our clients send them oneway; a peer that asks for an answer must not wait its timeout
+    with RemotingClient(ClientConfig()) as peer:
+        for code, ext in ((BusCode.HEARTBEAT, None),
+                          (BusCode.CREDIT, {"consumerId": "7", "credits": "1"})):
+            response = peer.invoke_sync(blocking_server.addr,
+                                        RemotingCommand.create_request(code, ext), WAIT)
+            assert response.code == ResponseCode.SUCCESS
+
+
+def test_a_flood_of_bad_bus_requests_is_answered_each_and_logged_a_few_times(
+        blocking_server: RemotingServer, bus: EventBus) -> None:
+    bad = RemotingCommand.create_request(BusCode.SEND, {"kind": "shout", "address": "x"})
+    with RemotingClient(ClientConfig()) as peer, capture_logs() as events:
+        codes = {peer.invoke_sync(blocking_server.addr, bad, WAIT).code for _ in range(100)}
+    assert codes == {ResponseCode.INVALID_PARAMETER}
+    refused = [e["refused_on_connection"] for e in events
+               if e["event"] == "bus.request_refused"]
+    assert refused == [1, 2, 4, 8, 16, 32, 64]

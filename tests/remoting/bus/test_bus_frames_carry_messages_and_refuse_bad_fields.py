@@ -86,6 +86,10 @@ def test_an_answer_from_something_that_is_no_bus_names_its_code() -> None:
     ({"kind": "send", "address": "x", "timeoutMillis": "soon"}, "not an integer"),
     ({"kind": "send", "address": "x", "timeoutMillis": "0"}, "out of range"),
     ({"kind": "send", "address": "x", "timeoutMillis": "99999999999"}, "out of range"),
+    ({"kind": "send", "address": "x", "timeoutMillis": "--5"}, "not an integer"),
+    ({"kind": "send", "address": "x", "timeoutMillis": "-"}, "not an integer"),
+    ({"kind": "send", "address": "x", "timeoutMillis": "9" * 5000}, "not an integer"),
+    ({"kind": "send", "address": "x", "timeoutMillis": "\u0665"}, "not an integer"),
 ])
 def test_a_bad_send_is_refused_with_a_reason(ext: dict[str, str], says: str) -> None:
     with pytest.raises(wire.BadBusRequest, match=says):
@@ -97,20 +101,34 @@ def test_a_bad_send_is_refused_with_a_reason(ext: dict[str, str], says: str) -> 
     {"consumerId": "-1", "address": "x", "window": "1"},
     {"consumerId": "1", "address": "x", "window": "0"},
     {"consumerId": "1", "address": "x", "window": str(wire.MAX_WINDOW + 1)},
+    {"consumerId": "--1", "address": "x", "window": "1"},
+    {"consumerId": "1" * 30, "address": "x", "window": "1"},
 ])
 def test_a_bad_registration_is_refused(ext: dict[str, str]) -> None:
     with pytest.raises(wire.BadBusRequest):
         wire.register_of(RemotingCommand.create_request(BusCode.REGISTER, ext))
 
 
+@pytest.mark.parametrize("ext", [
+    {"consumerId": "1", "window": "1"},
+    {"consumerId": "1", "window": "0", "credits": "0"},
+    {"consumerId": "1", "window": "2", "credits": "-1"},
+    {"consumerId": "1", "window": "2", "credits": str(wire.MAX_WINDOW + 1)},
+])
+def test_a_bad_window_is_refused(ext: dict[str, str]) -> None:
+    with pytest.raises(wire.BadBusRequest):
+        wire.window_of(RemotingCommand.create_request(BusCode.WINDOW, ext))
+
+
 @given(st.dictionaries(st.sampled_from(["kind", "address", "timeoutMillis", "replyAddress",
                                         "consumerId", "window", "credits", "failureCode"]),
-                       st.one_of(st.none(), st.text(max_size=12)), max_size=8))
+                       st.one_of(st.none(), st.text(max_size=12),
+                                 st.from_regex(r"-*[0-9]{0,30}", fullmatch=True)), max_size=8))
 def test_any_fields_give_a_message_or_a_bad_request_and_nothing_else(
         ext: dict[str, str | None]) -> None:
     request = RemotingCommand.create_request(BusCode.SEND, ext)
     for read in (wire.send_of, wire.reply_of, wire.register_of, wire.deliver_of,
-                 wire.consumer_id_of, wire.credits_of):
+                 wire.consumer_id_of, wire.credits_of, wire.window_of):
         try:
             read(request)
         except wire.BadBusRequest:

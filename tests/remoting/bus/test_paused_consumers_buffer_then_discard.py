@@ -95,8 +95,8 @@ async def test_a_consumer_of_a_trio_server_pauses_alike(trio_bus: EventBus) -> N
 
     consumer = trio_bus.consumer("jobs", handler, max_buffered=2, on_discard=on_discard)
     consumer.pause()
-    trio_bus.send("jobs", b"1")
-    trio_bus.send("jobs", b"2")
+    await trio_bus.send_async("jobs", b"1")
+    await trio_bus.send_async("jobs", b"2")
     trio_bus.publish("jobs", b"3")
     consumer.resume()
     with trio.fail_after(WAIT):

@@ -114,17 +114,20 @@ async def test_the_trio_faces_reply_and_fail_alike(
     assert (await trio_bus.request_async("twice", b"z", timeout=WAIT)).body == b"zz"
 
 
-def test_a_blocking_request_on_the_server_s_loop_is_refused(bus: EventBus) -> None:
+@pytest.mark.parametrize(("call", "instead"), [("request", "request_async"),
+                                                ("send", "send_async")])
+def test_a_blocking_request_or_send_on_the_server_s_loop_is_refused(
+        bus: EventBus, call: str, instead: str) -> None:
     failures: list[BaseException] = []
     done = threading.Event()
 
     def on_loop() -> None:  # a handler of a trio server would be here
         try:
-            bus.request("x")
+            getattr(bus, call)("x")
         except BaseException as exc:
             failures.append(exc)
         done.set()
 
-    bus._endpoint.call_on_loop(on_loop)  # type: ignore[union-attr]
+    bus._host.call_on_loop(on_loop)  # type: ignore[union-attr]
     assert done.wait(WAIT)
-    assert isinstance(failures[0], RuntimeError) and "request_async" in str(failures[0])
+    assert isinstance(failures[0], RuntimeError) and instead in str(failures[0])
