@@ -1,79 +1,63 @@
 """`Caller`: every way to make a call, for every face, with RPC hooks and interceptors.
 
 The faces (blocking and trio clients and servers, channel handles) only check their own state
-and call here. Without interceptors a call goes straight to the `Invoker` (or, from a thread,
-`ThreadCalls`); with them, it goes through the chain built for its kind and face, composed once
-when an interceptor is registered. A client's RPC hooks run innermost, just before the send
-(for ``invoke_many``: the before-hooks on every request of the batch before any is handed on,
-the after-hooks on each response once the batch is done); a server calling its clients back
-runs none (as RocketMQ's ``NettyRemotingServer``).
+and call `call` (blocking face, on the caller's thread) or `acall` (trio face, in the calling
+task) with the kind of call. Each call becomes a `ClientCall`, is checked at once (`_checks`,
+through the kind's row in `_call_kinds`: a wrong request or timeout fails here, before any
+interceptor, permit or I/O), goes through the interceptors, if any, and ends in `_end` /
+`_aend`: the RPC hooks, innermost, just before the driver sends it (for ``invoke_many``: the
+before-hooks on every request of the batch before any is handed on, the after-hooks on each
+response once the batch is done). A server calling its clients back runs no hooks (as
+RocketMQ's ``NettyRemotingServer``).
 
-The blocking methods run on the caller's thread (never the loop's); the ``a``-prefixed
-methods on the loop, in the calling task. Each checks its arguments first (`_checks`): a wrong
-request or timeout fails here, before any interceptor, permit or I/O.
+The drivers do the I/O, one method per kind: the blocking face's (`ThreadCalls`, calls handed
+to the loop thread; or the thread driver of a `RemotingClient` with ``io="threads"``) and the
+trio face's (the `Invoker`).
 """
 
 from __future__ import annotations
 
-import _thread
-import threading
-import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-from codec import FLAG_RESPONSE, ResponseCode
-
-from .._checks import (
-    ANSWERED,
-    batch_limit,
-    call_timeout,
-    callback_of,
-    requests_of,
-    the_request,
-)
-from .._errors import RemotingError
-from .._hooks import (
-    run_after_hooks,
-    run_after_hooks_many,
-    run_before_hooks,
-    run_before_hooks_many,
-    with_after_hooks,
-)
+from .._checks import batch_limit, call_timeout, requests_of
 from .._interceptors import ClientCall, chain, chain_async
-from ._deadlines import busy_backoff
+from ._call_kinds import KINDS
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from codec import RemotingCommand
 
+    from .._errors import RemotingError
     from .._hooks import RPCHook
     from .._interceptors import CallKind, ClientInterceptor
+    from ._call_kinds import BlockingDriver, TrioDriver
     from ._channels import Target
     from ._future import ResponseFuture
-    from ._invoker import Invoker
-    from ._thread_calls import ThreadCalls
 
 __all__ = ["Caller"]
-
-BATCH_WAIT_SLACK: Final = 30.0  # seconds past a batch's deadlines before asking if the loop lives
-
-Results = list["RemotingCommand | RemotingError"]
 
 
 class Caller:
     """The call paths of one endpoint (see the module docstring)."""
 
-    def __init__(self, invoker: Invoker, hooks: list[RPCHook], *, run_hooks: bool,
-                 role: str) -> None:
-        self._invoker = invoker
-        self._threads: ThreadCalls = invoker.threads
+    def __init__(self, blocking: BlockingDriver, trio: TrioDriver, hooks: list[RPCHook], *,
+                 run_hooks: bool, role: str) -> None:
         self._hooks = hooks if run_hooks else []
         self._role: Any = role
         self.interceptors: list[ClientInterceptor] = []  # outermost first
         self._outer: list[ClientInterceptor] = []
         self._innermost: list[ClientInterceptor] = []
-        self._chains: dict[CallKind, Callable[[ClientCall], Any]] = {}
-        self._async_chains: dict[CallKind, Callable[[ClientCall], Awaitable[Any]]] = {}
+        self._chain: Callable[[ClientCall], Any] = self._end
+        self._async_chain: Callable[[ClientCall], Awaitable[Any]] = self._aend
+        self._drive: dict[CallKind, Callable[[ClientCall], Any]] = {}
+        self._adrive: dict[CallKind, Callable[[ClientCall], Awaitable[Any]]] = {}
+        self.use(blocking, trio)
+
+    def use(self, blocking: BlockingDriver, trio: TrioDriver) -> None:
+        """Drive calls with ``blocking`` (blocking face) and ``trio`` (trio face)."""
+        self._drive = {kind: getattr(blocking, row.method) for kind, row in KINDS.items()}
+        self._adrive = {kind: getattr(trio, row.method) for kind, row in KINDS.items()}
 
     def add(self, interceptor: ClientInterceptor, *, innermost: bool = False) -> None:
         """Add ``interceptor`` inside those registered before (once); rebuild the chains.
@@ -85,264 +69,128 @@ class Caller:
         else:
             self._outer.append(interceptor)
         self.interceptors = self._outer + self._innermost
-        steps = [i.intercept_call for i in self.interceptors]
-        self._chains = {"sync": chain(steps, self._sync), "async": chain(steps, self._future),
-                        "oneway": chain(steps, self._oneway), "many": chain(steps, self._many)}
-        async_steps = [i.intercept_call_async for i in self.interceptors]
-        self._async_chains = {
-            "sync": chain_async(async_steps, self._async_sync),
-            "async": chain_async(async_steps, self._async_future),
-            "oneway": chain_async(async_steps, self._async_oneway),
-            "many": chain_async(async_steps, self._async_many)}
+        self._chain = chain([i.intercept_call for i in self.interceptors], self._end)
+        self._async_chain = chain_async([i.intercept_call_async for i in self.interceptors],
+                                        self._aend)
 
-    def _call(self, kind: CallKind, target: Target, addr: str | None,
-              request: RemotingCommand, timeout: float, **options: Any) -> ClientCall:
-        return ClientCall(kind=kind, addr=addr, request=request, timeout=timeout,
-                          role=self._role, target=target, **options)
+    def _new(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+             timeout: Any, options: dict[str, Any]) -> ClientCall | None:
+        """Make the checked call; None for an ``invoke_many`` of no request (nothing to do)."""
+        if kind == "many":
+            requests = requests_of(subject)
+            if not requests:  # the other arguments are still checked
+                call_timeout(timeout)
+                batch_limit(options.get("limit", 1))
+                return None
+            call = ClientCall(kind=kind, addr=addr, request=requests[0], requests=requests,
+                              timeout=timeout, role=self._role, target=target, **options)
+        else:
+            call = ClientCall(kind=kind, addr=addr, request=subject, timeout=timeout,
+                              role=self._role, target=target, **options)
+        KINDS[kind].check(call)
+        return call
 
-    # ------------------------------------------------------------------ blocking (threads)
+    # ------------------------------------------------------------------ the kinds, by name
 
     def invoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
                     timeout: float, retry_busy: bool = False) -> RemotingCommand:
-        """Send and wait, on the calling thread (see `RemotingClient.invoke_sync`)."""
-        the_request(request)
-        timeout = call_timeout(timeout)
-        if self.interceptors:
-            return self._chains["sync"](  # type: ignore[no-any-return]
-                self._call("sync", target, addr, request, timeout, retry_busy=retry_busy))
-        return self._sync_call(target, addr, request, timeout, retry_busy)
+        """`call` of a sync call (see `RemotingClient.invoke_sync`)."""
+        return self.call("sync", target, addr, request, timeout,  # type: ignore[no-any-return]
+                         retry_busy=retry_busy)
 
     def invoke_async(self, target: Target, addr: str | None, request: RemotingCommand,
                      timeout: float, callback: Callable[[ResponseFuture], object] | None
                      ) -> ResponseFuture:
-        """Send; return the future at once (see `RemotingClient.invoke_async`)."""
-        the_request(request)
-        timeout = call_timeout(timeout)
-        callback_of(callback)
-        if self.interceptors:
-            return self._chains["async"](  # type: ignore[no-any-return]
-                self._call("async", target, addr, request, timeout, callback=callback))
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, addr, request)
-            callback = with_after_hooks(hooks, request, callback)
-        return self._threads.submit(target, request, timeout, "async", callback)
+        """`call` of an async call (see `RemotingClient.invoke_async`)."""
+        return self.call("async", target, addr, request, timeout,  # type: ignore[no-any-return]
+                         callback=callback)
 
     def invoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
                       timeout: float) -> None:
-        """Queue a oneway request and return (see `RemotingClient.invoke_oneway`)."""
-        the_request(request, FLAG_RESPONSE)
-        timeout = call_timeout(timeout)
-        if self.interceptors:
-            self._chains["oneway"](self._call("oneway", target, addr, request, timeout))
-            return
-        if self._hooks:
-            run_before_hooks(self._hooks, addr, request)
-        self._threads.submit(target, request, timeout, "oneway").result()
+        """`call` of a oneway call (see `RemotingClient.invoke_oneway`)."""
+        self.call("oneway", target, addr, request, timeout)
 
     def invoke_many(self, target: Target, addr: str | None,
                     requests: Sequence[RemotingCommand], timeout: float, limit: int
-                    ) -> Results:
-        """Send a batch and wait for all of it (see `RemotingClient.invoke_many`)."""
-        requests = requests_of(requests)
-        timeout = call_timeout(timeout)
-        limit = batch_limit(limit)
-        if self.interceptors and requests:
-            return self._chains["many"](  # type: ignore[no-any-return]
-                self._call("many", target, addr, requests[0], timeout, requests=requests,
-                           limit=limit))
-        return self._many_wait(target, addr, requests, timeout, limit, None)
-
-    def _sync_call(self, target: Target, addr: str | None, request: RemotingCommand,
-                   timeout: float, retry_busy: bool) -> RemotingCommand:
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, addr, request)
-        threads = self._threads
-        deadline = time.monotonic() + timeout
-        attempt = 0
-        while True:
-            remaining = timeout if not attempt else deadline - time.monotonic()
-            fut = (threads.send_directly(target, request, remaining)
-                   or threads.submit(target, request, remaining, "sync"))
-            response = fut.result()
-            if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
-                break
-            attempt += 1
-            pause = busy_backoff(attempt)
-            if time.monotonic() + pause >= deadline:
-                break
-            time.sleep(pause)
-        if hooks:
-            run_after_hooks(hooks, fut.addr, request, response)
-        return response
-
-    def _many_wait(self, target: Target, addr: str | None, requests: Sequence[RemotingCommand],
-                   timeout: float, limit: int, finished_at: list[float] | None) -> Results:
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks_many(hooks, addr, requests)
-        lock = _thread.allocate_lock()
-        lock.acquire()
-        box: list[Results] = []
-
-        def on_done(results: Results) -> None:
-            box.append(results)
-            lock.release()
-
-        self._threads.submit_many(target, requests, timeout, limit, on_done, finished_at)
-        waves = -(-len(requests) // max(1, limit))
-        wait = min(timeout * max(1, waves) + BATCH_WAIT_SLACK, threading.TIMEOUT_MAX)
-        while not lock.acquire(timeout=wait):  # a slow pace (few permits) is no failure
-            if not self._threads.loop_answers():  # a stalled or ended loop is
-                raise RemotingError("invoke_many: the event loop did not finish the batch", addr)
-        if hooks:
-            run_after_hooks_many(hooks, addr, requests, box[0])
-        return box[0]
-
-    # the ends of the blocking chains: what interceptors hand on is checked again here
-    def _sync(self, call: ClientCall) -> RemotingCommand:
-        request, timeout = checked(call)
-        return self._sync_call(call.target, call.addr, request,  # type: ignore[arg-type]
-                               timeout, call.retry_busy)
-
-    def _future(self, call: ClientCall) -> ResponseFuture:
-        request, timeout = checked(call)
-        callback = callback_of(call.callback)
-        if self._hooks:
-            run_before_hooks(self._hooks, call.addr, request)
-            callback = with_after_hooks(self._hooks, request, callback)
-        return self._threads.submit(call.target, request,  # type: ignore[arg-type]
-                                    timeout, "async", callback)
-
-    def _oneway(self, call: ClientCall) -> None:
-        request, timeout = checked(call, FLAG_RESPONSE)
-        if self._hooks:
-            run_before_hooks(self._hooks, call.addr, request)
-        self._threads.submit(call.target, request,  # type: ignore[arg-type]
-                             timeout, "oneway").result()
-
-    def _many(self, call: ClientCall) -> Results:
-        requests, timeout = checked_many(call)
-        return self._many_wait(call.target, call.addr, requests,  # type: ignore[arg-type]
-                               timeout, batch_limit(call.limit), call.finished_at)
-
-    # ------------------------------------------------------------------ trio (the loop)
+                    ) -> list[RemotingCommand | RemotingError]:
+        """`call` of a batch (see `RemotingClient.invoke_many`)."""
+        return self.call("many", target, addr, requests, timeout,  # type: ignore[no-any-return]
+                         limit=limit)
 
     async def ainvoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
                            timeout: float, retry_busy: bool = False) -> RemotingCommand:
-        """Send and wait, in the calling task (see `TrioRemotingClient.invoke_sync`)."""
-        the_request(request)
-        timeout = call_timeout(timeout)
-        if self.interceptors:
-            return await self._async_chains["sync"](  # type: ignore[no-any-return]
-                self._call("sync", target, addr, request, timeout, retry_busy=retry_busy))
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, addr, request)
-        response = await self._invoker.invoke(target, request, timeout, retry_busy)
-        if hooks:
-            run_after_hooks(hooks, addr, request, response)
-        return response
+        """`acall` of a sync call (see `TrioRemotingClient.invoke_sync`)."""
+        return await self.acall("sync", target, addr, request,  # type: ignore[no-any-return]
+                                timeout, retry_busy=retry_busy)
 
     async def ainvoke_async(self, target: Target, addr: str | None, request: RemotingCommand,
                             timeout: float,
                             callback: Callable[[ResponseFuture], object] | None
                             ) -> ResponseFuture:
-        """Send; return the future (see `TrioRemotingClient.invoke_async`)."""
-        the_request(request)
-        timeout = call_timeout(timeout)
-        callback_of(callback)
-        if self.interceptors:
-            return await self._async_chains["async"](  # type: ignore[no-any-return]
-                self._call("async", target, addr, request, timeout, callback=callback))
-        hooks = self._hooks
-        if hooks:
-            run_before_hooks(hooks, addr, request)
-            callback = with_after_hooks(hooks, request, callback)
-        return await self._invoker.start_call(target, request, timeout, callback)
+        """`acall` of an async call (see `TrioRemotingClient.invoke_async`)."""
+        return await self.acall("async", target, addr, request,  # type: ignore[no-any-return]
+                                timeout, callback=callback)
 
     async def ainvoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
                              timeout: float) -> None:
-        """Queue a oneway request (see `TrioRemotingClient.invoke_oneway`)."""
-        the_request(request, FLAG_RESPONSE)
-        timeout = call_timeout(timeout)
-        if self.interceptors:
-            await self._async_chains["oneway"](
-                self._call("oneway", target, addr, request, timeout))
-            return
-        if self._hooks:
-            run_before_hooks(self._hooks, addr, request)
-        await self._invoker.invoke_oneway(target, request, timeout)
+        """`acall` of a oneway call (see `TrioRemotingClient.invoke_oneway`)."""
+        await self.acall("oneway", target, addr, request, timeout)
 
     async def ainvoke_many(self, target: Target, addr: str | None,
                            requests: Sequence[RemotingCommand], timeout: float, limit: int
-                           ) -> Results:
-        """Send a batch and wait for all of it (see `TrioRemotingClient.invoke_many`)."""
-        requests = requests_of(requests)
-        timeout = call_timeout(timeout)
-        limit = batch_limit(limit)
-        if self.interceptors and requests:
-            return await self._async_chains["many"](  # type: ignore[no-any-return]
-                self._call("many", target, addr, requests[0], timeout, requests=requests,
-                           limit=limit))
-        return await self._amany(target, addr, requests, timeout, limit, None)
+                           ) -> list[RemotingCommand | RemotingError]:
+        """`acall` of a batch (see `TrioRemotingClient.invoke_many`)."""
+        return await self.acall("many", target, addr, requests,  # type: ignore[no-any-return]
+                                timeout, limit=limit)
 
-    async def _amany(self, target: Target, addr: str | None,
-                     requests: Sequence[RemotingCommand], timeout: float, limit: int,
-                     finished_at: list[float] | None) -> Results:
+    # ------------------------------------------------------------------ blocking (threads)
+
+
+    def call(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+             timeout: Any, **options: Any) -> Any:
+        """Make a call of ``kind`` on the calling thread; ``subject`` is its request (for
+        ``"many"``, its requests). Returns what `ClientCall` says ``proceed`` returns.
+
+        Raises:
+            TypeError, ValueError: a wrong argument; nothing was sent.
+            RemotingError: how the call failed (``"sync"`` and ``"oneway"``).
+        """
+        call = self._new(kind, target, addr, subject, timeout, options)
+        if call is None:
+            return []
+        return self._chain(call)
+
+    def _end(self, call: ClientCall) -> Any:
+        row = KINDS[call.kind]
+        if self.interceptors:  # they may have changed the call: check it again
+            row.check(call)
         hooks = self._hooks
         if hooks:
-            run_before_hooks_many(hooks, addr, requests)
-        results = await self._invoker.invoke_many(target, requests, timeout, limit, finished_at)
+            row.before(hooks, call)
+        outcome = self._drive[call.kind](call)
         if hooks:
-            run_after_hooks_many(hooks, addr, requests, results)
-        return results
+            row.after(hooks, call, outcome)
+        return outcome
 
-    # the ends of the trio chains: what interceptors hand on is checked again here
-    async def _async_sync(self, call: ClientCall) -> RemotingCommand:
-        request, timeout = checked(call)
+    # ------------------------------------------------------------------ trio (the loop)
+
+
+    async def acall(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+                    timeout: Any, **options: Any) -> Any:
+        """`call`, in the calling trio task."""
+        call = self._new(kind, target, addr, subject, timeout, options)
+        if call is None:
+            return []
+        return await self._async_chain(call)
+
+    async def _aend(self, call: ClientCall) -> Any:
+        row = KINDS[call.kind]
+        if self.interceptors:
+            row.check(call)
         hooks = self._hooks
         if hooks:
-            run_before_hooks(hooks, call.addr, request)
-        response = await self._invoker.invoke(call.target,  # type: ignore[arg-type]
-                                              request, timeout, call.retry_busy)
+            row.before(hooks, call)
+        outcome = await self._adrive[call.kind](call)
         if hooks:
-            run_after_hooks(hooks, call.addr, request, response)
-        return response
-
-    async def _async_future(self, call: ClientCall) -> ResponseFuture:
-        request, timeout = checked(call)
-        callback = callback_of(call.callback)
-        if self._hooks:
-            run_before_hooks(self._hooks, call.addr, request)
-            callback = with_after_hooks(self._hooks, request, callback)
-        return await self._invoker.start_call(call.target,  # type: ignore[arg-type]
-                                              request, timeout, callback)
-
-    async def _async_oneway(self, call: ClientCall) -> None:
-        request, timeout = checked(call, FLAG_RESPONSE)
-        if self._hooks:
-            run_before_hooks(self._hooks, call.addr, request)
-        await self._invoker.invoke_oneway(call.target,  # type: ignore[arg-type]
-                                          request, timeout)
-
-    async def _async_many(self, call: ClientCall) -> Results:
-        requests, timeout = checked_many(call)
-        return await self._amany(call.target, call.addr,  # type: ignore[arg-type]
-                                 requests, timeout, batch_limit(call.limit), call.finished_at)
-
-
-def checked(call: ClientCall, refused: int = ANSWERED) -> tuple[RemotingCommand, float]:
-    """Return the request and timeout of ``call`` as interceptors left them, checked as the
-    call's arguments were (an interceptor may have changed them).
-
-    Raises:
-        TypeError, ValueError: as for the call's arguments.
-    """
-    return the_request(call.request, refused), call_timeout(call.timeout)
-
-
-def checked_many(call: ClientCall) -> tuple[Sequence[RemotingCommand], float]:
-    """`checked` for an ``invoke_many`` call: its requests and timeout."""
-    return requests_of(call.requests), call_timeout(call.timeout)
+            row.after(hooks, call, outcome)
+        return outcome

@@ -44,13 +44,12 @@ class Deadlines:
     """The deadline timer and scanner of one invoker's response table."""
 
     def __init__(self, table: ResponseTable, counters: Counters,
-                 config: ClientConfig | ServerConfig, before_expiry: Callable[[], None],
+                 config: ClientConfig | ServerConfig,
                  on_going_away: Callable[[ResponseFuture], None]) -> None:
         self._table = table
         self._on_going_away = on_going_away  # a call on a connection told GO_AWAY ended
         self._counters = counters
         self._config = config
-        self._before_expiry = before_expiry  # brings in calls the table does not hold yet
         self._scope: trio.CancelScope | None = None
         # the deadline the timer sleeps until; -inf while no timer runs (nothing to re-arm)
         self.armed = -math.inf
@@ -89,7 +88,6 @@ class Deadlines:
 
     def expire(self, now: float) -> None:
         """Fail every call whose deadline is at or before ``now``."""
-        self._before_expiry()
         for fut in self._table.expire(now):
             self.timed_out(fut)
 

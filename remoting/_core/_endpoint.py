@@ -90,8 +90,8 @@ class Endpoint:
                                      self.streams.opener)
         for code in STREAM_CODES:
             self.dispatcher.register_handler(code, self.streams.handle)
-        self.caller = Caller(self.invoker, self.dispatcher.hooks, run_hooks=role == "client",
-                             role=role)
+        self.caller = Caller(self.invoker.threads, self.invoker, self.dispatcher.hooks,
+                             run_hooks=role == "client", role=role)
         # the ConnectionOwner protocol, wired straight to the parts (one call per command)
         self.request_received = self.dispatcher.request_received
         self.response_received = self.invoker.response_received
@@ -350,8 +350,6 @@ class Endpoint:
         """Return a snapshot of the counters (on the loop thread, or once it has stopped)."""
         c = self.counters
         invoker = self.invoker
-        if self.running:
-            invoker.threads.adopt()
         return EndpointStatistics(
             connections=len(self.connections),
             connecting=self.channels.connecting,

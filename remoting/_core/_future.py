@@ -68,7 +68,7 @@ class ResponseFuture:
 
     __module__ = "remoting"
     __slots__ = (
-        "_callbacks", "_done", "_event", "_home", "_overdue", "_permits", "_signal", "_support",
+        "_callbacks", "_done", "_event", "_home", "_permits", "_signal", "_support",
         "_waiters",
         "addr", "cause", "close_on_timeout", "conn", "deadline", "opaque", "request", "resent",
         "response_command", "retry_target", "timeout",
@@ -94,8 +94,6 @@ class ResponseFuture:
         self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
         self._support = support
         self._permits: Permits | None = None
-        # set for a call a thread sent itself: what its waiting thread calls at the deadline
-        self._overdue: Callable[[ResponseFuture], None] | None = None
         if threaded:  # a thread will block on it: a held lock is cheaper than an Event
             self._home: int | None = None
             self._signal: Any = _thread.allocate_lock()
@@ -143,13 +141,8 @@ class ResponseFuture:
             timeout = _checks.wait_seconds(timeout)
         if not self._done:
             _checks.outside_trio("ResponseFuture.result", "`await future.wait()`")
-            if timeout is None and self._overdue is not None:
-                if not self._block(self.timeout):  # its deadline: the loop expires it
-                    self._overdue(self)
-                    self._block(THREAD_WAIT_SLACK)
-            else:
-                self._block(max(self.timeout + THREAD_WAIT_SLACK if timeout is None
-                                else timeout, 0.0))
+            self._block(max(self.timeout + THREAD_WAIT_SLACK if timeout is None else timeout,
+                            0.0))
             if not self._done:
                 if timeout is not None:
                     raise TimeoutError(f"request {self.opaque} still pending after {timeout}s")

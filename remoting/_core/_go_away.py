@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from ._future import ResponseFuture
     from ._permits import Permits
     from ._response_table import ResponseTable
-    from ._thread_calls import ThreadCalls
 
 __all__ = ["GoAway", "Resender"]
 
@@ -48,9 +47,6 @@ class Resender(Protocol):
 
     @property
     def table(self) -> ResponseTable: ...
-
-    @property
-    def threads(self) -> ThreadCalls: ...
 
     def response_received(self, conn: Connection, cmd: RemotingCommand) -> None: ...
 
@@ -106,7 +102,7 @@ class GoAway:
             if not isinstance(exc, Exception):
                 raise
             return
-        fut.request.opaque = next_opaque()
+        fut.request = fut.request.with_opaque(next_opaque())  # never the caller's command
         log.info("request.resent", reason="go_away", opaque=fut.request.opaque,
                  peer=conn.remote_addr)
         # its permit, if it took one (a thread's direct send takes none), is still held; a
@@ -134,7 +130,6 @@ class GoAway:
         """Close ``conn`` once no call is pending on it, none of the peer's requests is being
         processed here and their answers have left (``flushed``); else note what is left."""
         invoker = self._invoker
-        invoker.threads.adopt()
         left = {opaque for opaque, fut in invoker.table.entries.items() if fut.conn is conn}
         if left or conn.processing:
             self._left[conn] = left

@@ -6,7 +6,10 @@ Theory of operation (loop thread only; threads come in through `ThreadCalls`):
   live connection, a free permit, room in the socket's queue) nothing is awaited and no task
   is started; otherwise connecting, waiting for a permit and waiting for room happen first,
   all under the call's one deadline (`_send_later`).
-- Calls from other threads arrive through the inbox, in batches, and take the same path.
+- Calls from other threads arrive through the inbox, in batches, and take the same path
+  (`ThreadCalls`). A call is in the table before its first byte leaves, on every path.
+- The caller's command is never changed: a copy with a fresh opaque goes out when a call
+  with its opaque is in flight already, and for a resend (SYSTEM_BUSY retry, GO_AWAY).
 - Each registered call completes exactly once, by whoever removes it from the table: its
   response (`response_received`), its deadline (`Deadlines`), the loss of its connection
   (`connection_lost`), a failed send, a cancelled wait, or shutdown (`fail_all`).
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from .._config import ClientConfig, ServerConfig
+    from .._interceptors import ClientCall
     from .._observability._statistics import Counters
     from ._channels import ChannelTable, Target
     from ._threads import CallbackRunner, Inbox
@@ -78,10 +82,9 @@ class Invoker:
         self.channels = channels
         self._counters = counters
         self._nursery: trio.Nursery | None = None
-        self.threads: ThreadCalls = ThreadCalls(self, self.table, counters, inbox)
+        self.threads: ThreadCalls = ThreadCalls(self, inbox)
         self.go_away = GoAway(self, channels, counters, go_away_retry)
-        self.deadlines = Deadlines(self.table, counters, config, self.threads.adopt,
-                                   self.go_away.call_ended)
+        self.deadlines = Deadlines(self.table, counters, config, self.go_away.call_ended)
         self.now: Callable[[], float] = trio.current_time
 
     # ------------------------------------------------------------------ lifecycle
@@ -106,7 +109,6 @@ class Invoker:
 
     def fail_all(self, reason: str) -> None:
         """Fail every pending call (shutdown)."""
-        self.threads.adopt()
         for fut in self.table.pop_all():
             fut._fail_send(reason)
 
@@ -138,10 +140,8 @@ class Invoker:
             return
         request = fut.request
         entries = self.table.entries
-        if self.threads.pending:  # their opaques are pending too
-            self.threads.adopt()
-        if request.opaque in entries:
-            request.opaque = next_opaque()  # the same command sent twice: keep opaques unique
+        if request.opaque in entries:  # the same command in flight twice: a copy goes out
+            request = fut.request = request.with_opaque(next_opaque())
         try:
             frame = encode_frame_parts(request, self.max_frame, self.max_header)
         except Exception as exc:
@@ -274,9 +274,6 @@ class Invoker:
         """Complete the call ``cmd`` answers (a response read from ``conn``)."""
         entries = self.table.entries
         fut = entries.get(cmd.opaque)
-        if fut is None and self.threads.pending:
-            self.threads.adopt()
-            fut = entries.get(cmd.opaque)
         if fut is None or fut.conn is not conn:
             self._counters.orphans += 1
             conn.orphaned(cmd)
@@ -295,11 +292,31 @@ class Invoker:
 
     def connection_lost(self, conn: Connection) -> None:
         """Fail every call pending on ``conn`` at once (RocketMQ's failFast)."""
-        self.threads.adopt()
         self.go_away.connection_closed(conn)
         for fut in self.table.pop_connection(conn):
             reason = conn.close_reason or f"the {self.role} shut down"
             fut._fail(RemotingSendRequestError(fut.addr, reason, connection_lost=True))
+
+    # ------------------------------------------------------------------ the trio face's driver
+
+    async def call_sync(self, call: ClientCall) -> RemotingCommand:
+        """`invoke`, for `Caller`."""
+        return await self.invoke(call.target, call.request, call.timeout,  # type: ignore[arg-type]
+                                 call.retry_busy)
+
+    async def call_async(self, call: ClientCall) -> ResponseFuture:
+        """`start_call`, for `Caller`."""
+        return await self.start_call(call.target, call.request,  # type: ignore[arg-type]
+                                     call.timeout, call.callback)
+
+    async def call_oneway(self, call: ClientCall) -> None:
+        """`invoke_oneway`, for `Caller`."""
+        await self.invoke_oneway(call.target, call.request, call.timeout)  # type: ignore[arg-type]
+
+    async def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]:
+        """`invoke_many`, for `Caller`."""
+        return await self.invoke_many(call.target, call.requests,  # type: ignore[arg-type]
+                                      call.timeout, call.limit, call.finished_at)
 
     # ------------------------------------------------------------------ trio-native calls
 
@@ -324,7 +341,7 @@ class Invoker:
             if self.now() + pause >= deadline:
                 return response
             await trio.sleep(pause)
-            request.opaque = next_opaque()
+            request = request.with_opaque(next_opaque())  # a new call: never the caller's
             timeout = deadline - self.now()
 
     def _abandon(self, fut: ResponseFuture) -> None:

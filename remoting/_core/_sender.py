@@ -9,12 +9,12 @@ Theory of operation:
   only queued, and whoever set it sends them together with `flush` afterwards.
 - The gate: every change to the queue and every socket send happens under ``_gate``, a
   `threading.Lock`, held only around non-blocking steps. The loop takes it for its own sends;
-  `send_from_thread` lets another thread send on an idle plain-TCP connection under it (the
-  two users are in `_threads`). This is the one lock a thread shares with the loop's
-  per-connection state (docs/architecture.md, the thread-and-lock table). What it guards
-  besides the queue: ``closed`` (set under it by `shut`), ``takes_calls`` (cleared under it
-  by `refuse_calls`) and the bytes threads sent (`take_bytes_sent_by_threads`), so a thread's
-  send either happened before one of these changes, completely, or sees it.
+  `send_from_thread` lets a processor pool's thread send its lone reply on an idle plain-TCP
+  connection under it. This is the one lock a thread shares with the loop's per-connection
+  state (docs/architecture.md, the thread-and-lock table). What it guards besides the queue:
+  ``closed`` (set under it by `shut`), ``takes_calls`` (cleared under it by `refuse_calls`)
+  and the bytes threads sent (`take_bytes_sent_by_threads`), so a thread's send either
+  happened before one of these changes, completely, or sees it.
 - Back-pressure: above the high water mark, `wait_writable` blocks until the queue is under
   the low water mark; `wait_flushed` until it is empty.
 """
@@ -162,26 +162,18 @@ class Sender:
         if self._writer_waits:
             self._wake_writer()
 
-    def send_from_thread(self, frame: EncodedFrame, before: Callable[[], None] | None = None
-                         ) -> bool:
+    def send_from_thread(self, frame: EncodedFrame) -> bool:
         """Send ``frame`` from a thread other than the loop's, if nothing is queued or being
         sent on this (plain TCP) connection; else do nothing and return False.
 
-        ``before()`` runs first, under the gate (a call's registration: its response can
-        only come after). A call (``before`` given) is refused once the connection takes no
-        new calls (`refuse_calls`): the loop, which counts the calls left on a connection
-        told GO_AWAY before it closes it, sees every call sent here before that. What the
-        socket does not take at once waits in the queue, and the loop is asked to wake the
-        writer. The two users are in `_threads`.
+        What the socket does not take at once waits in the queue, and the loop is asked to
+        wake the writer. The one user is a pool thread's lone reply (`Dispatcher._run_sync`).
         """
         if not self._can_send_now or self.closed:
             return False
         with self._gate:
-            if self.closed or not self._out.idle or (before is not None
-                                                     and not self.takes_calls):
+            if self.closed or not self._out.idle:
                 return False
-            if before is not None:
-                before()
             pieces = [frame] if type(frame) is bytes else list(frame)
             try:
                 sent = self._transport.send_now(pieces)  # type: ignore[arg-type]
@@ -196,9 +188,9 @@ class Sender:
         return True
 
     def refuse_calls(self) -> None:
-        """Take no new call from here on (the peer answered GO_AWAY; loop thread): a thread's
-        call is refused from now on (see `send_from_thread`), and whoever waits for room for
-        one (`wait_writable`) is woken to go elsewhere. Replies still go out."""
+        """Take no new call from here on (the peer answered GO_AWAY; loop thread): whoever
+        waits for room for one (`wait_writable`) is woken to go elsewhere. Replies still go
+        out."""
         with self._gate:
             self.takes_calls = False
         self._drain_lot.unpark_all()

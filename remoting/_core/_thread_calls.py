@@ -1,44 +1,46 @@
-"""`ThreadCalls`: calls made from threads other than the loop's (blocking faces, processors).
+"""`ThreadCalls`: calls from threads handed to the loop thread (the blocking server, processors'
+channel handles, and a `RemotingClient` with ``io="loop"``).
 
 Theory of operation:
 - `submit` hands a call to the loop through the inbox; calls made by many threads at once
   reach the loop together, in one wake-up, and take the same path as a trio call there
-  (`Invoker.start`). `submit_many` hands over a whole ``invoke_many`` batch at once.
-- The shortcut (`send_directly`): a blocking ``invoke_sync`` on a live, idle, plain-TCP
-  connection sends its own request, through the connection's send gate, because the hand-off
-  costs 20-35 µs per call (docs/performance.md). The call is registered in `pending` before
-  its bytes leave; the loop adopts pending calls into its response table (`adopt`) before it
-  looks a response up, sends a call, expires calls, or fails a connection's calls.
-- Such a call's thread enforces its deadline itself: past it, it asks the loop to expire the
-  call (``ResponseFuture._overdue``), so no wake-up of the loop is needed per call.
-- Only the loop completes futures, touches the table, permits and counters; a thread here
-  only appends to `pending` (a deque: thread-safe) and posts to the inbox.
+  (`Invoker.start`): the call is in the response table before its first byte leaves, and only
+  the loop touches the table, permits and counters. `submit_many` hands over a whole
+  ``invoke_many`` batch at once.
+- The calling thread then blocks on the call's future (a lock released at completion, see
+  `_future`); the loop's deadline timer ends the call at its deadline, on the loop's clock.
+- ``call_*`` are the blocking face's driver (`_call_kinds.BlockingDriver`): one method per
+  kind of call.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+import _thread
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from codec import encode_frame_parts, next_opaque
+from codec import ResponseCode, next_opaque
 
 from .._errors import RemotingError, translate
 from .._log import log
+from ._deadlines import busy_backoff
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from codec import RemotingCommand
 
-    from .._observability._statistics import Counters
-    from ._channels import ChannelTable
+    from .._interceptors import ClientCall
     from ._connection import Connection
-    from ._deadlines import Deadlines
     from ._future import ResponseFuture
-    from ._response_table import ResponseTable
     from ._threads import Inbox
 
 __all__ = ["CallStarter", "ThreadCalls"]
+
+BATCH_WAIT_SLACK: Final = 30.0  # seconds past a batch's deadlines before asking if the loop lives
+
+Results = list["RemotingCommand | RemotingError"]
 
 
 class CallStarter(Protocol):
@@ -46,20 +48,6 @@ class CallStarter(Protocol):
 
     @property
     def role(self) -> str: ...
-
-    @property
-    def deadlines(self) -> Deadlines: ...
-
-    @property
-    def channels(self) -> ChannelTable: ...
-
-    @property
-    def max_frame(self) -> int: ...
-
-    @property
-    def max_header(self) -> int: ...
-
-    def now(self) -> float: ...
 
     def new_future(self, target: str | Connection | None, request: RemotingCommand,
                    timeout: float, kind: Any, callback: Any = None, threaded: bool = False
@@ -76,15 +64,58 @@ class CallStarter(Protocol):
 class ThreadCalls:
     """The door for calls from other threads (see the module docstring)."""
 
-    def __init__(self, invoker: CallStarter, table: ResponseTable, counters: Counters,
-                 inbox: Inbox) -> None:
+    def __init__(self, invoker: CallStarter, inbox: Inbox) -> None:
         self._invoker = invoker
-        self._table = table
-        self._counters = counters
         self._inbox = inbox
-        # calls threads registered and sent themselves: appended by a thread before the bytes
-        # leave, taken by the loop (`adopt`); a deque's truth test costs no Python call
-        self.pending: deque[ResponseFuture] = deque()
+
+    # ------------------------------------------------------------------ the driver
+
+    def call_sync(self, call: ClientCall) -> RemotingCommand:
+        """Send and wait, on the calling thread (see `RemotingClient.invoke_sync`)."""
+        request, timeout = call.request, call.timeout
+        deadline = time.monotonic() + timeout
+        attempt = 0
+        while True:
+            response = self.submit(call.target, request, timeout, "sync").result()  # type: ignore[arg-type]
+            if not call.retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
+                return response
+            attempt += 1
+            pause = busy_backoff(attempt)
+            if time.monotonic() + pause >= deadline:
+                return response
+            time.sleep(pause)
+            request = request.with_opaque(next_opaque())  # a new call: never the caller's
+            timeout = deadline - time.monotonic()
+
+    def call_async(self, call: ClientCall) -> ResponseFuture:
+        """Send; return the future at once (see `RemotingClient.invoke_async`)."""
+        return self.submit(call.target, call.request, call.timeout,  # type: ignore[arg-type]
+                           "async", call.callback)
+
+    def call_oneway(self, call: ClientCall) -> None:
+        """Queue a oneway request and return (see `RemotingClient.invoke_oneway`)."""
+        self.submit(call.target, call.request, call.timeout, "oneway").result()  # type: ignore[arg-type]
+
+    def call_many(self, call: ClientCall) -> Results:
+        """Send a batch and wait for all of it (see `RemotingClient.invoke_many`)."""
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        box: list[Results] = []
+
+        def on_done(results: Results) -> None:
+            box.append(results)
+            lock.release()
+
+        requests, timeout, limit = call.requests, call.timeout, call.limit
+        self.submit_many(call.target, requests, timeout, limit, on_done,  # type: ignore[arg-type]
+                         call.finished_at)
+        waves = -(-len(requests) // max(1, limit))
+        wait = min(timeout * max(1, waves) + BATCH_WAIT_SLACK, threading.TIMEOUT_MAX)
+        while not lock.acquire(timeout=wait):  # a slow pace (few permits) is no failure
+            if not self.loop_answers():  # a stalled or ended loop is
+                raise RemotingError("invoke_many: the event loop did not finish the batch",
+                                    call.addr)
+        return box[0]
 
     # ------------------------------------------------------------------ any thread
 
@@ -128,76 +159,6 @@ class ThreadCalls:
         except RuntimeError:
             return False
         return True
-
-    def send_directly(self, addr: str | Connection | None, request: RemotingCommand,
-                      timeout: float) -> ResponseFuture | None:
-        """Register and send a blocking ``invoke_sync`` from the calling thread.
-
-        Only on a live, idle, plain-TCP connection to ``addr``; returns None (nothing sent or
-        registered) when `submit` must be taken. A private copy of the request with a fresh
-        opaque goes on the wire: the caller's command is never changed here, so threads
-        sending the same command at once cannot collide. As RocketMQ's ``invokeSync``, such a
-        call takes no in-flight permit: it holds its caller's thread.
-        """
-        opaque = request.opaque  # a bad one of the caller's is refused by the loop's path
-        if (type(addr) is not str or timeout <= 0 or type(opaque) is not int
-                or not -0x80000000 <= opaque <= 0x7FFFFFFF):
-            return None
-        invoker = self._invoker
-        conn = invoker.channels.by_addr.get(addr)
-        if conn is None or conn.closed:
-            return None
-        opaque = next_opaque()
-        try:
-            frame = encode_frame_parts(request.with_opaque(opaque), invoker.max_frame,
-                                       invoker.max_header)
-        except Exception:  # submit reports it
-            return None
-        fut = invoker.new_future(addr, request, timeout, "sync", threaded=True)
-        fut.opaque = opaque
-        fut.conn = conn
-        fut.addr = conn.remote_addr
-        fut.deadline = invoker.now() + timeout
-        fut._overdue = self._overdue
-        pending = self.pending
-        if not conn.send_from_thread(frame, lambda: pending.append(fut)):
-            return None
-        return fut
-
-    def _overdue(self, fut: ResponseFuture) -> None:
-        """A call sent directly passed its deadline (on its thread): expire it on the loop."""
-        try:
-            self._inbox.post(self._expire, fut)
-        except RuntimeError:  # the loop has ended: its shutdown failed the call
-            pass
-
-    # ------------------------------------------------------------------ loop thread
-
-    def _expire(self, fut: ResponseFuture) -> None:
-        self.adopt()
-        if self._table.pop_for(fut.opaque, fut.conn) is fut:
-            self._invoker.deadlines.timed_out(fut)
-
-    def adopt(self) -> None:
-        """Move the calls threads sent themselves into the response table."""
-        pending = self.pending
-        if not pending:
-            return
-        counters = self._counters
-        sent = counters.sent
-        deadlines = self._invoker.deadlines
-        while pending:
-            fut = pending.popleft()
-            try:
-                self._table.add(fut)
-            except ValueError:  # only an opaque a user set by hand can collide
-                fut._fail_send(f"opaque {fut.opaque} is already pending")
-                continue
-            code = fut.request.code
-            sent[code] = sent.get(code, 0) + 1
-            counters.count_thread_send()
-            if fut.deadline < deadlines.armed:
-                deadlines.arm(fut.deadline)
 
 
 def _start(args: tuple[CallStarter, str | Connection | None, ResponseFuture, Any]) -> None:
