@@ -59,6 +59,7 @@ _RULES: Final[dict[str, tuple[Any, ...]]] = {
     "client_oneway_semaphore_value": ("int", 1), "close_socket_if_timeout": ("bool",),
     "enable_reconnect_for_go_away": ("bool",), "use_tls": ("bool",),
     "tls_server_hostname": ("name",), "tls_check_hostname": ("bool",),
+    "io": ("one of", ("threads", "loop")),
 }
 
 
@@ -227,6 +228,10 @@ class ClientConfig(_CommonConfig):
     Attributes:
         connect_timeout: seconds for the TCP connect, counted inside each call's deadline.
         close_socket_if_timeout: close a connection after a timed-out invoke_sync.
+        io: how a `RemotingClient` drives its connections: ``"threads"`` (the calling
+            threads send and read themselves, no event loop thread; the default) or
+            ``"loop"`` (every call is handed to an event loop in a thread of its own, as
+            in 0.2; kept for one release, to compare). The trio client ignores it.
     """
 
     connect_timeout: float = 3.0
@@ -247,6 +252,7 @@ class ClientConfig(_CommonConfig):
     # RocketMQ's tls.properties (tls.enable, tls.client.* keys): fills the TLS fields left
     # at their defaults, when the config is made (docs/security.md).
     tls_properties_file: str | None = field(default=None, compare=False)
+    io: Literal["threads", "loop"] = "threads"
 
 
 def _apply_tls_properties(config: ServerConfig | ClientConfig, path: str | os.PathLike[str]

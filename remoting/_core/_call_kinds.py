@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+import trio
+
 from codec import FLAG_RESPONSE
 
 from .._checks import batch_limit, call_timeout, callback_of, requests_of, the_request
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from .._interceptors import CallKind, ClientCall
     from ._future import ResponseFuture
 
-__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "TrioDriver"]
+__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "ToThreadDriver", "TrioDriver"]
 
 
 class BlockingDriver(Protocol):
@@ -129,3 +131,25 @@ KINDS: Final[dict[CallKind, CallKindRow]] = {
     "oneway": CallKindRow("call_oneway", _check_oneway, _before_one, _no_after),
     "many": CallKindRow("call_many", _check_many, _before_many, _after_results),
 }
+
+
+class ToThreadDriver:
+    """The trio face's driver over a blocking one: each call runs on a worker thread
+    (``trio.to_thread``), for async processors of a thread-driven client that call the
+    server back. Cancelling the awaiting task does not end the call: it ends by its
+    deadline, as a thread's call does."""
+
+    def __init__(self, blocking: BlockingDriver) -> None:
+        self._blocking = blocking
+
+    async def call_sync(self, call: ClientCall) -> RemotingCommand:
+        return await trio.to_thread.run_sync(self._blocking.call_sync, call)
+
+    async def call_async(self, call: ClientCall) -> ResponseFuture:
+        return await trio.to_thread.run_sync(self._blocking.call_async, call)
+
+    async def call_oneway(self, call: ClientCall) -> None:
+        await trio.to_thread.run_sync(self._blocking.call_oneway, call)
+
+    async def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]:
+        return await trio.to_thread.run_sync(self._blocking.call_many, call)

@@ -18,9 +18,8 @@ still holds it once it is connected: one removed meanwhile is never current agai
 
 from __future__ import annotations
 
-import random
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -31,14 +30,17 @@ from .._errors import (
     RemotingTimeoutError,
     translate,
 )
+from ._addresses import AddressList
 from ._connection import Connection
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-__all__ = ["ChannelTable", "Target", "parse_addr", "split_addr", "target_addr"]
+__all__ = ["NO_ADDRESS", "ChannelTable", "Target", "parse_addr", "split_addr", "target_addr"]
 
 Target = str | Connection | None
+NO_ADDRESS: Final = ("no address given and the address list is empty "
+                     "(call update_name_server_address_list)")
 
 
 def split_addr(addr: object) -> tuple[str, int]:
@@ -102,12 +104,19 @@ class ChannelTable:
         self._nursery: trio.Nursery | None = None
         self.by_addr: dict[str, Connection] = {}
         self._connecting: dict[str, _PendingConnect] = {}
-        # the address list: replaced, never mutated (read anywhere), and with the round-robin
-        # position and the current address changed only under _list_lock
+        # the address list, changed (any thread: set_addresses) only under _list_lock
         self._list_lock = threading.Lock()
-        self.addresses: list[str] = []
-        self._next = 0
-        self.current: str | None = None
+        self.address_list = AddressList()
+
+    @property
+    def addresses(self) -> list[str]:
+        """The address list (replaced, never mutated: a facade reads it anywhere)."""
+        return self.address_list.addresses
+
+    @property
+    def current(self) -> str | None:
+        """The address ``addr=None`` calls use now (None: not chosen yet)."""
+        return self.address_list.current
 
     def open(self, nursery: trio.Nursery) -> None:
         """Start connecting in ``nursery`` (the endpoint's)."""
@@ -203,49 +212,20 @@ class ChannelTable:
     def move_off(self, addr: str | None) -> None:
         """``addr`` is draining (GO_AWAY): ``addr=None`` calls go to the next address."""
         with self._list_lock:
-            if addr is not None and addr == self.current:
-                self.current = None
-                servers = self.addresses
-                if addr in servers:  # tried last now, as after a connect failure
-                    self._next = servers.index(addr) + 1
+            self.address_list.move_off(addr)
 
     def set_addresses(self, addrs: list[str]) -> None:
         """Replace the address list used by calls with ``addr=None`` (any thread)."""
         for addr in addrs:
             parse_addr(addr)
         with self._list_lock:
-            if addrs != self.addresses:
-                self.addresses = list(addrs)
-                self._next = random.randrange(len(addrs)) if addrs else 0
-                if self.current not in self.addresses:
-                    self.current = None
-
-    def _order(self) -> list[str]:
-        """Return the addresses to try, the current one first, and move the rotation on."""
-        with self._list_lock:
-            servers = self.addresses
-            order: list[str] = [] if self.current is None else [self.current]
-            n = len(servers)
-            for _ in range(n):
-                addr = servers[self._next % n]
-                self._next += 1
-                if addr not in order:
-                    order.append(addr)
-            return order
-
-    def _make_current(self, addr: str) -> None:
-        """``addr`` answered: make it current, unless the list no longer holds it."""
-        with self._list_lock:
-            if addr in self.addresses:
-                self.current = addr
+            self.address_list.set(addrs)
 
     async def _connect_any(self, deadline: float, timeout: float) -> Connection:
-        order = self._order()
+        with self._list_lock:
+            order = self.address_list.order()
         if not order:
-            raise RemotingConnectError(
-                None, "no address given and the address list is empty "
-                "(call update_name_server_address_list)"
-            )
+            raise RemotingConnectError(None, NO_ADDRESS)
         last: RemotingError | None = None
         for addr in order:
             try:
@@ -253,6 +233,7 @@ class ChannelTable:
             except RemotingConnectError as exc:
                 last = exc
                 continue
-            self._make_current(addr)
+            with self._list_lock:
+                self.address_list.chose(addr)
             return conn
         raise RemotingConnectError(None, f"no address reachable ({last})")

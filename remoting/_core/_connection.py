@@ -29,14 +29,20 @@ Theory of operation:
 
 from __future__ import annotations
 
-import itertools
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import trio
 
 from codec import CodecError, ForeignProtocolError, FrameDecoder
 
 from .._log import log
+from ._connection_state import (
+    CLOSED_AT_ONCE,
+    described,
+    eof_reason,
+    next_connection_id,
+    note_orphan,
+)
 from ._processing import mark_reader_task
 from ._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
 from ._sender import Sender
@@ -61,21 +67,6 @@ RECEIVE_BYTES = 64 * 1024
 # chunked read costs no more and takes runs of small frames at once), into at least this much
 # new memory (memory_for_rest: a prefix alone commits nothing).
 RECEIVE_INTO_MIN_BYTES = 64 * 1024
-# Responses matching no call that one connection may send beyond the calls given up on it
-# (timed out or cancelled: their late answers are expected) before it is closed.
-MAX_UNEXPECTED = 100
-# Why a server may close a client's connection before answering, plaintext / TLS.
-_LIMITS: Final = "or it refuses more connections (max_connections, max_connections_per_ip)"
-_CLOSED_AT_ONCE: Final = ("; it may require TLS (ClientConfig.use_tls), " + _LIMITS,
-                          "; it may require a client certificate (ClientConfig.tls_cert_file), "
-                          + _LIMITS)
-_ids = itertools.count(1)
-
-
-def _described(exc: BaseException) -> str:
-    """Say what a stream error was in words: its message, else its cause's (trio's
-    ``BrokenResourceError()`` carries none of its own), else its kind."""
-    return str(exc) or str(exc.__cause__ or "") or type(exc).__name__
 
 
 class Suspension(Protocol):
@@ -120,7 +111,7 @@ class Connection:
         max_processing: int = 0,
         call_on_loop: Callable[[Callable[[], object]], bool] = lambda fn: False,
     ) -> None:
-        self.id = next(_ids)
+        self.id = next_connection_id()
         self.remote_addr = remote_addr
         self.addr_key = addr_key  # the "host:port" a client dialled, else None
         self.role = role
@@ -190,18 +181,8 @@ class Connection:
     # ------------------------------------------------------------------ receiving
 
     def orphaned(self, response: RemotingCommand) -> None:
-        """A response read here matched no call: logged sparingly (1, 2, 4, 8...), and the
-        connection closed once they exceed its given-up calls by `MAX_UNEXPECTED`."""
-        self.orphans += 1
-        n = self.orphans
-        if n & (n - 1) == 0:
-            log.warning("response.orphaned", opaque=response.opaque, code=response.code,
-                        peer=self.remote_addr, orphaned_on_connection=n)
-        if n > self.abandoned + MAX_UNEXPECTED and not self.closed:  # one event per close
-            log.warning("connection.misbehaving", conn_id=self.id, peer=self.remote_addr,
-                        orphaned=n, given_up=self.abandoned)
-            self.close(f"{n} responses matched no call (only {self.abandoned} calls were "
-                       "given up on)")
+        """A response read here matched no call (see `note_orphan`)."""
+        note_orphan(self, response)
 
     def divert_responses(self, fn: Callable[[Connection, RemotingCommand], None],
                          on_idle: Callable[[Connection], None]) -> None:
@@ -219,6 +200,18 @@ class Connection:
             resume.set()
         if self._on_idle is not None and not self.processing:
             self._on_idle(self)
+
+    def hold(self) -> bool:
+        """Only queue from now on (a burst of replies); True if this call began holding."""
+        if self.sender.holding:
+            return False
+        self.sender.holding = True
+        return True
+
+    def flush_held(self) -> None:
+        """End a burst begun with `hold`: send what was queued."""
+        self.sender.holding = False
+        self.flush()
 
     async def _read(self) -> None:
         mark_reader_task()
@@ -335,12 +328,8 @@ class Connection:
         return count
 
     def _eof_reason(self) -> str:
-        if self._decoder.buffered_bytes:
-            return "peer closed the connection mid-frame"
-        if not self._got_data and self.role == "client":
-            return "the server closed the connection before answering" + _CLOSED_AT_ONCE[
-                self.tls_version is not None]
-        return "peer closed the connection"
+        return eof_reason(mid_frame=bool(self._decoder.buffered_bytes), got_data=self._got_data,
+                          client=self.role == "client", tls=self.tls_version is not None)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -397,9 +386,9 @@ class Connection:
             # certificate so: the server's alert ends the stream at the first read
             alert = str(getattr(exc.__cause__, "reason", None) or "")
             self.close("the server ended the TLS connection before answering"
-                       + (f" ({alert})" if "ALERT" in alert else "") + _CLOSED_AT_ONCE[True])
+                       + (f" ({alert})" if "ALERT" in alert else "") + CLOSED_AT_ONCE[True])
         else:
-            self.close(f"{what} failed: {_described(exc)}")
+            self.close(f"{what} failed: {described(exc)}")
 
     def close(self, reason: str = "closed locally") -> None:
         """Close the connection (idempotent, sync); pending requests fail right after."""

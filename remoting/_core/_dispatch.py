@@ -29,7 +29,7 @@ import threading
 from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import trio
 
@@ -58,16 +58,18 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
     from concurrent.futures import Executor
 
+    from codec import EncodedFrame
+    from processors import RequestContext
+
     from .._config import ClientConfig, ServerConfig
     from .._hooks import RPCHook
     from .._interceptors import ServerInterceptor
     from .._observability._statistics import Counters
-    from ._connection import Connection
     from ._processing import Reply
     from ._stream_out import StreamOpener
     from ._threads import Inbox
 
-__all__ = ["PING_REQUEST_CODE", "Dispatcher", "ProcessorEntry", "Refusal"]
+__all__ = ["PING_REQUEST_CODE", "Dispatcher", "ProcessorEntry", "Refusal", "Served"]
 
 # The code `remoting ping` sends: every server of ours answers it SUCCESS unless a processor is
 # registered for it, so a ping is no error reply in its statistics (an unknown code was).
@@ -81,7 +83,34 @@ OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
 GO_AWAY_REMARK: Final = "please go away"
 GO_AWAY_MIN_VERSION: Final = 475  # RocketMQ V5_3_1: later Java clients understand GO_AWAY
 
-SyncTask = tuple["Connection", "RemotingCommand", RequestProcessor]
+
+
+class Served(Protocol):
+    """What the dispatcher uses of a connection (either driver's) it serves requests from."""
+
+    id: int
+    remote_addr: str
+    ctx: RequestContext
+    processing: int
+    overloaded: int
+    dropped: int
+    high_water: int
+
+    @property
+    def queued_bytes(self) -> int: ...
+
+    def send(self, frame: EncodedFrame) -> bool: ...
+
+    def send_from_thread(self, frame: EncodedFrame) -> bool: ...
+
+    def processing_done(self) -> None: ...
+
+    def hold(self) -> bool: ...
+
+    def flush_held(self) -> None: ...
+
+
+SyncTask = tuple[Served, "RemotingCommand", RequestProcessor]
 Pool = ProcessorPool[SyncTask] | ExecutorPool[SyncTask]
 
 
@@ -93,7 +122,7 @@ class ProcessorEntry:
     processor: RequestProcessor | AsyncRequestProcessor | None
     pool: Pool | None
     may_reject: bool = True  # False: reject_request is the base class's (always False)
-    handler: Callable[[Connection, RemotingCommand], None] | None = None
+    handler: Callable[[Served, RemotingCommand], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +233,7 @@ class Dispatcher:
             self._retire(replaced.pool)
 
     def register_handler(self, code: int,
-                         handler: Callable[[Connection, RemotingCommand], None]) -> None:
+                         handler: Callable[[Served, RemotingCommand], None]) -> None:
         """Handle ``code`` with the transport's own ``handler``: run in the reader, with no
         pool, hook or interceptor; a two-way request is answered SUCCESS after it."""
         self.processors[code] = ProcessorEntry(processor=None, pool=None, may_reject=False,
@@ -249,7 +278,7 @@ class Dispatcher:
         self._serve_async = chain_async([i.intercept_request_async for i in self.interceptors],
                                         partial(serve_async, hooks))
 
-    def _server_call(self, conn: Connection, request: RemotingCommand,
+    def _server_call(self, conn: Served, request: RemotingCommand,
                      processor: RequestProcessor | AsyncRequestProcessor) -> ServerCall:
         return ServerCall(request=request, context=conn.ctx, processor=processor,
                           role=self._role)
@@ -297,7 +326,7 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ acting on it
 
-    def request_received(self, conn: Connection, request: RemotingCommand
+    def request_received(self, conn: Served, request: RemotingCommand
                          ) -> Suspended | None:
         """Process ``request`` (see the module docstring); return a suspended async processor
         that the calling task must finish."""
@@ -326,7 +355,7 @@ class Dispatcher:
         conn.processing += 1
         return None
 
-    def read_done(self, conn: Connection) -> None:
+    def read_done(self, conn: Served) -> None:
         """Hand the requests recorded in one read to their pools, together."""
         pools = self._pools_to_flush
         if pools:
@@ -334,7 +363,7 @@ class Dispatcher:
                 pool.flush()
             pools.clear()
 
-    def _refuse(self, conn: Connection, request: RemotingCommand, refusal: Refusal) -> None:
+    def _refuse(self, conn: Served, request: RemotingCommand, refusal: Refusal) -> None:
         if refusal is _UNANSWERABLE:
             self._counters.requests_dropped += 1
             conn.dropped += 1
@@ -352,7 +381,7 @@ class Dispatcher:
             log.debug("processor.rejected", code=request.code, opaque=request.opaque)
         self._send_reply(conn, request.code, error_reply(request, refusal.code, refusal.remark))
 
-    def _send_reply(self, conn: Connection, code: int, reply: Reply | None) -> None:
+    def _send_reply(self, conn: Served, code: int, reply: Reply | None) -> None:
         if reply is None:
             return
         frame, response_code = reply
@@ -364,13 +393,13 @@ class Dispatcher:
             log.debug("response.dropped", conn_id=conn.id, peer=conn.remote_addr,
                       reason="connection closed")
 
-    def write_response(self, conn: Connection, request: RemotingCommand,
+    def write_response(self, conn: Served, request: RemotingCommand,
                        response: RemotingCommand) -> None:
         """Send a response produced later (long polling, `RequestContext.write_response`)."""
         self._send_reply(conn, request.code,
                          encode_reply(request, response, self._max_frame, self._max_header))
 
-    def _run_async(self, conn: Connection, request: RemotingCommand,
+    def _run_async(self, conn: Served, request: RemotingCommand,
                    processor: AsyncRequestProcessor) -> Suspended | None:
         self.processing += 1
         conn.processing += 1
@@ -430,17 +459,15 @@ class Dispatcher:
 
     def _pool_results(self, results: list[tuple[SyncTask, Reply | None]]) -> None:
         """Finish a batch of pool results; each connection's replies leave in one send."""
-        touched: list[Connection] = []
+        touched: list[Served] = []
         for (conn, request, _), reply in results:
-            if not conn.sender.holding:
-                conn.sender.holding = True
+            if conn.hold():
                 touched.append(conn)
             self._processed(conn, request.code, reply)
         for conn in touched:
-            conn.sender.holding = False
-            conn.flush()
+            conn.flush_held()
 
-    def _processed(self, conn: Connection, code: int, reply: Reply | None) -> None:
+    def _processed(self, conn: Served, code: int, reply: Reply | None) -> None:
         self.processing -= 1
         conn.processing_done()
         if reply is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import trio
 
@@ -33,7 +33,7 @@ from .._config import ClientConfig
 from .._errors import RemotingError, translate
 from .._log import log
 from .._messaging._codes import STREAM_CODES
-from .._observability._statistics import Counters, EndpointStatistics
+from .._observability._statistics import Counters, EndpointStatistics, ReceivingStatistics
 from .._security._tls import client_context, peer_certificate_subject, tls_client_stream
 from ._caller import Caller
 from ._channel_handle import ChannelHandle
@@ -54,8 +54,17 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from .._config import ServerConfig
+    from ._thread_connection import ThreadConnection
 
-__all__ = ["Endpoint"]
+__all__ = ["Endpoint", "ThreadSide"]
+
+
+class ThreadSide(Protocol):
+    """What an endpoint reports of a thread-driven client's calling side."""
+
+    def in_flight(self) -> int: ...
+
+    def live_connections(self) -> list[ThreadConnection]: ...
 
 
 class Endpoint:
@@ -89,7 +98,7 @@ class Endpoint:
         self.dispatcher = Dispatcher(role, config, self.counters, self.inbox, self,
                                      self.streams.opener)
         for code in STREAM_CODES:
-            self.dispatcher.register_handler(code, self.streams.handle)
+            self.dispatcher.register_handler(code, self.streams.handle)  # type: ignore[arg-type]
         self.caller = Caller(self.invoker.threads, self.invoker, self.dispatcher.hooks,
                              run_hooks=role == "client", role=role)
         # the ConnectionOwner protocol, wired straight to the parts (one call per command)
@@ -108,6 +117,8 @@ class Endpoint:
         self._tls = client_context(config) if isinstance(config, ClientConfig) else None
         self._unverified_warned: set[str] = set()  # addresses told tls.verification_skipped
         self._max_processing = getattr(config, "max_requests_per_connection", 0)
+        # a thread-driven client's calling side, when it has one (`_faces._blocking`)
+        self.threads: ThreadSide | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -345,6 +356,40 @@ class Endpoint:
         await channel._conn.wait_writable()
 
     # ------------------------------------------------------------------ statistics
+
+    def receiving_statistics(self) -> ReceivingStatistics:
+        """What the receiving side counted (on the loop thread, or once it has stopped)."""
+        c = self.counters
+        return ReceivingStatistics(
+            requests_received=dict(c.received), error_replies=dict(c.error_replies),
+            processor_queue=self.dispatcher.queue_depths(),
+            processing=self.dispatcher.processing)
+
+    def in_flight(self) -> int:
+        """Calls sent and waiting for their response (either driver's)."""
+        threads = self.threads
+        return len(self.invoker.table) + (0 if threads is None else threads.in_flight())
+
+    def live_connections(self) -> list[Connection | ThreadConnection]:
+        """The connections open now (either driver's)."""
+        conns: list[Connection | ThreadConnection] = list(self.connections)
+        if self.threads is not None:
+            conns += self.threads.live_connections()
+        return conns
+
+    def unfolded_bytes_written(self) -> int:
+        """Bytes written on live connections that ``counters`` does not hold yet (threads'
+        sends, folded in when their connection closes)."""
+        written = sum(conn.sender.bytes_sent_by_threads for conn in list(self.connections))
+        if self.threads is not None:
+            written += sum(conn.bytes_written for conn in self.threads.live_connections())
+        return written
+
+    def unfolded_bytes_read(self) -> int:
+        """Bytes read on live connections of the thread driver, not in ``counters`` yet."""
+        if self.threads is None:
+            return 0
+        return sum(conn.bytes_read for conn in self.threads.live_connections())
 
     def statistics(self) -> EndpointStatistics:
         """Return a snapshot of the counters (on the loop thread, or once it has stopped)."""

@@ -1,18 +1,20 @@
 """`ResponseFuture`: one in-flight request, completed exactly once.
 
 Theory of operation:
-- Created for every call (on the loop, or by a thread handing a call to the loop); registered
-  in the `ResponseTable` and completed only on the loop thread, by whoever removes it from the
-  table first: the response, the deadline timer, the scanner, a connection loss, a send failure
-  or shutdown. ``_complete`` is idempotent.
+- Created for every call; registered in a `ResponseTable` before its request's first byte
+  leaves, and completed by whoever removes it from the table first: the response, the
+  deadline, the scanner, a connection loss, a send failure or shutdown. ``_complete`` is
+  idempotent. With the trio driver all of that happens on the loop thread; with the thread
+  driver (`_thread_driver`) on whichever thread removed it.
 - Completion gives the in-flight permit back exactly once: at once when there are no user
   callbacks, else after they ran (as RocketMQ since ROCKETMQ-323, so slow callbacks push
-  back), through the endpoint's inbox, as only the loop may touch permits.
+  back), through `CallSupport.give_back` (the trio driver's permits are the loop's).
 - Waiters: a trio task of the completing loop registers itself without a lock and is
   rescheduled at completion; a task of another trio loop is woken through that loop's token; a
-  thread blocks on a lock the future holds from its creation (futures made for threads) or on
-  a lazily made `threading.Event`. `_LOCK` orders completion against waiters and callbacks
-  registered from other threads.
+  thread waiting for a call handed to the loop blocks on a lock the future holds from its
+  creation, or on a lazily made `threading.Event`; a thread of the thread driver sleeps on its
+  `ThreadWaiter`, which completion wakes, and reads for everyone meanwhile (``_driver``).
+  `_LOCK` orders completion against waiters and callbacks registered from other threads.
 - User callbacks run on the callback executor, never on the event loop.
 """
 
@@ -33,10 +35,10 @@ if TYPE_CHECKING:
 
     from codec import RemotingCommand
 
-    from ._permits import Permits
-    from ._threads import CallbackRunner, Inbox
+    from ._threads import CallbackRunner
 
-__all__ = ["CallSupport", "NotifyingFuture", "ResponseFuture"]
+__all__ = ["CallDriver", "CallSupport", "GivesBack", "NotifyingFuture", "ResponseFuture",
+           "ThreadCall", "ThreadWaiter", "thread_waiter"]
 
 # Extra seconds a thread waits past the deadline before it stops trusting the loop's timer.
 THREAD_WAIT_SLACK: Final = 5.0
@@ -45,14 +47,64 @@ _get_ident: Final = _thread.get_ident
 _WAIT_MAX: Final = threading.TIMEOUT_MAX
 
 
+class GivesBack(Protocol):
+    """Permits: `give` returns one."""
+
+    def give(self) -> None: ...
+
+
 class CallSupport(Protocol):
-    """What a future needs from its endpoint: where callbacks run, the door into the loop."""
+    """What a future needs from its driver: where callbacks run, how a permit goes back
+    from the callback thread."""
 
     @property
     def callbacks(self) -> CallbackRunner: ...
 
-    @property
-    def inbox(self) -> Inbox: ...
+    def give_back(self, permits: GivesBack) -> None: ...
+
+
+class CallDriver(Protocol):
+    """How a thread waits for a thread-driven call: by driving its connection."""
+
+    def await_call(self, fut: ResponseFuture, timeout: float | None) -> None: ...
+
+
+class ThreadWaiter:
+    """What one thread sleeps on: a lock held while nothing woke it; `wake` releases it
+    (any thread), and wakes that come while it is awake add up to one."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep until woken or ``seconds`` passed (a wake given before returns at once)."""
+        self._lock.acquire(timeout=min(seconds, _WAIT_MAX))
+
+    def wake(self) -> None:
+        """Wake the thread (or its next sleep)."""
+        try:
+            self._lock.release()
+        except RuntimeError:  # already woken
+            pass
+
+    def reset(self) -> None:
+        """Forget a wake not slept on (the thread is done waiting)."""
+        self._lock.acquire(blocking=False)
+
+
+_THREAD: Final = threading.local()
+
+
+def thread_waiter() -> ThreadWaiter:
+    """Return the calling thread's `ThreadWaiter` (one per thread, made on first use)."""
+    try:
+        return _THREAD.waiter  # type: ignore[no-any-return]
+    except AttributeError:
+        waiter = _THREAD.waiter = ThreadWaiter()
+        return waiter
 
 
 class ResponseFuture:
@@ -68,14 +120,15 @@ class ResponseFuture:
 
     __module__ = "remoting"
     __slots__ = (
-        "_callbacks", "_done", "_event", "_home", "_permits", "_signal", "_support",
+        "_callbacks", "_done", "_driver", "_event", "_home", "_permits", "_signal", "_support",
         "_waiters",
         "addr", "cause", "close_on_timeout", "conn", "deadline", "opaque", "request", "resent",
         "response_command", "retry_target", "timeout",
     )
 
     def __init__(self, request: RemotingCommand, addr: str | None, timeout: float,
-                 support: CallSupport | None = None, threaded: bool = False) -> None:
+                 support: CallSupport | None = None, threaded: bool = False,
+                 driver: CallDriver | None = None) -> None:
         self.request = request
         self.opaque = request.opaque
         self.addr = addr
@@ -89,18 +142,19 @@ class ResponseFuture:
         self.retry_target: str | None | bool = False
         self.resent = False
         self._done = False
-        self._waiters: list[trio.lowlevel.Task | _Waiter] | None = None
+        self._waiters: list[trio.lowlevel.Task | _Waiter | ThreadWaiter] | None = None
         self._event: threading.Event | None = None
         self._callbacks: list[Callable[[ResponseFuture], object]] | None = None
         self._support = support
-        self._permits: Permits | None = None
-        if threaded:  # a thread will block on it: a held lock is cheaper than an Event
-            self._home: int | None = None
-            self._signal: Any = _thread.allocate_lock()
+        self._permits: GivesBack | None = None
+        self._driver = driver  # a thread-driven call: waiting drives its connection
+        self._home: int | None = None  # the completing loop's thread, if known
+        self._signal: Any = None
+        if threaded and driver is None:  # a thread blocks on it: a held lock beats an Event
+            self._signal = _thread.allocate_lock()
             self._signal.acquire()
-        else:  # the completing loop's thread, where waiting needs no lock
+        elif driver is None:  # the completing loop's thread, where waiting needs no lock
             self._home = _get_ident()
-            self._signal = None
 
     @property
     def is_timeout(self) -> bool:
@@ -139,6 +193,10 @@ class ResponseFuture:
         """
         if timeout is not None:
             timeout = _checks.wait_seconds(timeout)
+        if not self._done and self._driver is not None:
+            self._driver.await_call(self, timeout)
+            if not self._done:
+                raise TimeoutError(f"request {self.opaque} still pending after {timeout}s")
         if not self._done:
             _checks.outside_trio("ResponseFuture.result", "`await future.wait()`")
             self._block(max(self.timeout + THREAD_WAIT_SLACK if timeout is None else timeout,
@@ -148,6 +206,22 @@ class ResponseFuture:
                     raise TimeoutError(f"request {self.opaque} still pending after {timeout}s")
                 raise RemotingTimeoutError(self.addr, self.timeout, "response (loop stalled)")
         return self._outcome()
+
+    def _add_thread_waiter(self, waiter: ThreadWaiter) -> bool:
+        """Wake ``waiter`` at completion; False (not added) if already done."""
+        with _LOCK:
+            if self._done:
+                return False
+            if self._waiters is None:
+                self._waiters = []
+            self._waiters.append(waiter)
+            return True
+
+    def _remove_thread_waiter(self, waiter: ThreadWaiter) -> None:
+        with _LOCK:
+            waiters = self._waiters
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)
 
     def _block(self, seconds: float) -> bool:
         """Block the calling thread until done or ``seconds`` passed; True if done."""
@@ -275,10 +349,7 @@ class ResponseFuture:
             permits, self._permits = self._permits, None
             support = self._support
             if permits is not None and support is not None:
-                try:  # only the loop's thread may touch permits
-                    support.inbox.post(_give, permits)
-                except RuntimeError:  # the loop has ended: nobody needs the permit any more
-                    pass
+                support.give_back(permits)
 
     def __repr__(self) -> str:
         state = "pending" if not self._done else ("ok" if self.cause is None else "failed")
@@ -316,6 +387,18 @@ class NotifyingFuture(ResponseFuture):
         return True
 
 
+class ThreadCall(ResponseFuture):
+    """A call of the thread driver: a `ResponseFuture` that knows whether a thread waits for
+    it (``unattended``: none does, so the background reader reads for it)."""
+
+    __slots__ = ("unattended",)
+
+    def __init__(self, request: RemotingCommand, addr: str | None, timeout: float,
+                 driver: Any) -> None:
+        super().__init__(request, addr, timeout, driver, driver=driver)
+        self.unattended = False
+
+
 class _Waiter:
     """A trio task waiting in `ResponseFuture.wait`, and the token of its loop."""
 
@@ -327,9 +410,12 @@ class _Waiter:
         self.aborted = False
 
 
-def _wake_all(waiters: list[trio.lowlevel.Task | _Waiter]) -> None:
+def _wake_all(waiters: list[trio.lowlevel.Task | _Waiter | ThreadWaiter]) -> None:
     here: object = _UNSET  # the completing thread's loop, looked up at the first foreign waiter
     for waiter in waiters:
+        if isinstance(waiter, ThreadWaiter):
+            waiter.wake()
+            continue
         if not isinstance(waiter, _Waiter):
             trio.lowlevel.reschedule(waiter)  # a task of this loop
             continue
@@ -359,10 +445,6 @@ def _wake(waiter: _Waiter) -> None:
     """Wake a waiter of another loop (on that loop's thread) unless it was cancelled since."""
     if not waiter.aborted:
         trio.lowlevel.reschedule(waiter.task)
-
-
-def _give(permits: Permits) -> None:
-    permits.give()
 
 
 def _run_callback(fn: Callable[[ResponseFuture], object], fut: ResponseFuture) -> None:

@@ -33,8 +33,7 @@ if TYPE_CHECKING:
     from .._observability._statistics import Counters
     from ._channels import ChannelTable, Target
     from ._connection import Connection
-    from ._future import ResponseFuture
-    from ._permits import Permits
+    from ._future import GivesBack, ResponseFuture
     from ._response_table import ResponseTable
 
 __all__ = ["GoAway", "Resender"]
@@ -51,7 +50,7 @@ class Resender(Protocol):
     def response_received(self, conn: Connection, cmd: RemotingCommand) -> None: ...
 
     def send(self, conn: Connection, fut: ResponseFuture, deadline: float,
-             permits: Permits | None) -> None: ...
+             permits: GivesBack | None) -> None: ...
 
     def fail_unsent(self, fut: ResponseFuture, exc: BaseException) -> None: ...
 
@@ -105,8 +104,7 @@ class GoAway:
         fut.request = fut.request.with_opaque(next_opaque())  # never the caller's command
         log.info("request.resent", reason="go_away", opaque=fut.request.opaque,
                  peer=conn.remote_addr)
-        # its permit, if it took one (a thread's direct send takes none), is still held; a
-        # batch's request holds none (its batch does)
+        # its permit is still held; a batch's request holds none (its batch does)
         self._invoker.send(conn, fut, fut.deadline, fut._permits)
 
     # ------------------------------------------------------------------ the connection

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .._interceptors import ClientCall
     from .._observability._statistics import Counters
     from ._channels import ChannelTable, Target
+    from ._future import GivesBack
     from ._threads import CallbackRunner, Inbox
 
 __all__ = ["CallKind", "Invoker"]
@@ -112,6 +113,13 @@ class Invoker:
         for fut in self.table.pop_all():
             fut._fail_send(reason)
 
+    def give_back(self, permits: GivesBack) -> None:
+        """Return a permit from a callback thread (only the loop's thread touches permits)."""
+        try:
+            self.inbox.post(_give, permits)
+        except RuntimeError:  # the loop has ended: nobody needs the permit any more
+            pass
+
     # ------------------------------------------------------------------ sending (loop, sync)
 
     def new_future(self, target: Target, request: RemotingCommand, timeout: float,
@@ -128,7 +136,7 @@ class Invoker:
         return fut
 
     def send(self, conn: Connection, fut: ResponseFuture, deadline: float,
-             permits: Permits | None) -> None:
+             permits: GivesBack | None) -> None:
         """Register ``fut`` and queue its request on ``conn`` (its permit is held: by the
         call, which gives it back when it completes, or by its batch when None)."""
         fut._permits = permits
@@ -415,3 +423,7 @@ class Invoker:
         Batch(self, self.channels, target, requests, timeout, limit, on_done,
               finished_at).start(self._nursery)
 
+
+
+def _give(permits: GivesBack) -> None:
+    permits.give()

@@ -1,14 +1,19 @@
-"""`Permits`: bounded in-flight calls (RocketMQ's ``semaphoreAsync`` / ``semaphoreOneway``).
+"""Bounded in-flight calls (RocketMQ's ``semaphoreAsync`` / ``semaphoreOneway``), one class
+per driver.
 
-Loop thread only. A permit given back while calls wait is handed to the first of them
-directly (first come, first served), so a waiting call cannot be overtaken by a new one.
+`Permits` (trio driver): loop thread only. A permit given back while calls wait is handed to
+the first of them directly (first come, first served), so a waiting call cannot be overtaken
+by a new one. `ThreadPermits` (thread driver): any thread, under its own lock.
 """
 
 from __future__ import annotations
 
+import threading
+from time import monotonic
+
 import trio
 
-__all__ = ["Permits"]
+__all__ = ["Permits", "ThreadPermits"]
 
 
 class Permits:
@@ -48,3 +53,54 @@ class Permits:
             self._lot.unpark()
         else:
             self.free += 1
+
+
+class ThreadPermits:
+    """`Permits` for the thread driver: taken and given by any thread; a call without a free
+    permit waits for one until its deadline (not first come, first served)."""
+
+    __slots__ = ("_free", "_ready", "total", "waiting")
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self._free = total
+        self.waiting = 0  # threads waiting for a permit
+        self._ready = threading.Condition(threading.Lock())
+
+    @property
+    def free(self) -> int:
+        """Permits free now."""
+        return self._free
+
+    def try_take(self) -> bool:
+        """Take a permit if one is free and nobody waits for it; True if taken."""
+        with self._ready:
+            if self._free and not self.waiting:
+                self._free -= 1
+                return True
+            return False
+
+    def take(self, deadline: float) -> bool:
+        """Take a permit, waiting until ``deadline`` (`time.monotonic`) at most; True if taken."""
+        with self._ready:
+            if self._free and not self.waiting:
+                self._free -= 1
+                return True
+            self.waiting += 1
+            try:
+                while not self._free:
+                    remaining = deadline - monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._ready.wait(min(remaining, threading.TIMEOUT_MAX))
+                self._free -= 1
+                return True
+            finally:
+                self.waiting -= 1
+
+    def give(self) -> None:
+        """Give a permit back (any thread)."""
+        with self._ready:
+            self._free += 1
+            if self.waiting:
+                self._ready.notify()

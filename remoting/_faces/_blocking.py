@@ -1,10 +1,12 @@
 """The blocking client, `RemotingClient`, for threads, scripts and Spark (and what the blocking
 faces share, `BlockingFace`; the server is in `_blocking_server`).
 
-Each runs the trio core in one daemon thread (`LoopThread`) and hands calls to it through the
-endpoint's inbox: calls made by many threads at once reach the loop in batches, with no task
-on the fast path. A calling thread then blocks on its future. Timeouts are enforced inside
-trio. A blocking call made in any thread that runs trio (the loop's own, or an application's
+A `RemotingClient` drives its connections from the calling threads (``io="threads"``, the
+thread driver of `_core._thread_driver`; the server's requests run on a loop thread started
+only when one arrives, `RequestLoop`), or hands every call to the trio core running in one
+daemon thread (``io="loop"``, `LoopThread`), through the endpoint's inbox, where a calling
+thread then blocks on its future. The blocking server always runs its core in a loop thread.
+A blocking call made in any thread that runs trio (a loop's own, or an application's
 ``trio.run``) would stall that loop until its timeout, so it raises `RuntimeError` at once
 (`outside_trio`); trio code uses `remoting.open_client` / `open_server` instead.
 """
@@ -16,12 +18,16 @@ import threading
 import warnings
 import weakref
 from time import monotonic
-from typing import TYPE_CHECKING, Final, NoReturn, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Self, TypeVar
 
 from .._checks import config_of, outside_trio
 from .._config import ClientConfig
+from .._core._call_kinds import ToThreadDriver
+from .._core._thread_driver import ThreadDriver
 from .._errors import RemotingError
+from .._observability._otel_setup import install_telemetry
 from ._loop_thread import JOIN_TIMEOUT, LoopThread
+from ._request_loop import RequestLoop
 from ._streams import BlockingStream, open_blocking_stream
 from ._trio import DEFAULT_TIMEOUT, TrioRemotingClient, TrioRemotingServer, register_interceptor
 
@@ -157,7 +163,14 @@ class BlockingFace:
 
 
 class RemotingClient(BlockingFace):
-    """A thread-safe blocking client (RocketMQ's NettyRemotingClient)."""
+    """A thread-safe blocking client (RocketMQ's NettyRemotingClient).
+
+    With ``ClientConfig(io="threads")`` (the default) the calling threads drive the
+    connections themselves: a thread sends its request and reads the answers for everyone
+    while it waits (`_core._thread_driver`); one background thread reads when nobody waits,
+    and an event loop thread starts only if the server sends the client requests. With
+    ``io="loop"`` every call is handed to an event loop running in a thread of its own.
+    """
 
     __module__ = "remoting"
     _core: TrioRemotingClient
@@ -165,29 +178,48 @@ class RemotingClient(BlockingFace):
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config_of(config, ClientConfig)
         self._core = TrioRemotingClient(self.config)
-        self._caller = self._core.endpoint.caller
+        endpoint = self._core.endpoint
+        self._caller = endpoint.caller
         self._loop: LoopThread | None = None
         self._closed = False
         self._lock = threading.Lock()
-        self._finalizer: weakref.finalize[[LoopThread, int], Self] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         self.pid = os.getpid()
+        self._threads: ThreadDriver | None = None  # io="threads": the calling side
+        self._requests: RequestLoop | None = None  # io="threads": the receiving side
+        self._started = False
+        self._stopped = threading.Event()  # io="threads": set once a shutdown is complete
+        if self.config.io == "threads":
+            self._requests = requests = RequestLoop(endpoint)
+            self._threads = ThreadDriver(endpoint, self.config, serve_requests=requests.serve,
+                                         serves_requests=requests.has_processors)
+            self._caller.use(self._threads, ToThreadDriver(self._threads))
+            endpoint.threads = self._threads
 
     def start(self) -> Self:
-        """Start the client's loop thread (idempotent).
+        """Start the client (idempotent): with ``io="loop"`` its loop thread; with
+        ``io="threads"`` nothing needs to run until the first call.
 
         A started client collected without `shutdown` is shut down then, with a
-        `ResourceWarning` (as an unclosed file); its loop thread holds no reference to it.
+        `ResourceWarning` (as an unclosed file); its threads hold no reference to it.
         """
         with self._lock:
             if self._closed:
                 raise RemotingError("RemotingClient is closed")
-            if self._loop is None:
+            if self._threads is not None and self._requests is not None:
+                if not self._started:
+                    install_telemetry(self.endpoint)  # the SDK is configured by now, if used
+                    self._started = True
+                    self._finalizer = weakref.finalize(
+                        self, _collected_unclosed_threads, self._threads, self._requests,
+                        self.endpoint, self.pid)
+                    self._finalizer.atexit = False
+            elif self._loop is None:
                 loop = LoopThread("remoting-client")
                 loop.start(self._core.serve)
                 self._loop = loop
-                self._finalizer = fin = weakref.finalize(self, _collected_unclosed, loop,
-                                                         self.pid)
-                fin.atexit = False  # at exit, daemon threads end with the process
+                self._finalizer = weakref.finalize(self, _collected_unclosed, loop, self.pid)
+                self._finalizer.atexit = False  # at exit, daemon threads end with the process
         return self
 
     def shutdown(self) -> None:
@@ -197,9 +229,11 @@ class RemotingClient(BlockingFace):
         is running included, within `JOIN_TIMEOUT` of the first call (a loop thread still
         running then is left behind, logged as ``loop.still_running``). Called from one of
         the client's callbacks or processors (async ones included, on the loop thread), it
-        does not wait for the threads: the loop's thread joins them, this one included, once
-        it returns.
+        does not wait for the threads: they are joined, this one included, once it returns.
         """
+        if self._threads is not None:
+            self._shutdown_threads()
+            return
         own_thread = self._in_own_thread()
         loop, deadline, first = self._claim_stop(JOIN_TIMEOUT)
         if loop is None:
@@ -211,25 +245,114 @@ class RemotingClient(BlockingFace):
         if not own_thread:
             loop.join(deadline)
 
+    def _shutdown_threads(self) -> None:
+        own_thread = self._in_own_thread()
+        with self._lock:
+            first = not self._closed
+            self._closed = True
+            if first:
+                self._stop_deadline = monotonic() + JOIN_TIMEOUT
+        deadline = self._stop_deadline
+        assert self._threads is not None
+        assert self._requests is not None
+        if first:
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            args = (self._threads, self._requests, self.endpoint, deadline, self._stopped)
+            if not own_thread:
+                _close_threads(*args)
+                return
+            threading.Thread(target=_close_threads, args=args, daemon=True,
+                             name="remoting-client-shutdown").start()
+        elif not own_thread:
+            self._stopped.wait(max(0.0, deadline - monotonic()))
+
     close = shutdown
 
     @property
     def is_running(self) -> bool:
         """True between `start` and `shutdown`."""
+        if self._threads is not None:
+            return self._started and not self._closed
         return self._loop is not None and self._loop.alive
 
+    def _check_caller(self) -> None:
+        if self._threads is None:
+            super()._check_caller()
+            return
+        if self._closed:
+            raise RemotingError("RemotingClient is closed")
+        if not self._started:
+            raise RemotingError("RemotingClient is not started: call start() first")
+        if self._on_loop_thread():
+            raise RuntimeError(
+                "blocking remoting calls cannot be made from the event loop's thread "
+                "(use the trio-native client or an async processor's channel methods)"
+            )
+
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        requests = self._requests
+        if requests is None:
+            return super()._on_loop(fn)
+        loop = requests.loop
+        if loop is not None and loop.alive and not self._on_loop_thread():
+            try:
+                return self.endpoint.inbox.call(fn, LOOP_ANSWER_SECONDS)
+            except RuntimeError:  # the loop ended meanwhile: nothing changes any more
+                pass
+        return fn()
+
+    def statistics(self) -> EndpointStatistics:
+        """Return a frozen snapshot of the counters."""
+        if self._threads is None:
+            return self._on_loop(self._core.statistics)
+        return self._threads.statistics(self._on_loop(self.endpoint.receiving_statistics))
+
+    def register_processor(
+        self, code: int, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
+        executor: Executor | None = None, *, threads: int | None = None,
+    ) -> None:
+        """Serve the server's requests with ``code`` (see
+        `TrioRemotingServer.register_processor`)."""
+        super().register_processor(code, processor, executor, threads=threads)
+        if self._threads is not None:
+            self._threads.watch_all()
+
+    def register_default_processor(
+        self, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
+        executor: Executor | None = None, *, threads: int | None = None,
+    ) -> None:
+        """Serve every code of the server's requests that has no processor of its own."""
+        super().register_default_processor(processor, executor, threads=threads)
+        if self._threads is not None:
+            self._threads.watch_all()
+
     def update_name_server_address_list(self, addrs: list[str]) -> None:
-        """Set the addresses used by calls with ``addr=None`` (round-robin, failover)."""
-        self._core.update_name_server_address_list(addrs)
+        """Set the addresses used by calls with ``addr=None`` (round-robin, failover).
+
+        Raises:
+            TypeError: ``addrs`` is a single string, not a list of them.
+            RemotingConnectError: an address is not ``"host:port"``.
+        """
+        if self._threads is None:
+            self._core.update_name_server_address_list(addrs)
+            return
+        if isinstance(addrs, str | bytes):
+            raise TypeError(f"addrs must be a list of 'host:port' strings, got {addrs!r}")
+        self._threads.set_addresses(addrs)
 
     def get_name_server_address_list(self) -> list[str]:
         """Return the address list."""
-        return self._core.get_name_server_address_list()
+        if self._threads is None:
+            return self._core.get_name_server_address_list()
+        return list(self._threads.channels.address_list.addresses)
 
     @property
     def current_name_server(self) -> str | None:
         """The address from the list that ``addr=None`` calls use now (None: not chosen yet)."""
-        return self._core.current_name_server
+        if self._threads is None:
+            return self._core.current_name_server
+        return self._threads.channels.address_list.current
 
     def invoke_sync(self, addr: str | None, request: RemotingCommand,
                     timeout: float = DEFAULT_TIMEOUT, *, retry_busy: bool = False
@@ -322,6 +445,38 @@ class RemotingClient(BlockingFace):
         self._check_caller()
         return open_blocking_stream(self.endpoint, addr, request, credits, timeout,
                                     auto_credit)
+
+
+def _close_threads(driver: ThreadDriver, requests: RequestLoop, endpoint: Endpoint,
+                   deadline: float, stopped: threading.Event) -> None:
+    """Shut a thread-driven client down: its connections and calls, its background reader,
+    then its request loop if it started (whose end closes the pools, event and callback
+    threads), else the event and callback threads."""
+    try:
+        driver.close()
+        endpoint.closed = True
+        loop = requests.close()
+        if loop is not None:
+            loop.join(deadline)
+        else:
+            endpoint.events.close()
+            endpoint.callbacks.close()
+    finally:
+        stopped.set()
+
+
+def _collected_unclosed_threads(driver: ThreadDriver, requests: RequestLoop,
+                                endpoint: Endpoint, pid: int) -> None:
+    """Shut down a started thread-driven `RemotingClient` collected without `shutdown` (in
+    whichever thread collected it: nothing is joined but its background reader)."""
+    if os.getpid() != pid:
+        return
+    driver.close()  # first: a warning turned into an error must not skip it
+    if requests.close() is None:
+        endpoint.events.close(0)
+        endpoint.callbacks.close(timeout=0)
+    warnings.warn("a started RemotingClient was collected without shutdown(); it is shut "
+                  "down now", ResourceWarning, stacklevel=1)
 
 
 def _collected_unclosed(loop: LoopThread, pid: int) -> None:

@@ -68,14 +68,14 @@ class Instruments:
         self._tallies: list[tuple[str, Counters, weakref.ref[Endpoint]]] = []
         gauges: list[tuple[str, str, str, Callable[[Endpoint], int]]] = [
             ("remoting.calls.in_flight", "{call}",
-             "Calls sent and waiting for their response.", lambda e: len(e.invoker.table)),
+             "Calls sent and waiting for their response.", lambda e: e.in_flight()),
             ("remoting.requests.processing", "{request}",
              "Requests handed to processors and not finished.",
              lambda e: e.dispatcher.processing),
             ("remoting.connections", "{connection}", "Open connections.",
-             lambda e: len(e.connections)),
+             lambda e: len(e.live_connections())),
             ("remoting.queued_bytes", "By", "Bytes waiting to be sent.",
-             lambda e: sum(c.queued_bytes for c in list(e.connections))),
+             lambda e: sum(c.queued_bytes for c in e.live_connections())),
         ]
         for name, unit, description, read_endpoint in gauges:
             meter.create_observable_gauge(name, [self._sum(read_endpoint)], unit, description)
@@ -115,11 +115,12 @@ class Instruments:
     def _io(self, options: CallbackOptions) -> Iterable[Observation]:
         totals: dict[tuple[str, str], int] = {}
         for role, counters, ref in list(self._tallies):
-            sent = counters.bytes_written
+            received, sent = counters.bytes_read, counters.bytes_written
             endpoint = ref()
-            if endpoint is not None:  # what threads sent on live connections (folded at close)
-                sent += sum(c.sender.bytes_sent_by_threads for c in list(endpoint.connections))
-            for direction, value in (("receive", counters.bytes_read), ("transmit", sent)):
+            if endpoint is not None:  # what threads moved on live connections (folded at close)
+                received += endpoint.unfolded_bytes_read()
+                sent += endpoint.unfolded_bytes_written()
+            for direction, value in (("receive", received), ("transmit", sent)):
                 totals[role, direction] = totals.get((role, direction), 0) + value
         return [Observation(value, {"remoting.role": role, "network.io.direction": direction})
                 for (role, direction), value in totals.items()]

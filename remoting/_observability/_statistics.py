@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._histogram import LatencyHistogram
 
-__all__ = ["Counters", "EndpointStatistics"]
+__all__ = ["Counters", "EndpointStatistics", "ReceivingStatistics"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +78,17 @@ class EndpointStatistics:
 
 
 EndpointStatistics.__module__ = "remoting"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceivingStatistics:
+    """The receiving side's part of `EndpointStatistics` (a thread-driven client's is
+    counted on the loop that processes the server's requests)."""
+
+    requests_received: dict[int, int]
+    error_replies: dict[int, int]
+    processor_queue: dict[int, int]
+    processing: int
 
 
 class Counters:

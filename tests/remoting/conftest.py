@@ -157,3 +157,17 @@ def blocking_client() -> Iterator[RemotingClient]:
         yield cli
     finally:
         cli.shutdown()
+
+
+def core_thread_of(client: RemotingClient) -> threading.Thread:
+    """The thread that runs a started client's core: its loop (``io="loop"``, or the loop a
+    thread-driven client starts for the server's requests), else its background reader."""
+    loop = (client._loop or client._stopping) if client._requests is None else (
+        client._requests.loop)
+    if loop is not None:
+        assert loop._thread is not None
+        return loop._thread
+    assert client._threads is not None
+    thread = client._threads.background.thread
+    assert thread is not None, "the background reader starts with the first connection"
+    return thread

@@ -1,5 +1,5 @@
-"""A started `RemotingClient` collected without `shutdown()` ends its loop thread, with a
-ResourceWarning, as an unclosed file does."""
+"""A started `RemotingClient` collected without `shutdown()` ends its threads (its loop, or
+its background reader), with a ResourceWarning, as an unclosed file does."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ from codec import ResponseCode
 from remoting import RemotingClient, RemotingServer
 
 from ..factories import req
-from .conftest import ECHO
+from .conftest import ECHO, core_thread_of
 
 
 def _start_call_and_drop(server: RemotingServer) -> threading.Thread:
-    """Start a client, make one call, drop it; return its loop thread."""
+    """Start a client, make one call, drop it; return the thread running its core."""
     client = RemotingClient().start()
     assert client.invoke_sync(server.addr, req(ECHO), 5).code == ResponseCode.SUCCESS
-    assert client._loop is not None and client._loop._thread is not None
-    return client._loop._thread
+    return core_thread_of(client)
 
 
 def test_a_dropped_client_is_shut_down_with_a_resource_warning(

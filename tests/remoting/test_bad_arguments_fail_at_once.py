@@ -567,16 +567,16 @@ def test_an_interceptor_timeout_of_minus_1_is_refused_as_the_call_s_would_be(
     assert processor.calls == 0
 
 
-def test_a_call_a_thread_hands_over_that_cannot_start_fails_its_future(counted: Any) -> None:
-    server, client, _ = counted
+def test_a_call_a_thread_hands_over_that_cannot_start_fails_its_future() -> None:
     ran = threading.Event()
-    # the door the blocking faces use, given what no face lets through: it raised on the loop,
-    # and the future stayed pending for ever (its callback never ran)
-    fut = client.endpoint.invoker.threads.submit(server.addr, req(COUNTED), "3", "async",
-                                                 lambda _: ran.set())
-    assert ran.wait(5)
-    with pytest.raises(RemotingError, match="failed unexpectedly"):
-        fut.result(5)
+    with RemotingServer() as server, RemotingClient(ClientConfig(io="loop")) as client:
+        # the door to the loop threads use, given what no face lets through: it raised on the
+        # loop, and the future stayed pending for ever (its callback never ran)
+        fut = client.endpoint.invoker.threads.submit(server.addr, req(COUNTED), "3", "async",
+                                                     lambda _: ran.set())
+        assert ran.wait(5)
+        with pytest.raises(RemotingError, match="failed unexpectedly"):
+            fut.result(5)
 
 
 # ---------------------------------------------------------------------- more call arguments

@@ -210,3 +210,4 @@ def test_context_managers_start_and_stop() -> None:
         with RemotingClient() as client:
             assert client.invoke_sync(server.addr, req(ECHO, b"cm"), 5).body == b"cm"
         assert not client.is_running
+

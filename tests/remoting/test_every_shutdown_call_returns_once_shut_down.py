@@ -12,14 +12,14 @@ from processors import RequestContext, RequestProcessor
 from remoting import RemotingClient, RemotingServer, ResponseFuture, ServerConfig
 
 from ..factories import req
-from .conftest import ASYNC_ECHO, install_standard_processors
+from .conftest import ASYNC_ECHO, core_thread_of, install_standard_processors
 
 SLOW = 70
 STOP = 71
 PROCESSING_SECONDS = 0.5  # the scenario: a request still being processed at shutdown
 
 
-def _loop_thread_of(face: RemotingServer | RemotingClient) -> threading.Thread:
+def _loop_thread_of(face: RemotingServer) -> threading.Thread:
     ident = face.endpoint.loop_thread_id
     return next(t for t in threading.enumerate() if t.ident == ident)
 
@@ -75,8 +75,8 @@ def test_leaving_a_client_block_during_another_threads_shutdown_waits_for_it() -
             callback_done.set()
 
         with RemotingClient() as client:
-            loop_thread = _loop_thread_of(client)
             client.invoke_async(server.addr, req(ASYNC_ECHO), 5, slow_callback).result(5)
+            loop_thread = core_thread_of(client)
             first = threading.Thread(target=client.shutdown)
             first.start()
             _wait_until_begun(first, lambda: not client.is_running)

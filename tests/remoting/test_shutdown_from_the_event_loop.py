@@ -23,6 +23,7 @@ from remoting import (
 
 from ..factories import req
 from ..logs import capture_logs
+from .conftest import core_thread_of
 
 STOP = 40
 
@@ -92,8 +93,6 @@ def test_an_async_processor_stops_its_blocking_client_and_returns_at_once() -> N
     client = RemotingClient().start()
     stop = BlockingStop(client)
     client.register_processor(STOP, stop)
-    loop = client._loop
-    assert loop is not None
     try:
         client.invoke_sync(server.addr, req(1), 10)  # a connection the server can call back
         [channel] = server.channels()
@@ -101,9 +100,9 @@ def test_an_async_processor_stops_its_blocking_client_and_returns_at_once() -> N
         assert stop.done.wait(10)
         assert stop.error is None
         assert 0 <= stop.returned_after < 2.0
-        assert loop._thread is not None
-        loop._thread.join(10)
-        assert not loop.alive
+        loop = core_thread_of(client)  # the loop the async processor ran on
+        loop.join(10)
+        assert not loop.is_alive()
         assert not client.is_running
         with pytest.raises(RemotingError):
             client.invoke_sync(server.addr, req(1), 2)
