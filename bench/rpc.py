@@ -16,7 +16,8 @@ Cases (128-byte bodies unless stated):
   against AsyncEchoProcessor (event loop) and EchoProcessor (sync pool, 4 threads);
 - pipelined throughput, 64 in flight on one connection: trio-native client as 64 tasks looping
   invoke_sync, as a sliding window of invoke_async futures, and invoke_many; blocking client
-  invoke_many(limit=64);
+  invoke_many(limit=64), 64 threads looping invoke_sync, and a window of 64 invoke_async calls
+  whose callbacks let the next one go;
 - 1 MiB bodies, sequential: MiB/s of body echoed.
 Baselines: a raw trio echo with the same framing (4-byte big-endian length + 4-byte header
 word + bytes; the server echoes each frame; the client pipelines 64 frames for throughput) and
@@ -64,7 +65,7 @@ QUICK = {"body": 128, "big": 1 << 20, "warm_lat": 200, "n_lat": 1000,
          "warm_tput": 500, "n_tput": 4000, "warm_mib": 3, "n_mib": 20}
 
 OURS_TRIO_MODES = ["latency", "tasks64", "window64", "many64", "mib"]
-OURS_BLOCKING_MODES = ["latency", "many64", "mib"]
+OURS_BLOCKING_MODES = ["latency", "many64", "threads64", "window64", "mib"]
 
 # (server kind, [(client kind, modes)]) in the order measured within each run.
 PLAN: list[tuple[str, list[tuple[str, list[str]]]]] = [
@@ -85,6 +86,8 @@ PIPE_NAME = {
     ("trio", "window64"): "trio client, invoke_async window",
     ("trio", "many64"): "trio client, invoke_many",
     ("blocking", "many64"): "blocking client, invoke_many",
+    ("blocking", "threads64"): "blocking client, 64 threads x invoke_sync",
+    ("blocking", "window64"): "blocking client, invoke_async window, callbacks",
 }
 
 
@@ -413,8 +416,8 @@ def profile(ctx: Any, args: argparse.Namespace, cpus: tuple[int | None, int | No
 
     spy = _py_spy()
     server_kind = f"ours-{args.profile}"
-    client_kind = "blocking" if args.profile_mode == "blocking-many64" else "trio"
-    mode = "many64" if args.profile_mode == "blocking-many64" else args.profile_mode
+    client_kind = "blocking" if args.profile_mode.startswith("blocking-") else "trio"
+    mode = args.profile_mode.removeprefix("blocking-")
     params = dict(QUICK, n_tput=5000, warm_tput=2000, duration=args.profile_seconds + 3.0)
     os.makedirs(args.profile_out, exist_ok=True)
     stem = os.path.join(args.profile_out, f"rpc-{args.profile}-{args.profile_mode}")
@@ -485,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", choices=["pool", "async"],
                     help="instead of the table: record a pipelined case with py-spy")
     ap.add_argument("--profile-mode", default="tasks64",
-                    choices=["tasks64", "window64", "many64", "blocking-many64"])
+                    choices=["tasks64", "window64", "many64", "blocking-many64",
+                             "blocking-threads64", "blocking-window64"])
     ap.add_argument("--profile-seconds", type=int, default=8)
     ap.add_argument("--profile-out", default="/tmp/rpc-profile")
     ap.add_argument("--profile-top", type=int, default=25)

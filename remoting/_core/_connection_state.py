@@ -61,14 +61,25 @@ TRANSITIONS: Final[dict[Lifecycle, dict[Event, Lifecycle]]] = {
 
 
 class ConnectionState:
-    """One connection's lifecycle state, why it closed, and whether it broke."""
+    """One connection's lifecycle state, why it closed, and whether it broke.
 
-    __slots__ = ("broken", "reason", "state")
+    ``takes_calls``, ``going_away``, ``usable`` and ``closed`` are what the state implies,
+    kept as plain attributes (set at each transition, read on every call).
+    """
+
+    __slots__ = ("broken", "closed", "going_away", "reason", "state", "takes_calls", "usable")
 
     def __init__(self) -> None:
-        self.state = Lifecycle.OPEN
         self.reason: str | None = None  # why it closed (the first CLOSE's)
         self.broken = False  # it closed on a failure (transport, codec), not on purpose
+        self._enter(Lifecycle.OPEN)
+
+    def _enter(self, state: Lifecycle) -> None:
+        self.state = state
+        self.takes_calls = state is Lifecycle.OPEN  # new calls may be sent on it
+        self.going_away = state is Lifecycle.GOING_AWAY  # the peer answered GO_AWAY
+        self.usable = state is Lifecycle.OPEN or state is Lifecycle.GOING_AWAY  # reads, sends
+        self.closed = not self.usable  # from the first CLOSE on
 
     def handle(self, event: Event, reason: str | None = None, *, broken: bool = False) -> bool:
         """Apply ``event``; return True if the state changed (an event the state does not
@@ -76,31 +87,11 @@ class ConnectionState:
         new = TRANSITIONS[self.state].get(event)
         if new is None:
             return False
-        self.state = new
         if event == "close":
             self.reason = reason
             self.broken = broken
+        self._enter(new)
         return True
-
-    @property
-    def takes_calls(self) -> bool:
-        """True while new calls may be sent on it."""
-        return self.state is Lifecycle.OPEN
-
-    @property
-    def going_away(self) -> bool:
-        """True once the peer answered GO_AWAY, until it closes."""
-        return self.state is Lifecycle.GOING_AWAY
-
-    @property
-    def usable(self) -> bool:
-        """True while it still reads and sends (OPEN or GOING_AWAY)."""
-        return self.state is Lifecycle.OPEN or self.state is Lifecycle.GOING_AWAY
-
-    @property
-    def closed(self) -> bool:
-        """True from the first CLOSE on."""
-        return self.state is Lifecycle.CLOSING or self.state is Lifecycle.CLOSED
 
     def __repr__(self) -> str:
         return f"<ConnectionState {self.state.value}>"

@@ -43,7 +43,7 @@ def busy_backoff(attempt: int) -> float:
 class Deadlines:
     """The deadline timer and scanner of one invoker's response table."""
 
-    def __init__(self, table: ResponseTable, counters: Counters,
+    def __init__(self, table: ResponseTable[ResponseFuture], counters: Counters,
                  config: ClientConfig | ServerConfig,
                  on_going_away: Callable[[ResponseFuture], None]) -> None:
         self._table = table

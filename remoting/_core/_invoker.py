@@ -74,7 +74,7 @@ class Invoker:
         self.max_header = config.max_header_bytes
         self.callbacks = callbacks  # with `inbox`: what futures need (CallSupport)
         self.inbox = inbox
-        self.table = ResponseTable()
+        self.table: ResponseTable[ResponseFuture] = ResponseTable()
         async_n, oneway_n = permits
         self.close_on_sync_timeout = close_on_sync_timeout  # clientCloseSocketIfTimeout
         self.async_permits = Permits(async_n)

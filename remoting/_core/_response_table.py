@@ -15,26 +15,28 @@ them. Invariants:
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 if TYPE_CHECKING:
     from ._future import ResponseFuture
 
 __all__ = ["ResponseTable"]
 
+F = TypeVar("F", bound="ResponseFuture")
+
 _COMPACT_SLACK: Final = 1024
 _push = heapq.heappush
 
 
-class ResponseTable:
-    """Pending `ResponseFuture` objects by opaque."""
+class ResponseTable(Generic[F]):
+    """Pending `ResponseFuture` objects (of one driver's class) by opaque."""
 
     __slots__ = ("_heap", "entries")
 
     def __init__(self) -> None:
         # pending futures by opaque: hot paths may read it directly (a dict lookup is cheaper
         # than a method call); change it only through the methods below
-        self.entries: dict[int, ResponseFuture] = {}
+        self.entries: dict[int, F] = {}
         self._heap: list[tuple[float, int]] = []
 
     def __len__(self) -> int:
@@ -48,7 +50,7 @@ class ResponseTable:
         """Entries in the deadline heap, removed ones included (bounded by compaction)."""
         return len(self._heap)
 
-    def add(self, fut: ResponseFuture) -> None:
+    def add(self, fut: F) -> None:
         """Register ``fut`` under its opaque.
 
         Raises:
@@ -64,7 +66,7 @@ class ResponseTable:
             self._heap = [(f.deadline, o) for o, f in entries.items()]
             heapq.heapify(self._heap)
 
-    def pop_for(self, opaque: int, conn: object) -> ResponseFuture | None:
+    def pop_for(self, opaque: int, conn: object) -> F | None:
         """Remove and return the entry for ``opaque`` only if it was sent on ``conn``."""
         fut = self.entries.get(opaque)
         if fut is None or fut.conn is not conn:
@@ -72,11 +74,11 @@ class ResponseTable:
         del self.entries[opaque]
         return fut
 
-    def expire(self, now: float) -> list[ResponseFuture]:
+    def expire(self, now: float) -> list[F]:
         """Remove and return every entry whose deadline is at or before ``now``."""
         heap = self._heap
         entries = self.entries
-        expired: list[ResponseFuture] = []
+        expired: list[F] = []
         while heap and heap[0][0] <= now:
             deadline, opaque = heapq.heappop(heap)
             fut = entries.get(opaque)
@@ -97,14 +99,14 @@ class ResponseTable:
             heapq.heappop(heap)
         return None
 
-    def pop_connection(self, conn: object) -> list[ResponseFuture]:
+    def pop_connection(self, conn: object) -> list[F]:
         """Remove and return every entry sent on ``conn``."""
         gone = [f for f in self.entries.values() if f.conn is conn]
         for fut in gone:
             del self.entries[fut.opaque]
         return gone
 
-    def pop_all(self) -> list[ResponseFuture]:
+    def pop_all(self) -> list[F]:
         """Remove and return every entry."""
         gone = list(self.entries.values())
         self.entries.clear()

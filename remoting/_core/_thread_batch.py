@@ -159,49 +159,57 @@ class ThreadBatch:
     # ------------------------------------------------------------------ the window
 
     def _pump(self) -> None:
-        """Send while the window has room (any thread; never waits)."""
-        requests = self._requests
-        n = len(requests)
-        driver = self._driver
-        permits = driver.async_permits
+        """Send while the window has room (any thread; never waits); the requests of one
+        pump leave together."""
         with self._lock:
             conn = self.conn
             if conn is None:
                 return
-            while len(self._in_flight) < self._limit and self._next < n:
-                if not conn.state.takes_calls or conn.queued_bytes > conn.high_water:
-                    self._call_owner()
+            conn.hold()
+            try:
+                self._fill(conn)
+            finally:
+                conn.flush_held()
+
+    def _fill(self, conn: ThreadConnection) -> None:
+        requests = self._requests
+        n = len(requests)
+        driver = self._driver
+        permits = driver.async_permits
+        while len(self._in_flight) < self._limit and self._next < n:
+            if not conn.state.takes_calls or conn.queued_bytes > conn.high_water:
+                self._call_owner()
+                return
+            i = self._next
+            if self._held == len(self._in_flight):
+                if permits.try_take():
+                    self._held += 1
+                elif self._in_flight:  # one of ours frees a permit soon and pumps again
                     return
-                i = self._next
-                if self._held == len(self._in_flight):
-                    if permits.try_take():
-                        self._held += 1
-                    elif self._in_flight:  # one of ours frees a permit soon and pumps again
-                        return
-                    else:
-                        self._next += 1
-                        self._record(i, RemotingTooManyRequestsError(
-                            "no in-flight permit for a batch request; other calls hold them "
-                            "all", conn.remote_addr))
-                        continue
-                self._next += 1
-                fut = _BatchCall(self, i, requests[i], driver)
-                fut.deadline = monotonic() + self.timeout
-                self._in_flight[i] = fut
-                driver.send(conn, fut, None, unattended=False)
-            if self._next == n:
-                self._give_back_spare()
+                else:
+                    self._next += 1
+                    self._record(i, RemotingTooManyRequestsError(
+                        "no in-flight permit for a batch request; other calls hold them all",
+                        conn.remote_addr))
+                    continue
+            self._next += 1
+            fut = _BatchCall(self, i, requests[i], driver)
+            fut.deadline = monotonic() + self.timeout
+            self._in_flight[i] = fut
+            driver.send(conn, fut, None, unattended=False)
+        if self._next == n:
+            self._give_back_spare()
 
     def done_one(self, i: int, result: object) -> None:
-        """Record the outcome of request ``i`` and send the next one (any thread)."""
+        """Record the outcome of request ``i`` and send the next one (any thread: the
+        reader that completed it holds its connection's sends for the rest of its read)."""
         with self._lock:
             if self._in_flight.pop(i, None) is None:
                 return
             self._record(i, result)
-            if self._completed < len(self._requests):
-                self._pump()
-            else:
-                self._wake_owner()
+            conn = self.conn
+            if self._next < len(self._requests) and conn is not None:
+                self._fill(conn)
 
     def _record(self, i: int, result: object) -> None:
         self.results[i] = result

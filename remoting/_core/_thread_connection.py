@@ -48,7 +48,7 @@ from ._connection_state import (
     note_orphan,
 )
 from ._future import ThreadWaiter, thread_waiter
-from ._outbound import Outbound
+from ._outbound import FLUSH_FRAMES, Outbound, consume
 from ._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
 from ._socket_io import poll_ms
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from processors import Channel, RequestContext
 
     from .._config import ConnectionSettings
+    from ._outbound import Piece
     from ._socket_io import IO
 
 __all__ = ["BACKGROUND", "Awaited", "ThreadConnection", "ThreadConnectionOwner"]
@@ -151,7 +152,8 @@ class ThreadConnection:
         self._reader: object | None = None  # who holds the read role
         self._followers: deque[ThreadWaiter] = deque()
         self._flushing: object | None = None  # who holds the send role
-        self._holding = False  # a burst of replies is being queued (`hold`)
+        self._holds = 0  # bursts being handled (a read, a batch of replies): sends only queue
+        self._budget = False  # a held burst may still send its first frame straight away
         self._decoder = FrameDecoder(config.max_frame_bytes, config.max_header_bytes)
         self._partial_frame_timeout = config.partial_frame_timeout
         self._partial_since: float | None = None
@@ -200,19 +202,23 @@ class ThreadConnection:
 
     # ------------------------------------------------------------------ waiting: the read role
 
-    def wait(self, call: Awaited, until: float) -> None:
+    def wait(self, call: Awaited, until: float, *, reading: bool = False) -> None:
         """Drive this connection from the calling thread until ``call`` is done, moves to
         another connection, or ``until`` (`time.monotonic`) passes: read for everyone while
-        holding the read role, else sleep as a follower."""
-        waiter = thread_waiter()
-        if not call._add_thread_waiter(waiter):
-            return
-        reading = False
+        holding the read role (``reading``: held already, see `claim_read`), else sleep as a
+        follower until the call completes or the role is handed over."""
+        waiter: ThreadWaiter | None = None
         try:
             while True:
                 if call.done() or call.conn is not self:
                     return
                 if not reading:
+                    reading = self.claim_read()
+                if not reading:
+                    if waiter is None:  # a leader needs none: it sees its call end itself
+                        waiter = thread_waiter()
+                        if not call._add_thread_waiter(waiter):
+                            return
                     reading = self._lead_or_follow(waiter)
                     if not reading:
                         remaining = until - monotonic()
@@ -230,8 +236,27 @@ class ThreadConnection:
         finally:
             if reading:
                 self._leave()
-            call._remove_thread_waiter(waiter)
-            waiter.reset()
+            if waiter is not None:
+                call._remove_thread_waiter(waiter)
+                waiter.reset()
+
+    def claim_read(self) -> bool:
+        """Take the read role if it is free and the connection open; True if taken (give it
+        back with `release_read`, or pass ``reading=True`` to `wait`)."""
+        with self._mutex:
+            if self._reader is None and self.state.usable:
+                self._reader = _CALLER
+                return True
+            return False
+
+    def release_read(self) -> None:
+        """Give back the read role taken with `claim_read`."""
+        self._leave()
+
+    def peek(self) -> None:
+        """Read what is there now, without waiting (read role held): a close or a request
+        the server sent while nobody read."""
+        self._read_once(0.0)
 
     def _lead_or_follow(self, waiter: ThreadWaiter) -> bool:
         """Take the read role if it is free (True); else queue as a follower (on a closing
@@ -359,23 +384,32 @@ class ThreadConnection:
 
     def _dispatch(self) -> None:
         """Hand every complete command to the owner: answers one by one, the server's
-        requests of this read together."""
+        requests of this read together. While a read of several is handed over, what the
+        completions send (the next calls) only queues, and leaves together after."""
         decoder = self._decoder
         owner = self._owner
         requests: list[RemotingCommand] | None = None
         decoded = 0
+        held = False
         try:
-            while (cmd := decoder.next_command()) is not None:
+            cmd = decoder.next_command()
+            while cmd is not None:
                 decoded += 1
+                after = decoder.next_command()
+                if after is not None and not held:
+                    held = self.hold()
                 if cmd.flag & 1:
                     owner.response_received(self, cmd)
                 elif requests is None:
                     requests = [cmd]
                 else:
                     requests.append(cmd)
+                cmd = after
         finally:
             if requests:
                 owner.requests_received(self, requests)
+            if held:
+                self.flush_held()
             if self._lent is not None and not decoder.holds_buffer:
                 RECEIVE_BUFFERS.give(self._lent)  # its frame was decoded
                 self._lent = None
@@ -411,15 +445,56 @@ class ThreadConnection:
         """Queue ``frame`` and send what is queued now unless another thread is sending
         (which sends it too); never waits. ``on_sent`` runs once the frame was handed to the
         socket, or the connection closed. False, doing nothing, if it is closing."""
+        out = self.outbound
         with self._mutex:
             if not self.state.usable:
                 return False
-            self.outbound.add(frame, on_sent)
-            if self._flushing is not None or self._holding:
-                return True
-            self._flushing = _CALLER
-        self._flush()
+            if self._flushing is not None or not out.idle or (self._holds and not self._budget):
+                queued = out.add(frame, on_sent)
+                if self._flushing is not None or (self._holds and queued < FLUSH_FRAMES):
+                    return True
+                self._flushing = _CALLER
+                direct = False
+            else:  # nothing queued: straight to the socket, under the mutex (order holds)
+                self._budget = False  # a burst's first frame goes at once: the peer starts
+                direct = True
+                try:
+                    sent, rest = self._send_now(frame)
+                except OSError as exc:
+                    error: OSError | None = exc
+                else:
+                    error = None
+                    if rest or self._io.wants_write():  # (TLS: encrypted bytes wait)
+                        if rest:
+                            out.add_rest(rest, on_sent)
+                            on_sent = None
+                        self._flushing = _CALLER
+                        rest = rest or [b""]
+        if not direct:
+            self._flush()
+        elif error is not None:
+            self._failed("write", error)
+            if on_sent is not None:
+                on_sent()
+        elif rest:
+            self._flush()
+        elif on_sent is not None:
+            on_sent()
         return True
+
+    def _send_now(self, frame: EncodedFrame) -> tuple[int, list[Piece]]:
+        """Hand ``frame`` to the socket at once (mutex held); return the bytes sent and what
+        is left of it."""
+        pieces: list[Piece] = [frame] if type(frame) is bytes else list(frame)  # type: ignore[arg-type]
+        sent = self._io.send_now(pieces)
+        if sent:
+            self.writes += 1
+            self.bytes_written += sent
+            self.last_sent = monotonic()
+        rest = consume(pieces, sent)
+        if not rest:
+            self.frames_written += 1
+        return sent, rest
 
     def send_from_thread(self, frame: EncodedFrame) -> bool:
         """A pool thread's lone reply: never taken here (it goes back through the loop,
@@ -427,18 +502,20 @@ class ThreadConnection:
         return False
 
     def hold(self) -> bool:
-        """Only queue from now on (a burst of replies); True if this call began holding."""
+        """Only queue (up to `FLUSH_FRAMES` frames) until the matching `flush_held`: a burst
+        of work (a read, a batch of replies) sends what it produced together. Always True
+        (holds nest)."""
         with self._mutex:
-            if self._holding:
-                return False
-            self._holding = True
+            self._holds += 1
+            self._budget = True
             return True
 
     def flush_held(self) -> None:
-        """End a burst begun with `hold`: send what was queued."""
+        """End a burst begun with `hold`: send what was queued (the last burst out does)."""
         with self._mutex:
-            self._holding = False
-            if self._flushing is not None or not self.outbound or not self.state.usable:
+            self._holds -= 1
+            if (self._holds or self._flushing is not None or not self.outbound
+                    or not self.state.usable):
                 return
             self._flushing = _CALLER
         self._flush()

@@ -118,7 +118,7 @@ class ThreadDriver:
         self._grace = 0.0 if config.precise_timeouts else config.scan_grace
         self._tls = client_context(config)
         self._lock = threading.Lock()
-        self.table = ResponseTable()
+        self.table: ResponseTable[ThreadCall] = ResponseTable()
         self.async_permits = ThreadPermits(config.client_async_semaphore_value)
         self.oneway_permits = ThreadPermits(config.client_oneway_semaphore_value)
         self.connections: set[ThreadConnection] = set()
@@ -137,7 +137,10 @@ class ThreadDriver:
         deadline = monotonic() + timeout
         attempt = 0
         while True:
-            fut = self._start(call.target, request, timeout, deadline, "sync", None)  # type: ignore[arg-type]
+            fut, reading = self._start(call.target, request, timeout, deadline,  # type: ignore[arg-type]
+                                       "sync", None)
+            if reading:  # this thread holds the read role of its connection: it reads next
+                fut.conn.wait(fut, deadline + self._grace, reading=True)
             if not fut._done:
                 self._await(fut, deadline + self._grace, expire=True)
             response = fut._outcome()
@@ -155,7 +158,7 @@ class ThreadDriver:
         """Send; return the future at once (see `RemotingClient.invoke_async`)."""
         timeout = call.timeout
         return self._start(call.target, call.request, timeout,  # type: ignore[arg-type]
-                           monotonic() + timeout, "async", call.callback)
+                           monotonic() + timeout, "async", call.callback)[0]
 
     def call_oneway(self, call: ClientCall) -> None:
         """Queue a oneway request and return (see `RemotingClient.invoke_oneway`)."""
@@ -206,21 +209,34 @@ class ThreadDriver:
         Raises:
             RemotingError: as `ThreadChannels.get`, or the client is shut down.
         """
+        conn, reading = self._connection(target, deadline, timeout, keep_reading=False)
+        return conn
+
+    def _connection(self, target: ThreadTarget, deadline: float, timeout: float, *,
+                    keep_reading: bool) -> tuple[ThreadConnection, bool]:
+        """`connection`, and whether the calling thread holds its read role (taken if free,
+        kept with ``keep_reading``: a sync call reads its answer next)."""
         if self._closed:
             raise RemotingError("the client is shut down", target_addr(target))
         conn = self.channels.live(target)
-        if conn is not None and conn.read_free:
-            conn.read_now()  # nobody reads it: the server may have closed it meanwhile
+        if conn is not None and not conn.background_events and conn.claim_read():
+            conn.peek()  # nobody reads it: the server may have closed it meanwhile
+            if conn.state.takes_calls and keep_reading:
+                return conn, True
+            conn.release_read()
             if not conn.state.takes_calls:
                 conn = None
         if conn is None:
             conn = self.channels.get(target, deadline, timeout)
-        return conn
+        return conn, False
 
     def _start(self, target: ThreadTarget, request: RemotingCommand, timeout: float,
                deadline: float, kind: str,
-               callback: Callable[[ResponseFuture], object] | None) -> ThreadCall:
-        """Create a call's future and send it; every failure ends up in the future."""
+               callback: Callable[[ResponseFuture], object] | None
+               ) -> tuple[ThreadCall, bool]:
+        """Create a call's future and send it; every failure ends up in the future. Return
+        it, and whether the calling thread holds the read role of its connection (a sync
+        call that found nobody reading it: the thread then reads its answer itself)."""
         fut = ThreadCall(request, target_addr(target), timeout, self)
         if not isinstance(target, ThreadConnection):
             fut.retry_target = target
@@ -231,10 +247,12 @@ class ThreadDriver:
         fut.deadline = deadline
         if timeout <= 0:  # an expired deadline (call_timeout gives 0): nothing is sent
             fut._fail_timeout()
-            return fut
+            return fut, False
         permits = None
+        reading = False
         try:
-            conn = self.connection(target, deadline, timeout)
+            conn, reading = self._connection(target, deadline, timeout,
+                                             keep_reading=kind == "sync")
             if kind == "async":
                 permits = self.async_permits
                 if not permits.take(deadline):
@@ -244,13 +262,20 @@ class ThreadDriver:
                         "waiting); slow down or raise client_async_semaphore_value",
                         conn.remote_addr)
             conn.wait_for_room(deadline)
-        except Exception as exc:
+        except BaseException as exc:
+            if reading:
+                conn.release_read()
             if permits is not None:
                 permits.give()
+            if not isinstance(exc, Exception):
+                raise
             self.fail_unsent(fut, exc)
-            return fut
+            return fut, False
         self.send(conn, fut, permits, unattended=kind == "async")
-        return fut
+        if reading and fut._done:  # not sent
+            conn.release_read()
+            return fut, False
+        return fut, reading
 
     def fail_unsent(self, fut: ResponseFuture, exc: BaseException) -> None:
         """End ``fut``, not sent, with ``exc`` (a bug's exception is logged first)."""
@@ -338,9 +363,9 @@ class ThreadDriver:
         return True
 
     @staticmethod
-    def _forget_unattended(fut: ResponseFuture) -> None:
-        if getattr(fut, "unattended", False):
-            fut.unattended = False  # type: ignore[attr-defined]
+    def _forget_unattended(fut: ThreadCall) -> None:
+        if fut.unattended:
+            fut.unattended = False
             fut.conn.unattended -= 1
 
     def next_deadline(self) -> float:
@@ -601,7 +626,7 @@ class ThreadDriver:
         with self._lock:
             left = self.table.pop_all()
             for fut in left:
-                fut.unattended = False  # type: ignore[attr-defined]
+                fut.unattended = False
         for fut in left:
             fut._fail_send("client shut down")
         self.background.stop()
