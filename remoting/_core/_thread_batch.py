@@ -21,7 +21,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import RemotingError, RemotingTimeoutError, RemotingTooManyRequestsError
-from ._future import ThreadCall
+from ._future import ThreadCall, thread_waiter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -82,12 +82,22 @@ class ThreadBatch:
         self._held = 0  # permits held: at least len(_in_flight)
         self._completed = 0
         self._needs_owner = False  # the calling thread has to wait for room or move off
+        self._sleeping = False  # the calling thread sleeps until a completion (`_sleep`)
 
     # ------------------------------------------------------------------ waited for (Awaited)
 
     def done(self) -> bool:
-        """True when the calling thread should stop reading: all done, or it has work."""
-        return self._completed == len(self._requests) or self._needs_owner
+        """True when the calling thread should stop reading its connection: all done, it has
+        work (room to wait for, a move to another connection), or what is left is in flight
+        on a connection it moved off (the background reader reads that one)."""
+        return (self._completed == len(self._requests) or self._needs_owner
+                or self._only_elsewhere())
+
+    def _only_elsewhere(self) -> bool:
+        """Nothing left to send and every request in flight is on another connection."""
+        conn = self.conn
+        return (self._next == len(self._requests) and bool(self._in_flight)
+                and all(f.conn is not conn for f in list(self._in_flight.values())))
 
     def _add_thread_waiter(self, waiter: ThreadWaiter) -> bool:
         with self._lock:
@@ -131,13 +141,31 @@ class ThreadBatch:
                 if self._completed == n or self._needs_owner:
                     continue
                 until = min(driver.next_deadline(), monotonic() + self.timeout)
-                conn.wait(self, until)
+                if self._only_elsewhere():
+                    self._sleep(until)  # until a completion (or a deadline) wakes it
+                else:
+                    conn.wait(self, until)
                 now = monotonic()
                 if now >= until:
                     driver.expire_due(now)
         finally:
             self._give_back_spare()
         return self.results
+
+    def _sleep(self, until: float) -> None:
+        waiter = thread_waiter()
+        with self._lock:
+            if self._completed == len(self._requests):
+                return
+            self._owner = waiter
+            self._sleeping = True
+        try:
+            waiter.sleep(until - monotonic())
+        finally:
+            with self._lock:
+                self._owner = None
+                self._sleeping = False
+            waiter.reset()
 
     def _move_to_new_connection(self) -> bool:
         """Take a connection for the rest (the first, or another after GO_AWAY); the
@@ -210,6 +238,8 @@ class ThreadBatch:
             conn = self.conn
             if self._next < len(self._requests) and conn is not None:
                 self._fill(conn)
+            if self._owner is not None and (self._sleeping or self.done()):
+                self._wake_owner()  # (a following owner only when it has to act)
 
     def _record(self, i: int, result: object) -> None:
         self.results[i] = result

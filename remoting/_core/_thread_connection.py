@@ -212,22 +212,22 @@ class ThreadConnection:
             while True:
                 if call.done() or call.conn is not self:
                     return
-                if not reading:
-                    reading = self.claim_read()
-                if not reading:
-                    if waiter is None:  # a leader needs none: it sees its call end itself
-                        waiter = thread_waiter()
-                        if not call._add_thread_waiter(waiter):
-                            return
-                    reading = self._lead_or_follow(waiter)
+                if not reading:  # take the role, or follow; then look at the call again:
+                    reading = self.claim_read()  # the last reader may have ended it
                     if not reading:
-                        remaining = until - monotonic()
-                        if remaining > 0:
-                            waiter.sleep(remaining)
-                        reading = self._stop_following(waiter)
-                        if not reading and monotonic() >= until:
-                            return
-                        continue
+                        if waiter is None:  # a leader needs none: it sees its call end
+                            waiter = thread_waiter()
+                            if not call._add_thread_waiter(waiter):
+                                return
+                        reading = self._lead_or_follow(waiter)
+                        if not reading:
+                            remaining = until - monotonic()
+                            if remaining > 0:
+                                waiter.sleep(remaining)
+                            reading = self._stop_following(waiter)
+                            if not reading and monotonic() >= until:
+                                return
+                    continue
                 if not self.state.usable:  # closing: the last thread to leave releases it
                     return
                 self._read_once(until)

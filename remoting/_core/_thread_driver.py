@@ -440,6 +440,7 @@ class ThreadDriver:
             conn.orphaned(response)
             return
         if response.code == _GO_AWAY and self._go_away(fut, conn):
+            self._settle(conn)  # that may have been its last call
             return
         fut._complete(response)
         if conn.going_away:

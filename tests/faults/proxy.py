@@ -5,6 +5,7 @@
     proxy.fault = Fault(latency=0.02, jitter=0.03)   # applies to connections accepted from now
     proxy.fault = Fault(reset_after_frames=2)        # RST (SO_LINGER 0) in the middle of frame 3
     proxy.fault = Fault(stall_after_frames=1)        # half-open: stop forwarding, keep sockets
+    proxy.fault = Fault(drop=0.05, duplicate=0.05)   # each answer lost or sent twice, at random
     proxy.heal()                                     # pass-through again (stalled links stay)
 
 Theory of operation:
@@ -20,6 +21,9 @@ Theory of operation:
 - Reset: both sockets get SO_LINGER(on, 0) and are closed, so both peers see a RST. Stall: both
   directions stop forwarding and the sockets stay open until the proxy stops (``serve`` is
   cancelled), so neither peer gets an EOF: a half-open connection.
+- Drop and duplicate: in ``direction``, the stream is cut into whole frames (the same length
+  prefix) and each frame is dropped, or forwarded twice, with its probability; a frame
+  forwarded keeps its place in the byte order.
 """
 
 from __future__ import annotations
@@ -27,13 +31,16 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import trio
 import trio.lowlevel
 
-__all__ = ["Fault", "FaultProxy"]
+__all__ = ["Fault", "FaultProxy", "proxy_thread"]
 
 RECEIVE_BYTES = 64 * 1024
 _LINGER_RESET = struct.pack("ii", 1, 0)
@@ -50,6 +57,8 @@ class Fault:
         reset_after_frames: in ``direction``, forward this many whole frames and half of the
             next, then reset both sides (SO_LINGER 0).
         stall_after_frames: the same count, then stop forwarding both ways without closing.
+        drop: in ``direction``, the probability that a whole frame is not forwarded.
+        duplicate: in ``direction``, the probability that a whole frame is forwarded twice.
         direction: ``"down"`` (server to client) or ``"up"`` (client to server).
     """
 
@@ -58,6 +67,8 @@ class Fault:
     bytewise: bool = False
     reset_after_frames: int | None = None
     stall_after_frames: int | None = None
+    drop: float = 0.0
+    duplicate: float = 0.0
     direction: Literal["up", "down"] = "down"
 
 
@@ -99,6 +110,26 @@ class _FrameCutter:
         return None
 
 
+def _whole_frames(buffer: bytearray, fault: Fault, rng: random.Random) -> bytes:
+    """Take the whole frames out of ``buffer``; return them as forwarded: each dropped, or
+    sent twice, with the fault's probabilities (the rest of a frame stays in ``buffer``)."""
+    out = bytearray()
+    while len(buffer) >= 4:
+        (length,) = struct.unpack(">i", buffer[:4])
+        size = 4 + max(length, 0)
+        if len(buffer) < size:
+            break
+        frame = bytes(buffer[:size])
+        del buffer[:size]
+        roll = rng.random()
+        if roll < fault.drop:
+            continue
+        out += frame
+        if roll < fault.drop + fault.duplicate:
+            out += frame
+    return bytes(out)
+
+
 class _Link:
     def __init__(self, proxy: FaultProxy, client: trio.SocketStream, server: trio.SocketStream,
                  fault: Fault) -> None:
@@ -127,6 +158,7 @@ class _Link:
         cutter = _FrameCutter(after) if after is not None else None
         rng = self.proxy.rng
         last_due = 0.0
+        frames = bytearray()  # bytes of a frame not yet whole (drop / duplicate faults)
         async with out:
             while True:
                 try:
@@ -142,6 +174,11 @@ class _Link:
                 due = trio.current_time() + fault.latency + (
                     rng.uniform(0, fault.jitter) if fault.jitter else 0.0)
                 due = last_due = max(due, last_due)
+                if (fault.drop or fault.duplicate) and fault.direction == direction:
+                    frames.extend(data)
+                    data = _whole_frames(frames, fault, rng)
+                    if not data:
+                        continue
                 cut = cutter.feed(data) if cutter is not None else None
                 if cut is None or fault.direction != direction or (
                         fault.reset_after_frames is None and fault.stall_after_frames is None):
@@ -246,3 +283,30 @@ class FaultProxy:
             with trio.CancelScope(shield=True):
                 await client.aclose()
                 await server.aclose()
+
+
+@contextmanager
+def proxy_thread(target_port: int, fault: Fault, *, seed: int = 0) -> Iterator[FaultProxy]:
+    """Run a `FaultProxy` to ``target_port`` on a thread of its own, for tests whose clients
+    are threads; it stops (and its thread ends) when the block exits."""
+    proxy = FaultProxy(target_port, seed=seed)
+    proxy.fault = fault
+    started = threading.Event()
+    handles: dict[str, Any] = {}
+
+    async def main() -> None:
+        handles["token"] = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            handles["scope"] = nursery.cancel_scope
+            await nursery.start(proxy.serve)
+            started.set()
+
+    thread = threading.Thread(target=trio.run, args=(main,), name="fault-proxy", daemon=True)
+    thread.start()
+    if not started.wait(10):
+        raise RuntimeError("the fault proxy did not start")
+    try:
+        yield proxy
+    finally:
+        handles["token"].run_sync_soon(handles["scope"].cancel)
+        thread.join(10)

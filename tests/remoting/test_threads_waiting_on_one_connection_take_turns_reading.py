@@ -1,0 +1,131 @@
+"""Threads waiting for calls on one connection: one reads for all (the read role) and hands
+each answer to its own waiter; a reader whose call ended hands reading on to a thread still
+waiting, also when its call ended by its deadline. On ``io="loop"`` the loop reads, and the
+same outcomes hold."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import trio
+
+from codec import RemotingCommand, ResponseCode
+from processors import AsyncRequestProcessor, RequestContext
+from remoting import ClientConfig, RemotingClient, RemotingServer, RemotingTimeoutError
+from remoting._core import _thread_driver
+
+from ..factories import req
+
+SCRAMBLED = 61  # answers after a random pause: they come back in another order
+SILENT = 62  # never answers
+DELAYED = 63  # answers after the delay in its body (seconds)
+THREADS = 32
+
+
+class Scrambled(AsyncRequestProcessor):
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        await trio.sleep(random.uniform(0, 0.02))
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = request.body
+        return response
+
+
+class Silent(AsyncRequestProcessor):
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        self.entered.set()
+        return None
+
+
+class Delayed(AsyncRequestProcessor):
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        await trio.sleep(float(request.body or b"0"))
+        return RemotingCommand.create_response(ResponseCode.SUCCESS, "late")
+
+
+def _server() -> RemotingServer:
+    server = RemotingServer()
+    server.register_processor(SCRAMBLED, Scrambled())
+    server.register_processor(DELAYED, Delayed())
+    return server
+
+
+def test_many_threads_on_one_connection_each_get_their_own_answer() -> None:
+    with _server() as server, RemotingClient() as client:
+        client.invoke_sync(server.addr, req(SCRAMBLED), 5)  # one connection, made
+
+        def calls(t: int) -> list[bytes | None]:
+            return [client.invoke_sync(server.addr, req(SCRAMBLED, b"%d-%d" % (t, i)), 10).body
+                    for i in range(20)]
+
+        with ThreadPoolExecutor(THREADS) as pool:
+            bodies = list(pool.map(calls, range(THREADS)))
+        stats = client.statistics()
+    assert bodies == [[b"%d-%d" % (t, i) for i in range(20)] for t in range(THREADS)]
+    assert stats.connections == 1
+    assert stats.in_flight == 0
+    assert stats.orphaned_responses == 0
+
+
+@pytest.fixture
+def no_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The background reader of a thread-driven client looks at idle connections once a
+    minute only: what a test sees read was read by a waiting thread."""
+    monkeypatch.setattr(_thread_driver, "SWEEP_SECONDS", 60.0)
+
+
+@pytest.mark.usefixtures("no_sweep")
+def test_a_reader_whose_call_times_out_hands_reading_to_a_waiting_thread() -> None:
+    silent = Silent()
+    config = ClientConfig(close_socket_if_timeout=False)  # the connection outlives the timeout
+    with _server() as server, RemotingClient(config) as client:
+        server.register_processor(SILENT, silent)
+        client.invoke_sync(server.addr, req(SCRAMBLED), 5)
+        outcome: dict[str, object] = {}
+
+        def short_call() -> None:  # waits first: it reads, until its deadline
+            try:
+                client.invoke_sync(server.addr, req(SILENT), 0.3)
+            except RemotingTimeoutError as exc:
+                outcome["short"] = exc
+
+        short = threading.Thread(target=short_call)
+        short.start()
+        assert silent.entered.wait(5)  # its request is out: it is waiting, reading
+        start = time.monotonic()
+        # answered 0.6 s from now, after the first thread's deadline: only a thread that took
+        # over reading sees it before its own deadline, 20 s away
+        answer = client.invoke_sync(server.addr, req(DELAYED, b"0.6"), 20)
+        elapsed = time.monotonic() - start
+        short.join(5)
+    assert isinstance(outcome["short"], RemotingTimeoutError)
+    assert answer.remark == "late"
+    assert elapsed < 5
+
+
+@pytest.mark.usefixtures("no_sweep")
+def test_a_reader_whose_call_is_answered_hands_reading_on() -> None:
+    with _server() as server, RemotingClient() as client:
+        client.invoke_sync(server.addr, req(SCRAMBLED), 5)
+        results: dict[str, float] = {}
+
+        def call(name: str, delay: bytes) -> None:
+            start = time.monotonic()
+            client.invoke_sync(server.addr, req(DELAYED, delay), 20)
+            results[name] = time.monotonic() - start
+
+        first = threading.Thread(target=call, args=("first", b"0.2"))
+        first.start()
+        second = threading.Thread(target=call, args=("second", b"0.5"))
+        second.start()
+        first.join(20)
+        second.join(20)
+    assert results["first"] < 5 and results["second"] < 5  # neither waited for its deadline

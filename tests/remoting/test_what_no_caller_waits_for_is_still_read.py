@@ -1,0 +1,106 @@
+"""What arrives while no calling thread waits is still read: the server's requests to a
+client with processors, the answer to an async call whose thread never calls again (its
+callback runs, once, on the callback executor). On ``io="threads"`` the background reader
+reads them (the idle sweep is slowed down here, so it is not what reads them); on
+``io="loop"`` the loop does."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import trio
+
+from codec import RemotingCommand, ResponseCode
+from processors import AsyncRequestProcessor, EchoProcessor, RequestContext, RequestProcessor
+from remoting import RemotingClient, RemotingServer, ResponseFuture
+from remoting._core import _thread_driver
+
+from ..factories import req
+
+ECHO = 71
+PUSH = 72
+DELAYED = 73
+
+
+class Delayed(AsyncRequestProcessor):
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        await trio.sleep(0.2)
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = request.body
+        return response
+
+
+class Noted(RequestProcessor):
+    """Notes the oneway pushes it got."""
+
+    def __init__(self) -> None:
+        self.got = threading.Event()
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        self.got.set()
+        return None
+
+
+@pytest.fixture(autouse=True)
+def no_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_thread_driver, "SWEEP_SECONDS", 60.0)
+
+
+@pytest.fixture
+def server() -> RemotingServer:
+    server = RemotingServer()
+    server.register_processor(ECHO, EchoProcessor())
+    server.register_processor(DELAYED, Delayed())
+    with server:
+        yield server
+
+
+@pytest.mark.parametrize("registered", ["before the connection", "after it"])
+def test_a_server_push_is_answered_while_no_call_waits(server: RemotingServer,
+                                                       registered: str) -> None:
+    client = RemotingClient()
+    if registered == "before the connection":
+        client.register_processor(PUSH, EchoProcessor())
+    with client:
+        client.invoke_sync(server.addr, req(ECHO), 5)  # the connection, then no call
+        if registered == "after it":
+            client.register_processor(PUSH, EchoProcessor())
+        [channel] = server.channels()
+        answer = server.invoke_sync(channel, req(PUSH, b"pushed"), 5)
+    assert answer.code == ResponseCode.SUCCESS
+    assert answer.body == b"pushed"
+
+
+def test_a_oneway_push_is_processed_while_no_call_waits(server: RemotingServer) -> None:
+    noted = Noted()
+    with RemotingClient() as client:
+        client.register_processor(PUSH, noted)
+        client.invoke_sync(server.addr, req(ECHO), 5)
+        [channel] = server.channels()
+        server.invoke_oneway(channel, req(PUSH))
+        assert noted.got.wait(5)
+
+
+def test_the_callback_of_a_thread_that_never_calls_again_runs_once(
+        server: RemotingServer) -> None:
+    ran: list[str] = []
+    done = threading.Event()
+
+    def callback(fut: ResponseFuture) -> None:
+        ran.append(threading.current_thread().name)
+        assert fut.result(0).body == b"later"
+        done.set()
+
+    with RemotingClient() as client:
+        client.invoke_sync(server.addr, req(ECHO), 5)
+        caller = threading.Thread(target=lambda: client.invoke_async(
+            server.addr, req(DELAYED, b"later"), 5, callback))
+        caller.start()
+        caller.join(5)  # the calling thread is gone before the answer comes
+        assert not caller.is_alive()
+        assert done.wait(5)
+        assert client.statistics().in_flight == 0
+    assert len(ran) == 1
+    assert ran[0].startswith("remoting-client-callback")
