@@ -1,12 +1,19 @@
-"""A/B two checkouts with bench/rpc.py, alternating them in one sitting.
+"""A/B two checkouts with bench/rpc.py (and bench/spark.py's per-row UDF), alternating them.
 
     .venv/bin/python bench/ab.py --a ../old-checkout --b . --rounds 5
+    .venv/bin/python bench/ab.py --a ../old-checkout --b . --rounds 5 --spark 3
 
 Each round runs ``bench/rpc.py --runs 1`` once with checkout A's packages first on
 ``PYTHONPATH`` and once with B's (the order alternates from round to round), so that a drift
-of the machine hits both alike. The harness itself (this file, bench/rpc.py and its workers)
-always comes from the checkout it is run from; only the library code differs. It prints, per
-metric, the median over rounds of A and of B, and the median of the per-round ratios B/A.
+of the machine hits both alike. The harness itself (this file, bench/rpc.py, bench/spark.py
+and their workers) always comes from the checkout it is run from; only the library code
+differs. It prints, per metric, the median over rounds of A and of B, and the median of the
+per-round ratios B/A. ``--spark N`` also runs, in the same alternating way, bench/spark.py's
+per-row UDF (``remote_udf``, one request per row from the Spark workers' task threads) ``N``
+times per round and side (``--spark-rows`` rows each); its row is the median rows/s.
+
+A checkout is any directory holding ``codec``, ``processors`` and ``remoting``: a git
+worktree, or ``git archive <commit> | tar -x -C <dir>``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ HERE = Path(__file__).resolve().parent
 ROW = re.compile(r"^\|\s*(?P<name>[^|]+?)\s*\|\s*(?P<ours>[\d,.]+)\s*\|")
 CPU_ROW = re.compile(r"^\|\s*(?P<name>(?:ours|raw)[^|]+?)\s*\|\s*(?P<cli>[\d.]+)\s*\|\s*[\d.]+\s*\|"
                      r"\s*(?P<srv>[\d.]+)\s*\|")
+SPARK_RUN = re.compile(r"^ours per-row \(remote_udf\): (?P<rate>[\d,]+) rows/s")
+SPARK_ROW = "Spark per-row rows/s (remote_udf, median of the side's runs)"
 
 
 def parse(text: str) -> dict[str, float]:
@@ -46,13 +55,31 @@ def parse(text: str) -> dict[str, float]:
     return out
 
 
+def _env(tree: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(tree))
+
+
 def run_once(tree: Path, extra: list[str]) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
     proc = subprocess.run([sys.executable, str(HERE / "rpc.py"), "--runs", "1", *extra],
-                          env=env, capture_output=True, text=True, timeout=1800)
+                          env=_env(tree), capture_output=True, text=True, timeout=1800)
     if proc.returncode not in (0, 1):  # 1: a target missed, still a result
         raise RuntimeError(f"bench/rpc.py failed for {tree}:\n{proc.stderr[-3000:]}")
     return parse(proc.stdout)
+
+
+def spark_once(tree: Path, runs: int, rows: int) -> dict[str, float]:
+    """Run bench/spark.py's per-row variant ``runs`` times; return its median rows/s."""
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "spark.py"), "--only", "ours per-row", "--skip-invoke-many",
+         "--rows", str(rows), "--repeats", str(runs)],
+        env=_env(tree), capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench/spark.py failed for {tree}:\n{proc.stderr[-3000:]}")
+    rates = [float(m["rate"].replace(",", "")) for line in proc.stdout.splitlines()
+             if (m := SPARK_RUN.match(line))]
+    if not rates:
+        raise RuntimeError(f"bench/spark.py printed no per-row rate for {tree}")
+    return {SPARK_ROW: statistics.median(rates)}
 
 
 def commit_of(tree: Path) -> str:
@@ -66,6 +93,9 @@ def main() -> int:
     ap.add_argument("--b", type=Path, default=HERE.parent, help="checkout B (default: this one)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="pass --quick to bench/rpc.py")
+    ap.add_argument("--spark", type=int, default=0, metavar="N",
+                    help="also run the Spark per-row UDF N times per round and side")
+    ap.add_argument("--spark-rows", type=int, default=200_000)
     args = ap.parse_args()
     a, b = args.a.resolve(), args.b.resolve()
     extra = ["--quick"] if args.quick else []
@@ -73,7 +103,10 @@ def main() -> int:
     for i in range(args.rounds):
         order = [("A", a), ("B", b)] if i % 2 == 0 else [("B", b), ("A", a)]
         for label, tree in order:
-            runs[label].append(run_once(tree, extra))
+            result = run_once(tree, extra)
+            if args.spark:
+                result.update(spark_once(tree, args.spark, args.spark_rows))
+            runs[label].append(result)
             print(f"round {i + 1}/{args.rounds}: {label} done", file=sys.stderr, flush=True)
     print(f"A = {a} ({commit_of(a)}), B = {b} ({commit_of(b)} + working tree), "
           f"{args.rounds} rounds, alternating\n")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import http.server
+import math
 import os
 import statistics
 import subprocess
@@ -243,6 +244,9 @@ def main() -> int:
                         help="timed runs per variant (best is reported)")
     parser.add_argument("--skip-invoke-many", action="store_true")
     parser.add_argument("--invoke-many-only", action="store_true")
+    parser.add_argument("--only", metavar="TEXT", action="append", default=[],
+                        help="run only the variants whose label contains TEXT (repeatable; "
+                             "bench/ab.py uses 'ours per-row')")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
 
@@ -308,6 +312,8 @@ def main() -> int:
          column(remote_batch_udf(server.addr, UPPER_BATCH)), args.rows, args.repeats),
         ("ours batch (remote_map_in_arrow)", mapped(None), args.rows, args.repeats),
     ]
+    if args.only:
+        variants = [v for v in variants if any(text in v[0] for text in args.only)]
     runs: dict[str, list[float]] = {label: [] for label, *_ in variants}
 
     try:
@@ -339,8 +345,8 @@ def main() -> int:
     def rate(label: str) -> float:
         return rows_of[label] / min(runs[label])
 
-    http_rate = rate(HTTP_ROW)
-    limit_rate = rate(LIMIT)
+    http_rate = rate(HTTP_ROW) if HTTP_ROW in runs else math.nan
+    limit_rate = rate(LIMIT) if LIMIT in runs else math.nan
     print(f"\nSpark local[2], {args.partitions} partitions, f = upper(), max_in_flight "
           f"{args.max_in_flight}; best of {args.repeats} (per-row HTTP: 1 run)")
     head = (f"{'variant':<34} {'rows':>10} {'best s':>7} {'rows/s':>11} {'runs rows/s':>19} "

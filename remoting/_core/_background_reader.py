@@ -61,6 +61,7 @@ class BackgroundReader:
         self._duties = duties
         self._lock = threading.Lock()
         self._wanted: set[ThreadConnection] = set()
+        self._to_flush: dict[ThreadConnection, float] = {}  # frames waiting: send them by then
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.armed = -math.inf  # when the thread wakes next by itself; -inf: not sleeping
@@ -80,6 +81,16 @@ class BackgroundReader:
             if self._start_locked():
                 return
         self._wake()
+
+    def flush_soon(self, conn: ThreadConnection, when: float) -> None:
+        """Send what waits on ``conn`` at ``when`` if its reader has not by then."""
+        with self._lock:
+            if conn in self._to_flush:
+                return
+            self._to_flush[conn] = when
+            started = self._start_locked()
+        if not started and when < self.armed:
+            self._wake()
 
     def arm(self, when: float) -> None:
         """Run the timers at ``when`` at the latest (a call nobody waits for ends then)."""
@@ -126,6 +137,18 @@ class BackgroundReader:
             if fd >= 0:
                 os.close(fd)
 
+    def _send_waiting(self, now: float) -> None:
+        """Send what waited for a reader past its time (`flush_soon`)."""
+        with self._lock:
+            due = [conn for conn, when in self._to_flush.items() if when <= now]
+            for conn in due:
+                del self._to_flush[conn]
+        for conn in due:
+            try:
+                conn.send_queued()
+            except Exception:  # a bug: this thread must keep serving the others
+                log.error("background.failed", conn_id=conn.id, exc_info=True)
+
     def _run(self) -> None:
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
@@ -151,6 +174,9 @@ class BackgroundReader:
                     poller.register(fd, events)
             polled = watch
             wake_at = duties.next_timer()
+            with self._lock:
+                if self._to_flush:
+                    wake_at = min(wake_at, min(self._to_flush.values()))
             self.armed = wake_at
             try:
                 ready = poller.poll(poll_ms(wake_at - monotonic()))
@@ -168,13 +194,14 @@ class BackgroundReader:
                 conn = entry[0]
                 try:
                     if events & select.POLLOUT:
-                        conn.flush_in_background()
+                        conn.flush_parked()
                     if events & ~select.POLLOUT or events & _ERROR_EVENTS:
                         conn.read_now()
                 except Exception:  # a bug: this thread must keep serving the others
                     log.error("background.failed", conn_id=conn.id, exc_info=True)
                     conn.close("the background reader failed on it", broken=True)
             now = monotonic()
+            self._send_waiting(now)
             if now >= wake_at:
                 try:
                     duties.on_timer(now)

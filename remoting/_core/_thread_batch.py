@@ -204,7 +204,9 @@ class ThreadBatch:
         n = len(requests)
         driver = self._driver
         permits = driver.async_permits
-        while len(self._in_flight) < self._limit and self._next < n:
+        in_flight = self._in_flight
+        deadline = monotonic() + self.timeout
+        while len(in_flight) < self._limit and self._next < n:
             if not conn.state.takes_calls or conn.queued_bytes > conn.high_water:
                 self._call_owner()
                 return
@@ -221,9 +223,7 @@ class ThreadBatch:
                         conn.remote_addr))
                     continue
             self._next += 1
-            fut = _BatchCall(self, i, requests[i], driver)
-            fut.deadline = monotonic() + self.timeout
-            self._in_flight[i] = fut
+            fut = in_flight[i] = _BatchCall(self, i, requests[i], deadline)
             driver.send(conn, fut, None, unattended=False)
         if self._next == n:
             self._give_back_spare()
@@ -287,11 +287,25 @@ class _BatchCall(ThreadCall):
     __slots__ = ("_batch", "_index")
 
     def __init__(self, batch: ThreadBatch, index: int, request: RemotingCommand,
-                 driver: Any) -> None:
-        super().__init__(request, None, batch.timeout, driver)
+                 deadline: float) -> None:  # what a batch's request uses of a future, only
         self._batch = batch
         self._index = index
+        self.request = request
+        self.opaque = request.opaque
+        self.addr = None
+        self.conn = None
+        self.timeout = batch.timeout
+        self.deadline = deadline
+        self.response_command = None
+        self.cause = None
+        self.close_on_timeout = False
         self.retry_target = batch.retry_target
+        self.resent = False
+        self.unattended = False
+        self._done = False
+        self._permits = None
+        self._waiters = None
+        self._driver = None
 
     def _complete(self, response: RemotingCommand | None = None,
                   cause: BaseException | None = None) -> bool:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import select
 import threading
-from collections import deque
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -66,6 +65,9 @@ __all__ = ["BACKGROUND", "Awaited", "ThreadConnection", "ThreadConnectionOwner"]
 
 RECEIVE_BYTES: Final = 64 * 1024  # as the trio driver's (below glibc's mmap threshold)
 RECEIVE_INTO_MIN_BYTES: Final = 64 * 1024
+# A request queued for the reader (`send`'s ``defer``) leaves after the reader's next read,
+# or this long after it was queued at the latest (the background reader's timer).
+DEFER_SECONDS: Final = 0.001
 _READ_EVENTS: Final = select.POLLIN | select.POLLPRI
 BACKGROUND: Final = object()  # the background reader, as holder of the read role
 _CALLER: Final = object()  # a calling thread, sending
@@ -94,8 +96,9 @@ class ThreadConnectionOwner(Protocol):
         """True if the server's requests are to be read at any time (processors)."""
         ...
 
-    def response_received(self, conn: ThreadConnection, response: RemotingCommand) -> None:
-        """Complete the call ``response`` answers (on the reading thread)."""
+    def responses_received(self, conn: ThreadConnection, responses: list[RemotingCommand]
+                           ) -> None:
+        """Complete the calls ``responses`` (one read's) answer (on the reading thread)."""
         ...
 
     def requests_received(self, conn: ThreadConnection, requests: list[RemotingCommand]
@@ -105,6 +108,11 @@ class ThreadConnectionOwner(Protocol):
 
     def background_wanted(self, conn: ThreadConnection) -> None:
         """Something must be read or sent on ``conn`` and no thread does it."""
+        ...
+
+    def flush_soon(self, conn: ThreadConnection) -> None:
+        """Frames wait on ``conn`` for its reader: send them `DEFER_SECONDS` from now if
+        it has not."""
         ...
 
     def connection_closed(self, conn: ThreadConnection) -> None:
@@ -150,9 +158,11 @@ class ThreadConnection:
         self._mutex = threading.Lock()
         self._room = threading.Condition(self._mutex)  # callers waiting below high water
         self._reader: object | None = None  # who holds the read role
-        self._followers: deque[ThreadWaiter] = deque()
+        self._followers: dict[ThreadWaiter, None] = {}  # in arrival order (a dict: O(1) removal)
         self._flushing: object | None = None  # who holds the send role
         self._holds = 0  # bursts being handled (a read, a batch of replies): sends only queue
+        self.calls = 0  # calls pending on it (the driver counts them, under its lock)
+        self._deferred = False  # frames wait in the queue for the reader (`send`'s ``defer``)
         self._budget = False  # a held burst may still send its first frame straight away
         self._decoder = FrameDecoder(config.max_frame_bytes, config.max_header_bytes)
         self._partial_frame_timeout = config.partial_frame_timeout
@@ -243,6 +253,8 @@ class ThreadConnection:
     def claim_read(self) -> bool:
         """Take the read role if it is free and the connection open; True if taken (give it
         back with `release_read`, or pass ``reading=True`` to `wait`)."""
+        if self._reader is not None:  # a racy look first: taken, most of the time, when busy
+            return False
         with self._mutex:
             if self._reader is None and self.state.usable:
                 self._reader = _CALLER
@@ -265,7 +277,7 @@ class ThreadConnection:
             if self._reader is None and self.state.usable:
                 self._reader = waiter
                 return True
-            self._followers.append(waiter)
+            self._followers[waiter] = None
             return False
 
     def _stop_following(self, waiter: ThreadWaiter) -> bool:
@@ -273,19 +285,21 @@ class ThreadConnection:
         with self._mutex:
             if self._reader is waiter:
                 return True
-            try:
-                self._followers.remove(waiter)
-            except ValueError:
-                pass
+            self._followers.pop(waiter, None)
             return False
 
     def _leave(self) -> None:
         """Give up the read role: to the first follower, else free (see the docstring). On a
         closing connection nobody reads any more: the last thread using it releases it, which
         fails the followers' calls (and so wakes them)."""
+        if self._deferred:  # nobody may read it next: what waits for a reader leaves now
+            self.send_queued()
         with self._mutex:
             usable = self.state.usable
-            follower = self._followers.popleft() if self._followers and usable else None
+            follower = None
+            if self._followers and usable:
+                follower = next(iter(self._followers))
+                del self._followers[follower]
             self._reader = follower
             wanted = (follower is None and usable
                       and not self.background_events & select.POLLIN and self._wants_reading())
@@ -329,7 +343,8 @@ class ThreadConnection:
 
     def _read_once(self, until: float) -> None:
         """Wait until readable or ``until``, read once, and hand over what it completed
-        (read role held). A failure closes the connection."""
+        (read role held). While it waits, the reader also sends what a full socket left (it
+        would otherwise wait for the background reader). A failure closes the connection."""
         io = self._io
         if not io.buffered():
             timeout = until - monotonic()
@@ -341,7 +356,18 @@ class ThreadConnection:
                     if timeout <= 0:
                         self._stalled()
                         return
-            if not self._read_poll.poll(poll_ms(timeout)):
+            poll = self._read_poll
+            if self._flushing is _PARKED:
+                poll.modify(self.fileno, _READ_EVENTS | select.POLLOUT)
+                try:
+                    ready = poll.poll(poll_ms(timeout))
+                finally:
+                    poll.modify(self.fileno, _READ_EVENTS)
+                if ready and ready[0][1] & select.POLLOUT:
+                    self.flush_parked()
+                if not ready or not ready[0][1] & ~select.POLLOUT:
+                    return
+            elif not poll.poll(poll_ms(timeout)):
                 return
         try:
             count = self._receive()
@@ -362,6 +388,9 @@ class ThreadConnection:
             self._dispatch()
         except CodecError as exc:
             self._codec_failed(exc)
+            return
+        if self._deferred:
+            self.send_queued()
 
     def _receive(self) -> int | None:
         """Receive into the decoder: the rest of a large frame straight into place, else a
@@ -383,40 +412,36 @@ class ThreadConnection:
         return None if data is None else 0
 
     def _dispatch(self) -> None:
-        """Hand every complete command to the owner: answers one by one, the server's
-        requests of this read together. While a read of several is handed over, what the
-        completions send (the next calls) only queues, and leaves together after."""
+        """Hand every complete command to the owner: the read's answers together, then its
+        server requests together. While a read of several is handed over, what the
+        completions send (the next calls) only queues, and leaves together after. A codec
+        error (raised after what was decoded before it is handed over) closes the connection."""
         decoder = self._decoder
         owner = self._owner
-        requests: list[RemotingCommand] | None = None
-        decoded = 0
+        responses: list[RemotingCommand] = []
+        requests: list[RemotingCommand] = []
         held = False
         try:
-            cmd = decoder.next_command()
-            while cmd is not None:
-                decoded += 1
-                after = decoder.next_command()
-                if after is not None and not held:
-                    held = self.hold()
-                if cmd.flag & 1:
-                    owner.response_received(self, cmd)
-                elif requests is None:
-                    requests = [cmd]
-                else:
-                    requests.append(cmd)
-                cmd = after
+            while (cmd := decoder.next_command()) is not None:
+                (responses if cmd.flag & 1 else requests).append(cmd)
         finally:
-            if requests:
-                owner.requests_received(self, requests)
-            if held:
-                self.flush_held()
-            if self._lent is not None and not decoder.holds_buffer:
-                RECEIVE_BUFFERS.give(self._lent)  # its frame was decoded
-                self._lent = None
-            if not decoder.buffered_bytes:
-                self._partial_since = None
-            elif decoded or self._partial_since is None:
-                self._partial_since = self.last_read  # a new frame began in this read
+            if len(responses) + len(requests) > 1:
+                held = self.hold()
+            try:
+                if responses:
+                    owner.responses_received(self, responses)
+            finally:
+                if requests:
+                    owner.requests_received(self, requests)
+                if held:
+                    self.flush_held()
+                if self._lent is not None and not decoder.holds_buffer:
+                    RECEIVE_BUFFERS.give(self._lent)  # its frame was decoded
+                    self._lent = None
+                if not decoder.buffered_bytes:
+                    self._partial_since = None
+                elif responses or requests or self._partial_since is None:
+                    self._partial_since = self.last_read  # a new frame began in this read
 
     def orphaned(self, response: RemotingCommand) -> None:
         """A response read here matched no call (see `note_orphan`)."""
@@ -441,15 +466,34 @@ class ThreadConnection:
                         f"reading (high water mark {self.high_water})", self.remote_addr)
                 self._room.wait(min(remaining, threading.TIMEOUT_MAX))
 
-    def send(self, frame: EncodedFrame, on_sent: Callable[[], None] | None = None) -> bool:
+    def send(self, frame: EncodedFrame, on_sent: Callable[[], None] | None = None, *,
+             defer: bool = False) -> bool:
         """Queue ``frame`` and send what is queued now unless another thread is sending
         (which sends it too); never waits. ``on_sent`` runs once the frame was handed to the
-        socket, or the connection closed. False, doing nothing, if it is closing."""
+        socket, or the connection closed. False, doing nothing, if it is closing.
+
+        ``defer`` (a call's request): while other calls on this connection are in flight and
+        a thread reads it, only queue the frame: the reader sends what is queued after its
+        next read (an answer is due), so calls made while others are in flight leave
+        together, and the peer gets them together; the background reader sends it
+        `DEFER_SECONDS` later at the latest."""
         out = self.outbound
         with self._mutex:
             if not self.state.usable:
                 return False
-            if self._flushing is not None or not out.idle or (self._holds and not self._budget):
+            if defer and self._flushing is None and self.calls > 1 and (
+                    self._reader is not None or self.background_events & select.POLLIN):
+                queued = out.add(frame, on_sent)
+                first = not self._deferred
+                self._deferred = True
+                if queued < FLUSH_FRAMES:
+                    if first:
+                        self._owner.flush_soon(self)
+                    return True
+                self._flushing = _CALLER
+                direct = False
+            elif self._flushing is not None or not out.idle or (
+                    self._holds and not self._budget):
                 queued = out.add(frame, on_sent)
                 if self._flushing is not None or (self._holds and queued < FLUSH_FRAMES):
                     return True
@@ -520,7 +564,16 @@ class ThreadConnection:
             self._flushing = _CALLER
         self._flush()
 
-    def flush_in_background(self) -> None:
+    def send_queued(self) -> None:
+        """Send what is queued if nobody is sending (deferred frames; any thread)."""
+        with self._mutex:
+            if (self._flushing is not None or self._holds or not self.outbound
+                    or not self.state.usable):
+                return
+            self._flushing = _CALLER
+        self._flush()
+
+    def flush_parked(self) -> None:
         """Send what the socket takes now, for the background reader (a sender left it the
         rest, and the send role with it)."""
         with self._mutex:
@@ -541,6 +594,7 @@ class ThreadConnection:
                     break
                 if not out and not io.wants_write():
                     self._flushing = None
+                    self._deferred = False
                     self._room.notify_all()
                     return
                 pieces = out.pieces

@@ -64,7 +64,7 @@ from ._response_table import ResponseTable
 from ._socket_io import TLSIO, SocketIO, dial
 from ._thread_batch import ThreadBatch
 from ._thread_channels import ThreadChannels, ThreadTarget
-from ._thread_connection import ThreadConnection
+from ._thread_connection import DEFER_SECONDS, ThreadConnection
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -303,6 +303,7 @@ class ThreadDriver:
                 error = None
                 fut.opaque = request.opaque
                 self.table.add(fut)
+                conn.calls += 1
                 code = request.code
                 self._sent[code] = self._sent.get(code, 0) + 1
                 if unattended:
@@ -311,7 +312,7 @@ class ThreadDriver:
         if error is not None:
             fut._fail(translate(error, "encode", fut.addr))
             return
-        if not conn.send(frame):
+        if not conn.send(frame, defer=True):
             with self._lock:
                 popped = self._pop_for(fut, conn)
             if popped:
@@ -359,14 +360,17 @@ class ThreadDriver:
         """Remove ``fut`` if still pending on ``conn`` (lock held); True if removed."""
         if self.table.pop_for(fut.opaque, conn) is not fut:
             return False
-        self._forget_unattended(fut)
+        self._popped(fut)
         return True
 
     @staticmethod
-    def _forget_unattended(fut: ThreadCall) -> None:
+    def _popped(fut: ThreadCall) -> None:
+        """Count ``fut``, just removed from the table, off its connection (lock held)."""
+        conn = fut.conn
+        conn.calls -= 1
         if fut.unattended:
             fut.unattended = False
-            fut.conn.unattended -= 1
+            conn.unattended -= 1
 
     def next_deadline(self) -> float:
         """The earliest deadline of a pending call, grace included (inf: none)."""
@@ -379,7 +383,7 @@ class ThreadDriver:
         with self._lock:
             expired = self.table.expire(now - self._grace)
             for fut in expired:
-                self._forget_unattended(fut)
+                self._popped(fut)
         for fut in expired:
             self.timed_out(fut)
 
@@ -421,30 +425,41 @@ class ThreadDriver:
         """True if the server's requests are read at any time (processors registered)."""
         return self._serves_requests()
 
-    def response_received(self, conn: ThreadConnection, response: RemotingCommand) -> None:
-        """Complete the call ``response`` answers (on the thread that read it)."""
+    def responses_received(self, conn: ThreadConnection, responses: list[RemotingCommand]
+                           ) -> None:
+        """Complete the calls ``responses`` (one read's) answer, on the thread that read
+        them: all taken out of the table at once, then completed one by one."""
+        matched: list[tuple[ThreadCall | None, RemotingCommand]] = []
+        entries = self.table.entries
+        latency = self._latency
+        read_at = conn.last_read
         with self._lock:
-            fut = self.table.entries.get(response.opaque)
-            if fut is None or fut.conn is not conn:
-                self._counters.orphans += 1
-                fut = None
-            else:
-                del self.table.entries[response.opaque]
-                self._forget_unattended(fut)
+            for response in responses:
+                fut = entries.get(response.opaque)
+                if fut is None or fut.conn is not conn:
+                    self._counters.orphans += 1
+                    matched.append((None, response))
+                    continue
+                del entries[response.opaque]
+                conn.calls -= 1
+                if fut.unattended:
+                    fut.unattended = False
+                    conn.unattended -= 1
                 code = fut.request.code
-                hist = self._latency.get(code)
+                hist = latency.get(code)
                 if hist is None:
-                    hist = self._latency[code] = LatencyHistogram()
-                hist.record(conn.last_read - (fut.deadline - fut.timeout))
-        if fut is None:
-            conn.orphaned(response)
-            return
-        if response.code == _GO_AWAY and self._go_away(fut, conn):
-            self._settle(conn)  # that may have been its last call
-            return
-        fut._complete(response)
-        if conn.going_away:
-            self._settle(conn)
+                    hist = latency[code] = LatencyHistogram()
+                hist.record(read_at - (fut.deadline - fut.timeout))
+                matched.append((fut, response))
+        for fut, response in matched:
+            if fut is None:
+                conn.orphaned(response)
+            elif response.code == _GO_AWAY and self._go_away(fut, conn):
+                self._settle(conn)  # that may have been its last call
+            else:
+                fut._complete(response)
+                if conn.going_away:
+                    self._settle(conn)
 
     def requests_received(self, conn: ThreadConnection, requests: list[RemotingCommand]
                           ) -> None:
@@ -454,6 +469,10 @@ class ThreadDriver:
     def background_wanted(self, conn: ThreadConnection) -> None:
         """Let the background reader read or send what ``conn`` has left."""
         self.background.want(conn)
+
+    def flush_soon(self, conn: ThreadConnection) -> None:
+        """Let the background reader send what waits on ``conn`` for its reader, soon."""
+        self.background.flush_soon(conn, monotonic() + DEFER_SECONDS)
 
     def connection_closed(self, conn: ThreadConnection) -> None:
         """Forget ``conn`` and fail its pending calls at once (RocketMQ's failFast)."""
@@ -467,7 +486,7 @@ class ThreadDriver:
             counters.sent_by_threads += conn.frames_written
             gone = self.table.pop_connection(conn)
             for fut in gone:
-                self._forget_unattended(fut)
+                self._popped(fut)
         self.channels.forget(conn)
         reason = conn.close_reason or "the client shut down"
         for fut in gone:
@@ -627,7 +646,7 @@ class ThreadDriver:
         with self._lock:
             left = self.table.pop_all()
             for fut in left:
-                fut.unattended = False
+                self._popped(fut)
         for fut in left:
             fut._fail_send("client shut down")
         self.background.stop()
