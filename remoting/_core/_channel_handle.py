@@ -75,9 +75,13 @@ class ChannelHandle:
         return self._conn.attributes
 
     def close(self) -> None:
-        """Close the connection (thread-safe)."""
-        conn = self._conn
-        self._call_on_loop(lambda: conn.close("closed by the application"))
+        """Close the connection (thread-safe).
+
+        Raises:
+            RemotingError: the endpoint is shut down (its connections are closed).
+        """
+        if not self._conn.request_close("closed by the application"):
+            raise RemotingError("the endpoint is shut down", self.remote_addr)
 
     def write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Send ``response`` to ``request`` (long polling); thread-safe, never blocks.

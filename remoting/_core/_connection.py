@@ -141,6 +141,7 @@ class Connection:
         self.wait_flushed = sender.wait_flushed
         self.outbound = sender.outbound
         self._owner = owner
+        self._call_on_loop = call_on_loop
         self._on_request = owner.request_received
         self._on_response: Callable[[Connection, RemotingCommand], None] = (
             owner.response_received)
@@ -389,6 +390,11 @@ class Connection:
                        + (f" ({alert})" if "ALERT" in alert else "") + CLOSED_AT_ONCE[True])
         else:
             self.close(f"{what} failed: {described(exc)}")
+
+    def request_close(self, reason: str) -> bool:
+        """Close from any thread (on the loop thread, through the inbox); False if the loop
+        has ended (the connection is closed then anyway)."""
+        return self._call_on_loop(lambda: self.close(reason))
 
     def close(self, reason: str = "closed locally") -> None:
         """Close the connection (idempotent, sync); pending requests fail right after."""

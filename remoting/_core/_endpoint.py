@@ -14,7 +14,10 @@ endpoint's wiring, never through the endpoint as a whole:
 
 It is the owner of its connections (`ConnectionOwner`): requests go to the dispatcher,
 responses to the invoker, and a closed connection fails its calls. Everything runs on the loop
-thread that runs `run`; see `_threads` for the one way in from other threads.
+thread that runs `run`; see `_threads` for the one way in from other threads. A thread-driven
+`RemotingClient` adds its calling side (``threads``, a `ThreadDriver`), which drives its own
+connections from the calling threads; the endpoint then runs only the receiving side, on a
+loop started when the server first sends a request, and reports both in its statistics.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ Theory of operation (the concurrency model, docs/architecture.md):
   see `_future`), user callbacks (the `CallbackRunner`'s executor), channel events (`_events`).
 - `mark_own_thread` labels the threads an endpoint starts (pool and callback threads): a
   shutdown called from one of them must not wait for itself.
-- Calls from threads go through `_thread_calls`, which also holds the one shortcut for
-  calls: a blocking ``invoke_sync`` sending on an idle connection itself. The other shortcut,
-  a pool thread's lone reply, is the dispatcher's. Both send through the connection's send
-  gate (`Sender`), the one lock a thread shares with a connection's state.
+- Calls from threads handed to the loop go through `_thread_calls`. The one shortcut, a pool
+  thread's lone reply, is the dispatcher's: it sends through the connection's send gate
+  (`Sender`), the one lock a thread shares with a trio connection's state. (A thread-driven
+  client has no loop for its calls: `_thread_driver`.)
 """
 
 from __future__ import annotations

@@ -43,9 +43,10 @@ class EndpointStatistics:
             read makes it grow, up to the high water mark per connection).
         writes: socket sends (each carries one or more frames).
         frames_written: frames handed to sockets.
-        sent_by_threads: of those, frames a thread sent itself on an idle connection instead
-            of handing them to the loop (a blocking ``invoke_sync``'s request, a pool
-            thread's lone reply; see docs/architecture.md).
+        sent_by_threads: of those, frames a thread other than a loop's sent itself: a pool
+            thread's lone reply, and every frame of a thread-driven ``RemotingClient``
+            (``io="threads"``: its calling threads and background reader send everything;
+            see docs/architecture.md).
         bytes_read: bytes received from sockets.
         bytes_written: bytes handed to sockets.
         go_away_received: GO_AWAY replies received (a server draining asked to go elsewhere).

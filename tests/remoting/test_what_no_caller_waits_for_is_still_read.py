@@ -13,7 +13,7 @@ import trio
 
 from codec import RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, EchoProcessor, RequestContext, RequestProcessor
-from remoting import RemotingClient, RemotingServer, ResponseFuture
+from remoting import ChannelHandle, RemotingClient, RemotingServer, ResponseFuture
 from remoting._core import _thread_driver
 
 from ..factories import req
@@ -104,3 +104,39 @@ def test_the_callback_of_a_thread_that_never_calls_again_runs_once(
         assert client.statistics().in_flight == 0
     assert len(ran) == 1
     assert ran[0].startswith("remoting-client-callback")
+
+
+class Remembers:
+    """A channel event listener that keeps the channels it saw connect."""
+
+    def __init__(self) -> None:
+        self.connected: list[ChannelHandle] = []
+        self.connect = threading.Event()
+        self.closed = threading.Event()
+
+    def on_channel_connect(self, remote_addr: str, channel: ChannelHandle) -> None:
+        self.connected.append(channel)
+        self.connect.set()
+
+    def on_channel_close(self, remote_addr: str, channel: ChannelHandle) -> None:
+        self.closed.set()
+
+    def on_channel_exception(self, remote_addr: str, channel: ChannelHandle) -> None:
+        pass
+
+    def on_channel_idle(self, remote_addr: str, channel: ChannelHandle) -> None:
+        pass
+
+
+def test_an_application_thread_closes_a_client_channel(server: RemotingServer) -> None:
+    listener = Remembers()
+    with RemotingClient() as client:
+        client.register_channel_event_listener(listener)
+        client.invoke_sync(server.addr, req(ECHO), 5)
+        assert listener.connect.wait(5)  # delivered on the event thread
+        [channel] = listener.connected
+        channel.close()
+        assert listener.closed.wait(5)
+        assert not channel.is_active
+        assert client.invoke_sync(server.addr, req(ECHO, b"again"), 5).body == b"again"
+        assert client.statistics().connections_opened == 2
