@@ -116,3 +116,39 @@ async def test_processor_returning_none_replies_later_from_another_thread(
 
     await trio.to_thread.run_sync(reply_later)
     assert (await fut.wait()).body == b"news"
+
+
+class AsksServerBack(RequestProcessor):
+    """A client's processor (pool thread) answering with what the server says to it."""
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        back = ctx.channel.invoke_sync(RemotingCommand.create_request(1, body=b"from pool"), 5)
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = b"server said " + (back.body or b"")
+        return response
+
+
+class AsksServerBackAsync(AsyncRequestProcessor):
+    """The same from the client's event loop."""
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        back = await ctx.channel.invoke_sync_async(
+            RemotingCommand.create_request(1, body=b"from loop"), 5)
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = b"server said " + (back.body or b"")
+        return response
+
+
+def test_a_blocking_clients_processors_call_the_server_back() -> None:
+    with RemotingServer() as server, RemotingClient() as client:
+        server.register_processor(1, EchoProcessor())
+        client.register_processor(CALLBACK, AsksServerBack())
+        client.register_processor(CALLBACK + 1, AsksServerBackAsync())
+        client.invoke_sync(server.addr, RemotingCommand.create_request(1), 5)
+        [channel] = server.channels()
+        by_pool = server.invoke_sync(channel, RemotingCommand.create_request(CALLBACK), 5)
+        by_loop = server.invoke_sync(channel, RemotingCommand.create_request(CALLBACK + 1), 5)
+        assert client.statistics().in_flight == 0
+    assert by_pool.body == b"server said from pool"
+    assert by_loop.body == b"server said from loop"
