@@ -366,7 +366,7 @@ class Endpoint:
         return ReceivingStatistics(
             requests_received=dict(c.received), error_replies=dict(c.error_replies),
             processor_queue=self.dispatcher.queue_depths(),
-            processing=self.dispatcher.processing)
+            processing=self.dispatcher.processing, requests_dropped=c.requests_dropped)
 
     def in_flight(self) -> int:
         """Calls sent and waiting for their response (either driver's)."""

@@ -193,12 +193,13 @@ class ResponseFuture:
         """
         if timeout is not None:
             timeout = _checks.wait_seconds(timeout)
+        if not self._done:
+            _checks.outside_trio("ResponseFuture.result", "`await future.wait()`")
         if not self._done and self._driver is not None:
             self._driver.await_call(self, timeout)
             if not self._done:
                 raise TimeoutError(f"request {self.opaque} still pending after {timeout}s")
         if not self._done:
-            _checks.outside_trio("ResponseFuture.result", "`await future.wait()`")
             self._block(max(self.timeout + THREAD_WAIT_SLACK if timeout is None else timeout,
                             0.0))
             if not self._done:

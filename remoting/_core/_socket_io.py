@@ -26,6 +26,7 @@ import threading
 from time import monotonic
 from typing import TYPE_CHECKING, Final
 
+from .._security._tls import certificate_subject
 from ._outbound import consume
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class SocketIO:
 
     receives_into = True
     tls_version: str | None = None
+    peer_certificate_subject: str | None = None
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -166,6 +168,8 @@ class TLSIO(SocketIO):
         self._raw: list[Piece] = []  # encrypted bytes the socket has not taken yet
         self._lock = threading.Lock()
         self.tls_version = tls.version()
+        # the verified certificate's subject (RFC 4514), None if not verified
+        self.peer_certificate_subject = certificate_subject(tls.getpeercert())
 
     @classmethod
     def handshake(cls, sock: socket.socket, context: ssl.SSLContext, server_hostname: str,

@@ -45,8 +45,8 @@ class BatchDriver(Protocol):
     def connection(self, target: ThreadTarget, deadline: float, timeout: float
                    ) -> ThreadConnection: ...
 
-    def send(self, conn: ThreadConnection, fut: Any, permits: Any, *, unattended: bool
-             ) -> None: ...
+    def send(self, conn: ThreadConnection, fut: Any, permits: Any, *, unattended: bool,
+             elsewhere: bool = False) -> bool: ...
 
     def next_deadline(self) -> float: ...
 
@@ -224,7 +224,12 @@ class ThreadBatch:
                     continue
             self._next += 1
             fut = in_flight[i] = _BatchCall(self, i, requests[i], deadline)
-            driver.send(conn, fut, None, unattended=False)
+            if not driver.send(conn, fut, None, unattended=False,
+                               elsewhere=self.retry_target is not False):
+                del in_flight[i]  # told GO_AWAY since the check above: the owner moves on
+                self._next = i
+                self._call_owner()
+                return
         if self._next == n:
             self._give_back_spare()
 

@@ -415,7 +415,8 @@ class ThreadConnection:
         """Hand every complete command to the owner: the read's answers together, then its
         server requests together. While a read of several is handed over, what the
         completions send (the next calls) only queues, and leaves together after. A codec
-        error (raised after what was decoded before it is handed over) closes the connection."""
+        error (raised after what was decoded before it is handed over) closes the connection.
+        Once the connection is closed, its requests are not handed over."""
         decoder = self._decoder
         owner = self._owner
         responses: list[RemotingCommand] = []
@@ -431,7 +432,8 @@ class ThreadConnection:
                 if responses:
                     owner.responses_received(self, responses)
             finally:
-                if requests:
+                # closed by what the answers did (orphans that condemned it): nothing more
+                if requests and not self.state.closed:
                     owner.requests_received(self, requests)
                 if held:
                     self.flush_held()
@@ -450,7 +452,8 @@ class ThreadConnection:
     # ------------------------------------------------------------------ sending: the send role
 
     def wait_for_room(self, deadline: float) -> None:
-        """Wait until the queue is under the high water mark, until ``deadline``.
+        """Wait until the queue is under the high water mark, until ``deadline``; a
+        connection told GO_AWAY ends the wait at once (the call goes elsewhere).
 
         Raises:
             RemotingTooManyRequestsError: the peer does not drain the queue in time.
@@ -458,7 +461,7 @@ class ThreadConnection:
         if self.outbound.size <= self.high_water:
             return
         with self._room:
-            while self.outbound.size > self.high_water and self.state.usable:
+            while self.outbound.size > self.high_water and self.state.takes_calls:
                 remaining = deadline - monotonic()
                 if remaining <= 0:
                     raise RemotingTooManyRequestsError(
@@ -644,9 +647,13 @@ class ThreadConnection:
     # ------------------------------------------------------------------ closing
 
     def go_away(self) -> bool:
-        """The peer answered GO_AWAY: take no new call; True if this changed the state."""
+        """The peer answered GO_AWAY: take no new call (a call waiting for room here goes
+        elsewhere); True if this changed the state."""
         with self._mutex:
-            return self.state.handle("go_away")
+            if not self.state.handle("go_away"):
+                return False
+            self._room.notify_all()
+            return True
 
     def request_close(self, reason: str) -> bool:
         """Close from any thread (a channel handle); always True."""

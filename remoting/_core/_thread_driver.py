@@ -22,8 +22,9 @@ Theory of operation (docs/architecture.md, "The thread driver"):
   it finish there and it closes once none is left; the call answered GO_AWAY is resent once,
   within its deadline, by a job on the callback executor (it may have to connect), as a call
   nobody waits for: whoever waits for it is woken by its completion.
-- The server's requests on these connections are handed to the owner (``serve_requests``),
-  which runs them on a loop thread started only then (`_faces._blocking`).
+- The server's requests on these connections are handed to the `Receiver`, which runs them in
+  order on a loop thread started only then (`_faces._request_loop`); it is told when a
+  connection closes (the streams on it end).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
     from ._future import GivesBack
     from ._threads import CallbackRunner
 
-__all__ = ["ThreadDriver", "ThreadHost"]
+__all__ = ["Receiver", "ThreadDriver", "ThreadHost"]
 
 _GO_AWAY: Final = int(ResponseCode.GO_AWAY)
 SWEEP_SECONDS: Final = 1.0  # how often idle, stalled and drained connections are looked at
@@ -98,25 +99,40 @@ class ThreadHost(Protocol):
     def events(self) -> EventDispatcher: ...
 
 
+class Receiver(Protocol):
+    """Where the server's requests run (`remoting._faces._request_loop.RequestLoop`)."""
+
+    def serves(self) -> bool:
+        """True if the server's requests are read at any time, not only while a call waits."""
+        ...
+
+    def serve(self, conn: ThreadConnection, requests: list[RemotingCommand]) -> None:
+        """Run ``requests``, read from ``conn``, in order (any thread)."""
+        ...
+
+    def connection_lost(self, conn: ThreadConnection) -> None:
+        """``conn`` is closed: end what the receiving side has on it (its streams)."""
+        ...
+
+
 class ThreadDriver:
     """The calling side of a thread-driven client (see the module docstring)."""
 
-    def __init__(self, host: ThreadHost, config: ClientConfig, *,
-                 serve_requests: Callable[[ThreadConnection, list[RemotingCommand]], None],
-                 serves_requests: Callable[[], bool]) -> None:
+    def __init__(self, host: ThreadHost, config: ClientConfig, receiver: Receiver) -> None:
         self.role = "client"
         self._host = host
         self._config = config
         self._counters = counters = host.counters
         self.callbacks = host.callbacks
         self._events = host.events
-        self._serve_requests = serve_requests
-        self._serves_requests = serves_requests
+        self._receiver = receiver
         self.max_frame = config.max_frame_bytes
+        self.max_header = config.max_header_bytes  # the peer's too, as RocketMQ assumes
         self._close_on_timeout = config.close_socket_if_timeout
         self._retry_go_away = config.enable_reconnect_for_go_away
         self._grace = 0.0 if config.precise_timeouts else config.scan_grace
         self._tls = client_context(config)
+        self._unverified_warned: set[str] = set()  # addresses told tls.verification_skipped
         self._lock = threading.Lock()
         self.table: ResponseTable[ThreadCall] = ResponseTable()
         self.async_permits = ThreadPermits(config.client_async_semaphore_value)
@@ -174,10 +190,10 @@ class ThreadDriver:
                 f"no oneway permit within {timeout}s ({permits.waiting} waiting); slow down "
                 "or raise client_oneway_semaphore_value", conn.remote_addr)
         try:
-            conn.wait_for_room(deadline)
+            conn = self._room(conn, target, deadline, timeout)
             oneway = request.with_opaque(request.opaque)  # a copy: the caller's stays as is
             oneway.flag = request.flag | FLAG_ONEWAY
-            frame = encode_frame_parts(oneway, self.max_frame)
+            frame = encode_frame_parts(oneway, self.max_frame, self.max_header)
         except RemotingError:
             permits.give()
             raise
@@ -249,33 +265,57 @@ class ThreadDriver:
             fut._fail_timeout()
             return fut, False
         permits = None
-        reading = False
-        try:
-            conn, reading = self._connection(target, deadline, timeout,
-                                             keep_reading=kind == "sync")
-            if kind == "async":
-                permits = self.async_permits
-                if not permits.take(deadline):
-                    permits = None
-                    raise RemotingTooManyRequestsError(
-                        f"no in-flight permit within {timeout}s ({self.async_permits.waiting} "
-                        "waiting); slow down or raise client_async_semaphore_value",
-                        conn.remote_addr)
-            conn.wait_for_room(deadline)
-        except BaseException as exc:
-            if reading:
+        elsewhere = not isinstance(target, ThreadConnection)
+        while True:
+            reading = False
+            try:
+                conn, reading = self._connection(target, deadline, timeout,
+                                                 keep_reading=kind == "sync")
+                if kind == "async" and permits is None:
+                    permits = self.async_permits
+                    if not permits.take(deadline):
+                        permits = None
+                        raise RemotingTooManyRequestsError(
+                            f"no in-flight permit within {timeout}s "
+                            f"({self.async_permits.waiting} waiting); slow down or raise "
+                            "client_async_semaphore_value", conn.remote_addr)
+                if conn.queued_bytes > conn.high_water:
+                    if reading:  # waiting for room: others read meanwhile
+                        conn.release_read()
+                        reading = False
+                    conn = self._room(conn, target, deadline, timeout)
+            except BaseException as exc:
+                if reading:
+                    conn.release_read()
+                if permits is not None:
+                    permits.give()
+                if not isinstance(exc, Exception):
+                    raise
+                self.fail_unsent(fut, exc)
+                return fut, False
+            if self.send(conn, fut, permits, unattended=kind == "async", elsewhere=elsewhere):
+                break
+            if reading:  # told GO_AWAY since it was taken: take another
                 conn.release_read()
-            if permits is not None:
-                permits.give()
-            if not isinstance(exc, Exception):
-                raise
-            self.fail_unsent(fut, exc)
-            return fut, False
-        self.send(conn, fut, permits, unattended=kind == "async")
         if reading and fut._done:  # not sent
             conn.release_read()
             return fut, False
         return fut, reading
+
+    def _room(self, conn: ThreadConnection, target: ThreadTarget, deadline: float,
+              timeout: float) -> ThreadConnection:
+        """Wait for room below the high water mark on ``conn`` within ``deadline``; if it
+        is told GO_AWAY meanwhile, no new call goes there: take another connection for
+        ``target`` (a channel's call has no other). Return the connection to send on.
+
+        Raises:
+            RemotingTooManyRequestsError: no room in time; RemotingError: as `connection`.
+        """
+        conn.wait_for_room(deadline)
+        while conn.going_away and not isinstance(target, ThreadConnection):
+            conn = self.connection(target, deadline, timeout)
+            conn.wait_for_room(deadline)
+        return conn
 
     def fail_unsent(self, fut: ResponseFuture, exc: BaseException) -> None:
         """End ``fut``, not sent, with ``exc`` (a bug's exception is logged first)."""
@@ -284,19 +324,28 @@ class ThreadDriver:
         fut._fail(translate(exc, "call", fut.addr))
 
     def send(self, conn: ThreadConnection, fut: ThreadCall, permits: GivesBack | None, *,
-             unattended: bool) -> None:
+             unattended: bool, elsewhere: bool = False) -> bool:
         """Register ``fut`` and send its request on ``conn``; a failure ends it. Its permit
-        (held by the call, or by its batch when None) comes back at its completion."""
-        fut._permits = permits
-        fut.conn = conn
-        fut.addr = conn.remote_addr
+        (held by the call, or by its batch when None) comes back at its completion.
+
+        ``elsewhere``: the call may go to another connection. Then, if ``conn`` was told
+        GO_AWAY since the caller took it, nothing is registered and False is returned (the
+        caller takes another). This is decided under the driver's lock, which `_settle`
+        takes before it counts the calls left on such a connection: a call is either counted
+        there (it finishes there) or goes elsewhere, never sent on a connection closing
+        under it."""
         request = fut.request
         entries = self.table.entries
         with self._lock:
+            if elsewhere and not conn.state.takes_calls:
+                return False
+            fut._permits = permits
+            fut.conn = conn
+            fut.addr = conn.remote_addr
             if request.opaque in entries:  # the same command in flight twice: a copy goes out
                 request = fut.request = request.with_opaque(next_opaque())
             try:
-                frame = encode_frame_parts(request, self.max_frame)
+                frame = encode_frame_parts(request, self.max_frame, self.max_header)
             except Exception as exc:
                 error: BaseException | None = exc
             else:
@@ -311,18 +360,19 @@ class ThreadDriver:
                     conn.unattended += 1
         if error is not None:
             fut._fail(translate(error, "encode", fut.addr))
-            return
+            return True
         if not conn.send(frame, defer=True):
             with self._lock:
                 popped = self._pop_for(fut, conn)
             if popped:
                 fut._fail_send("connection is closed")
-            return
+            return True
         if unattended:
             background = self.background
             if not conn.background_events & select.POLLIN and conn.read_free:
                 background.want(conn)
             background.arm(fut.deadline + self._grace)
+        return True
 
     # ------------------------------------------------------------------ waiting
 
@@ -394,7 +444,7 @@ class ThreadDriver:
             self._counters.timeouts += 1
             if conn is not None:
                 conn.abandoned += 1
-        log.warning("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
+        log.debug("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
         fut._fail_timeout()
         if conn is None:
             return
@@ -423,7 +473,7 @@ class ThreadDriver:
     @property
     def serves_requests(self) -> bool:
         """True if the server's requests are read at any time (processors registered)."""
-        return self._serves_requests()
+        return self._receiver.serves()
 
     def responses_received(self, conn: ThreadConnection, responses: list[RemotingCommand]
                            ) -> None:
@@ -437,8 +487,7 @@ class ThreadDriver:
             for response in responses:
                 fut = entries.get(response.opaque)
                 if fut is None or fut.conn is not conn:
-                    self._counters.orphans += 1
-                    matched.append((None, response))
+                    matched.append((None, response))  # counted below, while it is open
                     continue
                 del entries[response.opaque]
                 conn.calls -= 1
@@ -453,6 +502,10 @@ class ThreadDriver:
                 matched.append((fut, response))
         for fut, response in matched:
             if fut is None:
+                if conn.closed:  # condemned by an orphan before it: the rest is not looked at
+                    continue
+                with self._lock:
+                    self._counters.orphans += 1
                 conn.orphaned(response)
             elif response.code == _GO_AWAY and self._go_away(fut, conn):
                 self._settle(conn)  # that may have been its last call
@@ -464,7 +517,7 @@ class ThreadDriver:
     def requests_received(self, conn: ThreadConnection, requests: list[RemotingCommand]
                           ) -> None:
         """Hand the server's requests to the owner (which runs their processors)."""
-        self._serve_requests(conn, requests)
+        self._receiver.serve(conn, requests)
 
     def background_wanted(self, conn: ThreadConnection) -> None:
         """Let the background reader read or send what ``conn`` has left."""
@@ -490,8 +543,8 @@ class ThreadDriver:
         self.channels.forget(conn)
         reason = conn.close_reason or "the client shut down"
         for fut in gone:
-            fut._fail(RemotingSendRequestError(fut.addr, f"connection closed ({reason})",
-                                               connection_lost=True))
+            fut._fail(RemotingSendRequestError(fut.addr, reason, connection_lost=True))
+        self._receiver.connection_lost(conn)
         events = self._events
         if conn.state.broken:
             events.emit("exception", conn.remote_addr, conn.channel)
@@ -509,8 +562,9 @@ class ThreadDriver:
             return False
         target = fut.retry_target
         if fut.resent or isinstance(target, bool) or self._closed:
-            fut._fail_send("the peer is shutting down (GO_AWAY)"
-                           + (", also after one resend" if fut.resent else ""))
+            fut._fail(RemotingSendRequestError(
+                fut.addr, "the peer is shutting down (GO_AWAY)"
+                + (", also after one resend" if fut.resent else ""), going_away=True))
             return True
         fut.resent = True
         fut.conn = None  # in transit: the resend job owns it now
@@ -520,15 +574,21 @@ class ThreadDriver:
     def _resend(self, target: ThreadTarget, fut: ThreadCall) -> None:
         """Resend ``fut`` on a new connection within its deadline (the callback executor)."""
         try:
-            conn = self.connection(target, fut.deadline, fut.timeout)
-            conn.wait_for_room(fut.deadline)
+            conn = self._room(self.connection(target, fut.deadline, fut.timeout), target,
+                              fut.deadline, fut.timeout)
         except Exception as exc:
             self.fail_unsent(fut, exc)
             return
         fut.request = fut.request.with_opaque(next_opaque())  # never the caller's command
         log.info("request.resent", reason="go_away", opaque=fut.request.opaque,
                  peer=conn.remote_addr)
-        self.send(conn, fut, fut._permits, unattended=True)
+        while not self.send(conn, fut, fut._permits, unattended=True, elsewhere=True):
+            try:  # told GO_AWAY too since it was taken
+                conn = self._room(self.connection(target, fut.deadline, fut.timeout), target,
+                                  fut.deadline, fut.timeout)
+            except Exception as exc:
+                self.fail_unsent(fut, exc)
+                return
 
     def _retire(self, conn: ThreadConnection) -> None:
         """``conn`` answered GO_AWAY: no new call goes there; it closes once drained."""
@@ -557,6 +617,13 @@ class ThreadDriver:
         Raises:
             OSError, ssl.SSLError: the connect or the handshake failed (TimeoutError: late).
         """
+        if self._tls is not None and not self._config.tls_verify:
+            with self._lock:
+                first = addr not in self._unverified_warned
+                self._unverified_warned.add(addr)
+            if first:
+                log.warning("tls.verification_skipped", peer=addr,
+                            reason="tls_verify=False: any certificate is accepted")
         sock = dial(host, port, deadline)
         try:
             io = (SocketIO(sock) if self._tls is None else TLSIO.handshake(
@@ -566,7 +633,8 @@ class ThreadDriver:
             raise
         conn = ThreadConnection(io, addr, self, self._config, addr_key=addr)
         conn.channel = channel = ChannelHandle(conn, self._host)  # type: ignore[arg-type]
-        conn.ctx = RequestContext(remote_addr=addr, channel=channel)
+        conn.ctx = RequestContext(remote_addr=addr, channel=channel,
+                                  peer_certificate_subject=io.peer_certificate_subject)
         with self._lock:
             self.connections.add(conn)
             self._counters.connections_opened += 1
@@ -680,6 +748,7 @@ class ThreadDriver:
                 bytes_read=c.bytes_read + sum(conn.bytes_read for conn in conns),
                 bytes_written=c.bytes_written + sum(conn.bytes_written for conn in conns),
                 go_away_received=c.go_away,
+                requests_dropped=receiving.requests_dropped,
             )
 
 

@@ -191,8 +191,7 @@ class RemotingClient(BlockingFace):
         self._stopped = threading.Event()  # io="threads": set once a shutdown is complete
         if self.config.io == "threads":
             self._requests = requests = RequestLoop(endpoint)
-            self._threads = ThreadDriver(endpoint, self.config, serve_requests=requests.serve,
-                                         serves_requests=requests.has_processors)
+            self._threads = ThreadDriver(endpoint, self.config, requests)
             self._caller.use(self._threads, ToThreadDriver(self._threads))
             endpoint.threads = self._threads
 
@@ -443,8 +442,13 @@ class RemotingClient(BlockingFace):
             RemotingError: the client is closed or not started.
         """
         self._check_caller()
-        return open_blocking_stream(self.endpoint, addr, request, credits, timeout,
-                                    auto_credit)
+        if self._requests is not None:  # io="threads": the items run on the loop
+            self._requests.start()
+        stream = open_blocking_stream(self.endpoint, addr, request, credits, timeout,
+                                      auto_credit)
+        if self._threads is not None:  # its items come at any time: read them
+            self._threads.watch_all()
+        return stream
 
 
 def _close_threads(driver: ThreadDriver, requests: RequestLoop, endpoint: Endpoint,

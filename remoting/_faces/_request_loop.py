@@ -1,20 +1,29 @@
 """`RequestLoop`: where a thread-driven `RemotingClient` runs the server's requests.
 
 A client that only calls needs no event loop: its threads drive its connections
-(`_core._thread_driver`). The server may also call the client (server push, calls back):
-those requests run as on every endpoint, through the endpoint's `Dispatcher` (routing, RPC
-hooks, interceptors, sync processors on their pools, async processors on the loop), on a loop
-thread that this starts the first time a request arrives. The thread that read the requests
-hands them over through the endpoint's inbox; their replies go back on the connection they
-came from (`ThreadConnection.send`, safe from any thread).
+(`_core._thread_driver`). The server may also call the client (server push, calls back, the
+items of a stream the client opened): those requests run as on every endpoint, through the
+endpoint's `Dispatcher` (routing, RPC hooks, interceptors, sync processors on their pools,
+async processors and stream frames on the loop), on a loop thread that this starts the first
+time a request arrives (or a stream is opened). The thread that read the requests hands them
+over through the endpoint's inbox; their replies go back on the connection they came from
+(`ThreadConnection.send`, safe from any thread).
+
+Order: a connection's requests are dispatched in the order they were read, as a trio
+connection's reader does (a stream's items must stay in order): each connection has one
+queue on the loop and at most one task taking from it. An async processor that suspends is
+finished by the task that ran it while a new task takes the rest. Once the connection is
+closed, nothing more of it is dispatched.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import TYPE_CHECKING
 
 from .._core._processing import mark_reader_task
+from .._errors import RemotingError
 from .._log import log
 from ._loop_thread import LoopThread
 
@@ -35,17 +44,22 @@ class RequestLoop:
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
         self._closed = False
+        # each connection's requests not dispatched yet (loop thread only); a connection is
+        # here while a task takes from its queue
+        self._queues: dict[ThreadConnection, deque[RemotingCommand]] = {}
 
     @property
     def loop(self) -> LoopThread | None:
         """The loop thread, once started."""
         return self._loop
 
-    def has_processors(self) -> bool:
-        """True once a processor is registered (the server's requests are then read at any
-        time, not only while a call waits)."""
-        dispatcher = self._endpoint.dispatcher
-        return bool(dispatcher.processors) or dispatcher.default is not None
+    def serves(self) -> bool:
+        """True while the server's requests are read at any time, not only while a call
+        waits: a processor is registered, or a stream is open (its items come as requests)."""
+        endpoint = self._endpoint
+        dispatcher = endpoint.dispatcher
+        return (bool(dispatcher.processors) or dispatcher.default is not None
+                or bool(endpoint.streams.incoming.open))
 
     def serve(self, conn: ThreadConnection, requests: list[RemotingCommand]) -> None:
         """Run ``requests`` (read from ``conn``) on the loop, starting it if needed (any
@@ -53,10 +67,28 @@ class RequestLoop:
         if not self._start():
             return
         try:
-            self._endpoint.inbox.post(_serve, (self._endpoint, conn, requests))
+            self._endpoint.inbox.post(self._enqueue, (conn, requests))
         except RuntimeError:  # the loop has ended (shutdown)
-            log.debug("request.dropped", conn_id=conn.id, requests=len(requests),
+            log.debug("requests.unprocessed", conn_id=conn.id, requests=len(requests),
                       reason="client shut down")
+
+    def connection_lost(self, conn: ThreadConnection) -> None:
+        """End the streams of ``conn`` (any thread; nothing to do if no loop ever ran)."""
+        if self._loop is None:
+            return
+        try:  # streams see a thread-driven connection as they see a trio one
+            self._endpoint.inbox.post(self._endpoint.streams.connection_lost, conn)
+        except RuntimeError:  # the loop has ended: so have its streams
+            pass
+
+    def start(self) -> None:
+        """Start the loop now if it is not running (a stream is about to be opened).
+
+        Raises:
+            RemotingError: the client is shut down.
+        """
+        if not self._start():
+            raise RemotingError("RemotingClient is closed")
 
     def _start(self) -> bool:
         with self._lock:
@@ -77,28 +109,39 @@ class RequestLoop:
             loop.stop(join=False)
         return loop
 
+    # ------------------------------------------------------------------ on the loop
 
-def _serve(args: tuple[Endpoint, ThreadConnection, list[RemotingCommand]]) -> None:
-    endpoint, conn, requests = args
-    try:
-        endpoint.nursery.start_soon(_dispatch, endpoint, conn, requests, 0)
-    except RuntimeError:  # the endpoint is ending: the connection closes with it
-        pass
-
-
-async def _dispatch(endpoint: Endpoint, conn: ThreadConnection,
-                    requests: list[RemotingCommand], first: int) -> None:
-    """Dispatch ``requests[first:]`` as a connection's reader does: an async processor that
-    suspends is finished by this task, and a new task takes the requests after it."""
-    mark_reader_task()
-    dispatcher = endpoint.dispatcher
-    for i in range(first, len(requests)):
-        suspension = dispatcher.request_received(conn, requests[i])
-        if suspension is not None:
-            if i + 1 < len(requests):
-                endpoint.nursery.start_soon(_dispatch, endpoint, conn, requests, i + 1)
-            else:
-                dispatcher.read_done(conn)
-            await suspension.finish()
+    def _enqueue(self, args: tuple[ThreadConnection, list[RemotingCommand]]) -> None:
+        conn, requests = args
+        if conn.closed:
             return
-    dispatcher.read_done(conn)
+        queue = self._queues.get(conn)
+        if queue is not None:  # a task is taking from it: in order, after what is there
+            queue.extend(requests)
+            return
+        self._queues[conn] = deque(requests)
+        try:
+            self._endpoint.nursery.start_soon(self._dispatch, conn)
+        except RuntimeError:  # the endpoint is ending: the connection closes with it
+            del self._queues[conn]
+
+    async def _dispatch(self, conn: ThreadConnection) -> None:
+        """Dispatch ``conn``'s queue in order, as a connection's reader does: an async
+        processor that suspends is finished by this task, and a new task takes the rest."""
+        mark_reader_task()
+        dispatcher = self._endpoint.dispatcher
+        queue = self._queues[conn]
+        while queue and not conn.closed:
+            suspension = dispatcher.request_received(conn, queue.popleft())
+            if suspension is not None:
+                if queue:
+                    self._endpoint.nursery.start_soon(self._dispatch, conn)
+                else:
+                    del self._queues[conn]
+                    dispatcher.read_done(conn)
+                await suspension.finish()
+                return
+        queue.clear()
+        del self._queues[conn]
+        dispatcher.read_done(conn)
+

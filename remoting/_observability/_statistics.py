@@ -90,6 +90,7 @@ class ReceivingStatistics:
     error_replies: dict[int, int]
     processor_queue: dict[int, int]
     processing: int
+    requests_dropped: int
 
 
 class Counters:

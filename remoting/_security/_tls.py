@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import trio
 
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
     from .._config import ClientConfig, ServerConfig
 
-__all__ = ["client_context", "peer_certificate_subject", "server_context", "tls_client_stream",
-           "tls_server_stream"]
+__all__ = ["certificate_subject", "client_context", "peer_certificate_subject", "server_context",
+           "tls_client_stream", "tls_server_stream"]
 
 TLS_HANDSHAKE_RECORD: Final = 0x16
 # RFC 4514's short names; other attributes keep the name Python's ssl gives them.
@@ -191,7 +191,12 @@ def peer_certificate_subject(stream: trio.abc.Stream) -> str | None:
     (most specific first, ``"CN=client.example,O=Example"``), or None."""
     if not isinstance(stream, trio.SSLStream):
         return None
-    cert = stream.getpeercert()  # {} when it was not verified (CERT_NONE), None when absent
+    return certificate_subject(stream.getpeercert())
+
+
+def certificate_subject(cert: dict[str, Any] | None) -> str | None:
+    """The subject of ``cert`` (``getpeercert()``'s dict: ``{}`` when it was not verified,
+    None when absent) as RFC 4514, or None."""
     if not cert:
         return None
     rdns = cert.get("subject", ())

@@ -7,10 +7,16 @@ was still decoded, each later orphan logging its own ``connection.misbehaving`` 
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import time
+
+import pytest
 import trio
 
 from codec import RemotingCommand, ResponseCode, encode_frame
-from remoting import TrioRemotingServer
+from processors import AsyncEchoProcessor, RequestContext
+from remoting import RemotingClient, RemotingSendRequestError, TrioRemotingServer
 
 from ..factories import req
 from ..logs import capture_logs
@@ -62,3 +68,37 @@ async def test_a_flood_of_orphans_in_one_read_logs_one_close_and_runs_nothing_af
     assert stats.orphaned_responses == 101  # decoding stopped at the one that condemned it
     assert ASYNC_ECHO not in stats.requests_received
     assert ECHO not in stats.requests_received
+
+
+def test_a_blocking_client_condemns_its_server_once_and_runs_nothing_after() -> None:
+    """The same flood from a server to `RemotingClient` (once per ``io`` setting): with
+    ``io="threads"`` the thread reading decodes the read, and hands nothing more over once
+    the orphans closed the connection."""
+    ran: list[RemotingCommand] = []
+
+    class Recording(AsyncEchoProcessor):
+        async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                                  ) -> RemotingCommand:
+            ran.append(request)
+            return await super().process_request(ctx, request)
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    with listener, RemotingClient() as client, capture_logs() as logs:
+        client.register_processor(ASYNC_ECHO, Recording())
+        call = client.invoke_async(addr, req(ECHO), 10)
+        server, _ = listener.accept()
+        with server:
+            server.settimeout(10)
+            # ~150 orphans and a request, in one read
+            data = orphans(16 * 1024) + encode_frame(req(ASYNC_ECHO))
+            with contextlib.suppress(OSError):  # cut off before all of it was taken
+                server.sendall(data)
+            with pytest.raises(RemotingSendRequestError, match="matched no call"):
+                call.result(10)
+        time.sleep(0.2)  # what a request handed over would take to run
+        stats = client.statistics()
+    events = [e["event"] for e in logs]
+    assert events.count("connection.misbehaving") == 1
+    assert stats.orphaned_responses == 101  # nothing after the one that condemned it
+    assert ran == []

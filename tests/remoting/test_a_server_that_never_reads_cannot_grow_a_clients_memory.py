@@ -10,13 +10,14 @@ taking responses meanwhile.
 from __future__ import annotations
 
 import socket
+import time
 
 import trio
 import trio.testing
 
 from codec import FrameDecoder, RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncEchoProcessor
-from remoting import ClientConfig, TrioRemotingClient
+from remoting import ClientConfig, RemotingClient, TrioRemotingClient
 from remoting._core._dispatch import Dispatcher, Refusal
 from remoting._core._streams import Streams
 from remoting._core._threads import Inbox
@@ -94,3 +95,42 @@ async def test_a_server_pushing_requests_and_never_reading_gets_no_more_than_the
                     answers.append(cmd)
                 if any(a.body == b"again" for a in answers):
                     break
+
+
+def test_a_blocking_client_pushed_to_by_a_server_that_never_reads_keeps_its_queue_bounded(
+) -> None:
+    """The same flood against `RemotingClient` (run once per ``io`` setting): a thread-driven
+    client reads the pushes in whichever thread reads, and its loop answers them."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # never reads
+    addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    client = RemotingClient(ClientConfig(write_buffer_high_water_mark=HIGH,
+                                         write_buffer_low_water_mark=HIGH // 4))
+    client.register_processor(PUSHED, AsyncEchoProcessor())
+    client.start()
+    try:
+        own = req(50, b"own call")
+        own.opaque = 424242
+        call = client.invoke_async(addr, own, 30)
+        server, _ = listener.accept()
+        with server, capture_logs() as logs:
+            server.settimeout(20)
+            server.sendall(b"".join(encode_frame(req(PUSHED, b"p" * BODY))
+                                    for _ in range(256)))  # 16 MiB, all read by the client
+            deadline = time.monotonic() + 20
+            while (client.statistics().requests_received.get(PUSHED, 0) < 256
+                   and time.monotonic() < deadline):
+                time.sleep(0.01)
+            time.sleep(0.1)  # the last answers queued
+            stats = client.statistics()
+            assert stats.requests_received[PUSHED] == 256
+            assert stats.queued_bytes <= HIGH + 2 * (BODY + 1024), stats.queued_bytes
+            assert stats.requests_dropped > 100
+            answer = RemotingCommand.create_response(ResponseCode.SUCCESS)
+            answer.opaque = 424242
+            server.sendall(encode_frame(answer))  # responses are still taken meanwhile
+            assert call.result(10).opaque == 424242
+            assert any(e["event"] == "request.dropped" for e in logs)
+    finally:
+        client.shutdown()
+        listener.close()

@@ -140,7 +140,8 @@ def test_a_thread_notifies_a_blocking_server_and_held_requests_take_no_thread() 
     config = ServerConfig(max_requests_per_connection=4)
     with RemotingServer(config) as server, RemotingClient(ClientConfig()) as client:
         server.register_processor(POLL, mailbox)
-        threads = threading.active_count()
+        client.invoke_sync(server.addr, RemotingCommand.create_request(9999), 5)  # connected
+        threads = threading.active_count()  # io="threads": its background reader included
         futures = [client.invoke_async(server.addr, poll(f"box{i % 10}"), 30)
                    for i in range(1000)]
         assert mailbox.all_held.wait(20)

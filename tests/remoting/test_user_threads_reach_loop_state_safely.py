@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 import trio
@@ -24,6 +25,7 @@ from remoting import (
 )
 from remoting._core._connection import Connection
 from remoting._core._dispatch import Dispatcher
+from remoting._core._future import ThreadCall
 from remoting._core._streams import Streams
 from remoting._core._threads import Inbox
 from remoting._observability._statistics import Counters
@@ -112,18 +114,24 @@ def test_threads_registering_at_once_lose_none_of_their_processors() -> None:
 
 
 def test_a_threads_call_is_refused_by_a_connection_told_go_away(
-    blocking_server: RemotingServer,
+    blocking_server: RemotingServer, client_io: str,
 ) -> None:
     """A thread may hold a connection it looked up before the connection was told GO_AWAY.
-    Its direct send must then be refused, under the send gate: the loop counts the calls
-    left on such a connection (all sent before the refusal) and closes it when none is; a
-    call sent after that count failed with "connection closed" instead of going elsewhere."""
+    Its call must then go elsewhere: a call registered after the calls left on such a
+    connection were counted would be sent on a connection closing under it, and fail with
+    "connection is closed". With ``io="loop"`` threads never send a call themselves (the
+    loop registers and sends every call); with ``io="threads"`` the registration checks the
+    connection under the driver's lock, the lock under which those calls are counted."""
     gate = Gate()
     blocking_server.register_processor(GATED, gate)
     addr = blocking_server.addr
     with RemotingClient() as client:
         client.invoke_sync(addr, req(ASYNC_ECHO), 5)
-        conn = client.endpoint.channels.by_addr[addr]  # what a thread looked up
+        driver = client.endpoint.threads
+        if driver is None:
+            conn: Any = client.endpoint.channels.by_addr[addr]  # what a thread looked up
+        else:
+            conn = driver.channels.by_addr[addr]
         held = client.invoke_async(addr, req(GATED), 10)  # keeps the connection open
         assert gate.entered.acquire(timeout=5)
         blocking_server.drain()
@@ -131,12 +139,18 @@ def test_a_threads_call_is_refused_by_a_connection_told_go_away(
         with pytest.raises(Exception, match="GO_AWAY"):
             told.result(10)
         assert conn.going_away and not conn.closed
-        registered: list[int] = []
-        frame = encode_frame_parts(req(ASYNC_ECHO))
-        assert not conn.send_from_thread(frame, lambda: registered.append(1))
-        assert registered == []  # nothing registered, nothing sent: the caller goes elsewhere
-        assert conn.send_from_thread(encode_frame(RemotingCommand.create_response(
-            ResponseCode.SUCCESS)))  # a reply (no call) still goes out
+        reply = encode_frame_parts(RemotingCommand.create_response(ResponseCode.SUCCESS))
+        if driver is None:
+            assert not hasattr(conn.sender, "adopt")  # no call of a thread's own is sent
+            assert conn.send_from_thread(reply)  # a reply (no call) still goes out
+        else:
+            in_flight = client.statistics().in_flight
+            late = ThreadCall(req(ASYNC_ECHO), addr, 10, driver)
+            late.deadline = time.monotonic() + 10
+            assert not driver.send(conn, late, None, unattended=True, elsewhere=True)
+            assert late.conn is None and not late.done()  # nothing registered: it moves on
+            assert client.statistics().in_flight == in_flight
+            assert conn.send(reply)  # a reply (no call) still goes out
         gate.release()
         assert held.result(10).code == ResponseCode.SUCCESS  # the call already on it finished
 
@@ -194,3 +208,63 @@ async def test_a_call_waiting_for_room_moves_off_a_connection_told_go_away(
     assert isinstance(mine, RemotingCommand) and mine.body == b"mine", mine
     assert trio.current_time() - started < 2.0
     assert (await pending.wait()).body == b"first"  # resent there too
+
+
+def test_a_blocking_call_waiting_for_room_moves_off_a_connection_told_go_away() -> None:
+    """The same with `RemotingClient` (once per ``io`` setting): with ``io="threads"`` the
+    calling thread itself waits for room, and GO_AWAY (read by the background reader, since
+    nobody waits for the first call) wakes it to take a new connection."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    high = 64 * 1024
+    first = req(ASYNC_ECHO, b"first")
+    first.opaque = 7_000_008
+    with listener, RemotingClient(ClientConfig(write_buffer_high_water_mark=high,
+                                               write_buffer_low_water_mark=high // 4)) as client:
+        pending = client.invoke_async(addr, first, 10)
+        stalled, _ = listener.accept()  # never read
+        deadline = time.monotonic() + 10
+        while not client.statistics().in_flight:  # io="loop": sent by the loop, soon
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        while client.statistics().queued_bytes <= high:  # the kernel's buffers are full too
+            assert time.monotonic() < deadline
+            client.invoke_oneway(addr, req(ASYNC_ECHO, b"z" * (1 << 20)), 5)
+        outcome: list[RemotingCommand | BaseException] = []
+
+        def waiting_call() -> None:
+            try:
+                outcome.append(client.invoke_sync(addr, req(ASYNC_ECHO, b"mine"), 10))
+            except Exception as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=waiting_call)
+        thread.start()
+        time.sleep(0.3)
+        assert not outcome  # waiting for room
+        go_away = RemotingCommand.create_response(ResponseCode.GO_AWAY, "please go away")
+        go_away.opaque = first.opaque
+        started = time.monotonic()
+        stalled.sendall(encode_frame(go_away))
+        listener.settimeout(10)
+        fresh, _ = listener.accept()  # the resent call and the waiting one come here
+        with fresh, stalled:
+            fresh.settimeout(0.05)
+            decoder = FrameDecoder()
+            deadline = time.monotonic() + 10
+            while not (outcome and pending.done()):
+                assert time.monotonic() < deadline
+                try:
+                    decoder.feed(fresh.recv(1 << 16))
+                except TimeoutError:
+                    continue
+                while (cmd := decoder.next_command()) is not None:
+                    answer = RemotingCommand.response_to(cmd, ResponseCode.SUCCESS)
+                    answer.body = cmd.body
+                    fresh.sendall(encode_frame(answer))
+            thread.join(10)
+        [mine] = outcome
+        assert isinstance(mine, RemotingCommand) and mine.body == b"mine", mine
+        assert time.monotonic() - started < 2.0
+        assert pending.result(10).body == b"first"  # resent there too

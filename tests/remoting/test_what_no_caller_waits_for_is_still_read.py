@@ -6,12 +6,14 @@ reads them (the idle sweep is slowed down here, so it is not what reads them); o
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 
 import pytest
 import trio
 
-from codec import RemotingCommand, ResponseCode
+from codec import RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncRequestProcessor, EchoProcessor, RequestContext, RequestProcessor
 from remoting import ChannelHandle, RemotingClient, RemotingServer, ResponseFuture
 from remoting._core import _thread_driver
@@ -140,3 +142,46 @@ def test_an_application_thread_closes_a_client_channel(server: RemotingServer) -
         assert not channel.is_active
         assert client.invoke_sync(server.addr, req(ECHO, b"again"), 5).body == b"again"
         assert client.statistics().connections_opened == 2
+
+
+class InOrder(AsyncRequestProcessor):
+    """Notes the order the pushes run in (their first step, as a reader runs it)."""
+
+    def __init__(self, expected: int) -> None:
+        self.ran: list[int] = []
+        self.expected = expected
+        self.all_ran = threading.Event()
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand | None:
+        self.ran.append(int(request.body or b"0"))
+        if len(self.ran) == self.expected:
+            self.all_ran.set()
+        return None
+
+
+def test_a_connections_pushes_run_in_the_order_they_came() -> None:
+    """The server's requests on one connection run in order, as a trio connection's reader
+    runs them (a stream's items depend on it), however the reading threads cut them into
+    reads and however the loop schedules the tasks that dispatch them."""
+    pushes = 3000
+    processor = InOrder(pushes)
+    listener = socket.create_server(("127.0.0.1", 0))
+    addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    with listener, RemotingClient() as client:
+        client.register_processor(PUSH, processor)
+        call = client.invoke_async(addr, req(ECHO), 10)
+        server, _ = listener.accept()
+        with server:
+            for i in range(pushes):
+                push = req(PUSH, str(i).encode())
+                push.mark_oneway()
+                server.sendall(encode_frame(push))
+                if i % 7 == 0:
+                    time.sleep(0)  # let the client read in pieces of every size
+            assert processor.all_ran.wait(20)
+            answer = RemotingCommand.create_response(ResponseCode.SUCCESS)
+            answer.opaque = call.opaque
+            server.sendall(encode_frame(answer))
+            call.result(10)
+    assert processor.ran == list(range(pushes))

@@ -130,3 +130,26 @@ async def test_a_plaintext_connection_has_no_subject(nursery: trio.Nursery) -> N
     response = await client.invoke_sync(f"127.0.0.1:{server.port}",
                                         RemotingCommand.create_request(WHO), 5)
     assert response.code == ResponseCode.SUCCESS and response.body is None
+
+
+async def test_a_clients_processors_see_the_servers_certificate(nursery: trio.Nursery,
+                                                               pki: Pki) -> None:
+    """The other way round: the server calls the client back, and the client's processor (a
+    blocking client's, on each ``io`` setting, in a thread) sees the server's subject."""
+    from remoting import RemotingClient
+
+    server = TrioRemotingServer(ServerConfig(
+        tls_mode="enforcing", tls_cert_file=pki.server_cert, tls_key_file=pki.server_key))
+    await nursery.start(server.serve)
+    for io in ("threads", "loop"):
+        client = RemotingClient(ClientConfig(use_tls=True, tls_ca_file=pki.ca_file, io=io))
+        client.register_processor(WHO, WhoAmI())
+        client.start()
+        try:
+            await trio.to_thread.run_sync(lambda: client.invoke_sync(  # noqa: B023
+                f"127.0.0.1:{server.port}", RemotingCommand.create_request(99), 5))
+            [channel] = server.channels()
+            answer = await server.invoke_sync(channel, RemotingCommand.create_request(WHO), 5)
+            assert answer.body == subject_of(pki.server_cert), io
+        finally:
+            await trio.to_thread.run_sync(client.shutdown)

@@ -5,6 +5,8 @@ option refuses it; ``tls_verify=False`` connects, with one WARNING per address."
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import trio
 import trio.testing
@@ -77,6 +79,15 @@ def test_the_blocking_client_connects_with_tls_verify_off(self_signed: SelfSigne
 
     with RemotingServer(ServerConfig(tls_mode="enforcing", tls_cert_file=self_signed.cert,
                                      tls_key_file=self_signed.key)) as server, \
-            RemotingClient(ClientConfig(use_tls=True, tls_verify=False)) as client:
+            RemotingClient(ClientConfig(use_tls=True, tls_verify=False)) as client, \
+            capture_logs() as logs:
         server.register_processor(ECHO, AsyncEchoProcessor())
         assert client.invoke_sync(server.addr, echo(), 5).body == b"over tls"
+        for channel in server.channels():  # reconnecting is not a new address
+            channel.close()
+        deadline = time.monotonic() + 5
+        while client.statistics().connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client.invoke_sync(server.addr, echo(), 5).body == b"over tls"
+    warnings = [e for e in logs if e["event"] == "tls.verification_skipped"]
+    assert [(e["peer"], e["log_level"]) for e in warnings] == [(server.addr, "warning")]
