@@ -120,6 +120,7 @@ def test_the_bus_holds_at_most_max_consumers_remote_consumers(
         refused = b.invoke_sync(blocking_server.addr, register_command(10, "y", 1), WAIT)
         assert refused.code == ResponseCode.INVALID_PARAMETER
         assert "4 consumers" in (refused.remark or "")
-        a.shutdown()  # its three are forgotten: room again
+        a.shutdown()  # its three are forgotten once the server sees the close: room again
+        eventually(lambda: bus.statistics().remote_consumers == 1, "a's consumers forgotten")
         again = b.invoke_sync(blocking_server.addr, register_command(10, "y", 1), WAIT)
         assert again.code == 0
