@@ -146,14 +146,14 @@ class QueueCalls:
                 except UNREACHABLE as exc:
                     failures += 1
                     if failures == 1:
-                        log.warning("queue.unreachable", call=what, addr=addresses[index],
+                        log.warning("queue.call_retried", call=what, addr=addresses[index],
                                     error=type(exc).__name__,
                                     retrying_for=self.options.reconnect_timeout)
                     last = exc
                     continue
                 self._current = index
                 if failures:
-                    log.info("queue.reached", call=what, addr=addresses[index],
+                    log.info("queue.call_recovered", call=what, addr=addresses[index],
                              failures=failures)
                 return result
             left = deadline - time.monotonic()

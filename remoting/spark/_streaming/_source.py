@@ -194,7 +194,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.calls.commit(group, offset)
         except RemotingError as exc:  # the next commit makes it good
             log.warning("queue.commit_failed", topic=self.topic, group=group, offset=offset,
-                        error=str(exc))
+                        error=type(exc).__name__, code=getattr(exc, "code", None))
 
 
 class QueueBatchReader(DataSourceReader):
