@@ -106,7 +106,7 @@ def test_a_read_waits_for_a_service_restarted_on_its_data_directory(
 
     class Watch(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if "queue.unreachable" in str(record.msg):
+            if "queue.call_retried" in str(record.msg):
                 failing.set()
 
     watch = Watch()
