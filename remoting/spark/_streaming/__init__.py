@@ -7,17 +7,20 @@ imported when `register_data_source` is called, so ``import remoting.spark`` wor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._bodies import decode_bodies as decode_bodies
 from ._reading import MessagesLostError as MessagesLostError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["MessagesLostError", "decode_bodies", "register_data_source"]
 
 MINIMUM_PYSPARK = (4, 2)
 
 
-def register_data_source(spark: Any) -> None:
+def register_data_source(spark: SparkSession) -> None:
     """Register the ``remoting`` data source with ``spark`` (a `SparkSession`): then
     ``spark.readStream.format("remoting")``, ``spark.read.format("remoting")`` and
     ``df.writeStream.format("remoting")`` work in it. Calling it again is harmless.

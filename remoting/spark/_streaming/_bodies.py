@@ -14,12 +14,14 @@ column saying why (null for the good ones).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 __all__ = ["ERROR_COLUMN", "decode_bodies"]
 
@@ -28,9 +30,10 @@ _CORRUPT: Final = "__remoting_corrupt_record"
 _PARSED: Final = "__remoting_parsed"
 
 
-def decode_bodies(df: Any, schema: Any, *, format: Literal["json", "arrow"] = "json",  # noqa: A002
+def decode_bodies(df: DataFrame, schema: StructType | str, *,
+                  format: Literal["json", "arrow"] = "json",  # noqa: A002 (from_json's word)
                   on_error: Literal["raise", "null"] = "raise",
-                  options: Mapping[str, str] | None = None) -> Any:
+                  options: Mapping[str, str] | None = None) -> DataFrame:
     """Return ``df`` with its ``body`` column replaced by the fields of ``schema``.
 
     Args:
@@ -57,9 +60,10 @@ def decode_bodies(df: Any, schema: Any, *, format: Literal["json", "arrow"] = "j
     if "body" not in df.columns:
         raise ValueError(f"decode_bodies needs a column body, the DataFrame has "
                          f"{', '.join(df.columns)}")
+    if not isinstance(schema, StructType | str):
+        raise TypeError(f"schema must be a StructType or a DDL string of fields, got "
+                        f"{type(schema).__name__}")
     fields = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
-    if not isinstance(fields, StructType):
-        raise TypeError(f"schema must be a StructType or a DDL string of fields, got {schema!r}")
     keep = [c for c in df.columns if c != "body"]
     clash = sorted(set(fields.fieldNames()) & {*keep, ERROR_COLUMN})
     if clash:
@@ -74,7 +78,8 @@ def decode_bodies(df: Any, schema: Any, *, format: Literal["json", "arrow"] = "j
     return _raising(decoded, "offset" in keep).drop(ERROR_COLUMN)
 
 
-def _json(df: Any, fields: Any, keep: list[str], options: dict[str, str]) -> Any:
+def _json(df: DataFrame, fields: StructType, keep: list[str], options: dict[str, str]
+          ) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -91,7 +96,7 @@ def _json(df: Any, fields: Any, keep: list[str], options: dict[str, str]) -> Any
                                   for name in fields.fieldNames()], ERROR_COLUMN)
 
 
-def _arrow(df: Any, fields: Any, keep: list[str]) -> Any:
+def _arrow(df: DataFrame, fields: StructType, keep: list[str]) -> DataFrame:
     from pyspark.sql.types import StringType, StructField, StructType
 
     out = StructType([*[df.schema[c] for c in keep], *fields.fields,
@@ -99,7 +104,7 @@ def _arrow(df: Any, fields: Any, keep: list[str]) -> Any:
     return df.mapInArrow(functools.partial(_decode_arrow, fields=fields, keep=keep), out)
 
 
-def _raising(df: Any, has_offset: bool) -> Any:
+def _raising(df: DataFrame, has_offset: bool) -> DataFrame:
     from pyspark.sql import functions as F
 
     where = (F.concat(F.lit("the body at offset "), F.col("offset").cast("string"))
@@ -111,7 +116,7 @@ def _raising(df: Any, has_offset: bool) -> Any:
                     .otherwise(F.lit(True)))
 
 
-def _decode_arrow(batches: Iterator[pa.RecordBatch], fields: Any, keep: list[str]
+def _decode_arrow(batches: Iterator[pa.RecordBatch], fields: StructType, keep: list[str]
                   ) -> Iterator[pa.RecordBatch]:
     """Decode each body as an Arrow IPC stream (in a Python worker)."""
     import pyarrow as pa

@@ -14,7 +14,7 @@ held for up to the call timeout, before it counts as lost.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from ..._errors import RemotingError
 from ..._messaging._records import record_fields
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import pyarrow as pa
+    from pyspark.sql.types import StructType
 
     from ._calls import QueueCalls
 
@@ -59,7 +60,7 @@ class MessagesLostError(RemotingError):
             "checkpoint location, or set failOnDataLoss=false to skip them", addr)
 
 
-def spark_schema() -> Any:
+def spark_schema() -> StructType:
     """Return the source's schema as a Spark `StructType` (no field is ever null)."""
     from pyspark.sql.types import (
         BinaryType,

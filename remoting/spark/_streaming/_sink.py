@@ -17,7 +17,7 @@ shuffle in another order on its second run makes other chunks. docs/spark.md say
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     import pyarrow as pa
+    from pyspark.sql.types import StructType
 
     from ._options import SinkOptions
 
@@ -57,7 +58,7 @@ def key_of(query: str, batch: str, partition: int, chunk: int) -> str:
     return f"spark/{query}/{batch}/{partition}/{chunk}"
 
 
-def check_schema(schema: Any) -> None:
+def check_schema(schema: StructType) -> None:
     """Check the sink's input: a ``body`` (binary or string), optional ``headers``
     (map<string,string>), nothing else.
 
@@ -124,7 +125,7 @@ def chunks(rows: Iterable[Content], max_messages: int = PUBLISH_MESSAGES,
 class QueueStreamWriter(DataSourceStreamArrowWriter):
     """Publishes each micro-batch's partitions (see the module docstring)."""
 
-    def __init__(self, options: SinkOptions, schema: Any) -> None:
+    def __init__(self, options: SinkOptions, schema: StructType) -> None:
         check_schema(schema)
         self.options = options
         self.calls = QueueCalls(options.queue)

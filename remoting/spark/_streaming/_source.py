@@ -35,6 +35,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
+    ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
     import pyarrow as pa
+    from pyspark.sql.types import StructType
 
     from ._sink import QueueStreamWriter
 
@@ -77,17 +79,17 @@ class QueueDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> Any:
+    def schema(self) -> StructType:
         """``offset long, timestamp timestamp, headers map<string,string>, body binary``."""
         return spark_schema()
 
-    def reader(self, schema: Any) -> QueueBatchReader:
+    def reader(self, schema: StructType) -> QueueBatchReader:
         return QueueBatchReader(source_options(self.options, streaming=False))
 
-    def streamReader(self, schema: Any) -> QueueStreamReader:  # noqa: N802 (pyspark's)
+    def streamReader(self, schema: StructType) -> QueueStreamReader:  # noqa: N802 (pyspark's)
         return QueueStreamReader(source_options(self.options, streaming=True))
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> QueueStreamWriter:  # noqa: N802
+    def streamWriter(self, schema: StructType, overwrite: bool) -> QueueStreamWriter:  # noqa: N802
         from ._sink import QueueStreamWriter
 
         return QueueStreamWriter(sink_options(self.options), schema)
@@ -127,7 +129,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._commit(group, start)
         return StreamOffset(self.topic, start, group).to_json()
 
-    def getDefaultReadLimit(self) -> Any:  # noqa: N802
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         limit = self.options.max_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
@@ -136,7 +138,8 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         (the bound is taken at the first trigger, from where the query resumes)."""
         self._available_now = True
 
-    def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, str | int]:  # noqa: N802
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit  # noqa: N802
+                     ) -> dict[str, str | int]:
         """Return the end of the next trigger (``start`` itself: nothing to read)."""
         begin = StreamOffset.from_json(start, self.topic)
         readable = self._readable(begin)

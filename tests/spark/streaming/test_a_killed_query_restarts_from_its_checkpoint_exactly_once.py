@@ -6,6 +6,7 @@ service followed it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -55,7 +56,7 @@ def test_every_offset_is_in_the_output_once_after_a_kill_and_a_restart(
     assert (rows.n, rows.distinct_offsets, rows.low, rows.high) == (
         MESSAGES, MESSAGES, 0, MESSAGES - 1)
     assert rows.off == 0  # each row's body is its own message's
-    after = query.recentProgress
+    after = [json.loads(p.json) for p in query.recentProgress]
     assert after[0]["batchId"] > killed_at  # resumed, not started over
     sizes = [int(b.group(2)) for b in before] + [p["numInputRows"] for p in after]
     assert max(sizes) <= PER_TRIGGER and sum(s > 0 for s in sizes) >= MESSAGES // PER_TRIGGER
