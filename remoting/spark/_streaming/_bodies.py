@@ -64,6 +64,8 @@ def decode_bodies(df: DataFrame, schema: StructType | str, *,
         raise TypeError(f"schema must be a StructType or a DDL string of fields, got "
                         f"{type(schema).__name__}")
     fields = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+    if not isinstance(fields, StructType):  # a DDL of one type ("int"), not of fields
+        raise TypeError(f"schema must name fields (\"id long, name string\"), got {schema!r}")
     keep = [c for c in df.columns if c != "body"]
     clash = sorted(set(fields.fieldNames()) & {*keep, ERROR_COLUMN})
     if clash:
