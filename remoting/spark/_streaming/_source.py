@@ -202,7 +202,8 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 class QueueBatchReader(DataSourceReader):
     """A batch read of an offset range: ``startingOffsets`` (default earliest) to
-    ``endingOffsets`` (default latest: what a pull reads when the query is planned)."""
+    ``endingOffsets`` (default latest), at most what a pull reads when the query is planned
+    (a deferred message not yet due ends it)."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
@@ -212,12 +213,11 @@ class QueueBatchReader(DataSourceReader):
         offsets = self.calls.offsets(missing_ok=False)
         assert offsets is not None
         start = resolve_start(self.options.starting, offsets.earliest, offsets.end)
-        if self.options.ending == "latest":
-            readable = self.calls.offsets(start, missing_ok=False)
-            assert readable is not None
-            end = readable.readable
-        else:
-            end = resolve_start(self.options.ending, offsets.earliest, offsets.end)
+        from_start = self.calls.offsets(start, missing_ok=False)
+        assert from_start is not None
+        end = from_start.readable  # never past a deferred message not yet due
+        if self.options.ending != "latest":
+            end = min(end, resolve_start(self.options.ending, offsets.earliest, offsets.end))
         return [OffsetRange(a, b) for a, b in split_range(start, end,
                                                            self.options.per_partition)]
 

@@ -47,6 +47,7 @@ def test_a_read_stops_at_a_deferred_message_not_yet_due(streaming: Any, queue: Q
     queue.q.publish_many(queue.addr, "t", [b"b"] * 5)
 
     assert remoting_read(streaming, queue).count() == 10
+    assert remoting_read(streaming, queue, endingOffsets="14").count() == 10
 
 
 def test_a_stream_from_latest_reads_only_what_comes_after_it_starts(
