@@ -187,7 +187,22 @@ def published_offsets(addr: str | None, reply: RemotingCommand) -> list[int]:
 def offsets_of(addr: str | None, reply: RemotingCommand) -> TopicOffsets:
     """Return the `TopicOffsets` of an OFFSETS reply."""
     raw = orjson.loads(checked(addr, reply).body or b"{}")
-    return TopicOffsets(earliest=raw["earliest"], end=raw["end"], groups=dict(raw["groups"]))
+    return TopicOffsets(earliest=raw["earliest"], end=raw["end"], groups=dict(raw["groups"]),
+                        readable=raw.get("readable", raw["end"]))  # an older service
+
+
+def offsets_request(topic: str, offset: int | None) -> RemotingCommand:
+    """Return an OFFSETS request (``offset``: where ``readable`` is counted from).
+
+    Raises:
+        TypeError, ValueError: a topic that is not a str, an offset that is not an int >= 0.
+    """
+    fields = {TOPIC: _name("topic", topic)}
+    if offset is not None:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        fields[OFFSET] = str(offset)
+    return _request(QueueCode.OFFSETS, fields)
 
 
 def _stream_refusal(error: RemotingStreamError) -> RemotingError:
@@ -596,11 +611,12 @@ class BlockingQueueClient(QueueClient):
         """Set ``group``'s offset: the next message it reads (the last it processed + 1)."""
         self._call(addr, commit_request(topic, group, offset), timeout)
 
-    def offsets(self, addr: str | None, topic: str, *, timeout: float = DEFAULT_TIMEOUT
-                ) -> TopicOffsets:
-        """Return ``topic``'s earliest and end offsets, and its groups' offsets."""
-        return offsets_of(addr, self.client.invoke_sync(
-            addr, _request(QueueCode.OFFSETS, {TOPIC: _name("topic", topic)}), timeout))
+    def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
+                timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
+        """Return ``topic``'s earliest and end offsets, its groups' offsets, and how far a
+        pull from ``offset`` (default: the earliest) reads now (``readable``)."""
+        return offsets_of(addr, self.client.invoke_sync(addr, offsets_request(topic, offset),
+                                                        timeout))
 
     def create_topic(self, addr: str | None, topic: str, *,
                      timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -830,11 +846,11 @@ class TrioQueueClient(QueueClient):
         """See `BlockingQueueClient.commit`."""
         await self._call(addr, commit_request(topic, group, offset), timeout)
 
-    async def offsets(self, addr: str | None, topic: str, *,
+    async def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
                       timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
         """See `BlockingQueueClient.offsets`."""
         return offsets_of(addr, await self.client.invoke_sync(
-            addr, _request(QueueCode.OFFSETS, {TOPIC: _name("topic", topic)}), timeout))
+            addr, offsets_request(topic, offset), timeout))
 
     async def create_topic(self, addr: str | None, topic: str, *,
                            timeout: float = DEFAULT_TIMEOUT) -> None:

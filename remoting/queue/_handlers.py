@@ -267,9 +267,14 @@ class _Handlers:
     async def offsets(self, ctx: RequestContext, request: RemotingCommand
                       ) -> RemotingCommand | None:
         topic = self.existing(request)
+        earliest = topic.store.earliest
+        start = max(earliest, optional_int(request, OFFSET, 0, MAX_OFFSET) or 0)
         response = _ok()
-        response.body = orjson.dumps({"earliest": topic.store.earliest, "end": topic.end,
-                                      "groups": topic.groups})
+        response.body = orjson.dumps({
+            "earliest": earliest, "end": topic.end, "groups": topic.groups,
+            # what a pull from ``start`` reads up to now (a deferred message not yet due
+            # holds back the ones after it): what Spark's streaming source plans to read
+            "readable": topic.visible_end(trio.current_time(), start)})
         return response
 
     async def stats(self, ctx: RequestContext, request: RemotingCommand
@@ -290,7 +295,7 @@ def _pulled(topic: Topic, start: int, count: int, expired: bool) -> RemotingComm
     """
     now = trio.current_time()
     start = max(start, topic.store.earliest)
-    visible = topic.visible_end(now)
+    visible = topic.visible_end(now, start)
     key = (start, count, visible, topic.store.earliest, topic.end)
     cached = topic.pull_cache
     if cached is not None and cached[0] == key:

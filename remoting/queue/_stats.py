@@ -81,10 +81,14 @@ class QueueStatistics:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicOffsets:
-    """A topic's offsets: ``earliest`` held, ``end`` (the next one), and each group's."""
+    """A topic's offsets: ``earliest`` held, ``end`` (the next one), each group's, and
+    ``readable``: the offset a pull (from the offset asked about, or the earliest) reads up
+    to now, which is ``end`` unless a deferred message not yet due holds back those after it.
+    """
 
     earliest: int
     end: int
+    readable: int
     groups: dict[str, int] = field(default_factory=dict)
 
 

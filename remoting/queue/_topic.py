@@ -95,12 +95,13 @@ class Topic:
         self.waiting.unpark_all()
         return first
 
-    def visible_end(self, now: float) -> int:
-        """The offset a pull may read up to: the first deferred message not yet due, or the
-        end (a pull reads in order, so a deferred message holds back the ones after it)."""
+    def visible_end(self, now: float, start: int = 0) -> int:
+        """The offset a pull from ``start`` may read up to: the first deferred message from
+        ``start`` on not yet due, or the end (a pull reads in order, so a deferred message
+        holds back the ones after it, not those before)."""
         if not self.deferred:
             return self.store.end
-        due_later = [o for o, due in self.deferred.items() if due > now]
+        due_later = [o for o, due in self.deferred.items() if due > now and o >= start]
         return min(due_later) if due_later else self.store.end
 
     def forget_due(self, now: float) -> None:
