@@ -35,6 +35,7 @@ import trio
 
 from .._core._held import HeldRequests
 from .._log import log
+from .._messaging._credits import MAX_CREDITS
 from .._messaging._records import record_fields
 from ._messages import Message
 from ._segments import SegmentLog
@@ -72,6 +73,17 @@ class Consumer:
         self.channel = channel
         self.stream = stream
         self.key = key  # (the connection's channel handle, the stream's id)
+
+    def give_back(self, credits: int) -> None:
+        """Give ``credits`` back (deliveries ended), never past `MAX_CREDITS` available: a
+        subscriber that granted itself more with CREDIT frames keeps a full window, and the
+        extra credits are dropped instead of failing the caller (the timer task, or an
+        acknowledgement half applied)."""
+        room = MAX_CREDITS - self.stream.credits
+        if credits > room:
+            credits = room
+        if credits > 0:
+            self.stream.add_credits(credits)
 
 
 def _fsync_all(fds: list[int]) -> None:
@@ -258,7 +270,7 @@ class Broker:
                 for returned in queue.expire(now):
                     consumer = self.consumers.get(returned.consumer)  # type: ignore[call-overload]
                     if consumer is not None:
-                        consumer.stream.add_credits(1)
+                        consumer.give_back(1)
                     if returned.dead:
                         self.dead(topic, channel, returned.offset, returned.attempts)
                 if queue.has_ready(now, topic.end):
@@ -339,7 +351,11 @@ class Broker:
     def remove_consumer(self, consumer: Consumer) -> None:
         """Forget a subscription; its deliveries go back to the channel (or dead-letter)."""
         self.consumers.pop(consumer.id, None)
-        self.by_stream.pop(consumer.key, None)
+        # Its stream id may be open again already, for a new subscription of the same
+        # connection (the stream left the transport's table before this task ended): only
+        # forget the key if it is still this subscription's.
+        if self.by_stream.get(consumer.key) is consumer:
+            del self.by_stream[consumer.key]
         channel = consumer.channel
         channel.consumers.discard(consumer.id)
         returned = channel.queue.consumer_gone(consumer.id)

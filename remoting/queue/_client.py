@@ -54,6 +54,7 @@ from ._wire import (
     GROUP,
     KEY,
     MAX,
+    MAX_PUBLISH,
     MAX_PULL,
     MAX_WAIT_MS,
     OFFSET,
@@ -98,8 +99,9 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
     """Return a PUBLISH request of ``bodies`` and how many messages it carries.
 
     Raises:
-        TypeError, ValueError: a body that is not bytes (or ``(bytes, headers)``), no body,
-            bad headers, a ``defer`` that is not seconds >= 0, a ``key`` that is not a str.
+        TypeError, ValueError: a body that is not bytes (or ``(bytes, headers)``), no body
+            or more than `MAX_PUBLISH`, bad headers, a ``defer`` that is not seconds >= 0,
+            a ``key`` that is not a str.
     """
     fields = {TOPIC: _name("topic", topic)}
     contents = []
@@ -111,6 +113,9 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
             contents.append(encode_content(None, item))
     if not contents:
         raise ValueError("publish_many needs at least one body")
+    if len(contents) > MAX_PUBLISH:
+        raise ValueError(f"a publish carries at most {MAX_PUBLISH} messages, got "
+                         f"{len(contents)}: split the batch")
     defer = seconds("defer", defer)
     if defer:
         fields[DEFER_MS] = str(_ms(defer))
@@ -547,7 +552,12 @@ class BlockingQueueClient(QueueClient):
                      defer: float = 0.0, key: str | None = None,
                      timeout: float = DEFAULT_TIMEOUT) -> list[int]:
         """Append messages (``bytes``, or ``(bytes, headers)``) in one request: all or none;
-        return their offsets (consecutive). ``defer`` and ``key`` as `publish`."""
+        return their offsets (consecutive). ``defer`` and ``key`` as `publish`.
+
+        Raises:
+            ValueError: no message, or more than 16,384 (`MAX_PUBLISH`): nothing is sent.
+            QueueFullError, QueueError: as `publish`.
+        """
         request, _ = publish_request(topic, bodies, defer, key)
         return published_offsets(addr, self.client.invoke_sync(addr, request, timeout))
 

@@ -17,10 +17,11 @@ from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, StreamProcessor
 
 from .._hooks import AbortProcessError
-from .._messaging._acks import AckOp, unpack_acks
+from .._messaging._acks import ACK_BYTES, AckOp, unpack_acks
 from .._messaging._channel_queue import Outcome
 from .._messaging._codes import STREAM_ID, QueueCode
-from .._messaging._records import RecordError, split_entries
+from .._messaging._credits import MAX_CREDITS
+from .._messaging._records import RecordError, TooManyEntriesError, split_entries
 from ._stats import statistics_to_json
 from ._wire import (
     ATTEMPTS,
@@ -31,6 +32,7 @@ from ._wire import (
     END,
     GROUP,
     MAX,
+    MAX_PUBLISH,
     MAX_PULL,
     MAX_WAIT_MS,
     OFFSET,
@@ -62,6 +64,9 @@ MAX_ITEM_BYTES: Final = 1024 * 1024  # a delivery frame closes past this many by
 # A pull's answer stops past this many bytes of records (one record at least): well below the
 # default 16 MiB frame limit whatever ``max`` and the messages' sizes.
 MAX_PULL_BYTES: Final = 4 * 1024 * 1024
+# Acknowledgements in one ACK at most: what one subscriber may hold (its most credits). A
+# body of them is applied in one step of the loop (about a microsecond each).
+MAX_ACKS: Final = MAX_CREDITS
 MAX_OFFSET: Final = 2**63 - 1
 MAX_DEFER_MS: Final = 2**31 - 1  # about 24 days
 _U64: Final = struct.Struct(">q")
@@ -117,7 +122,11 @@ class _Handlers:
             raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
                           "a publish carries its messages in its body (entries)")
         try:
-            contents = split_entries(request.body)
+            contents = split_entries(request.body, MAX_PUBLISH)
+        except TooManyEntriesError:
+            raise Refusal(ResponseCode.INVALID_PARAMETER,
+                          f"a publish carries at most {MAX_PUBLISH} messages: split the "
+                          "batch") from None
         except RecordError as exc:
             raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
                           f"the messages are not well-formed: {exc}") from None
@@ -161,8 +170,13 @@ class _Handlers:
             raise Refusal(ResponseCode.SUBSCRIPTION_NOT_EXIST, (
                 f"no subscription {stream_id} on this connection: it ended, and its "
                 "deliveries went back to the channel"))
+        packed = request.body or b""
+        if len(packed) > MAX_ACKS * ACK_BYTES:  # a subscriber never holds more deliveries
+            raise Refusal(ResponseCode.INVALID_PARAMETER, (
+                f"an ACK carries at most {MAX_ACKS} acknowledgements (a subscription's most "
+                f"credits), got {len(packed) // ACK_BYTES}: send them in several"))
         try:
-            acks = unpack_acks(request.body or b"")
+            acks = unpack_acks(packed)
         except ValueError as exc:
             raise Refusal(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         refused = self._apply(consumer, acks, trio.current_time())
@@ -191,7 +205,7 @@ class _Handlers:
             refused = [offset for offset, _ in queue.finish_many(
                 [offset for _, offset, _ in acks], cid)]
             if len(refused) < len(acks):
-                consumer.stream.add_credits(len(acks) - len(refused))
+                consumer.give_back(len(acks) - len(refused))
             return refused
         returned = 0
         refused = []
@@ -215,7 +229,7 @@ class _Handlers:
             elif op is not AckOp.TOUCH:
                 returned += 1
         if returned:
-            consumer.stream.add_credits(returned)
+            consumer.give_back(returned)
         if requeued:
             consumer.topic.waiting.unpark_all()
         return refused

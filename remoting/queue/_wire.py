@@ -26,6 +26,7 @@ __all__ = [
     "GROUP",
     "KEY",
     "MAX",
+    "MAX_PUBLISH",
     "MAX_PULL",
     "MAX_WAIT_MS",
     "OFFSET",
@@ -57,6 +58,10 @@ ATTEMPTS: Final = "attempts"  # a delivery: "offset:attempt,..." for redeliverie
 REFUSED: Final = "refused"  # ACK's answer: how many acknowledgements were refused
 
 MAX_PULL: Final = 4096  # messages one pull may ask for
+# Messages in one publish at most: it is appended in one step of the service's loop (about
+# 1.5 us a message), so this bounds that step to tens of ms; a Spark Arrow batch (10,000
+# rows by default) fits.
+MAX_PUBLISH: Final = 16_384
 MAX_WAIT_SECONDS: Final = 3600.0  # a pull held longer than an hour is a mistake
 _NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,128}")  # NSQ's rule, longer names allowed
 
