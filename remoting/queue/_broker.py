@@ -130,6 +130,8 @@ class Broker:
         self._sync_running = False
         self._synced = trio.Event()
         self._closed = False
+        # what fails on disk now, by (operation, topic): reported in statistics' problems
+        self._disk_failing: dict[tuple[str, str | None], str] = {}
         if self.data_dir is not None:
             self._recover(self.data_dir)
 
@@ -227,7 +229,10 @@ class Broker:
             segments = topic.store.log
             if segments is not None:
                 if self.fsync != "never":
-                    _fsync_all(segments.sync_fds())
+                    try:
+                        _fsync_all(segments.sync_fds())
+                    except OSError as exc:
+                        self.disk_failed("fsync", topic.name, exc)
                 segments.close()
 
     # ------------------------------------------------------------------ timers
@@ -289,11 +294,39 @@ class Broker:
             for topic in self.topics.values():
                 topic.keys.expire(now)
                 topic.forget_due(now)
-                topic.trim()
+                try:
+                    topic.trim()
+                except OSError as exc:
+                    self.disk_failed("delete_segments", topic.name, exc)
+                else:
+                    self.disk_ok("delete_segments", topic.name)
             self._save_offsets()
             if self.fsync == "interval" and now - last_sync >= self.fsync_interval:
                 last_sync = now
-                await self.sync()
+                try:
+                    await self.sync()
+                except OSError as exc:
+                    self.disk_failed("fsync", None, exc)
+                else:
+                    self.disk_ok("fsync", None)
+
+    # ------------------------------------------------------------------ disk failures
+
+    def disk_failed(self, operation: str, topic: str | None, error: OSError) -> None:
+        """Log that ``operation`` failed (once until it works again): the service serves on,
+        and the operation is tried again (the next publish, the next second)."""
+        if (operation, topic) not in self._disk_failing:
+            where = "" if topic is None else f" of topic {topic!r}"
+            self._disk_failing[operation, topic] = (
+                f"{operation}{where} failed: {error} (tried again; see the data directory's "
+                "disk)")
+            log.error("queue.disk_failed", operation=operation, topic=topic, error=str(error))
+
+    def disk_ok(self, operation: str, topic: str | None) -> None:
+        """Note that ``operation`` worked (logged if it had failed)."""
+        if self._disk_failing and (operation, topic) in self._disk_failing:
+            del self._disk_failing[operation, topic]
+            log.info("queue.disk_recovered", operation=operation, topic=topic)
 
     # ------------------------------------------------------------------ durability
 
@@ -332,8 +365,13 @@ class Broker:
                 continue
             path = self.data_dir / "topics" / topic.name / OFFSETS_FILE
             temporary = path.with_name(OFFSETS_FILE + ".tmp")
-            temporary.write_bytes(data)
-            os.replace(temporary, path)
+            try:
+                temporary.write_bytes(data)
+                os.replace(temporary, path)
+            except OSError as exc:  # the old file stays whole: os.replace is atomic
+                self.disk_failed("save_offsets", topic.name, exc)
+                continue
+            self.disk_ok("save_offsets", topic.name)
             self._offsets_saved[topic.name] = data
 
     # ------------------------------------------------------------------ consumers
@@ -371,8 +409,14 @@ class Broker:
             log.warning("queue.dead_lettered", topic=topic.name, channel=channel.name,
                         offset=offset, attempts=attempts)
             return
-        records = topic.read([offset])
+        try:
+            records = topic.read([offset])
+        except OSError as exc:
+            self.disk_failed("read", topic.name, exc)
+            records = {}
         if offset not in records:
+            log.warning("queue.dead_lettered", topic=topic.name, channel=channel.name,
+                        offset=offset, attempts=attempts)
             return
         message = Message(topic.name, record_fields(records[offset])[0], attempts)
         try:
@@ -404,5 +448,6 @@ class Broker:
                 published=topic.published, duplicates=topic.duplicates, channels=channels,
                 groups=groups)
         return QueueStatistics(topics=topics, held_pulls=len(self.holds),
-                               problems=[str(p) for p in self.problems])
+                               problems=[str(p) for p in self.problems]
+                               + list(self._disk_failing.values()))
 

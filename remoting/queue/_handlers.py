@@ -145,13 +145,29 @@ class _Handlers:
                     f"topic {name!r} is full: it holds {store.retained} messages and "
                     f"memory_messages is {store.memory_messages}; consume them, or run the "
                     "service with a data_dir"))
-        first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
+        try:
+            first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
+        except OSError as exc:  # nothing of it was kept (`SegmentLog.append`)
+            broker.disk_failed("append", name, exc)
+            raise Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, (
+                f"the service could not write topic {name!r} to its data directory "
+                f"({exc.strerror or exc}): nothing of this publish was kept; retry once "
+                "its disk has room")) from None
+        broker.disk_ok("append", name)
         if defer_ms:
             broker.arm(now + defer_ms / 1000)
         else:  # after this answer is on its way (RocketMQ notifies from another thread)
             trio.lowlevel.current_trio_token().run_sync_soon(broker.holds.notify, name)
         if broker.fsync == "always":
-            await broker.sync()
+            try:
+                await broker.sync()
+            except OSError as exc:  # RocketMQ answers a failed synchronous flush so too
+                broker.disk_failed("fsync", name, exc)
+                raise Refusal(ResponseCode.FLUSH_DISK_TIMEOUT, (
+                    f"the messages were appended to topic {name!r} (offsets {first} to "
+                    f"{first + len(contents) - 1}) and will be delivered, but their fsync "
+                    f"failed ({exc.strerror or exc}): they may not survive a crash of the "
+                    "machine")) from None
         return _ok(**{OFFSET: first, COUNT: len(contents)})
 
     async def create(self, ctx: RequestContext, request: RemotingCommand

@@ -115,6 +115,7 @@ class SegmentLog:
         self._segments: list[_Segment] = []
         self._bases: list[int] = []
         self._write_fd: int | None = None
+        self._sealed = False  # the newest segment takes no more (a failed write stayed)
         self._dirty: set[_Segment] = set()
         directory.mkdir(parents=True, exist_ok=True)
         self.recovered = self._recover()
@@ -188,17 +189,29 @@ class SegmentLog:
     # ------------------------------------------------------------------ writing
 
     def append(self, records: list[bytes], first: int) -> None:
-        """Append ``records`` (offsets ``first``, ``first + 1``...) with one write."""
+        """Append ``records`` (offsets ``first``, ``first + 1``...) with one write.
+
+        Raises:
+            OSError: the write failed (a full disk: ENOSPC; a file size limit: EFBIG...).
+                Nothing of it is kept: the bytes written are cut off again, or, if even that
+                fails, the segment takes no more and the next append starts a new one (what
+                follows its good records is then set aside at the next start).
+        """
         data = b"".join(records)
         segment = self._segments[-1] if self._segments else None
-        if segment is None or (segment.size and segment.size + len(data) > self.segment_bytes):
+        if (segment is None or self._sealed
+                or (segment.size and segment.size + len(data) > self.segment_bytes)):
             segment = self._roll(first)
         fd = self._write_fd
         if fd is None:
             fd = self._write_fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND)
         view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            self._undo(fd, segment)
+            raise
         position = segment.size
         for i, record in enumerate(records):
             segment.note(first + i, position)
@@ -206,13 +219,30 @@ class SegmentLog:
         segment.size = position
         self._dirty.add(segment)
 
+    def _undo(self, fd: int, segment: _Segment) -> None:
+        """Cut a failed append's bytes off ``segment`` (its good records end at ``size``):
+        the next append's records must start where the index says they do."""
+        try:
+            os.ftruncate(fd, segment.size)
+        except OSError:
+            self._sealed = True
+
     def _roll(self, first: int) -> _Segment:
         if self._write_fd is not None:
             os.close(self._write_fd)
             self._write_fd = None
+        newest = self._segments[-1] if self._segments else None
+        if newest is not None and newest.count == 0 and newest.base == first:
+            # sealed with no record (its only write failed): its name is the new one's
+            self._segments.pop()
+            self._bases.pop()
+            self._dirty.discard(newest)
+            os.close(newest.fd)
+            newest.path.unlink(missing_ok=True)
         segment = _Segment(self.directory / f"{first:020d}{SUFFIX}", first)
         self._segments.append(segment)
         self._bases.append(first)
+        self._sealed = False
         return segment
 
     def sync_fds(self) -> list[int]:
