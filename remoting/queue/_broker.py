@@ -205,7 +205,7 @@ class Broker:
         for name, pending in self._deferred_wall.items():
             topic = self.topics[name]
             for offset, at in pending:
-                topic.deferred[offset] = now + (at - wall_ms) / 1000
+                topic.deferred.add(offset, 1, now + (at - wall_ms) / 1000)
         for name, keys in self._keys_wall.items():
             topic = self.topics[name]
             for key, first, count, stamp_ms in keys:
@@ -260,10 +260,9 @@ class Broker:
                 due = channel.queue.next_deadline()
                 if due is not None and due < deadline:
                     deadline = due
-            if topic.deferred:
-                later = [due for due in topic.deferred.values() if due > trio.current_time()]
-                if later:
-                    deadline = min(deadline, min(later))
+            due = topic.deferred.next_due()
+            if due is not None and due < deadline:
+                deadline = due
         return deadline
 
     def expire(self, now: float) -> None:
@@ -280,9 +279,8 @@ class Broker:
                         self.dead(topic, channel, returned.offset, returned.attempts)
                 if queue.has_ready(now, topic.end):
                     woken = True
-            if topic.deferred and any(due <= now for due in topic.deferred.values()):
+            if topic.deferred.release(now):
                 self.holds.notify(topic.name)
-                topic.forget_due(now)
             if woken:
                 topic.waiting.unpark_all()
 
@@ -293,7 +291,6 @@ class Broker:
             now = trio.current_time()
             for topic in self.topics.values():
                 topic.keys.expire(now)
-                topic.forget_due(now)
                 try:
                     topic.trim()
                 except OSError as exc:

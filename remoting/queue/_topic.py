@@ -2,8 +2,8 @@
 
 Theory of operation (the service's loop thread):
 - A topic is one ordered log (`TopicStore`): offsets 0, 1, 2... in publish order. Publishing
-  appends; deferred messages are appended at once too, and remembered (``deferred``: offset
-  -> when due, on the loop's clock) until due.
+  appends; deferred messages are appended at once too, and remembered (``deferred``, a
+  `DeferredOffsets`: offset -> when due, on the loop's clock) until due.
 - A channel (NSQ) receives a copy of every message: it is a `ChannelQueue` over the log, and
   its consumers compete for the messages. A new channel starts at the earliest message the
   topic still holds.
@@ -23,6 +23,7 @@ import trio
 
 from .._messaging._channel_queue import ChannelQueue
 from .._messaging._dedup import KeyWindow
+from .._messaging._deferred import DeferredOffsets
 from .._messaging._records import build_record, record_offset
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class Topic:
         self.max_attempts = max_attempts
         self.channels: dict[str, Channel] = {}
         self.groups: dict[str, int] = {}
-        self.deferred: dict[int, float] = {}
+        self.deferred = DeferredOffsets()
         self.keys = KeyWindow(dedup_window)
         self.waiting = trio.lowlevel.ParkingLot()
         self.published = 0
@@ -86,9 +87,7 @@ class Topic:
                    for i, content in enumerate(contents)]
         self.store.append(records)
         if defer > 0:
-            due = now + defer
-            for offset in range(first, first + len(records)):
-                self.deferred[offset] = due
+            self.deferred.add(first, len(records), now + defer)
         if key is not None:
             self.keys.add(key, first, len(records), now)
         self.published += len(records)
@@ -98,18 +97,8 @@ class Topic:
     def visible_end(self, now: float) -> int:
         """The offset a pull may read up to: the first deferred message not yet due, or the
         end (a pull reads in order, so a deferred message holds back the ones after it)."""
-        if not self.deferred:
-            return self.store.end
-        due_later = [o for o, due in self.deferred.items() if due > now]
-        return min(due_later) if due_later else self.store.end
-
-    def forget_due(self, now: float) -> None:
-        """Drop the deferred entries that are due and that every channel has passed."""
-        if not self.deferred:
-            return
-        cursor = min((c.queue.cursor for c in self.channels.values()), default=self.store.end)
-        for offset in [o for o, due in self.deferred.items() if due <= now and o < cursor]:
-            del self.deferred[offset]
+        pending = self.deferred.first_pending(now)
+        return self.store.end if pending is None else pending
 
     def read(self, offsets: list[int]) -> dict[int, bytes]:
         """Return the records of ``offsets`` that are held, by offset (runs read at once)."""
