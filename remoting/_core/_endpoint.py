@@ -96,6 +96,9 @@ class Endpoint:
         self.response_received = self.invoker.response_received
         self.read_done = self.dispatcher.read_done
         self.connections: set[Connection] = set()
+        # parts that keep state per connection outside the endpoint (`HeldRequests`): told
+        # on the loop, in order, when one closes; added on the loop thread
+        self.connection_lost_listeners: list[Callable[[Connection], None]] = []
         self.loop_thread_id: int | None = None
         self.running = False
         self.closed = False
@@ -240,6 +243,8 @@ class Endpoint:
         self.channels.forget(conn)
         self.invoker.connection_lost(conn)
         self.streams.connection_lost(conn)
+        for listener in self.connection_lost_listeners:
+            listener(conn)
         if conn.broken:
             self.events.emit("exception", conn.remote_addr, conn.channel)
         self.events.emit("close", conn.remote_addr, conn.channel)
