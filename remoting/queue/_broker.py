@@ -58,6 +58,7 @@ FsyncPolicy = Literal["always", "interval", "never"]
 HOUSEKEEPING_SECONDS: Final = 1.0  # retention, key expiry, offsets to disk (and fsync)
 DEFAULT_SEGMENT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_DEDUP_WINDOW: Final = 600.0  # seconds a publish's key is remembered
+READ_THREADS: Final = 4  # segment reads that wait for the disk at once, in worker threads
 OFFSETS_FILE: Final = "offsets.json"
 
 
@@ -116,6 +117,10 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         self.problems: list[Problem] = []
         self.holds = HeldRequests()
+        # worker threads reading segment data the page cache does not hold, at once
+        self.readers = trio.CapacityLimiter(READ_THREADS)
+        self._nursery: trio.Nursery | None = None  # the background task's, while it runs
+        self._prefetching: set[tuple[str, int, int]] = set()
         self.consumers: dict[int, Consumer] = {}
         self.by_stream: dict[tuple[object, int], Consumer] = {}
         self.acks_refused: dict[tuple[str, str], int] = {}
@@ -214,9 +219,11 @@ class Broker:
         self._keys_wall.clear()
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._timer)
                 nursery.start_soon(self._housekeeping)
         finally:
+            self._nursery = None
             self.close()  # sync: nothing in it can be cancelled
 
     def close(self) -> None:
@@ -306,6 +313,28 @@ class Broker:
                     self.disk_failed("fsync", None, exc)
                 else:
                     self.disk_ok("fsync", None)
+
+    # ------------------------------------------------------------------ reading
+
+    def prefetch(self, topic: Topic, start: int, count: int) -> None:
+        """Read a pull's answer that needs the disk in a worker thread, then wake the pulls
+        held on ``topic`` again (they find it in ``topic.pull_cache``): for held pulls, whose
+        wake is not awaited."""
+        key = (topic.name, start, count)
+        if self._nursery is None or key in self._prefetching:
+            return
+        self._prefetching.add(key)
+        self._nursery.start_soon(self._prefetch, topic, key)
+
+    async def _prefetch(self, topic: Topic, key: tuple[str, int, int]) -> None:
+        try:
+            await topic.pull_body_async(key[1], key[2], trio.current_time(), self.readers)
+        except OSError as exc:
+            self.disk_failed("read", topic.name, exc)
+            return  # the pulls are answered at their deadline
+        finally:
+            self._prefetching.discard(key)
+        self.holds.notify(topic.name)
 
     # ------------------------------------------------------------------ disk failures
 

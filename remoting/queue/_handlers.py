@@ -23,6 +23,7 @@ from .._messaging._codes import STREAM_ID, QueueCode
 from .._messaging._credits import MAX_CREDITS
 from .._messaging._records import RecordError, TooManyEntriesError, split_entries
 from ._stats import statistics_to_json
+from ._topic import COLD
 from ._wire import (
     ATTEMPTS,
     CHANNEL,
@@ -60,10 +61,10 @@ if TYPE_CHECKING:
 __all__ = ["register_handlers"]
 
 MAX_BATCH: Final = 1024  # messages in one delivery frame at most
-MAX_ITEM_BYTES: Final = 1024 * 1024  # a delivery frame closes past this many bytes
-# A pull's answer stops past this many bytes of records (one record at least): well below the
-# default 16 MiB frame limit whatever ``max`` and the messages' sizes.
-MAX_PULL_BYTES: Final = 4 * 1024 * 1024
+# A delivery frame carries records up to this many bytes (one record at least); the records
+# taken for a subscriber are read a frame's worth at a time, so a large window of large
+# messages is never read, nor held, all at once.
+MAX_ITEM_BYTES: Final = 1024 * 1024
 # Acknowledgements in one ACK at most: what one subscriber may hold (its most credits). A
 # body of them is applied in one step of the loop (about a microsecond each).
 MAX_ACKS: Final = MAX_CREDITS
@@ -268,16 +269,31 @@ class _Handlers:
             raise Refusal(ResponseCode.INVALID_PARAMETER,
                           f"offset {start} is past the end of topic {topic.name!r} "
                           f"({topic.end})")
-        answer = _pulled(topic, start, count, expired=not wait_ms)
-        if answer is not None:
-            return answer
+        broker = self.broker
+        try:
+            body = await topic.pull_body_async(start, count, trio.current_time(),
+                                               broker.readers)
+        except OSError as exc:
+            broker.disk_failed("read", topic.name, exc)
+            raise Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, (
+                f"the service could not read topic {topic.name!r} from its data directory "
+                f"({exc.strerror or exc}); retry later")) from None
+        if body is not None or not wait_ms:
+            return _answer(body)
 
         def wake(ctx: RequestContext, request: RemotingCommand, expired: bool
                  ) -> RemotingCommand | None:
-            return _pulled(topic, start, count, expired)
+            body = topic.pull_body(start, count, trio.current_time())
+            if body is COLD:  # rare: the records woken for need the disk
+                if expired:
+                    return _answer(None)  # an empty answer: the next pull reads them
+                broker.prefetch(topic, start, count)  # then wakes this topic's pulls again
+                return None
+            if body is None and not expired:
+                return None
+            return _answer(body)  # type: ignore[arg-type]
 
-        self.broker.holds.hold(ctx, request, key=topic.name, timeout=wait_ms / 1000,
-                                wake=wake)
+        broker.holds.hold(ctx, request, key=topic.name, timeout=wait_ms / 1000, wake=wake)
         return None
 
     async def commit(self, ctx: RequestContext, request: RemotingCommand
@@ -309,35 +325,9 @@ class _Handlers:
         return response
 
 
-def _pulled(topic: Topic, start: int, count: int, expired: bool) -> RemotingCommand | None:
-    """Return a pull's answer: the records from ``start`` (or from the earliest held, if
-    ``start`` was let go) in its body; None if there are none and it may wait on.
-
-    The answer has no ext fields (each record carries its offset), so its header is the
-    codec's cached template; the body is shared by the pulls asking for the same messages
-    while the topic does not change (`Topic.pull_cache`): a publish that releases thousands
-    of held pulls reads and joins the messages once.
-    """
-    now = trio.current_time()
-    start = max(start, topic.store.earliest)
-    visible = topic.visible_end(now)
-    key = (start, count, visible, topic.store.earliest, topic.end)
-    cached = topic.pull_cache
-    if cached is not None and cached[0] == key:
-        body = cached[1]
-    else:
-        records = (topic.store.read(start, min(count, visible - start)) if start < visible
-                   else [])
-        size = 0
-        for kept, record in enumerate(records):
-            size += len(record)
-            if size > MAX_PULL_BYTES and kept:
-                records = records[:kept]
-                break
-        body = b"".join(records) if records else None
-        topic.pull_cache = (key, body)
-    if body is None and not expired:
-        return None
+def _answer(body: bytes | None) -> RemotingCommand:
+    """A pull's answer: the records in the body, no ext fields (each record carries its
+    offset), so its header is the codec's cached template."""
     response = RemotingCommand.create_response(ResponseCode.SUCCESS)
     response.body = body
     return response
@@ -385,24 +375,30 @@ class Subscribe(StreamProcessor):
                 await topic.waiting.park()
                 continue
             broker.arm(now + queue.msg_timeout)
-            records = topic.read([offset for offset, _ in taken])
-            batch: list[bytes] = []
-            retries: list[tuple[int, int]] = []
-            size = 0
-            for offset, attempt in taken:
-                record = records.get(offset)
-                if record is None:  # let go of meanwhile (a corrupt segment's gap)
-                    queue.skip(offset)
-                    continue
-                batch.append(record)
-                size += len(record)
-                if attempt > 1:
-                    retries.append((offset, attempt))
-                if size >= MAX_ITEM_BYTES:
+            offsets = [offset for offset, _ in taken]
+            attempts = {offset: attempt for offset, attempt in taken if attempt > 1}
+            while offsets:  # a frame's worth at a time: never more than that read at once
+                try:
+                    covered, records = await topic.read_some(offsets, MAX_ITEM_BYTES,
+                                                             broker.readers)
+                except OSError as exc:  # its deliveries go back to the channel
+                    broker.disk_failed("read", topic.name, exc)
+                    raise AbortProcessError(ResponseCode.SERVICE_NOT_AVAILABLE, (
+                        f"the service could not read topic {topic.name!r} from its data "
+                        f"directory ({exc.strerror or exc}): subscribe again later")) from None
+                batch: list[bytes] = []
+                retries: list[tuple[int, int]] = []
+                for offset in offsets[:covered]:
+                    record = records.get(offset)
+                    if record is None:  # let go of meanwhile (a corrupt segment's gap)
+                        queue.skip(offset)
+                        continue
+                    batch.append(record)
+                    if attempts and offset in attempts:
+                        retries.append((offset, attempts[offset]))
+                del offsets[:covered]
+                if batch:
                     await _send(stream, batch, retries)
-                    batch, retries, size = [], [], 0
-            if batch:
-                await _send(stream, batch, retries)
 
 
 async def _send(stream: ServerStream, batch: list[bytes], retries: list[tuple[int, int]]

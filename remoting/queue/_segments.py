@@ -8,8 +8,8 @@ in the page cache, except fsync, which `sync_fds` hands to a worker thread):
   it returns, the record survives the process (the kernel has it); surviving the machine
   needs an fsync (see `QueueService`'s ``fsync`` setting).
 - Each segment keeps a sparse index in memory (an offset and its byte position every
-  `INDEX_EVERY` records) and an open read descriptor; a read seeks through the index and
-  ``pread``s forward.
+  `INDEX_EVERY` records, and at least every `READ_CHUNK` bytes) and an open read descriptor;
+  a read seeks through the index and ``pread``s forward.
 - Opening a directory is recovery: every segment is scanned (`scan`). A torn tail of the
   newest segment (a write the process did not finish) is cut off. Corruption (an impossible
   length, a CRC that does not match; a torn record anywhere but at the very end) keeps the
@@ -24,6 +24,7 @@ in the page cache, except fsync, which `sync_fds` hands to a worker thread):
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 from array import array
@@ -35,9 +36,13 @@ from .._messaging._records import record_offset, scan
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["INDEX_EVERY", "Problem", "Recovered", "SegmentLog"]
+__all__ = ["INDEX_EVERY", "NO_BYTE_LIMIT", "Problem", "Recovered", "SegmentLog", "Span",
+           "close_spans", "read_spans"]
 
-INDEX_EVERY: Final = 64  # records between two entries of a segment's sparse index
+# Records between two entries of a segment's sparse index at most; and an entry at least
+# every `READ_CHUNK` bytes, so a read never walks through more than a chunk to its record
+# (large records: each has its entry).
+INDEX_EVERY: Final = 64
 SUFFIX: Final = ".log"
 READ_CHUNK: Final = 256 * 1024  # bytes read at once from a segment
 _LENGTH: Final = struct.Struct(">I")
@@ -70,6 +75,100 @@ class Recovered:
     deferred: list[tuple[int, int]] = field(default_factory=list)  # offset, deliver_at_ms
 
 
+NO_BYTE_LIMIT: Final = 2**62
+_NOWAIT: Final = getattr(os, "RWF_NOWAIT", None)  # Linux 4.14+: fail a read the page cache
+# cannot answer at once, instead of waiting for the disk
+
+
+@dataclass(slots=True)
+class Span:
+    """A segment's bytes to read: from ``position`` (a record's start) to ``end``."""
+
+    fd: int
+    position: int
+    end: int
+    owned: bool  # ``fd`` is a duplicate, closed once read
+
+
+def close_spans(spans: list[Span]) -> None:
+    """Close the duplicated descriptors of ``spans``."""
+    for span in spans:
+        if span.owned:
+            os.close(span.fd)
+
+
+def _pread(fd: int, size: int, position: int, nowait: bool) -> bytes | None:
+    """Read ``size`` bytes at ``position``; with ``nowait``, None unless the page cache
+    holds all of them."""
+    if not nowait:
+        return os.pread(fd, size, position)
+    if _NOWAIT is None:
+        return None  # no way to ask: assume the disk
+    buffer = bytearray(size)
+    try:
+        got = os.preadv(fd, [buffer], position, _NOWAIT)
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # a file system without it
+            return None
+        raise
+    return bytes(buffer) if got == size else None
+
+
+def read_spans(spans: list[Span], offset: int, until: int, max_count: int, max_bytes: int,
+               nowait: bool) -> list[bytes] | None:
+    """Return up to ``max_count`` records of ``spans`` whose offset is from ``offset`` to
+    ``until`` (excluded), adding none that would pass ``max_bytes`` in all (but the first);
+    close the spans' duplicated descriptors. With ``nowait``, return None as soon as a read
+    would wait for the disk (its bytes are not all in the page cache). Called on the loop
+    (``nowait``: a copy from memory) or, for the rest, in a worker thread (on duplicated
+    descriptors).
+
+    Raises:
+        OSError: a read failed.
+    """
+    records: list[bytes] = []
+    size = 0
+    try:
+        for span in spans:
+            fd, position, end_of_span = span.fd, span.position, span.end
+            while position < end_of_span and len(records) < max_count:
+                data = _pread(fd, min(READ_CHUNK, end_of_span - position), position, nowait)
+                if data is None:
+                    return None
+                at = 0
+                while at + 4 <= len(data) and len(records) < max_count:
+                    end = at + 4 + _LENGTH.unpack_from(data, at)[0]
+                    if end > len(data):
+                        break
+                    record = record_offset(data, at)
+                    if record >= until or (records and size + end - at > max_bytes):
+                        return records
+                    if record >= offset:
+                        records.append(data[at:end])
+                        size += end - at
+                    at = end
+                if at == 0:  # one record larger than a chunk
+                    (length,) = _LENGTH.unpack_from(data, 0)
+                    record = record_offset(data)
+                    if record >= until or (records and size + 4 + length > max_bytes):
+                        return records
+                    if record < offset:  # before the one wanted: skip it unread
+                        position += 4 + length
+                        continue
+                    whole = _pread(fd, 4 + length, position, nowait)
+                    if whole is None:
+                        return None
+                    records.append(whole)
+                    size += len(whole)
+                    at = len(whole)
+                position += at
+        return records
+    finally:
+        close_spans(spans)
+
+
 class _Segment:
     __slots__ = ("base", "count", "fd", "first", "index_offsets", "index_positions", "last",
                  "path", "size")
@@ -87,9 +186,10 @@ class _Segment:
 
     def note(self, offset: int, position: int) -> None:
         """Record that the record ``offset`` starts at ``position``."""
-        if self.count % INDEX_EVERY == 0:
+        positions = self.index_positions
+        if self.count % INDEX_EVERY == 0 or position - positions[-1] >= READ_CHUNK:
             self.index_offsets.append(offset)
-            self.index_positions.append(position)
+            positions.append(position)
         if self.first < 0:
             self.first = offset
         self.last = offset
@@ -254,39 +354,40 @@ class SegmentLog:
 
     # ------------------------------------------------------------------ reading
 
-    def read(self, offset: int, max_count: int) -> list[bytes]:
-        """Return up to ``max_count`` records from ``offset`` on (stepping over a gap)."""
-        records: list[bytes] = []
+    def plan(self, offset: int, max_count: int, dup: bool) -> list[Span]:
+        """Return the spans to read for up to ``max_count`` records from ``offset`` on (the
+        segments holding them, from a position at or before ``offset``'s record). With
+        ``dup``, each span has a duplicated descriptor of its own, for a worker thread:
+        nothing the loop does meanwhile (deleting the segment) can pull it away.
+
+        Raises:
+            OSError: a descriptor could not be duplicated (none is left open).
+        """
+        spans: list[Span] = []
         i = max(0, bisect.bisect_right(self._bases, offset) - 1)
         segments = self._segments
-        while i < len(segments) and len(records) < max_count:
-            segment = segments[i]
-            i += 1
-            if segment.last < offset:
-                continue
-            self._read_segment(segment, offset, max_count, records)
-        return records
+        needed = max_count
+        try:
+            while i < len(segments) and needed > 0:
+                segment = segments[i]
+                i += 1
+                if segment.last < offset:  # before it, or empty
+                    continue
+                fd = os.dup(segment.fd) if dup else segment.fd
+                spans.append(Span(fd, segment.position_of(offset), segment.size, dup))
+                needed -= segment.last - max(offset, segment.first) + 1
+        except OSError:
+            close_spans(spans)
+            raise
+        return spans
 
-    def _read_segment(self, segment: _Segment, offset: int, max_count: int,
-                      records: list[bytes]) -> None:
-        position = segment.position_of(offset)
-        while position < segment.size and len(records) < max_count:
-            data = os.pread(segment.fd, min(READ_CHUNK, segment.size - position), position)
-            at = 0
-            while at + 4 <= len(data) and len(records) < max_count:
-                end = at + 4 + _LENGTH.unpack_from(data, at)[0]
-                if end > len(data):
-                    break
-                if record_offset(data, at) >= offset:
-                    records.append(data[at:end])
-                at = end
-            if at == 0:  # one record larger than a chunk
-                (length,) = _LENGTH.unpack_from(data, 0)
-                data = os.pread(segment.fd, 4 + length, position)
-                if record_offset(data) >= offset:
-                    records.append(data)
-                at = len(data)
-            position += at
+    def read(self, offset: int, max_count: int, max_bytes: int = NO_BYTE_LIMIT,
+             nowait: bool = False, until: int = NO_BYTE_LIMIT) -> list[bytes] | None:
+        """Return up to ``max_count`` records from ``offset`` on (stepping over a gap),
+        below ``until``, at most ``max_bytes`` of them (one record at least); with
+        ``nowait``, None instead if that needs the disk (see `read_spans`)."""
+        return read_spans(self.plan(offset, max_count, dup=False), offset, until, max_count,
+                          max_bytes, nowait)
 
     # ------------------------------------------------------------------ retention
 

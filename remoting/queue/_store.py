@@ -7,7 +7,10 @@ Theory of operation (the service's loop thread):
   ``memory_base`` to ``end - 1``, in a list read by index (O(1)).
 - With a `SegmentLog`, every record is also written to disk as it is appended, and memory
   keeps at most ``memory_messages`` of the newest (a read cache: older ones are read from the
-  segments). Without one, memory is the only copy: a publish that would hold more than
+  segments). A read of those on the loop takes them from the page cache or not at all
+  (``nowait``); `read_async` reads what needs the disk in a worker thread, so a slow disk
+  or a consumer far behind never stalls the loop.
+- Without one, memory is the only copy: a publish that would hold more than
   ``memory_messages`` is refused (`has_room`), and records leave only when every consumer is
   done with them (`trim`).
 """
@@ -15,6 +18,11 @@ Theory of operation (the service's loop thread):
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import trio
+
+from .._messaging._records import record_offset
+from ._segments import NO_BYTE_LIMIT, read_spans
 
 if TYPE_CHECKING:
     from ._segments import SegmentLog
@@ -59,18 +67,71 @@ class TopicStore:
             self._drop_memory(self.in_memory - self.memory_messages)
         return first
 
-    def read(self, offset: int, max_count: int) -> list[bytes]:
+    def read(self, offset: int, max_count: int, max_bytes: int = NO_BYTE_LIMIT, *,
+             nowait: bool = False) -> list[bytes] | None:
         """Return up to ``max_count`` records from ``offset`` on (from ``earliest`` if below
-        it), stepping over gaps."""
+        it), stepping over gaps, and none that would pass ``max_bytes`` in all but the
+        first. With ``nowait``, return None instead if that needs the disk (records older
+        than memory holds, not in the page cache): see `read_async`.
+
+        Raises:
+            OSError: a segment could not be read.
+        """
         offset = max(offset, self.earliest)
         records: list[bytes] = []
-        if offset < self.memory_base and self.log is not None:
-            records = self.log.read(offset, min(max_count, self.memory_base - offset))
-            offset = self.memory_base
+        base = self.memory_base
+        if offset < base and self.log is not None:
+            found = self.log.read(offset, min(max_count, base - offset), max_bytes, nowait,
+                                  until=base)
+            if found is None:
+                return None
+            if found and record_offset(found[-1]) != base - 1:
+                return found  # stopped before memory's records (a bound): a short answer
+            records = found
+            offset = base
         if len(records) < max_count and offset < self.end:
-            start = self._head + offset - self.memory_base
-            records += self._memory[start:start + max_count - len(records)]
+            self._from_memory(offset, max_count, max_bytes, records)
         return records
+
+    async def read_async(self, offset: int, max_count: int, max_bytes: int,
+                         limiter: trio.CapacityLimiter) -> list[bytes]:
+        """`read`, with what is not in memory or the page cache read in a worker thread
+        (under ``limiter``): the loop never waits for the disk. What follows the records
+        read so is added if it is in memory; a short answer is an answer (ask again).
+
+        Raises:
+            OSError: a segment could not be read.
+        """
+        records = self.read(offset, max_count, max_bytes, nowait=True)
+        if records is not None:
+            return records
+        assert self.log is not None  # only segments make a read wait
+        offset = max(offset, self.earliest)
+        base = self.memory_base
+        count = min(max_count, base - offset)
+        spans = self.log.plan(offset, count, dup=True)
+        records = await trio.to_thread.run_sync(read_spans, spans, offset, base, count,
+                                                max_bytes, False, limiter=limiter) or []
+        # memory's records follow if the read reached them and memory still holds them
+        reached = not records or record_offset(records[-1]) == base - 1
+        if reached and len(records) < max_count and self.memory_base == base < self.end:
+            self._from_memory(base, max_count, max_bytes, records)
+        return records
+
+    def _from_memory(self, offset: int, max_count: int, max_bytes: int,
+                     records: list[bytes]) -> None:
+        """Add the records from ``offset`` (in memory) to ``records``, within the bounds."""
+        start = self._head + offset - self.memory_base
+        wanted = self._memory[start:start + max_count - len(records)]
+        if max_bytes >= NO_BYTE_LIMIT:
+            records += wanted
+            return
+        size = sum(map(len, records))
+        for record in wanted:
+            size += len(record)
+            if records and size > max_bytes:
+                return
+            records.append(record)
 
     def trim(self, floor: int) -> None:
         """Let go of the records below ``floor`` (no consumer needs them any more)."""

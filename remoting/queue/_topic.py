@@ -17,7 +17,8 @@ Theory of operation (the service's loop thread):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import bisect
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -29,7 +30,38 @@ from .._messaging._records import build_record, record_offset
 if TYPE_CHECKING:
     from ._store import TopicStore
 
-__all__ = ["Channel", "Topic"]
+__all__ = ["COLD", "MAX_PULL_BYTES", "Channel", "Cold", "Topic"]
+
+# A pull's answer stops past this many bytes of records (one record at least): well below the
+# default 16 MiB frame limit whatever ``max`` and the messages' sizes.
+MAX_PULL_BYTES: Final = 4 * 1024 * 1024
+
+
+class Cold:
+    """The answer needs the disk: see `Topic.pull_body_async`."""
+
+    __slots__ = ()
+
+
+COLD: Final = Cold()
+
+
+def _run_end(offsets: list[int], i: int) -> int:
+    """Return where the run of consecutive offsets starting at ``offsets[i]`` ends."""
+    j = i + 1
+    while j < len(offsets) and offsets[j] == offsets[j - 1] + 1:
+        j += 1
+    return j
+
+
+def _collect(records: list[bytes], first: int, last: int, found: dict[int, bytes]) -> None:
+    """Put the records of ``records`` from ``first`` to ``last`` in ``found``, by offset."""
+    for record in records:
+        offset = record_offset(record)
+        if offset > last:
+            break
+        if offset >= first:
+            found[offset] = record
 
 
 class Channel:
@@ -59,7 +91,7 @@ class Topic:
         self.waiting = trio.lowlevel.ParkingLot()
         self.published = 0
         self.duplicates = 0
-        # the last pull answer's key and body (see `_handlers._pulled`)
+        # the last pull answer's key and body (see `pull_body`)
         self.pull_cache: tuple[tuple[int, ...], bytes | None] | None = None
 
     @property
@@ -101,26 +133,93 @@ class Topic:
         return self.store.end if pending is None else pending
 
     def read(self, offsets: list[int]) -> dict[int, bytes]:
-        """Return the records of ``offsets`` that are held, by offset (runs read at once)."""
+        """Return the records of ``offsets`` that are held, by offset (runs read at once;
+        a read that needs the disk waits for it: for a few records, off the hot path).
+
+        Raises:
+            OSError: a segment could not be read.
+        """
         found: dict[int, bytes] = {}
-        store = self.store
         i = 0
         while i < len(offsets):
-            start = offsets[i]
-            j = i + 1
-            while j < len(offsets) and offsets[j] == offsets[j - 1] + 1:
-                j += 1
-            records = store.read(start, j - i)
-            if start >= store.memory_base:  # memory has no gaps: the i-th is start + i
-                found.update(zip(range(start, start + len(records)), records, strict=False))
-            else:
-                for record in records:
-                    offset = record_offset(record)
-                    if offset > offsets[j - 1]:
-                        break
-                    found[offset] = record
+            j = _run_end(offsets, i)
+            records = self.store.read(offsets[i], j - i) or []
+            _collect(records, offsets[i], offsets[j - 1], found)
             i = j
         return found
+
+    async def read_some(self, offsets: list[int], max_bytes: int,
+                        limiter: trio.CapacityLimiter) -> tuple[int, dict[int, bytes]]:
+        """Read the records of the first offsets of ``offsets`` (in order), up to about
+        ``max_bytes`` (one record at least), what needs the disk in a worker thread. Return
+        how many of ``offsets`` the read covered, and their records that are held (one
+        covered and missing is gone: let go of, or in a corrupt segment's gap).
+
+        Raises:
+            OSError: a segment could not be read.
+        """
+        j = _run_end(offsets, 0)
+        first, last = offsets[0], offsets[j - 1]
+        in_memory = first >= self.store.memory_base  # then read at once, with no gap
+        records = await self.store.read_async(first, j, max_bytes, limiter)
+        found: dict[int, bytes]
+        if in_memory:  # the usual case: the i-th record is first + i
+            found = dict(zip(range(first, first + len(records)), records, strict=False))
+            return len(records), found
+        found = {}
+        _collect(records, first, last, found)
+        if not records:
+            return j, found  # none of them is held any more
+        reached = record_offset(records[-1])
+        covered = j if reached >= last else bisect.bisect_right(offsets, reached, 0, j)
+        return covered, found
+
+    def pull_body(self, start: int, count: int, now: float) -> bytes | None | Cold:
+        """Return a pull's answer body: the records from ``start`` (or from the earliest
+        held, if ``start`` was let go) up to what is visible (`visible_end`) and
+        `MAX_PULL_BYTES`; None if there are none; `COLD` if reading them needs the disk
+        (`pull_body_async` does).
+
+        The body is shared by the pulls asking for the same records while the topic does
+        not change (``pull_cache``): a publish that releases thousands of held pulls reads
+        and joins the records once.
+        """
+        key = self._pull_key(start, count, now)
+        cached = self.pull_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        start, count = key[0], key[1]
+        records = self.store.read(start, count, MAX_PULL_BYTES, nowait=True) if count else []
+        if records is None:
+            return COLD
+        body = b"".join(records) if records else None
+        self.pull_cache = (key, body)
+        return body
+
+    async def pull_body_async(self, start: int, count: int, now: float,
+                              limiter: trio.CapacityLimiter) -> bytes | None:
+        """`pull_body`, reading what needs the disk in a worker thread.
+
+        Raises:
+            OSError: a segment could not be read.
+        """
+        body = self.pull_body(start, count, now)
+        if body is not COLD:
+            return body  # type: ignore[return-value]
+        key = self._pull_key(start, count, now)
+        records = await self.store.read_async(key[0], key[1], MAX_PULL_BYTES, limiter)
+        body = b"".join(records) if records else None
+        if key == self._pull_key(start, count, trio.current_time()):  # nothing changed
+            self.pull_cache = (key, body)
+        return body
+
+    def _pull_key(self, start: int, count: int, now: float) -> tuple[int, ...]:
+        """Where a pull reads from and how many records, with what its answer depends on."""
+        store = self.store
+        start = max(start, store.earliest)
+        visible = self.visible_end(now)
+        count = max(0, min(count, visible - start))
+        return (start, count, store.earliest, store.end)
 
     def floor(self) -> int | None:
         """The lowest offset a channel or a group still needs (None: nobody reads)."""
