@@ -41,6 +41,7 @@ class TopicStore:
         self._memory: list[bytes] = []
         self._head = 0  # index in _memory of the record at memory_base
         self.memory_base = self.end
+        self.disk_reads = 0  # reads that needed the disk (made in a worker thread)
 
     @property
     def retained(self) -> int:
@@ -110,6 +111,7 @@ class TopicStore:
         base = self.memory_base
         count = min(max_count, base - offset)
         spans = self.log.plan(offset, count, dup=True)
+        self.disk_reads += 1
         records = await trio.to_thread.run_sync(read_spans, spans, offset, base, count,
                                                 max_bytes, False, limiter=limiter) or []
         # memory's records follow if the read reached them and memory still holds them
