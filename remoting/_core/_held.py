@@ -189,13 +189,30 @@ class HeldRequests:
         holds = table.notify(key)
         if not holds:
             return
-        answered = self.answered
         started = time.perf_counter()
+        answered = 0
+        # `_wake` and `_answer` inlined: a publish may release thousands of pulls at once
         for hold in holds:
-            answer = self._wake(hold.item, False)
-            if answer is _HOLD_ON:  # same deadline: no re-arm needed
-                table.add(key, hold.deadline, hold.item, hold.owner)
-        log.debug("held.woken", held=len(holds), answered=self.answered - answered,
+            held = hold.item
+            ctx = held.ctx
+            channel = ctx.channel
+            if not channel.is_active:
+                continue  # its connection closed: nobody to answer
+            request = held.request
+            try:
+                answer = held.wake(ctx, request, False)
+            except Exception as exc:  # the service's wake is a processor's code
+                answer = failure(request, exc)
+            if answer is None:  # hold on, same deadline: no re-arm needed
+                table.add(key, hold.deadline, held, hold.owner)
+                continue
+            answered += 1
+            if type(channel) is ChannelHandle:  # on the loop already: no hand-off needed
+                channel._host.dispatcher.write_response(channel._conn, request, answer)
+            else:
+                ctx.write_response(request, answer)
+        self.answered += answered
+        log.debug("held.woken", held=len(holds), answered=answered,
                   seconds=round(time.perf_counter() - started, 6))
 
     def _wake(self, held: _Held, expired: bool) -> object:

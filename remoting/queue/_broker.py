@@ -286,7 +286,7 @@ class Broker:
                         self.dead(topic, channel, returned.offset, returned.attempts)
                 if queue.has_ready(now, topic.end):
                     woken = True
-            if topic.deferred.release(now):
+            if topic.release_due(now):
                 self.holds.notify(topic.name)
             if woken:
                 topic.waiting.unpark_all()

@@ -325,10 +325,14 @@ class _Handlers:
         return response
 
 
+_EMPTY_ANSWER: Final = RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
 def _answer(body: bytes | None) -> RemotingCommand:
     """A pull's answer: the records in the body, no ext fields (each record carries its
-    offset), so its header is the codec's cached template."""
-    response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+    offset), so its header is the codec's cached template. A copy of one prototype: cheaper
+    than a new response (a publish may answer thousands of held pulls at once)."""
+    response = _EMPTY_ANSWER.with_opaque(0)
     response.body = body
     return response
 

@@ -91,8 +91,11 @@ class Topic:
         self.waiting = trio.lowlevel.ParkingLot()
         self.published = 0
         self.duplicates = 0
-        # the last pull answer's key and body (see `pull_body`)
-        self.pull_cache: tuple[tuple[int, ...], bytes | None] | None = None
+        # counts what a pull's answer depends on changing: appends, trims, deferred messages
+        # coming due (the pull cache's key)
+        self.changes = 0
+        # the last pull answer: (start, count, changes, body) (see `pull_body`)
+        self.pull_cache: tuple[int, int, int, bytes | None] | None = None
 
     @property
     def end(self) -> int:
@@ -123,6 +126,7 @@ class Topic:
         if key is not None:
             self.keys.add(key, first, len(records), now)
         self.published += len(records)
+        self.changes += 1
         self.waiting.unpark_all()
         return first
 
@@ -181,19 +185,22 @@ class Topic:
         (`pull_body_async` does).
 
         The body is shared by the pulls asking for the same records while the topic does
-        not change (``pull_cache``): a publish that releases thousands of held pulls reads
-        and joins the records once.
+        not change (``pull_cache``, keyed by ``changes``): a publish that releases thousands
+        of held pulls reads and joins the records once, and checks two ints for each of the
+        others. (A deferred message counts as changed once released, by the service's
+        timer at its due time, which wakes the held pulls again.)
         """
-        key = self._pull_key(start, count, now)
         cached = self.pull_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        start, count = key[0], key[1]
-        records = self.store.read(start, count, MAX_PULL_BYTES, nowait=True) if count else []
+        if (cached is not None and cached[2] == self.changes and cached[0] == start
+                and cached[1] == count):
+            return cached[3]
+        changes = self.changes
+        first, wanted = self._pull_range(start, count, now)
+        records = self.store.read(first, wanted, MAX_PULL_BYTES, nowait=True) if wanted else []
         if records is None:
             return COLD
         body = b"".join(records) if records else None
-        self.pull_cache = (key, body)
+        self.pull_cache = (start, count, changes, body)
         return body
 
     async def pull_body_async(self, start: int, count: int, now: float,
@@ -206,20 +213,26 @@ class Topic:
         body = self.pull_body(start, count, now)
         if body is not COLD:
             return body  # type: ignore[return-value]
-        key = self._pull_key(start, count, now)
-        records = await self.store.read_async(key[0], key[1], MAX_PULL_BYTES, limiter)
+        changes = self.changes
+        first, wanted = self._pull_range(start, count, now)
+        records = await self.store.read_async(first, wanted, MAX_PULL_BYTES, limiter)
         body = b"".join(records) if records else None
-        if key == self._pull_key(start, count, trio.current_time()):  # nothing changed
-            self.pull_cache = (key, body)
+        if self.changes == changes:  # nothing changed meanwhile
+            self.pull_cache = (start, count, changes, body)
         return body
 
-    def _pull_key(self, start: int, count: int, now: float) -> tuple[int, ...]:
-        """Where a pull reads from and how many records, with what its answer depends on."""
-        store = self.store
-        start = max(start, store.earliest)
-        visible = self.visible_end(now)
-        count = max(0, min(count, visible - start))
-        return (start, count, store.earliest, store.end)
+    def _pull_range(self, start: int, count: int, now: float) -> tuple[int, int]:
+        """Where a pull reads from (the earliest held if ``start`` was let go) and how many
+        records it may read (up to what is visible)."""
+        start = max(start, self.store.earliest)
+        return start, max(0, min(count, self.visible_end(now) - start))
+
+    def release_due(self, now: float) -> int:
+        """Let the deferred messages due at ``now`` go (`DeferredOffsets.release`)."""
+        released = self.deferred.release(now)
+        if released:
+            self.changes += 1
+        return released
 
     def floor(self) -> int | None:
         """The lowest offset a channel or a group still needs (None: nobody reads)."""
@@ -231,4 +244,7 @@ class Topic:
         """Let go of what no channel or group needs any more."""
         floor = self.floor()
         if floor is not None:
+            earliest = self.store.earliest
             self.store.trim(floor)
+            if self.store.earliest != earliest:
+                self.changes += 1
