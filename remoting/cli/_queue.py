@@ -37,6 +37,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between fsyncs with --fsync interval (default 1)")
     parser.add_argument("--segment-bytes", type=count, default=64 * 1024 * 1024,
                         help="size at which a topic starts a new segment file (default 64 MiB)")
+    parser.add_argument("--retention", type=seconds, default=None,
+                        help="delete a topic's segment files last written this many seconds "
+                             "ago, consumed or not (default: only once consumed)")
+    parser.add_argument("--retention-bytes", type=count, default=None,
+                        help="delete a topic's oldest segment files while it holds more than "
+                             "this many bytes, consumed or not (default: no bound)")
 
 
 def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
@@ -50,7 +56,9 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
         service = QueueService(args.data_dir, memory_messages=args.memory_messages,
                                msg_timeout=args.msg_timeout, max_attempts=args.max_attempts,
                                fsync=args.fsync, fsync_interval=args.fsync_interval,
-                               segment_bytes=args.segment_bytes)
+                               segment_bytes=args.segment_bytes,
+                               retention=args.retention,
+                               retention_bytes=args.retention_bytes)
     except (OSError, ValueError) as exc:
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2

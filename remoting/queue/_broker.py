@@ -104,7 +104,8 @@ class Broker:
     def __init__(self, *, data_dir: Path | None, memory_messages: int, msg_timeout: float,
                  max_attempts: int, dead_letter: Callable[[str, Message], object] | None,
                  fsync: FsyncPolicy, fsync_interval: float, segment_bytes: int,
-                 dedup_window: float) -> None:
+                 dedup_window: float, retention: float | None = None,
+                 retention_bytes: int | None = None) -> None:
         self.data_dir = data_dir
         self.memory_messages = memory_messages
         self.msg_timeout = msg_timeout
@@ -114,6 +115,8 @@ class Broker:
         self.fsync_interval = fsync_interval
         self.segment_bytes = segment_bytes
         self.dedup_window = dedup_window
+        self.retention = retention
+        self.retention_bytes = retention_bytes
         self.topics: dict[str, Topic] = {}
         self.problems: list[Problem] = []
         self.holds = HeldRequests()
@@ -296,9 +299,12 @@ class Broker:
         while True:
             await trio.sleep(HOUSEKEEPING_SECONDS)
             now = trio.current_time()
+            written_before = (None if self.retention is None
+                              else time.time() - self.retention)
             for topic in self.topics.values():
                 topic.keys.expire(now)
                 try:
+                    self._expire(topic, written_before)
                     topic.trim()
                 except OSError as exc:
                     self.disk_failed("delete_segments", topic.name, exc)
@@ -335,6 +341,16 @@ class Broker:
         finally:
             self._prefetching.discard(key)
         self.holds.notify(topic.name)
+
+    def _expire(self, topic: Topic, written_before: float | None) -> None:
+        """Apply the retention settings to ``topic`` (whoever still needs its records)."""
+        if written_before is None and self.retention_bytes is None:
+            return
+        let_go = topic.expire(written_before, self.retention_bytes)
+        if let_go:
+            log.info("queue.retention_expired", topic=topic.name, messages=let_go,
+                     earliest=topic.store.earliest)
+            topic.waiting.unpark_all()  # subscribers waiting at the old place move on
 
     # ------------------------------------------------------------------ disk failures
 
@@ -464,13 +480,14 @@ class Broker:
                     deferred=c.queue.waiting_later, consumers=len(c.consumers),
                     delivered=c.queue.delivered, finished=c.queue.finished,
                     requeued=c.queue.requeued, timed_out=c.queue.timed_out,
-                    dead_lettered=c.queue.dead_lettered,
+                    dead_lettered=c.queue.dead_lettered, expired=c.queue.expired,
                     acks_refused=self.acks_refused.get((name, c.name), 0))
                 for c in topic.channels.values()}
             groups = {g: GroupStatistics(offset=o, lag=max(0, end - o))
                       for g, o in topic.groups.items()}
             topics[name] = TopicStatistics(
                 earliest=topic.store.earliest, end=end, in_memory=topic.store.in_memory,
+                disk_bytes=0 if topic.store.log is None else topic.store.log.size_bytes,
                 published=topic.published, duplicates=topic.duplicates, channels=channels,
                 groups=groups)
         return QueueStatistics(topics=topics, held_pulls=len(self.holds),

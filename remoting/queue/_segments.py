@@ -27,6 +27,7 @@ import bisect
 import errno
 import os
 import struct
+import time
 from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
@@ -171,7 +172,7 @@ def read_spans(spans: list[Span], offset: int, until: int, max_count: int, max_b
 
 class _Segment:
     __slots__ = ("base", "count", "fd", "first", "index_offsets", "index_positions", "last",
-                 "path", "size")
+                 "modified", "path", "size")
 
     def __init__(self, path: Path, base: int) -> None:
         self.path = path
@@ -183,6 +184,7 @@ class _Segment:
         self.index_offsets = array("q")
         self.index_positions = array("q")
         self.fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        self.modified = time.time()  # when last written (wall clock): retention's measure
 
     def note(self, offset: int, position: int) -> None:
         """Record that the record ``offset`` starts at ``position``."""
@@ -266,6 +268,7 @@ class SegmentLog:
             for offset, position in zip(scanned.offsets, scanned.positions, strict=True):
                 segment.note(offset, position)
             segment.size = scanned.valid_bytes
+            segment.modified = os.fstat(segment.fd).st_mtime
             if segment.count == 0 and not newest:
                 os.close(segment.fd)
                 path.unlink()
@@ -317,6 +320,7 @@ class SegmentLog:
             segment.note(first + i, position)
             position += len(record)
         segment.size = position
+        segment.modified = time.time()
         self._dirty.add(segment)
 
     def _undo(self, fd: int, segment: _Segment) -> None:
@@ -396,13 +400,34 @@ class SegmentLog:
         return how many."""
         gone = 0
         while len(self._segments) > 1 and self._segments[0].last < floor:
-            segment = self._segments.pop(0)
-            self._bases.pop(0)
-            self._dirty.discard(segment)
-            os.close(segment.fd)
-            segment.path.unlink(missing_ok=True)
+            self._delete_oldest()
             gone += 1
         return gone
+
+    def delete_expired(self, written_before: float | None, max_bytes: int | None) -> int:
+        """Delete the oldest segments (never the newest) last written before
+        ``written_before`` (wall clock), and those that make the log larger than
+        ``max_bytes``, whoever still needs their records (RocketMQ's ``fileReservedTime``
+        and disk bounds); return how many."""
+        gone = 0
+        size = self.size_bytes
+        segments = self._segments
+        while len(segments) > 1:
+            oldest = segments[0]
+            if not ((written_before is not None and oldest.modified < written_before)
+                    or (max_bytes is not None and size > max_bytes)):
+                break
+            size -= oldest.size
+            self._delete_oldest()
+            gone += 1
+        return gone
+
+    def _delete_oldest(self) -> None:
+        segment = self._segments.pop(0)
+        self._bases.pop(0)
+        self._dirty.discard(segment)
+        os.close(segment.fd)
+        segment.path.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Close every descriptor (the log is not used after this)."""

@@ -48,9 +48,15 @@ class QueueService:
         fsync_interval: seconds between fsyncs with ``fsync="interval"``.
         segment_bytes: the size at which a topic starts a new segment file.
         dedup_window: seconds a publish's idempotence key is remembered.
+        retention: with ``data_dir``, delete a topic's oldest segment files once last
+            written this many seconds ago, even if a channel or group still needs their
+            messages (RocketMQ's ``fileReservedTime``); None: only once consumed.
+        retention_bytes: with ``data_dir``, delete a topic's oldest segment files while its
+            files hold more than this many bytes, whoever needs them; None: no bound.
 
     Raises:
-        TypeError, ValueError: a setting out of range.
+        TypeError, ValueError: a setting out of range, or a retention without
+            ``data_dir``.
         OSError: ``data_dir`` cannot be made or read.
     """
 
@@ -62,12 +68,17 @@ class QueueService:
                  dead_letter: Callable[[str, Message], object] | None = None,
                  fsync: FsyncPolicy = "interval", fsync_interval: float = 1.0,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 dedup_window: float = DEFAULT_DEDUP_WINDOW) -> None:
+                 dedup_window: float = DEFAULT_DEDUP_WINDOW, retention: float | None = None,
+                 retention_bytes: int | None = None) -> None:
         if dead_letter is not None and not callable(dead_letter):
             raise TypeError(f"dead_letter must be a function of (channel, message), got "
                             f"{dead_letter!r}")
         if fsync not in ("always", "interval", "never"):
             raise ValueError(f"fsync must be 'always', 'interval' or 'never', got {fsync!r}")
+        if data_dir is None and (retention is not None or retention_bytes is not None):
+            raise ValueError("retention and retention_bytes bound a data directory's segment "
+                             "files: give a data_dir (without one, memory_messages bounds "
+                             "each topic)")
         self.broker = Broker(
             data_dir=None if data_dir is None else Path(data_dir),
             memory_messages=_count("memory_messages", memory_messages, 1),
@@ -75,7 +86,11 @@ class QueueService:
             max_attempts=_count("max_attempts", max_attempts, 0), dead_letter=dead_letter,
             fsync=fsync, fsync_interval=seconds("fsync_interval", fsync_interval, above=True),
             segment_bytes=_count("segment_bytes", segment_bytes, 4096),
-            dedup_window=seconds("dedup_window", dedup_window))
+            dedup_window=seconds("dedup_window", dedup_window),
+            retention=None if retention is None else seconds("retention", retention,
+                                                             above=True),
+            retention_bytes=None if retention_bytes is None else _count(
+                "retention_bytes", retention_bytes, 1))
         self._endpoint: Endpoint | None = None
 
     @property

@@ -146,6 +146,21 @@ class TopicStore:
         self._drop_memory(min(floor, self.end) - self.memory_base)
         self.earliest = self.memory_base
 
+    def expire(self, written_before: float | None, max_bytes: int | None) -> int:
+        """Let go of the oldest segments by retention (`SegmentLog.delete_expired`), whoever
+        still needs their records; return the new ``earliest`` (unchanged without a log).
+
+        Raises:
+            OSError: a segment file could not be deleted.
+        """
+        if self.log is None or (written_before is None and max_bytes is None):
+            return self.earliest
+        if self.log.delete_expired(written_before, max_bytes):
+            self.earliest = self.log.earliest
+            if self.earliest > self.memory_base:  # memory held some of them too
+                self._drop_memory(min(self.earliest, self.end) - self.memory_base)
+        return self.earliest
+
     def _drop_memory(self, count: int) -> None:
         if count <= 0:
             return

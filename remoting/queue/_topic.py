@@ -240,6 +240,19 @@ class Topic:
         needs += self.groups.values()
         return min(needs) if needs else None
 
+    def expire(self, written_before: float | None, max_bytes: int | None) -> int:
+        """Let go of the oldest records by retention (`TopicStore.expire`), whoever still
+        needs them: each channel forgets those it had not finished (counted as
+        ``expired``); return how many offsets the topic let go of."""
+        earliest = self.store.earliest
+        now_earliest = self.store.expire(written_before, max_bytes)
+        if now_earliest == earliest:
+            return 0
+        self.changes += 1
+        for channel in self.channels.values():
+            channel.queue.drop_below(now_earliest)
+        return now_earliest - earliest
+
     def trim(self) -> None:
         """Let go of what no channel or group needs any more."""
         floor = self.floor()
