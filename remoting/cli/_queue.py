@@ -74,6 +74,7 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     try:
         server.start()
     except RemotingStartError as exc:
+        service.close()  # its files were open: offsets saved, closed
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(f"serving queue on {args.bind}:{server.port} (pid {os.getpid()})\n")

@@ -208,6 +208,10 @@ class Broker:
 
     async def run(self) -> None:
         """The background task (in its server's endpoint nursery until it stops)."""
+        if self._closed:  # closed before its server started: nothing to serve
+            log.warning("queue.closed", reason="the service was closed before its server "
+                        "started")
+            return
         now = trio.current_time()
         wall_ms = time.time() * 1000
         for name, pending in self._deferred_wall.items():
@@ -229,8 +233,14 @@ class Broker:
             self._nursery = None
             self.close()  # sync: nothing in it can be cancelled
 
+    @property
+    def closed(self) -> bool:
+        """True once `close` ran: the files are closed, nothing is served any more."""
+        return self._closed
+
     def close(self) -> None:
-        """Save offsets, fsync and close the segment files (when its server stops)."""
+        """Save offsets, fsync and close the segment files (when its server stops, or by
+        `QueueService.close`); idempotent."""
         if self._closed:
             return
         self._closed = True

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from .._checks import seconds
 from ._broker import DEFAULT_DEDUP_WINDOW, DEFAULT_SEGMENT_BYTES, Broker, FsyncPolicy
@@ -16,6 +16,7 @@ from ._metrics import install_metrics
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable
+    from types import TracebackType
 
     from .._core._endpoint import Endpoint
     from .._faces._blocking_server import RemotingServer
@@ -109,10 +110,13 @@ class QueueService:
         or from its loop (a trio server's task).
 
         Raises:
-            RuntimeError: the service is attached already (one server per service).
+            RuntimeError: the service is attached already (one server per service), or was
+                closed.
         """
         if self._endpoint is not None:
             raise RuntimeError("a QueueService serves one server; it is attached already")
+        if self.broker.closed:
+            raise RuntimeError("the QueueService is closed: make a new one")
         endpoint = server.endpoint
         self._endpoint = endpoint
         register_handlers(self.broker, server)
@@ -122,6 +126,28 @@ class QueueService:
         else:
             endpoint.run_in_background(run)
         install_metrics(self.broker, endpoint)
+
+    def close(self) -> None:
+        """Save the offsets, fsync (unless ``fsync="never"``) and close the segment files of
+        a service that is not serving: one never attached, or whose server never started or
+        has stopped (a server that stops closes its service itself). Idempotent; also what
+        leaving a ``with QueueService(...) as service:`` block does.
+
+        Raises:
+            RuntimeError: the service's server is running: shut the server down instead.
+        """
+        endpoint = self._endpoint
+        if endpoint is not None and endpoint.running:
+            raise RuntimeError("the QueueService serves a running server: shut the server "
+                               "down, which closes the service")
+        self.broker.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
     def statistics(self) -> QueueStatistics:
         """Return a snapshot per topic, channel and group (taken on the server's loop thread
