@@ -40,6 +40,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retention", type=seconds, default=None,
                         help="delete a topic's segment files last written this many seconds "
                              "ago, consumed or not (default: only once consumed)")
+    parser.add_argument("--max-topics", type=count, default=10_000,
+                        help="topics the service holds at most (default 10,000)")
+    parser.add_argument("--max-channels", type=count, default=1_000,
+                        help="channels, and groups, of a topic at most (default 1,000)")
     parser.add_argument("--retention-bytes", type=count, default=None,
                         help="delete a topic's oldest segment files while it holds more than "
                              "this many bytes, consumed or not (default: no bound)")
@@ -58,7 +62,8 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                                fsync=args.fsync, fsync_interval=args.fsync_interval,
                                segment_bytes=args.segment_bytes,
                                retention=args.retention,
-                               retention_bytes=args.retention_bytes)
+                               retention_bytes=args.retention_bytes,
+                               max_topics=args.max_topics, max_channels=args.max_channels)
     except (OSError, ValueError) as exc:
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2

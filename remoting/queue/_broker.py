@@ -28,6 +28,7 @@ import itertools
 import math
 import os
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Final, Literal
 
 import orjson
@@ -58,7 +59,16 @@ FsyncPolicy = Literal["always", "interval", "never"]
 HOUSEKEEPING_SECONDS: Final = 1.0  # retention, key expiry, offsets to disk (and fsync)
 DEFAULT_SEGMENT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_DEDUP_WINDOW: Final = 600.0  # seconds a publish's key is remembered
+# Names a peer may make, at most: each topic is a directory and state in memory, each channel
+# or group state in memory and in offsets.json, kept until deleted. Far above what a service
+# of one process serves in practice; a client making names in a loop is stopped here.
+DEFAULT_MAX_TOPICS: Final = 10_000
+DEFAULT_MAX_CHANNELS: Final = 1_000  # channels of a topic, and groups of a topic (each)
 READ_THREADS: Final = 4  # segment reads that wait for the disk at once, in worker threads
+# Topics whose newest segment is kept open for appending, at most: the least recently written
+# are closed past it (reopened by their next publish), so many topics cannot run the process
+# out of file descriptors (often 1,024 at most).
+MAX_OPEN_APPENDS: Final = 256
 OFFSETS_FILE: Final = "offsets.json"
 
 
@@ -105,7 +115,8 @@ class Broker:
                  max_attempts: int, dead_letter: Callable[[str, Message], object] | None,
                  fsync: FsyncPolicy, fsync_interval: float, segment_bytes: int,
                  dedup_window: float, retention: float | None = None,
-                 retention_bytes: int | None = None) -> None:
+                 retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
+                 max_channels: int = DEFAULT_MAX_CHANNELS) -> None:
         self.data_dir = data_dir
         self.memory_messages = memory_messages
         self.msg_timeout = msg_timeout
@@ -117,6 +128,8 @@ class Broker:
         self.dedup_window = dedup_window
         self.retention = retention
         self.retention_bytes = retention_bytes
+        self.max_topics = max_topics
+        self.max_channels = max_channels
         self.topics: dict[str, Topic] = {}
         self.problems: list[Problem] = []
         self.holds = HeldRequests()
@@ -124,6 +137,8 @@ class Broker:
         self.readers = trio.CapacityLimiter(READ_THREADS)
         self._nursery: trio.Nursery | None = None  # the background task's, while it runs
         self._prefetching: set[tuple[str, int, int]] = set()
+        # topics with an open append descriptor, the least recently written first
+        self._appending: OrderedDict[str, SegmentLog] = OrderedDict()
         self.consumers: dict[int, Consumer] = {}
         self.by_stream: dict[tuple[object, int], Consumer] = {}
         self.acks_refused: dict[tuple[str, str], int] = {}
@@ -309,8 +324,8 @@ class Broker:
         while True:
             await trio.sleep(HOUSEKEEPING_SECONDS)
             now = trio.current_time()
-            written_before = (None if self.retention is None
-                              else time.time() - self.retention)
+            wall = time.time()
+            written_before = None if self.retention is None else wall - self.retention
             for topic in self.topics.values():
                 topic.keys.expire(now)
                 try:
@@ -329,6 +344,20 @@ class Broker:
                     self.disk_failed("fsync", None, exc)
                 else:
                     self.disk_ok("fsync", None)
+
+    def written(self, topic: Topic) -> None:
+        """Note that ``topic`` was just appended to (its append descriptor is open): close
+        that of the topic written least recently once more than `MAX_OPEN_APPENDS` are."""
+        segments = topic.store.log
+        if segments is None:
+            return
+        appending = self._appending
+        if topic.name in appending:
+            appending.move_to_end(topic.name)
+            return
+        appending[topic.name] = segments
+        if len(appending) > MAX_OPEN_APPENDS:
+            appending.popitem(last=False)[1].close_append()
 
     # ------------------------------------------------------------------ reading
 
@@ -427,6 +456,28 @@ class Broker:
             self._offsets_saved[topic.name] = data
 
     # ------------------------------------------------------------------ consumers
+
+    def delete_channel(self, topic_name: str, channel_name: str) -> bool:
+        """Forget a channel (its position and deliveries); return False if there is none.
+
+        Raises:
+            RuntimeError: it has subscribers.
+        """
+        topic = self.topics.get(topic_name)
+        channel = None if topic is None else topic.channels.get(channel_name)
+        if topic is None or channel is None:
+            return False
+        if channel.consumers:
+            raise RuntimeError(f"channel {channel_name!r} of topic {topic_name!r} has "
+                               f"{len(channel.consumers)} subscribers: delete it once they "
+                               "have left")
+        del topic.channels[channel_name]
+        return True
+
+    def delete_group(self, topic_name: str, group: str) -> bool:
+        """Forget a group's committed offset; return False if there is none."""
+        topic = self.topics.get(topic_name)
+        return topic is not None and topic.groups.pop(group, None) is not None
 
     def add_consumer(self, topic: Topic, channel: Channel, stream: ServerStream,
                      handle: object) -> Consumer:

@@ -78,6 +78,12 @@ def _ok(**fields: object) -> RemotingCommand:
         ResponseCode.SUCCESS, header={k: str(v) for k, v in fields.items()} or None)
 
 
+def _too_many(kind: str, topic: str, limit: int) -> Refusal:
+    return Refusal(ResponseCode.NO_PERMISSION, (
+        f"topic {topic!r} has {limit} {kind}, the service's max_channels: use an existing "
+        f"one, delete some (QueueService.delete_{kind[:-1]}), or raise max_channels"))
+
+
 def _no_topic(name: str) -> Refusal:
     return Refusal(ResponseCode.TOPIC_NOT_EXIST, f"topic {name!r} does not exist: publish to "
                    "it, or create it (create_topic), first")
@@ -103,6 +109,18 @@ class _Handlers:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+
+    def made(self, name: str) -> Topic:
+        """Return the topic ``name``, made if new and the service may hold one more."""
+        broker = self.broker
+        topic = broker.topic(name)
+        if topic is None:
+            if len(broker.topics) >= broker.max_topics:
+                raise Refusal(ResponseCode.NO_PERMISSION, (
+                    f"topic {name!r} is new and the service holds {broker.max_topics} topics, "
+                    "its max_topics: use an existing topic, or raise max_topics"))
+            topic = broker.create_topic(name)
+        return topic
 
     def existing(self, request: RemotingCommand) -> Topic:
         name = name_of(request, TOPIC)
@@ -131,7 +149,7 @@ class _Handlers:
         except RecordError as exc:
             raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
                           f"the messages are not well-formed: {exc}") from None
-        topic = broker.create_topic(name)
+        topic = self.made(name)
         now = trio.current_time()
         if key is not None:
             seen = topic.keys.get(key, now)
@@ -155,6 +173,7 @@ class _Handlers:
                 f"({exc.strerror or exc}): nothing of this publish was kept; retry once "
                 "its disk has room")) from None
         broker.disk_ok("append", name)
+        broker.written(topic)
         if defer_ms:
             broker.arm(now + defer_ms / 1000)
         else:  # after this answer is on its way (RocketMQ notifies from another thread)
@@ -173,7 +192,7 @@ class _Handlers:
 
     async def create(self, ctx: RequestContext, request: RemotingCommand
                      ) -> RemotingCommand | None:
-        topic = self.broker.create_topic(name_of(request, TOPIC))
+        topic = self.made(name_of(request, TOPIC))
         return _ok(**{END: topic.end})
 
     # ------------------------------------------------------------------ acknowledging
@@ -305,6 +324,8 @@ class _Handlers:
             raise Refusal(ResponseCode.INVALID_PARAMETER,
                           f"offset {offset} is past the end of topic {topic.name!r} "
                           f"({topic.end}): commit the next offset to read")
+        if group not in topic.groups and len(topic.groups) >= self.broker.max_channels:
+            raise _too_many("groups", topic.name, self.broker.max_channels)
         topic.groups[group] = offset
         return _ok()
 
@@ -356,6 +377,9 @@ class Subscribe(StreamProcessor):
         if topic is None:
             missing = _no_topic(name)
             raise AbortProcessError(missing.code, missing.remark)
+        if channel_name not in topic.channels and len(topic.channels) >= broker.max_channels:
+            too_many = _too_many("channels", topic.name, broker.max_channels)
+            raise AbortProcessError(too_many.code, too_many.remark)
         channel = topic.channel(channel_name)
         consumer = broker.add_consumer(topic, channel, stream, ctx.channel)
         try:

@@ -1,22 +1,26 @@
 """`SegmentLog`: a topic's records in append-only segment files under its data directory.
 
-Theory of operation (called on the service's loop thread; file I/O is synchronous, small and
-in the page cache, except fsync, which `sync_fds` hands to a worker thread):
+Theory of operation (called on the service's loop thread: appends are one ``write`` each, to
+the page cache; a read on the loop takes only what the page cache holds (`read_spans` with
+``nowait``), the rest is read in a worker thread; fsync runs in a worker thread too):
 - A topic's directory holds segment files named by the first offset they hold
   (``00000000000000000042.log``), each at most about ``segment_bytes``. Records
   (`_messaging/_records.py`) are appended to the newest with one ``write`` per publish: once
   it returns, the record survives the process (the kernel has it); surviving the machine
   needs an fsync (see `QueueService`'s ``fsync`` setting).
 - Each segment keeps a sparse index in memory (an offset and its byte position every
-  `INDEX_EVERY` records, and at least every `READ_CHUNK` bytes) and an open read descriptor;
-  a read seeks through the index and ``pread``s forward.
+  `INDEX_EVERY` records, and at least every `READ_CHUNK` bytes); a read opens the segments it
+  needs (`plan`), seeks through the index and ``pread``s forward. Only the newest segment
+  may have a descriptor kept open, for appending; the service closes those of the topics
+  written least recently past a bound (`close_append`), so however many topics it has, it
+  does not run the process out of descriptors.
 - Opening a directory is recovery: every segment is scanned (`scan`). A torn tail of the
   newest segment (a write the process did not finish) is cut off. Corruption (an impossible
   length, a CRC that does not match; a torn record anywhere but at the very end) keeps the
   segment's good prefix, moves the rest aside to ``<segment>.corrupt-<position>`` (never
   deleted), and is reported as a `Problem` naming the file; every other segment is kept, so
   offsets may have a gap there, which reads step over.
-- ``sync_fds`` returns duplicated descriptors of the segments written since the last sync: a
+- ``sync_fds`` returns descriptors opened for the segments written since the last sync: a
   worker thread fsyncs and closes them, and nothing the loop does meanwhile (a new segment,
   deleting an old one) can pull a descriptor from under it.
 """
@@ -171,7 +175,7 @@ def read_spans(spans: list[Span], offset: int, until: int, max_count: int, max_b
 
 
 class _Segment:
-    __slots__ = ("base", "count", "fd", "first", "index_offsets", "index_positions", "last",
+    __slots__ = ("base", "count", "first", "index_offsets", "index_positions", "last",
                  "modified", "path", "size")
 
     def __init__(self, path: Path, base: int) -> None:
@@ -183,7 +187,6 @@ class _Segment:
         self.last = -1
         self.index_offsets = array("q")
         self.index_positions = array("q")
-        self.fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
         self.modified = time.time()  # when last written (wall clock): retention's measure
 
     def note(self, offset: int, position: int) -> None:
@@ -268,9 +271,8 @@ class SegmentLog:
             for offset, position in zip(scanned.offsets, scanned.positions, strict=True):
                 segment.note(offset, position)
             segment.size = scanned.valid_bytes
-            segment.modified = os.fstat(segment.fd).st_mtime
+            segment.modified = path.stat().st_mtime
             if segment.count == 0 and not newest:
-                os.close(segment.fd)
                 path.unlink()
                 continue
             self._segments.append(segment)
@@ -307,7 +309,8 @@ class SegmentLog:
             segment = self._roll(first)
         fd = self._write_fd
         if fd is None:
-            fd = self._write_fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND)
+            fd = self._write_fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                          0o644)
         view = memoryview(data)
         try:
             while view:
@@ -341,31 +344,51 @@ class SegmentLog:
             self._segments.pop()
             self._bases.pop()
             self._dirty.discard(newest)
-            os.close(newest.fd)
             newest.path.unlink(missing_ok=True)
         segment = _Segment(self.directory / f"{first:020d}{SUFFIX}", first)
+        self._write_fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._segments.append(segment)
         self._bases.append(first)
         self._sealed = False
         return segment
 
     def sync_fds(self) -> list[int]:
-        """Return duplicated descriptors of the segments written since the last call, for a
-        worker thread to fsync and close."""
-        fds = [os.dup(segment.fd) for segment in self._dirty]
+        """Return descriptors of the segments written since the last call, opened for a
+        worker thread to fsync and close.
+
+        Raises:
+            OSError: one could not be opened (those opened are closed; the segments stay to
+                be synced).
+        """
+        fds: list[int] = []
+        try:
+            for segment in self._dirty:
+                fds.append(os.open(segment.path, os.O_RDONLY))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
         self._dirty.clear()
         return fds
 
+    def close_append(self) -> None:
+        """Close the append descriptor (the next append opens it again). What was written
+        stays in the page cache; `sync_fds` opens the files it fsyncs by path."""
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
     # ------------------------------------------------------------------ reading
 
-    def plan(self, offset: int, max_count: int, dup: bool) -> list[Span]:
+    def plan(self, offset: int, max_count: int) -> list[Span]:
         """Return the spans to read for up to ``max_count`` records from ``offset`` on (the
-        segments holding them, from a position at or before ``offset``'s record). With
-        ``dup``, each span has a duplicated descriptor of its own, for a worker thread:
-        nothing the loop does meanwhile (deleting the segment) can pull it away.
+        segments holding them, from a position at or before ``offset``'s record), each with
+        a descriptor opened for it (`read_spans` closes them): a worker thread may read them,
+        and nothing the loop does meanwhile (deleting the segment) can pull them away. A
+        segment holds no descriptor between reads, so a topic costs none while idle.
 
         Raises:
-            OSError: a descriptor could not be duplicated (none is left open).
+            OSError: a segment could not be opened (none is left open).
         """
         spans: list[Span] = []
         i = max(0, bisect.bisect_right(self._bases, offset) - 1)
@@ -377,8 +400,8 @@ class SegmentLog:
                 i += 1
                 if segment.last < offset:  # before it, or empty
                     continue
-                fd = os.dup(segment.fd) if dup else segment.fd
-                spans.append(Span(fd, segment.position_of(offset), segment.size, dup))
+                fd = os.open(segment.path, os.O_RDONLY)
+                spans.append(Span(fd, segment.position_of(offset), segment.size, True))
                 needed -= segment.last - max(offset, segment.first) + 1
         except OSError:
             close_spans(spans)
@@ -390,8 +413,8 @@ class SegmentLog:
         """Return up to ``max_count`` records from ``offset`` on (stepping over a gap),
         below ``until``, at most ``max_bytes`` of them (one record at least); with
         ``nowait``, None instead if that needs the disk (see `read_spans`)."""
-        return read_spans(self.plan(offset, max_count, dup=False), offset, until, max_count,
-                          max_bytes, nowait)
+        return read_spans(self.plan(offset, max_count), offset, until, max_count, max_bytes,
+                          nowait)
 
     # ------------------------------------------------------------------ retention
 
@@ -426,15 +449,12 @@ class SegmentLog:
         segment = self._segments.pop(0)
         self._bases.pop(0)
         self._dirty.discard(segment)
-        os.close(segment.fd)
         segment.path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Close every descriptor (the log is not used after this)."""
+        """Close the append descriptor (the log is not used after this)."""
         if self._write_fd is not None:
             os.close(self._write_fd)
             self._write_fd = None
-        for segment in self._segments:
-            os.close(segment.fd)
         self._segments.clear()
         self._bases.clear()

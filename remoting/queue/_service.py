@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from .._checks import seconds
-from ._broker import DEFAULT_DEDUP_WINDOW, DEFAULT_SEGMENT_BYTES, Broker, FsyncPolicy
+from ._broker import (
+    DEFAULT_DEDUP_WINDOW,
+    DEFAULT_MAX_CHANNELS,
+    DEFAULT_MAX_TOPICS,
+    DEFAULT_SEGMENT_BYTES,
+    Broker,
+    FsyncPolicy,
+)
 from ._handlers import register_handlers
 from ._metrics import install_metrics
 
@@ -26,6 +33,8 @@ if TYPE_CHECKING:
     from ._stats import QueueStatistics
 
 __all__ = ["QueueService"]
+
+T = TypeVar("T")
 
 LOOP_ANSWER_SECONDS = 10.0  # a loop that takes longer to answer for statistics is stuck
 
@@ -54,6 +63,11 @@ class QueueService:
             messages (RocketMQ's ``fileReservedTime``); None: only once consumed.
         retention_bytes: with ``data_dir``, delete a topic's oldest segment files while its
             files hold more than this many bytes, whoever needs them; None: no bound.
+        max_topics: topics the service holds at most: a publish or ``create_topic`` of one
+            more is refused (NO_PERMISSION). Those recovered from ``data_dir`` count.
+        max_channels: channels, and groups, a topic has at most (each): a subscription
+            or commit that would make one more is refused (NO_PERMISSION); see
+            `delete_channel`, `delete_group`.
 
     Raises:
         TypeError, ValueError: a setting out of range, or a retention without
@@ -70,7 +84,8 @@ class QueueService:
                  fsync: FsyncPolicy = "interval", fsync_interval: float = 1.0,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  dedup_window: float = DEFAULT_DEDUP_WINDOW, retention: float | None = None,
-                 retention_bytes: int | None = None) -> None:
+                 retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
+                 max_channels: int = DEFAULT_MAX_CHANNELS) -> None:
         if dead_letter is not None and not callable(dead_letter):
             raise TypeError(f"dead_letter must be a function of (channel, message), got "
                             f"{dead_letter!r}")
@@ -91,7 +106,9 @@ class QueueService:
             retention=None if retention is None else seconds("retention", retention,
                                                              above=True),
             retention_bytes=None if retention_bytes is None else _count(
-                "retention_bytes", retention_bytes, 1))
+                "retention_bytes", retention_bytes, 1),
+            max_topics=_count("max_topics", max_topics, 1),
+            max_channels=_count("max_channels", max_channels, 1))
         self._endpoint: Endpoint | None = None
 
     @property
@@ -152,11 +169,31 @@ class QueueService:
     def statistics(self) -> QueueStatistics:
         """Return a snapshot per topic, channel and group (taken on the server's loop thread
         while it runs)."""
+        return self._on_loop(self.broker.statistics)
+
+    def delete_channel(self, topic: str, channel: str) -> bool:
+        """Forget a channel with no subscriber: its position and the deliveries it had in
+        flight (a later subscription to that name starts afresh, at the earliest message
+        held); return False if there was none. From any thread, or the server's loop.
+
+        Raises:
+            RuntimeError: it has subscribers (delete it once they left).
+        """
+        return self._on_loop(lambda: self.broker.delete_channel(topic, channel))
+
+    def delete_group(self, topic: str, group: str) -> bool:
+        """Forget a group's committed offset (its next pull reads from the earliest held);
+        return False if there was none. From any thread, or the server's loop."""
+        return self._on_loop(lambda: self.broker.delete_group(topic, group))
+
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the server's loop thread while it runs (through its inbox), else
+        here."""
         endpoint = self._endpoint
         if (endpoint is not None and endpoint.running and endpoint.loop_thread_id is not None
                 and endpoint.loop_thread_id != threading.get_ident()):
-            return endpoint.inbox.call(self.broker.statistics, LOOP_ANSWER_SECONDS)
-        return self.broker.statistics()
+            return endpoint.inbox.call(fn, LOOP_ANSWER_SECONDS)
+        return fn()
 
 
 def _count(name: str, value: object, minimum: int) -> int:

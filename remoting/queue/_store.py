@@ -110,7 +110,7 @@ class TopicStore:
         offset = max(offset, self.earliest)
         base = self.memory_base
         count = min(max_count, base - offset)
-        spans = self.log.plan(offset, count, dup=True)
+        spans = self.log.plan(offset, count)
         self.disk_reads += 1
         records = await trio.to_thread.run_sync(read_spans, spans, offset, base, count,
                                                 max_bytes, False, limiter=limiter) or []
