@@ -43,6 +43,7 @@ from ._segments import SegmentLog
 from ._stats import ChannelStatistics, GroupStatistics, QueueStatistics, TopicStatistics
 from ._store import TopicStore
 from ._topic import Topic
+from ._wire import is_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -183,7 +184,14 @@ class Broker:
         root.mkdir(parents=True, exist_ok=True)
         now_ms = int(time.time() * 1000)
         for directory in sorted(p for p in root.iterdir() if p.is_dir()):
+            if not is_name(directory.name):  # not made by the service: no client can name it
+                log.warning("queue.file_ignored", file=str(directory),
+                            reason="not a topic name")
+                continue
             segments = SegmentLog(directory, self.segment_bytes)
+            for path in segments.recovered.ignored:
+                log.warning("queue.file_ignored", file=str(path),
+                            reason="not named as a segment (20 digits and .log)")
             topic = self.topics[directory.name] = self._topic(directory.name, segments)
             recovered = segments.recovered
             for problem in recovered.problems:
@@ -209,14 +217,23 @@ class Broker:
             return
         try:
             saved = orjson.loads(path.read_bytes())
-            groups = {str(g): int(o) for g, o in saved.get("groups", {}).items()}
-            channels = {str(c): int(o) for c, o in saved.get("channels", {}).items()}
+            entries = {kind: dict(saved.get(kind, {})) for kind in ("groups", "channels")}
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
             log.error("queue.offsets_unreadable", file=str(path), error=str(exc))
             return
-        topic.groups.update(groups)
-        for name, floor in channels.items():
-            topic.channel(name, floor)
+        # what a client could not have committed is dropped: a name no request can carry, an
+        # offset that is not an int from 0 (one past the end is the end: the log was cut)
+        dropped = 0
+        for kind, found in entries.items():
+            for name, offset in found.items():
+                if not is_name(name) or type(offset) is not int or not 0 <= offset <= 2**63 - 1:
+                    dropped += 1
+                elif kind == "groups":
+                    topic.groups[name] = min(offset, topic.end)
+                else:
+                    topic.channel(name, offset)
+        if dropped:
+            log.warning("queue.offsets_dropped", file=str(path), dropped=dropped)
         self._offsets_saved[topic.name] = path.read_bytes()
 
     # ------------------------------------------------------------------ running

@@ -16,10 +16,12 @@ the page cache; a read on the loop takes only what the page cache holds (`read_s
   does not run the process out of descriptors.
 - Opening a directory is recovery: every segment is scanned (`scan`). A torn tail of the
   newest segment (a write the process did not finish) is cut off. Corruption (an impossible
-  length, a CRC that does not match; a torn record anywhere but at the very end) keeps the
-  segment's good prefix, moves the rest aside to ``<segment>.corrupt-<position>`` (never
-  deleted), and is reported as a `Problem` naming the file; every other segment is kept, so
-  offsets may have a gap there, which reads step over.
+  length, a CRC that does not match, a record whose offset is not the next one, a torn
+  record anywhere but at the very end) keeps the segment's good prefix. Either way the bytes
+  cut off are moved aside to ``<segment>.torn-<position>`` or ``.corrupt-<position>`` (never
+  deleted) and reported as a `Problem` naming the file; every other segment is kept, so
+  offsets may have a gap there, which reads step over. Only files named as segments are
+  read (20 ASCII digits and ``.log``); other ``.log`` files are reported (``ignored``).
 - ``sync_fds`` returns descriptors opened for the segments written since the last sync: a
   worker thread fsyncs and closes them, and nothing the loop does meanwhile (a new segment,
   deleting an old one) can pull a descriptor from under it.
@@ -30,13 +32,14 @@ from __future__ import annotations
 import bisect
 import errno
 import os
+import re
 import struct
 import time
 from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
-from .._messaging._records import record_offset, scan
+from .._messaging._records import Scan, record_offset, scan
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -61,12 +64,12 @@ class Problem:
     kind: Literal["torn", "corrupt"]
     position: int  # where the good bytes end
     reason: str
-    set_aside: Path | None  # where the bytes after ``position`` were moved (corrupt only)
+    set_aside: Path | None  # where the bytes after ``position`` were moved
 
     def __str__(self) -> str:
         if self.kind == "torn":
             return (f"{self.path}: an unfinished write at byte {self.position} was cut off "
-                    f"({self.reason})")
+                    f"({self.reason}) and moved to {self.set_aside}")
         return (f"{self.path}: corrupt from byte {self.position} ({self.reason}); the records "
                 f"before it are kept, the rest was moved to {self.set_aside}")
 
@@ -76,6 +79,7 @@ class Recovered:
     """What opening a directory found besides the records."""
 
     problems: list[Problem] = field(default_factory=list)
+    ignored: list[Path] = field(default_factory=list)  # ``*.log`` files not named as segments
     keys: list[tuple[str, int, int, int]] = field(default_factory=list)  # key, first, n, ms
     deferred: list[tuple[int, int]] = field(default_factory=list)  # offset, deliver_at_ms
 
@@ -174,6 +178,27 @@ def read_spans(spans: list[Span], offset: int, until: int, max_count: int, max_b
         close_spans(spans)
 
 
+_SEGMENT_NAME: Final = re.compile(r"[0-9]{20}\.log")  # its first offset, 20 ASCII digits
+
+
+def _check_offsets(scanned: Scan, base: int, last: int) -> None:
+    """Mark ``scanned`` corrupt from its first record out of place: a segment's records are
+    ``base``, ``base + 1``... (it is named by its first), all after the previous segment's
+    ``last`` (CRCs cannot tell a file copied from elsewhere, or renamed)."""
+    expected = base
+    for k, offset in enumerate(scanned.offsets):
+        if offset != expected or offset <= last:
+            scanned.problem = "corrupt"
+            scanned.reason = (f"offset {offset} where {expected} was expected" if offset
+                              != expected else f"offset {offset} repeats an earlier segment's")
+            scanned.valid_bytes = scanned.positions[k]
+            del scanned.offsets[k:], scanned.positions[k:]
+            scanned.keys = [key for key in scanned.keys if key[1] < offset]
+            scanned.deferred = [item for item in scanned.deferred if item[0] < offset]
+            return
+        expected += 1
+
+
 class _Segment:
     __slots__ = ("base", "count", "first", "index_offsets", "index_positions", "last",
                  "modified", "path", "size")
@@ -255,19 +280,26 @@ class SegmentLog:
 
     def _recover(self) -> Recovered:
         found = Recovered()
-        paths = sorted((p for p in self.directory.iterdir()
-                        if p.name.endswith(SUFFIX) and p.name[:-len(SUFFIX)].isdigit()),
-                       key=lambda p: int(p.name[:-len(SUFFIX)]))
+        paths = []
+        for path in self.directory.iterdir():
+            if _SEGMENT_NAME.fullmatch(path.name):
+                paths.append(path)
+            elif path.name.endswith(SUFFIX):  # not a name this service gives a segment
+                found.ignored.append(path)
+        paths.sort(key=lambda p: int(p.name[:-len(SUFFIX)]))
+        last = -1  # the previous segment's last offset
         for i, path in enumerate(paths):
+            base = int(path.name[:-len(SUFFIX)])
             data = path.read_bytes()
             scanned = scan(data)
+            _check_offsets(scanned, base, last)
             newest = i == len(paths) - 1
             if scanned.problem is not None:
                 found.problems.append(self._repair(path, data, scanned.valid_bytes,
                                                    "torn" if scanned.problem == "torn"
                                                    and newest else "corrupt",
                                                    scanned.reason))
-            segment = _Segment(path, int(path.name[:-len(SUFFIX)]))
+            segment = _Segment(path, base)
             for offset, position in zip(scanned.offsets, scanned.positions, strict=True):
                 segment.note(offset, position)
             segment.size = scanned.valid_bytes
@@ -279,14 +311,16 @@ class SegmentLog:
             self._bases.append(segment.base)
             found.keys += scanned.keys
             found.deferred += scanned.deferred
+            if segment.last >= 0:
+                last = segment.last
         return found
 
     def _repair(self, path: Path, data: bytes, valid: int, kind: Literal["torn", "corrupt"],
                 reason: str) -> Problem:
-        aside = None
-        if kind == "corrupt":
-            aside = path.with_name(f"{path.name}.corrupt-{valid}")
-            aside.write_bytes(data[valid:])
+        # The bytes cut off are never deleted: a torn tail is most likely a write the process
+        # did not finish, but a corrupt length at the end looks the same.
+        aside = path.with_name(f"{path.name}.{kind}-{valid}")
+        aside.write_bytes(data[valid:])
         with open(path, "r+b") as file:
             file.truncate(valid)
         return Problem(path, kind, valid, reason, aside)

@@ -34,6 +34,7 @@ __all__ = [
     "TOPIC",
     "Refusal",
     "format_attempts",
+    "is_name",
     "key_of",
     "name_of",
     "optional_int",
@@ -80,6 +81,12 @@ def refusal_response(refusal: Refusal) -> RemotingCommand:
     return RemotingCommand.create_response(refusal.code, refusal.remark)
 
 
+def is_name(value: object) -> bool:
+    """True if ``value`` is a topic, channel or group name: 1-128 of ``A-Z a-z 0-9 . _ -``,
+    not only dots ("." and ".." name directories)."""
+    return isinstance(value, str) and bool(_NAME.fullmatch(value)) and bool(value.strip("."))
+
+
 def name_of(request: RemotingCommand, field: str) -> str:
     """Return the topic, channel or group name in ``field``.
 
@@ -89,7 +96,7 @@ def name_of(request: RemotingCommand, field: str) -> str:
     value = (request.ext_fields or {}).get(field)
     if value is None:
         raise Refusal(ResponseCode.INVALID_PARAMETER, f"the {field} is missing")
-    if not _NAME.fullmatch(value) or not value.strip("."):  # "." and ".." name directories
+    if not is_name(value):
         raise Refusal(ResponseCode.INVALID_PARAMETER,
                       f"a {field} name is 1-128 of A-Z a-z 0-9 . _ - and not only dots (got "
                       f"{len(value)} characters that are not)")
