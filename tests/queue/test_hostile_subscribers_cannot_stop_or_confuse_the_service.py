@@ -89,3 +89,32 @@ async def test_a_flood_of_acknowledgements_in_one_request_is_refused_whole(
         assert msg.offset in queue.in_flight  # nothing of it was applied
         await msg.ack()
     assert service.statistics().topics["t"].channels["c"].finished == 1
+
+
+async def test_another_connection_cannot_grant_ack_or_cancel_a_subscription(
+        nursery: trio.Nursery) -> None:
+    service = QueueService(msg_timeout=30.0)
+    _, addr, q = await _queue(nursery, service)
+    await q.publish_many(addr, "t", [b"x"] * 10)
+    intruder = TrioRemotingClient()
+    await nursery.start(intruder.serve)
+    caller = intruder.endpoint.caller
+    async with q.subscribe(addr, "t", "c", credits=2) as sub:
+        held = [await sub.receive() for _ in range(2)]
+        stream_id = sub._stream.stream_id  # guessed by the intruder: ids are per connection
+        await caller.ainvoke_oneway(addr, addr, control_frame(
+            StreamCode.CREDIT, stream_id, MAX_CREDITS - 2), 5)
+        forged = await intruder.invoke_sync(addr, _ack(stream_id, [
+            (AckOp.FINISH, m.offset, 0) for m in held if m is not None]), 5)
+        assert forged.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
+        await caller.ainvoke_oneway(addr, addr, control_frame(StreamCode.CANCEL, stream_id), 5)
+        await intruder.invoke_sync(addr, _ack(stream_id, []), 5)  # after the frames above
+        queue = service.broker.topics["t"].channels["c"].queue
+        assert len(queue.in_flight) == 2 and queue.finished == 0  # nothing of it applied
+        [consumer] = service.broker.consumers.values()
+        assert consumer.stream.credits == 0  # no credit granted by the intruder
+        for msg in held:
+            assert msg is not None
+            await msg.ack()
+        assert (await sub.receive()) is not None  # the subscription goes on
+    assert service.statistics().topics["t"].channels["c"].finished >= 2
