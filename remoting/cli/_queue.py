@@ -26,6 +26,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep topics in segment files here (default: in memory only)")
     parser.add_argument("--memory-messages", type=count, default=10_000,
                         help="messages per topic held in memory (default 10,000)")
+    parser.add_argument("--memory-bytes", type=count, default=256 * 1024 * 1024,
+                        help="bytes of messages per topic held in memory (default 256 MiB)")
     parser.add_argument("--msg-timeout", type=seconds, default=60.0,
                         help="seconds to acknowledge a delivery before it is redelivered "
                              "(default 60)")
@@ -58,6 +60,7 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
 
     try:
         service = QueueService(args.data_dir, memory_messages=args.memory_messages,
+                               memory_bytes=args.memory_bytes,
                                msg_timeout=args.msg_timeout, max_attempts=args.max_attempts,
                                fsync=args.fsync, fsync_interval=args.fsync_interval,
                                segment_bytes=args.segment_bytes,

@@ -5,9 +5,10 @@ Theory of operation:
 - Everything the service holds is owned by the server's loop thread: its processors
   (`_handlers`) are async and run there, as does its background task (attached with the
   server's endpoint): the in-flight deadlines and deferred messages (`_timer`), retention, key
-  expiry, offsets and fsync (`_housekeeping`). Its file I/O is synchronous on the loop (small
-  writes to the page cache, reads of segments), except fsync, which runs in a worker thread
-  on duplicated descriptors (`SegmentLog.sync_fds`).
+  expiry, offsets and fsync (`_housekeeping`). Appends are synchronous on the loop (one write
+  to the page cache); reads on the loop take only what the page cache holds, the rest is
+  read in a worker thread (`TopicStore.read_async`); fsync runs in a worker thread, one file
+  at a time (`fsync_paths`).
 - A publish is acknowledged once its records are in the topic's store: in memory, and, with
   a data directory, written to the topic's segment file (the kernel holds them: they survive
   the process). ``fsync`` says when they reach the disk: ``"always"`` before the
@@ -39,7 +40,7 @@ from .._log import log
 from .._messaging._credits import MAX_CREDITS
 from .._messaging._records import record_fields
 from ._messages import Message
-from ._segments import SegmentLog
+from ._segments import SegmentLog, fsync_paths
 from ._stats import ChannelStatistics, GroupStatistics, QueueStatistics, TopicStatistics
 from ._store import TopicStore
 from ._topic import Topic
@@ -63,6 +64,10 @@ DEFAULT_DEDUP_WINDOW: Final = 600.0  # seconds a publish's key is remembered
 # Names a peer may make, at most: each topic is a directory and state in memory, each channel
 # or group state in memory and in offsets.json, kept until deleted. Far above what a service
 # of one process serves in practice; a client making names in a loop is stopped here.
+# Bytes of messages a topic holds in memory at most (with memory_messages): without a data
+# directory its most, with one its cache of the newest. Ten thousand messages of 1 MiB would
+# otherwise be 10 GiB.
+DEFAULT_MEMORY_BYTES: Final = 256 * 1024 * 1024
 DEFAULT_MAX_TOPICS: Final = 10_000
 DEFAULT_MAX_CHANNELS: Final = 1_000  # channels of a topic, and groups of a topic (each)
 READ_THREADS: Final = 4  # segment reads that wait for the disk at once, in worker threads
@@ -98,16 +103,6 @@ class Consumer:
             self.stream.add_credits(credits)
 
 
-def _fsync_all(fds: list[int]) -> None:
-    """fsync and close ``fds`` (in a worker thread)."""
-    try:
-        for fd in fds:
-            os.fsync(fd)
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
 class Broker:
     """The queue's state and what changes it, owned by its server's event loop (see the module
     docstring); `QueueService` is its public face."""
@@ -117,9 +112,11 @@ class Broker:
                  fsync: FsyncPolicy, fsync_interval: float, segment_bytes: int,
                  dedup_window: float, retention: float | None = None,
                  retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
-                 max_channels: int = DEFAULT_MAX_CHANNELS) -> None:
+                 max_channels: int = DEFAULT_MAX_CHANNELS,
+                 memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
         self.data_dir = data_dir
         self.memory_messages = memory_messages
+        self.memory_bytes = memory_bytes
         self.msg_timeout = msg_timeout
         self.max_attempts = max_attempts
         self.dead_letter = dead_letter
@@ -175,7 +172,7 @@ class Broker:
         return found
 
     def _topic(self, name: str, segments: SegmentLog | None) -> Topic:
-        return Topic(name, TopicStore(self.memory_messages, segments),
+        return Topic(name, TopicStore(self.memory_messages, segments, self.memory_bytes),
                      msg_timeout=self.msg_timeout, max_attempts=self.max_attempts,
                      dedup_window=self.dedup_window)
 
@@ -282,7 +279,7 @@ class Broker:
             if segments is not None:
                 if self.fsync != "never":
                     try:
-                        _fsync_all(segments.sync_fds())
+                        fsync_paths(segments.to_sync())
                     except OSError as exc:
                         self.disk_failed("fsync", topic.name, exc)
                 segments.close()
@@ -441,10 +438,10 @@ class Broker:
             self._sync_running = True
             self._sync_started += 1
             generation = self._sync_started
-            fds = [fd for topic in self.topics.values() if topic.store.log is not None
-                   for fd in topic.store.log.sync_fds()]
+            paths = [path for topic in self.topics.values() if topic.store.log is not None
+                     for path in topic.store.log.to_sync()]
             try:
-                await trio.to_thread.run_sync(_fsync_all, fds)
+                await trio.to_thread.run_sync(fsync_paths, paths)
             finally:
                 self._sync_done = generation
                 self._sync_running = False

@@ -21,7 +21,12 @@ from .._messaging._acks import ACK_BYTES, AckOp, unpack_acks
 from .._messaging._channel_queue import Outcome
 from .._messaging._codes import STREAM_ID, QueueCode
 from .._messaging._credits import MAX_CREDITS
-from .._messaging._records import RecordError, TooManyEntriesError, split_entries
+from .._messaging._records import (
+    FIXED_BYTES,
+    RecordError,
+    TooManyEntriesError,
+    split_entries,
+)
 from ._stats import statistics_to_json
 from ._topic import COLD
 from ._wire import (
@@ -157,13 +162,15 @@ class _Handlers:
                 topic.duplicates += 1
                 return _ok(**{OFFSET: seen[0], COUNT: seen[1], DUPLICATE: "true"})
         store = topic.store
-        if not store.has_room(len(contents)):
+        size = sum(map(len, contents)) + FIXED_BYTES * len(contents)  # as records
+        if not store.has_room(len(contents), size):
             topic.trim()
-            if not store.has_room(len(contents)):
+            if not store.has_room(len(contents), size):
                 raise Refusal(ResponseCode.SYSTEM_BUSY, (
-                    f"topic {name!r} is full: it holds {store.retained} messages and "
-                    f"memory_messages is {store.memory_messages}; consume them, or run the "
-                    "service with a data_dir"))
+                    f"topic {name!r} is full: it holds {store.retained} messages of "
+                    f"{store.memory_size} bytes, and memory_messages is "
+                    f"{store.memory_messages}, memory_bytes {store.memory_bytes}; consume "
+                    "them, or run the service with a data_dir"))
         try:
             first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
         except OSError as exc:  # nothing of it was kept (`SegmentLog.append`)

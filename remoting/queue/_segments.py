@@ -22,9 +22,9 @@ the page cache; a read on the loop takes only what the page cache holds (`read_s
   deleted) and reported as a `Problem` naming the file; every other segment is kept, so
   offsets may have a gap there, which reads step over. Only files named as segments are
   read (20 ASCII digits and ``.log``); other ``.log`` files are reported (``ignored``).
-- ``sync_fds`` returns descriptors opened for the segments written since the last sync: a
-  worker thread fsyncs and closes them, and nothing the loop does meanwhile (a new segment,
-  deleting an old one) can pull a descriptor from under it.
+- ``to_sync`` returns the segments written since the last sync: a worker thread opens,
+  fsyncs and closes them one at a time (`fsync_paths`: a burst of many topics written needs
+  one descriptor, not one each); one deleted meanwhile needs none.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["INDEX_EVERY", "NO_BYTE_LIMIT", "Problem", "Recovered", "SegmentLog", "Span",
-           "close_spans", "read_spans"]
+           "close_spans", "fsync_paths", "read_spans"]
 
 # Records between two entries of a segment's sparse index at most; and an entry at least
 # every `READ_CHUNK` bytes, so a read never walks through more than a chunk to its record
@@ -97,6 +97,32 @@ class Span:
     position: int
     end: int
     owned: bool  # ``fd`` is a duplicate, closed once read
+
+
+def fsync_paths(paths: list[Path]) -> None:
+    """fsync the files ``paths``, one at a time (in a worker thread); one gone meanwhile
+    (deleted by retention) is skipped.
+
+    Raises:
+        OSError: the first that failed (the others were fsynced).
+    """
+    failed: OSError | None = None
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            failed = failed or exc
+            continue
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            failed = failed or exc
+        finally:
+            os.close(fd)
+    if failed is not None:
+        raise failed
 
 
 def close_spans(spans: list[Span]) -> None:
@@ -386,28 +412,16 @@ class SegmentLog:
         self._sealed = False
         return segment
 
-    def sync_fds(self) -> list[int]:
-        """Return descriptors of the segments written since the last call, opened for a
-        worker thread to fsync and close.
-
-        Raises:
-            OSError: one could not be opened (those opened are closed; the segments stay to
-                be synced).
-        """
-        fds: list[int] = []
-        try:
-            for segment in self._dirty:
-                fds.append(os.open(segment.path, os.O_RDONLY))
-        except OSError:
-            for fd in fds:
-                os.close(fd)
-            raise
+    def to_sync(self) -> list[Path]:
+        """Return the segments written since the last call, for a worker thread to fsync
+        (`fsync_paths`)."""
+        paths = [segment.path for segment in self._dirty]
         self._dirty.clear()
-        return fds
+        return paths
 
     def close_append(self) -> None:
         """Close the append descriptor (the next append opens it again). What was written
-        stays in the page cache; `sync_fds` opens the files it fsyncs by path."""
+        stays in the page cache; `fsync_paths` opens the files it fsyncs by path."""
         if self._write_fd is not None:
             os.close(self._write_fd)
             self._write_fd = None

@@ -13,6 +13,7 @@ from ._broker import (
     DEFAULT_DEDUP_WINDOW,
     DEFAULT_MAX_CHANNELS,
     DEFAULT_MAX_TOPICS,
+    DEFAULT_MEMORY_BYTES,
     DEFAULT_SEGMENT_BYTES,
     Broker,
     FsyncPolicy,
@@ -47,6 +48,8 @@ class QueueService:
             process ends). Made when missing; what it holds is recovered now.
         memory_messages: messages per topic held in memory; without ``data_dir``, a publish
             that would hold more is refused (SYSTEM_BUSY).
+        memory_bytes: bytes of messages per topic held in memory, likewise (with
+            ``data_dir``, the newest are kept within both bounds).
         msg_timeout: seconds a subscriber has to finish, requeue or touch a delivery before
             it is delivered again.
         max_attempts: deliveries a message gets at most (0: no limit); the one after is
@@ -85,7 +88,8 @@ class QueueService:
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  dedup_window: float = DEFAULT_DEDUP_WINDOW, retention: float | None = None,
                  retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
-                 max_channels: int = DEFAULT_MAX_CHANNELS) -> None:
+                 max_channels: int = DEFAULT_MAX_CHANNELS,
+                 memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
         if dead_letter is not None and not callable(dead_letter):
             raise TypeError(f"dead_letter must be a function of (channel, message), got "
                             f"{dead_letter!r}")
@@ -108,7 +112,8 @@ class QueueService:
             retention_bytes=None if retention_bytes is None else _count(
                 "retention_bytes", retention_bytes, 1),
             max_topics=_count("max_topics", max_topics, 1),
-            max_channels=_count("max_channels", max_channels, 1))
+            max_channels=_count("max_channels", max_channels, 1),
+            memory_bytes=_count("memory_bytes", memory_bytes, 1))
         self._endpoint: Endpoint | None = None
 
     @property

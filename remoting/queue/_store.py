@@ -10,9 +10,10 @@ Theory of operation (the service's loop thread):
   segments). A read of those on the loop takes them from the page cache or not at all
   (``nowait``); `read_async` reads what needs the disk in a worker thread, so a slow disk
   or a consumer far behind never stalls the loop.
-- Without one, memory is the only copy: a publish that would hold more than
-  ``memory_messages`` is refused (`has_room`), and records leave only when every consumer is
-  done with them (`trim`).
+- Memory is bounded by ``memory_bytes`` too (large messages): with a log, the oldest records
+  leave memory past it; without one, memory is the only copy: a publish that would hold more
+  than ``memory_messages`` or ``memory_bytes`` is refused (`has_room`), and records leave
+  only when every consumer is done with them (`trim`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ __all__ = ["TopicStore"]
 class TopicStore:
     """The records of one topic (see the module docstring)."""
 
-    def __init__(self, memory_messages: int, log: SegmentLog | None) -> None:
+    def __init__(self, memory_messages: int, log: SegmentLog | None,
+                 memory_bytes: int = NO_BYTE_LIMIT) -> None:
         self.memory_messages = memory_messages
+        self.memory_bytes = memory_bytes
+        self.memory_size = 0  # bytes of the records in memory
         self.log = log
         self.end = log.end if log is not None else 0
         self.earliest = log.earliest if log is not None else 0
@@ -53,9 +57,11 @@ class TopicStore:
         """How many records are in memory."""
         return len(self._memory) - self._head
 
-    def has_room(self, count: int) -> bool:
-        """True if ``count`` more records may be appended (always, with a data directory)."""
-        return self.log is not None or self.retained + count <= self.memory_messages
+    def has_room(self, count: int, size: int) -> bool:
+        """True if ``count`` more records of ``size`` bytes in all may be appended (always,
+        with a data directory)."""
+        return self.log is not None or (self.retained + count <= self.memory_messages
+                                        and self.memory_size + size <= self.memory_bytes)
 
     def append(self, records: list[bytes]) -> int:
         """Append ``records``; return the offset of the first."""
@@ -63,10 +69,27 @@ class TopicStore:
         if self.log is not None:
             self.log.append(records, first)
         self._memory += records
+        self.memory_size += sum(map(len, records))
         self.end += len(records)
-        if self.log is not None and self.in_memory > self.memory_messages:
-            self._drop_memory(self.in_memory - self.memory_messages)
+        if self.log is not None:  # memory is a cache: the oldest go past either bound
+            over = self.in_memory - self.memory_messages
+            if self.memory_size > self.memory_bytes:
+                over = max(over, self._past_bytes())
+            self._drop_memory(over)
         return first
+
+    def _past_bytes(self) -> int:
+        """How many of the oldest records in memory to drop to be within ``memory_bytes``
+        (all but the newest at most)."""
+        excess = self.memory_size - self.memory_bytes
+        memory = self._memory
+        count = 0
+        for i in range(self._head, len(memory) - 1):
+            if excess <= 0:
+                break
+            excess -= len(memory[i])
+            count += 1
+        return count
 
     def read(self, offset: int, max_count: int, max_bytes: int = NO_BYTE_LIMIT, *,
              nowait: bool = False) -> list[bytes] | None:
@@ -164,6 +187,8 @@ class TopicStore:
     def _drop_memory(self, count: int) -> None:
         if count <= 0:
             return
+        memory = self._memory
+        self.memory_size -= sum(map(len, memory[self._head:self._head + count]))
         self._head += count
         self.memory_base += count
         if self._head > 4096 and self._head * 2 > len(self._memory):
