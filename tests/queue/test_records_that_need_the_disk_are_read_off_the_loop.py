@@ -62,7 +62,8 @@ async def test_a_held_pull_woken_for_evicted_records_is_answered_once_they_are_r
         nursery: trio.Nursery, tmp_path: Path) -> None:
     service = QueueService(tmp_path, memory_messages=4, fsync="never")
     addr, q = await _queue(nursery, service)
-    await q.publish(addr, "t", b"later", defer=0.5)  # offset 0, due in half a second
+    due = trio.current_time() + 2.0
+    await q.publish(addr, "t", b"later", defer=2.0)  # offset 0, due in two seconds
     answer: list[bytes] = []
     answered = trio.Event()
 
@@ -76,6 +77,7 @@ async def test_a_held_pull_woken_for_evicted_records_is_answered_once_they_are_r
     assert store.memory_base > 0
     _evict(tmp_path)
     reads = store.disk_reads
+    assert trio.current_time() < due  # evicted before the pull is woken
     with trio.fail_after(10):
         await answered.wait()  # woken when offset 0 came due: read off the loop, then sent
     assert answer[0] == b"later" and answer[1:] == [BODY] * (len(answer) - 1)
