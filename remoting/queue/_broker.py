@@ -135,6 +135,7 @@ class Broker:
         self.readers = trio.CapacityLimiter(READ_THREADS)
         self._nursery: trio.Nursery | None = None  # the background task's, while it runs
         self._prefetching: set[tuple[str, int, int]] = set()
+        self.prefetches = 0  # held pulls woken for records not in the page cache
         # topics with an open append descriptor, the least recently written first
         self._appending: OrderedDict[str, SegmentLog] = OrderedDict()
         self.consumers: dict[int, Consumer] = {}
@@ -383,6 +384,7 @@ class Broker:
         if self._nursery is None or key in self._prefetching:
             return
         self._prefetching.add(key)
+        self.prefetches += 1
         self._nursery.start_soon(self._prefetch, topic, key)
 
     async def _prefetch(self, topic: Topic, key: tuple[str, int, int]) -> None:

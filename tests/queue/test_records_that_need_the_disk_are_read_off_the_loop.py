@@ -76,10 +76,11 @@ async def test_a_held_pull_woken_for_evicted_records_is_answered_once_they_are_r
     store = service.broker.topics["t"].store
     assert store.memory_base > 0
     _evict(tmp_path)
-    reads = store.disk_reads
+    prefetches = service.broker.prefetches
     assert trio.current_time() < due  # evicted before the pull is woken
     with trio.fail_after(10):
         await answered.wait()  # woken when offset 0 came due: read off the loop, then sent
     assert answer[0] == b"later" and answer[1:] == [BODY] * (len(answer) - 1)
-    if hasattr(os, "RWF_NOWAIT"):
-        assert store.disk_reads > reads
+    # its wake found the records not in the page cache (the kernel may have read them in by
+    # the time the prefetch ran: the failed attempt starts its readahead)
+    assert service.broker.prefetches > prefetches
