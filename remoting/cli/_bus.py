@@ -124,7 +124,7 @@ def run_bus_server(config: ServerConfig, max_queued_per_consumer: int | None = N
             exporters.shutdown()  # flushes the last spans and metrics
 
 
-BUS_COMMANDS = [
+BUS_COMMANDS: list[Command] = [
     Command("bus", "serve an event bus that bus clients share (docs/bus.md)", _bus_arguments,
             _run_bus, log_level="info"),
 ]

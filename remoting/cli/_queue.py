@@ -16,7 +16,7 @@ from ._command import Command
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["QUEUE_COMMAND"]
+__all__ = ["QUEUE_COMMANDS"]
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,5 +94,7 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     return 0
 
 
-QUEUE_COMMAND = Command("queue", "run a queue service (topics, channels, groups) on a port",
-                        _arguments, _run, log_level="info")
+QUEUE_COMMANDS: list[Command] = [
+    Command("queue", "run a queue service (topics, channels, groups) on a port", _arguments, _run,
+            log_level="info"),
+]

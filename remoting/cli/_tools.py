@@ -352,16 +352,11 @@ def _print_latency(latency: object) -> None:
               + " ".join(f"{summary[c] * 1000:>8.2f}" for c in LATENCY_COLUMNS))
 
 
-def _commands() -> list[Command]:
-    return [
-        Command("serve", "serve processors from a module:factory (on N worker processes)",
-                _serve_arguments, _run_serve, log_level="info"),
-        Command("call", "send one request and print the response", _call_arguments,
-                _run_call),
-        Command("ping", "measure round trips to a server", _ping_arguments, _run_ping),
-        Command("stats", "show a server's statistics (built-in stats processor)",
-                _stats_arguments, _run_stats),
-    ]
-
-
-TOOL_COMMANDS = _commands
+TOOL_COMMANDS: list[Command] = [
+    Command("serve", "serve processors from a module:factory (on N worker processes)",
+            _serve_arguments, _run_serve, log_level="info"),
+    Command("call", "send one request and print the response", _call_arguments, _run_call),
+    Command("ping", "measure round trips to a server", _ping_arguments, _run_ping),
+    Command("stats", "show a server's statistics (built-in stats processor)",
+            _stats_arguments, _run_stats),
+]
