@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Final, Self, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, Self, TypeVar, overload
 
 import orjson
 import trio
@@ -263,24 +263,34 @@ class QueueClient:
 
 # ---------------------------------------------------------------------- blocking
 
-class Delivery(Message):
-    """A message delivered by a blocking subscription: finish it with `ack`, give it back
-    with `requeue`, or ask for more time with `touch`."""
+_Sub = TypeVar("_Sub", "BlockingSubscription", "TrioSubscription")
 
-    __module__ = "remoting.queue"
+
+class _Delivered(Message, Generic[_Sub]):
+    """A delivered message, as both faces hold it: its fields, its subscription, and the
+    acknowledgements of the stream it came on (`_Acks`)."""
+
     __slots__ = ("_acks", "_done", "_sub")
 
-    def __init__(self, topic: str, fields: Fields, attempts: int,
-                 sub: BlockingSubscription, acks: _Acks) -> None:
+    def __init__(self, topic: str, fields: Fields, attempts: int, sub: _Sub,
+                 acks: _Acks) -> None:
         self.topic = topic  # the fields set here, not through Message: a call less per message
         self.offset = fields[0]
         self.timestamp = fields[1] / 1000
         self.headers = fields[3]
         self.body = fields[4]
         self.attempts = attempts
-        self._sub = sub
-        self._acks = acks  # of the stream it came on
+        self._sub: _Sub = sub
+        self._acks = acks
         self._done = False
+
+
+class Delivery(_Delivered["BlockingSubscription"]):
+    """A message delivered by a blocking subscription: finish it with `ack`, give it back
+    with `requeue`, or ask for more time with `touch`."""
+
+    __module__ = "remoting.queue"
+    __slots__ = ()
 
     def ack(self) -> None:
         """Finish the message (NSQ's FIN); it is not delivered again.
@@ -438,7 +448,48 @@ def _deliveries(item: RemotingCommand, acks: _Acks) -> list[tuple[Fields, int]]:
     return [(f, tries.get(f[0], 1)) for f in fields]
 
 
-class BlockingSubscription:
+_Client = TypeVar("_Client", RemotingClient, TrioRemotingClient)
+_Stream = TypeVar("_Stream", "BlockingStream", "TrioStream")
+_Delivery = TypeVar("_Delivery", "Delivery", "TrioDelivery")
+
+
+class _Subscription(Generic[_Client, _Stream, _Delivery]):
+    """What both faces' subscriptions hold: the stream deliveries come on, their
+    acknowledgements (`_Acks`), the deliveries received and not yet read, and the counters."""
+
+    def __init__(self, client: _Client, stream: _Stream, topic: str, channel: str,
+                 credits: int, ack_window: float, timeout: float, addr: str | None) -> None:
+        self._client: _Client = client
+        self._caller = client.endpoint.caller
+        self._stream: _Stream = stream
+        self._addr = addr  # as subscribed: None moves along the address list
+        self._timeout = timeout
+        self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
+        self._ready: deque[_Delivery] = deque()
+        self._ended = False
+        self.topic = topic
+        self.channel = channel
+        self.received = 0
+        self.moves = 0
+
+    @property
+    def acked(self) -> int:
+        return self._acks.acked
+
+    @property
+    def requeued(self) -> int:
+        return self._acks.requeued
+
+    @property
+    def touched(self) -> int:
+        return self._acks.touched
+
+    @property
+    def refused(self) -> int:
+        return self._acks.refused
+
+
+class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Delivery]):
     """A blocking subscription: ``for msg in sub``; a context manager that closes it. Read it
     from one thread at a time; its deliveries may be acknowledged from any thread.
 
@@ -458,38 +509,11 @@ class BlockingSubscription:
     def __init__(self, client: RemotingClient, stream: BlockingStream, topic: str,
                  channel: str, credits: int, ack_window: float, timeout: float,
                  addr: str | None = None) -> None:
-        self._client = client
-        self._caller = client.endpoint.caller
-        self._stream = stream
-        self._addr = addr  # as subscribed: None moves along the address list
-        self._timeout = timeout
-        self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
+        super().__init__(client, stream, topic, channel, credits, ack_window, timeout, addr)
         self._lock = threading.Lock()  # deliveries may be acknowledged from any thread
-        self._ready: deque[Delivery] = deque()
-        self._ended = False
-        self.topic = topic
-        self.channel = channel
-        self.received = 0
-        self.moves = 0
 
     def __repr__(self) -> str:
         return f"<BlockingSubscription {self.topic}/{self.channel} from {self._stream.addr}>"
-
-    @property
-    def acked(self) -> int:
-        return self._acks.acked
-
-    @property
-    def requeued(self) -> int:
-        return self._acks.requeued
-
-    @property
-    def touched(self) -> int:
-        return self._acks.touched
-
-    @property
-    def refused(self) -> int:
-        return self._acks.refused
 
     def receive(self, timeout: float | None = None) -> Delivery | None:
         """Return the next delivery, waiting up to ``timeout`` seconds (None: for ever);
@@ -739,23 +763,11 @@ class BlockingQueueClient(QueueClient):
 
 # ---------------------------------------------------------------------- trio
 
-class TrioDelivery(Message):
+class TrioDelivery(_Delivered["TrioSubscription"]):
     """A message delivered by a trio subscription: ``await msg.ack()`` (see `Delivery`)."""
 
     __module__ = "remoting.queue"
-    __slots__ = ("_acks", "_done", "_sub")
-
-    def __init__(self, topic: str, fields: Fields, attempts: int,
-                 sub: TrioSubscription, acks: _Acks) -> None:
-        self.topic = topic  # as Delivery
-        self.offset = fields[0]
-        self.timestamp = fields[1] / 1000
-        self.headers = fields[3]
-        self.body = fields[4]
-        self.attempts = attempts
-        self._sub = sub
-        self._acks = acks
-        self._done = False
+    __slots__ = ()
 
     async def ack(self) -> None:
         """Finish the message (see `Delivery.ack`)."""
@@ -770,7 +782,7 @@ class TrioDelivery(Message):
         await self._sub._settle(self, AckOp.TOUCH, 0)
 
 
-class TrioSubscription:
+class TrioSubscription(_Subscription[TrioRemotingClient, "TrioStream", TrioDelivery]):
     """A trio subscription: ``async for msg in sub`` (see `BlockingSubscription`)."""
 
     __module__ = "remoting.queue"
@@ -778,35 +790,8 @@ class TrioSubscription:
     def __init__(self, client: TrioRemotingClient, stream: TrioStream, topic: str,
                  channel: str, credits: int, ack_window: float, timeout: float,
                  addr: str | None = None) -> None:
-        self._client = client
-        self._caller = client.endpoint.caller
-        self._stream = stream
-        self._addr = addr  # as subscribed: None moves along the address list
-        self._timeout = timeout
-        self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
+        super().__init__(client, stream, topic, channel, credits, ack_window, timeout, addr)
         self._now = trio.lowlevel.current_clock().current_time  # bound once: read per message
-        self._ready: deque[TrioDelivery] = deque()
-        self._ended = False
-        self.topic = topic
-        self.channel = channel
-        self.received = 0
-        self.moves = 0
-
-    @property
-    def acked(self) -> int:
-        return self._acks.acked
-
-    @property
-    def requeued(self) -> int:
-        return self._acks.requeued
-
-    @property
-    def touched(self) -> int:
-        return self._acks.touched
-
-    @property
-    def refused(self) -> int:
-        return self._acks.refused
 
     async def receive(self) -> TrioDelivery | None:
         """Return the next delivery, waiting for it; None once the subscription ended.
