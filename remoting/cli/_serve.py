@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._observability._stats_processor import STATS_REQUEST_CODE, StatsProcessor
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
     from .._config import ServerConfig
+    from ..blocking import RemotingServer
 
 __all__ = ["FactoryError", "TelemetryOptions", "load_factory", "run_server"]
 
@@ -120,13 +121,46 @@ def _check_entry(spec: str, code: object, processor: object) -> None:
                            f"serve: {exc}") from exc
 
 
+def _started_server(config: ServerConfig, processors: Mapping[
+        int | None, RequestProcessor | AsyncRequestProcessor | StreamProcessor]
+                    ) -> RemotingServer:
+    """Return a started server with ``processors`` (and the stats processor unless one of
+    them serves its code)."""
+    from ..blocking import RemotingServer
+
+    server = RemotingServer(config)
+    for code, processor in processors.items():
+        if code is None:
+            server.register_default_processor(processor)
+        else:
+            server.register_processor(code, processor)
+    if STATS_REQUEST_CODE not in processors:
+        server.register_processor(STATS_REQUEST_CODE, StatsProcessor(server.statistics))
+    try:
+        server.start()
+    except BaseException:
+        server.shutdown()
+        raise
+    return server
+
+
+def _stop_on_signals(stop: threading.Event) -> dict[int, Any]:
+    """Set ``stop`` on SIGTERM and SIGINT (from the main thread only, where Python takes
+    signal handlers); return the handlers they replace."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    return previous
+
+
 def run_server(spec: str, config: ServerConfig, ready: Callable[[], object] | None = None,
                stop: threading.Event | None = None,
                telemetry: TelemetryOptions = TelemetryOptions()) -> None:
     """Serve the factory's processors (plus the stats processor) until SIGTERM/SIGINT,
     exporting telemetry if asked (the SDK is configured before the server starts); call
     ``ready`` once serving."""
-    from ..blocking import RemotingServer
     from ._telemetry import start_exporters
 
     processors = load_factory(spec)
@@ -138,28 +172,27 @@ def run_server(spec: str, config: ServerConfig, ready: Callable[[], object] | No
         if exporters.metrics_url is not None:
             sys.stdout.write(f"metrics on {exporters.metrics_url} (pid {os.getpid()})\n")
     stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    server = RemotingServer(config)
-    for code, processor in processors.items():
-        if code is None:
-            server.register_default_processor(processor)
-        else:
-            server.register_processor(code, processor)
-    if STATS_REQUEST_CODE not in processors:
-        server.register_processor(STATS_REQUEST_CODE, StatsProcessor(server.statistics))
-    server.start()
-    # One write of the whole line: workers share the supervisor's stdout, and print() may
-    # write the text and the newline separately, which let two workers' lines run together.
-    sys.stdout.write(f"serving {spec} on {config.bind_address}:{server.port} "
-                     f"(pid {os.getpid()})\n")
-    sys.stdout.flush()
-    if ready is not None:
-        ready()
     try:
+        server = _started_server(config, processors)
+    except BaseException:
+        if exporters is not None:
+            exporters.shutdown()
+        raise
+    # Only once serving: a start that fails leaves the process's own handlers in place (a
+    # program calling main(["serve", ...]) keeps its Ctrl-C), and they come back at the end.
+    previous = _stop_on_signals(stop)
+    try:
+        # One write of the whole line: workers share the supervisor's stdout, and print() may
+        # write the text and the newline separately, which let two workers' lines run together.
+        sys.stdout.write(f"serving {spec} on {config.bind_address}:{server.port} "
+                         f"(pid {os.getpid()})\n")
+        sys.stdout.flush()
+        if ready is not None:
+            ready()
         stop.wait()
     finally:
         server.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if exporters is not None:
             exporters.shutdown()  # flushes the last spans and metrics
