@@ -9,13 +9,13 @@ message sent to one worker would not reach the consumers registered at another).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from typing import TYPE_CHECKING
 
 from ._args import port
 from ._command import Command
+from ._signals import stopped_by_signals
 from ._tls import add_tls_options, tls_problem, tls_settings
 
 if TYPE_CHECKING:
@@ -100,9 +100,6 @@ def run_bus_server(config: ServerConfig, max_queued_per_consumer: int | None = N
         if exporters.metrics_url is not None:
             sys.stdout.write(f"metrics on {exporters.metrics_url} (pid {os.getpid()})\n")
     stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
     bus = EventBus(max_queued_per_consumer=DEFAULT_MAX_QUEUED if max_queued_per_consumer is None
                    else max_queued_per_consumer)
     server = RemotingServer(config)
@@ -111,12 +108,13 @@ def run_bus_server(config: ServerConfig, max_queued_per_consumer: int | None = N
                               StatsProcessor(server.statistics, bus=bus.statistics))
     try:
         server.start()
-        sys.stdout.write(f"event bus on {config.bind_address}:{server.port} "
-                         f"(pid {os.getpid()})\n")
-        sys.stdout.flush()
-        if ready is not None:
-            ready()
-        stop.wait()
+        with stopped_by_signals(stop):  # before the line that says it serves
+            sys.stdout.write(f"event bus on {config.bind_address}:{server.port} "
+                             f"(pid {os.getpid()})\n")
+            sys.stdout.flush()
+            if ready is not None:
+                ready()
+            stop.wait()
     finally:
         bus.close()
         server.shutdown()

@@ -5,13 +5,13 @@ recovery found wrong in its data directory on stderr."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from typing import TYPE_CHECKING
 
 from ._args import count, port, seconds
 from ._command import Command
+from ._signals import stopped_by_signals
 
 if TYPE_CHECKING:
     import argparse
@@ -73,9 +73,6 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     for problem in service.problems:
         print(f"remoting queue: recovered with a problem: {problem}", file=sys.stderr)
     stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
     server = RemotingServer(ServerConfig(listen_port=args.port, bind_address=args.bind))
     service.attach(server)
     server.register_processor(STATS_REQUEST_CODE, StatsProcessor(server.statistics))
@@ -85,10 +82,11 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
         service.close()  # its files were open: offsets saved, closed
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2
-    sys.stdout.write(f"serving queue on {args.bind}:{server.port} (pid {os.getpid()})\n")
-    sys.stdout.flush()
     try:
-        stop.wait()
+        with stopped_by_signals(stop):  # before the line that says it serves
+            sys.stdout.write(f"serving queue on {args.bind}:{server.port} (pid {os.getpid()})\n")
+            sys.stdout.flush()
+            stop.wait()
     finally:
         server.shutdown()
     return 0

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
 import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._observability._stats_processor import STATS_REQUEST_CODE, StatsProcessor
+from ._signals import stopped_by_signals
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -144,17 +144,6 @@ def _started_server(config: ServerConfig, processors: Mapping[
     return server
 
 
-def _stop_on_signals(stop: threading.Event) -> dict[int, Any]:
-    """Set ``stop`` on SIGTERM and SIGINT (from the main thread only, where Python takes
-    signal handlers); return the handlers they replace."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    previous: dict[int, Any] = {}
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        previous[sig] = signal.signal(sig, lambda *_: stop.set())
-    return previous
-
-
 def run_server(spec: str, config: ServerConfig, ready: Callable[[], object] | None = None,
                stop: threading.Event | None = None,
                telemetry: TelemetryOptions = TelemetryOptions()) -> None:
@@ -178,21 +167,17 @@ def run_server(spec: str, config: ServerConfig, ready: Callable[[], object] | No
         if exporters is not None:
             exporters.shutdown()
         raise
-    # Only once serving: a start that fails leaves the process's own handlers in place (a
-    # program calling main(["serve", ...]) keeps its Ctrl-C), and they come back at the end.
-    previous = _stop_on_signals(stop)
     try:
-        # One write of the whole line: workers share the supervisor's stdout, and print() may
-        # write the text and the newline separately, which let two workers' lines run together.
-        sys.stdout.write(f"serving {spec} on {config.bind_address}:{server.port} "
-                         f"(pid {os.getpid()})\n")
-        sys.stdout.flush()
-        if ready is not None:
-            ready()
-        stop.wait()
+        with stopped_by_signals(stop):  # once serving: a failed start leaves them alone
+            # One write of the whole line: workers share the supervisor's stdout, and print() may
+            # write the text and the newline separately, which let two workers' lines run together.
+            sys.stdout.write(f"serving {spec} on {config.bind_address}:{server.port} "
+                             f"(pid {os.getpid()})\n")
+            sys.stdout.flush()
+            if ready is not None:
+                ready()
+            stop.wait()
     finally:
         server.shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if exporters is not None:
             exporters.shutdown()  # flushes the last spans and metrics

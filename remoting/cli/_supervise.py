@@ -15,7 +15,6 @@ parent stops them all on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 from .._core._listen import reserve_port
 from ._serve import TelemetryOptions
+from ._signals import stopped_by_signals
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -167,14 +167,10 @@ def supervise(spec: str, config: ServerConfig, workers: int,
     return 0 on stop, 2 if a worker stopped on a usage error before it served.
     ``worker_options`` are more ``serve`` options for every worker (its TLS options)."""
     stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
     holder = reserve_port(config.bind_address, config.listen_port)
     port = holder.getsockname()[1]
     argv = [sys.executable, "-m", "remoting", "serve", spec, "--port", str(port),
             "--bind", config.bind_address, "--reuse-port", *worker_options]
-    print(f"serving {spec} on {config.bind_address}:{port} with {workers} workers", flush=True)
 
     options = telemetry or TelemetryOptions()
 
@@ -183,9 +179,12 @@ def supervise(spec: str, config: ServerConfig, workers: int,
 
     running: dict[int, _Worker] = {}
     try:
-        for i in range(workers):
-            running[i] = launch(i)
-        return _watch(running, launch, stop)
+        with stopped_by_signals(stop):  # before the line that says it serves
+            print(f"serving {spec} on {config.bind_address}:{port} with {workers} workers",
+                  flush=True)
+            for i in range(workers):
+                running[i] = launch(i)
+            return _watch(running, launch, stop)
     finally:
         _stop_all(running.values())
         holder.close()
