@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import orjson
 import trio
 
-from .._core._held import HeldRequests
+from .._core._receiving._held import HeldRequests
 from .._log import log
 from .._messaging._records import record_fields
 from ._messages import Message
