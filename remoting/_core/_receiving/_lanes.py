@@ -2,20 +2,21 @@
 each in a task of its own (trio's public API only).
 
 Theory of operation (loop thread only):
-- A request for an async processor joins its connection's lane. A lane exists while it holds
-  work not started yet, and then exactly one task is on its way to start it (started in the
-  nursery ``nursery_of(conn)`` names: a trio connection's own, so that its close cancels
-  them). That task takes the head of the lane and, when more waits behind it, starts the
-  task for the next before it runs its processor. trio runs the next task only once this one
-  suspended or finished, so processors begin in the order read, and one that suspends never
-  holds up those behind it. (Starting one task per request at once would not keep the
-  order: trio may run the tasks of one scheduling batch in reverse.)
-- Every task's context is a copy of its starter's, taken before the processor before it ran
-  (trio copies the context at ``start_soon``): each request runs in a fresh context and no
-  binding leaks from one request to the next.
+- A request for an async processor joins its connection's lane (a deque) and a task is
+  started for it at once, in the nursery ``nursery_of(conn)`` names (a trio connection's
+  own, so that its close cancels them). The tasks are interchangeable: each, as it starts,
+  takes the lane's head, whichever request that is, and runs it. trio runs one task at a
+  time until it suspends, so the heads are taken, and the processors begin, in the order
+  read, though trio may run the tasks of one scheduling batch in any order (it reverses
+  some on purpose); one that suspends never holds up those behind it. A read's tasks all run
+  in the next scheduling batch: no pass of the event loop per request.
+- Every task's context is a copy of its starter's (trio copies the context at
+  ``start_soon``): each request runs in a fresh context and no binding leaks from one
+  request to the next.
 - While a lane holds work, the transport's own frames of that connection (the stream frames:
-  run synchronously, with no task, when the lane is empty) queue in it behind that work, so
-  a stream's opening request is acted on before a CANCEL read after it.
+  run synchronously, with no task, when the lane is empty) queue in it behind that work,
+  each with a task of its own too, so a stream's opening request is acted on before a
+  CANCEL read after it.
 - Work whose connection closed before its task took it is dropped (``drop``), as the rest of
   a read that closed its connection is.
 - `wait_begun` lets a server's reader wait, before it reads on, until the work of its last
@@ -25,7 +26,9 @@ Theory of operation (loop thread only):
   that waits for the endpoint's processing to end must not wait for itself).
 
 Measured against the shortcut this replaced (running a processor's first step in the reader
-by stepping its coroutine through trio's trap protocol): see docs/architecture.md, Dispatch.
+by stepping its coroutine through trio's trap protocol), and against a chain of tasks each
+starting the next (a pass of the event loop per request: about three times the server's CPU
+per pipelined request): see docs/architecture.md, Dispatch.
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ Work = tuple[bool, "Callable[..., Any]", Any, "RemotingCommand", Any]
 
 
 class _Lane(deque[Work]):
-    """One connection's work not begun yet; ``begun`` is parked on by `Lanes.wait_begun`."""
+    """One connection's work not begun yet, a task started for each piece; ``begun`` is
+    parked on by `Lanes.wait_begun`."""
 
     __slots__ = ("begun",)
 
@@ -94,19 +98,13 @@ class Lanes:
               request: RemotingCommand, arg: Any) -> None:
         """Await ``fn(conn, request, arg)`` in a task of its own, after the work before it
         in ``conn``'s lane began."""
-        lane = self._lanes.get(conn)
-        if lane is not None:
-            lane.append((True, fn, conn, request, arg))
-            return
-        self._lanes[conn] = lane = _Lane()
-        lane.append((True, fn, conn, request, arg))
-        self._spawn(conn, lane)
+        self._add(conn, (True, fn, conn, request, arg))
 
     def queue(self, conn: Closable, fn: Callable[[Any, RemotingCommand, Any], None],
               request: RemotingCommand, arg: Any) -> None:
         """Call ``fn(conn, request, arg)`` once the work waiting in ``conn``'s lane began
         (call only while `busy`)."""
-        self._lanes[conn].append((False, fn, conn, request, arg))
+        self._add(conn, (False, fn, conn, request, arg))
 
     async def wait_begun(self, conn: Closable) -> None:
         """Wait until the work handed over for ``conn`` so far has begun (at once if it has:
@@ -117,14 +115,19 @@ class Lanes:
                 lane.begun = trio.lowlevel.ParkingLot()
             await lane.begun.park()
 
-    def _spawn(self, conn: Closable, lane: _Lane) -> None:
+    def _add(self, conn: Closable, work: Work) -> None:
+        """Append ``work`` to ``conn``'s lane and start a task that takes the lane's head."""
+        lane = self._lanes.get(conn)
+        if lane is None:
+            self._lanes[conn] = lane = _Lane()
+        lane.append(work)
         try:
             self._nursery_of(conn).start_soon(self._run, conn, lane)
-        except RuntimeError:  # the nursery is closed (the endpoint is ending): none will run
-            self._ended(conn, lane)
-            for is_async, _, _, request, _ in lane:
-                self._drop(conn, request, is_async)
-            lane.clear()
+        except RuntimeError:  # the nursery is closed (the endpoint is ending): it will not run
+            lane.pop()  # as many pieces as tasks: the tasks already started take the rest
+            if not lane:
+                self._ended(conn, lane)
+            self._drop(conn, work[3], work[0])
 
     def _ended(self, conn: Closable, lane: _Lane) -> None:
         """Nothing waits in ``lane`` any more: a new request starts a new one."""
@@ -134,19 +137,15 @@ class Lanes:
             lane.begun.unpark_all()
 
     async def _run(self, conn: Closable, lane: _Lane) -> None:
-        """Take the lane's head, hand the rest to the next task, run the head."""
-        _LANE_TASK.set(trio.lowlevel.current_task())
-        while lane:
-            is_async, fn, _, request, arg = lane.popleft()
-            if not lane:
-                self._ended(conn, lane)
-            if conn.closed:
-                self._drop(conn, request, is_async)
-                continue
-            if not is_async:
-                fn(conn, request, arg)
-                continue
-            if lane:
-                self._spawn(conn, lane)  # runs once this one suspends or finishes
+        """Take the lane's head (whichever piece it is: the tasks are interchangeable) and
+        run it."""
+        is_async, fn, _, request, arg = lane.popleft()
+        if not lane:
+            self._ended(conn, lane)
+        if conn.closed:
+            self._drop(conn, request, is_async)
+        elif is_async:
+            _LANE_TASK.set(trio.lowlevel.current_task())
             await fn(conn, request, arg)
-            return
+        else:
+            fn(conn, request, arg)
