@@ -112,7 +112,7 @@ class GoAway:
     def _retire(self, conn: Connection) -> None:
         if conn.going_away or conn.addr_key is None:  # a peer's connection to us: not ours
             return
-        conn.sender.refuse_calls()  # also a thread's direct send, and callers waiting for room
+        conn.go_away()  # also a thread's direct send, and callers waiting for room
         self._channels.forget(conn)
         self._channels.move_off(conn.addr_key)
         if self._nursery is not None:  # else shutting down: every connection closes anyway

@@ -24,6 +24,10 @@ Theory of operation:
   connection, however the bytes trickle in (slowloris).
 - Any failure of the transport, or a codec error, closes this connection only; the owner then
   fails its pending requests at once (RocketMQ ``failFast``).
+- Its lifecycle (open, going away, closing, closed) is a `ConnectionState`, the thread
+  driver's too, written only here (`close`, `go_away`, `run`'s end); ``closed``, ``broken``,
+  ``close_reason`` and ``going_away`` are what it says. The `Sender` keeps a copy of
+  ``closed`` and of whether calls are taken, under its gate, for the threads that send.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from codec import CodecError, ForeignProtocolError, FrameDecoder
 from ..._log import log
 from ._connection_state import (
     CLOSED_AT_ONCE,
+    ConnectionState,
     described,
     eof_reason,
     next_connection_id,
@@ -110,9 +115,7 @@ class Connection:
         self.addr_key = addr_key  # the "host:port" a client dialled, else None
         self.role = role
         self.attributes: dict[str, Any] = {}
-        self.closed = False
-        self.broken = False
-        self.close_reason: str | None = None
+        self.state = ConnectionState()  # its lifecycle (written only by this class)
         self.processing = 0  # this connection's requests handed to processors
         self.abandoned = 0  # calls on it given up (timed out, cancelled): late answers expected
         self.orphans = 0  # responses on it that matched no call
@@ -154,9 +157,25 @@ class Connection:
         return f"<Connection #{self.id} {self.remote_addr}{' closed' if self.closed else ''}>"
 
     @property
+    def closed(self) -> bool:
+        """True from the first close on (nothing more is read or sent)."""
+        return self.state.closed
+
+    @property
+    def broken(self) -> bool:
+        """True if it closed on a failure (transport, codec, a bug), not on purpose."""
+        return self.state.broken
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why it closed (the first close's reason; None: shut down, or still open)."""
+        return self.state.reason
+
+    @property
     def going_away(self) -> bool:
-        """True once the peer answered GO_AWAY here: no new call goes on it (`_go_away`)."""
-        return not self.sender.takes_calls
+        """True once the peer answered GO_AWAY here, also after it closed: no new call goes
+        on it (`_go_away`)."""
+        return self.state.told_go_away
 
     @property
     def nursery(self) -> trio.Nursery:
@@ -240,17 +259,18 @@ class Connection:
         on_request = self._on_request
         on_response = self._on_response
         sender = self.sender
+        state = self.state
         sender.holding = True
         decoded = 0
         try:
             held = self._held  # a request that came while `limit` were in processing
             if held is not None:
-                if self.processing >= limit or self.closed:
+                if self.processing >= limit or state.closed:
                     return
                 self._held = None
                 on_request(self, held)
             # closed by what a command did (misbehaving, a processor's close): read no further
-            while not self.closed and (cmd := decoder.next_command()) is not None:
+            while not state.closed and (cmd := decoder.next_command()) is not None:
                 decoded += 1
                 if cmd.flag & 1:  # answers are taken at the limit too: a call back waits on one
                     on_response(self, cmd)
@@ -330,7 +350,7 @@ class Connection:
                     nursery.start_soon(self._guard, self.sender.run_writer, "write")
                     await self._guard(self._read, "read")
         finally:
-            self.closed = True
+            self.state.handle("close")  # if nothing closed it before: shut down
             callbacks = self.sender.shut()
             if self._resume_reading is not None:
                 self._resume_reading.set()
@@ -342,6 +362,7 @@ class Connection:
                     await self._transport.aclose()
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     pass
+            self.state.handle("released")
             self._owner.connection_closed(self)
             log.info("connection.closed", conn_id=self.id, peer=self.remote_addr,
                      role=self.role, reason=self.close_reason or "shut down")
@@ -350,45 +371,51 @@ class Connection:
         try:
             await fn()
         except CodecError as exc:
-            self.broken = True
             foreign = {"protocol": exc.protocol} if isinstance(exc, ForeignProtocolError) else {}
             log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
                         error=str(exc), **foreign)
-            self.close(f"not our protocol: {foreign['protocol']}" if foreign
-                       else f"codec error: {exc}")
+            self._close(f"not our protocol: {foreign['protocol']}" if foreign
+                        else f"codec error: {exc}", broken=True)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._failed(what, exc)
         except Exception as exc:  # a bug (ours or a hook's): lose this connection, not all
-            self.broken = True
             log.error("connection.failed", conn_id=self.id, peer=self.remote_addr,
                       during=what, exc_info=True)
-            self.close(f"{what} failed: {exc!r}")
+            self._close(f"{what} failed: {exc!r}", broken=True)
 
     def _failed(self, what: str, exc: BaseException) -> None:
         if not self.closed:
-            self.broken = True
             log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
                      during=what, error=repr(exc))
         if (what == "read" and not self._got_data and self.role == "client"
                 and self.tls_version is not None):  # TLS 1.3 reports a missing client
             # certificate so: the server's alert ends the stream at the first read
             alert = str(getattr(exc.__cause__, "reason", None) or "")
-            self.close("the server ended the TLS connection before answering"
-                       + (f" ({alert})" if "ALERT" in alert else "") + CLOSED_AT_ONCE[True])
+            self._close("the server ended the TLS connection before answering"
+                        + (f" ({alert})" if "ALERT" in alert else "") + CLOSED_AT_ONCE[True],
+                        broken=True)
         else:
-            self.close(f"{what} failed: {described(exc)}")
+            self._close(f"{what} failed: {described(exc)}", broken=True)
 
     def request_close(self, reason: str) -> bool:
         """Close from any thread (on the loop thread, through the inbox); False if the loop
         has ended (the connection is closed then anyway)."""
         return self._call_on_loop(lambda: self.close(reason))
 
+    def go_away(self) -> None:
+        """The peer answered GO_AWAY: take no new call here (nor from a thread, nor one
+        waiting for room, `Sender.refuse_calls`); what is on it finishes. Loop thread."""
+        if self.state.handle("go_away"):
+            self.sender.refuse_calls()
+
     def close(self, reason: str = "closed locally") -> None:
         """Close the connection (idempotent, sync); pending requests fail right after."""
-        if self.closed:
+        self._close(reason, broken=False)
+
+    def _close(self, reason: str, *, broken: bool) -> None:
+        """Close (the first close counts: its reason, and whether it ``broken``)."""
+        if not self.state.handle("close", reason, broken=broken):
             return
-        self.closed = True
-        self.close_reason = reason
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
         self.sender.closed = True  # no thread sends any more (set under the gate at run's end)

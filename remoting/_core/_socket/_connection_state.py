@@ -12,7 +12,14 @@ Theory of operation:
   thread driver waits for the threads using it to leave before it releases the socket).
   CLOSED: released; its pending calls have failed.
 - The table is sync bookkeeping with no I/O; each driver applies it under its own rule (the
-  trio driver on the loop thread, the thread driver under the connection's mutex).
+  trio driver's `Connection` on the loop thread, the thread driver's `ThreadConnection` under
+  its mutex). Every other module asks the state; none writes it.
+- Besides the state, it keeps the history the state forgets: the first CLOSE's reason and
+  whether it broke, and ``told_go_away`` (a GO_AWAY before the close: a trio connection's
+  calls, cut off by a close that followed GO_AWAY, still go elsewhere rather than failing).
+- What is not lifecycle stays with the reader that owns it: a trio connection's read pause
+  (``processing`` at ``max_processing``, the request held meanwhile), its sender's
+  ``holding`` (a read being handled) and the counters a peer is judged by.
 """
 
 from __future__ import annotations
@@ -67,11 +74,13 @@ class ConnectionState:
     kept as plain attributes (set at each transition, read on every call).
     """
 
-    __slots__ = ("broken", "closed", "going_away", "reason", "state", "takes_calls", "usable")
+    __slots__ = ("broken", "closed", "going_away", "reason", "state", "takes_calls",
+                 "told_go_away", "usable")
 
     def __init__(self) -> None:
         self.reason: str | None = None  # why it closed (the first CLOSE's)
         self.broken = False  # it closed on a failure (transport, codec), not on purpose
+        self.told_go_away = False  # the peer answered GO_AWAY (kept once it closed)
         self._enter(Lifecycle.OPEN)
 
     def _enter(self, state: Lifecycle) -> None:
@@ -90,6 +99,8 @@ class ConnectionState:
         if event == "close":
             self.reason = reason
             self.broken = broken
+        elif event == "go_away":
+            self.told_go_away = True
         self._enter(new)
         return True
 
