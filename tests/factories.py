@@ -13,7 +13,6 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
 
 from hypothesis import strategies as st
 
@@ -322,8 +321,3 @@ def commands(draw: st.DrawFn, serialize_type: SerializeType | None = None) -> Re
         body=draw(bodies),
         serialize_type=serialize_type,
     )
-
-
-def no_nursery(conn: object) -> NoReturn:
-    """A `Dispatcher`'s ``nursery_of`` where no async processor is to run (routing alone)."""
-    raise RuntimeError("no async processor runs in this test")

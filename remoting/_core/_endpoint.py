@@ -44,9 +44,9 @@ from ._calling._invoker import Invoker
 from ._doors._threads import CallbackRunner, Inbox, in_own_thread
 from ._events import EventDispatcher
 from ._receiving._channel_handle import ChannelHandle
-from ._receiving._dispatch import Dispatcher, Served
-from ._receiving._lanes import in_async_processor
+from ._receiving._dispatch import Dispatcher
 from ._receiving._pools import THREAD_JOIN_SECONDS
+from ._receiving._processing import in_async_processor
 from ._socket._connection import Connection
 from ._socket._transport import transport_for
 from ._streams._streams import Streams
@@ -99,7 +99,7 @@ class Endpoint:
                 go_away_retry=False, close_on_sync_timeout=False)
         self.streams = Streams(config.max_frame_bytes)
         self.dispatcher = Dispatcher(role, config, self.counters, self.inbox, self,
-                                     self.streams.opener, self._tasks_of)
+                                     self.streams.opener)
         for code in STREAM_CODES:
             self.dispatcher.register_handler(code, self.streams.handle)  # type: ignore[arg-type]
         self.caller = Caller(self.invoker.threads, self.invoker, self.dispatcher.hooks,
@@ -108,7 +108,6 @@ class Endpoint:
         self.request_received = self.dispatcher.request_received
         self.response_received = self.invoker.response_received
         self.read_done = self.dispatcher.read_done
-        self.wait_begun = self.dispatcher.wait_begun
         self.connections: set[Connection] = set()
         # parts that keep state per connection outside the endpoint (an event bus,
         # `HeldRequests`): told on the loop thread, in order, before the channel listeners, of
@@ -181,15 +180,6 @@ class Endpoint:
             self._nursery.start_soon(fn)
         else:
             self._background.append(fn)
-
-    def _tasks_of(self, conn: Served) -> trio.Nursery:
-        """Where ``conn``'s async processors run: a trio connection's own nursery (its close
-        cancels them), else (a thread-driven client's connection) the endpoint's.
-
-        Raises:
-            RuntimeError: the endpoint is not running.
-        """
-        return conn.nursery if type(conn) is Connection else self.nursery
 
     def in_own_thread(self) -> bool:
         """True in a thread of this endpoint's pools or callback executor (threads its

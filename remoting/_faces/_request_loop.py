@@ -10,16 +10,19 @@ over through the endpoint's inbox; their replies go back on the connection they 
 (`ThreadConnection.send`, safe from any thread).
 
 Order: a connection's requests are dispatched in the order they were read, as a trio
-connection's reader does (a stream's items must stay in order): each hand-off is dispatched
-at once, on the loop, in one go, and the dispatcher starts async processors in that order
-(`Lanes`). Once the connection is closed, nothing more of it is dispatched.
+connection's reader does (a stream's items must stay in order): each connection has one
+queue on the loop and at most one task taking from it. An async processor that suspends is
+finished by the task that ran it while a new task takes the rest. Once the connection is
+closed, nothing more of it is dispatched.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import TYPE_CHECKING
 
+from .._core._receiving._processing import mark_reader_task
 from .._errors import RemotingError
 from .._log import log
 from ._loop_thread import LoopThread
@@ -41,6 +44,9 @@ class RequestLoop:
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
         self._closed = False
+        # each connection's requests not dispatched yet (loop thread only); a connection is
+        # here while a task takes from its queue
+        self._queues: dict[ThreadConnection, deque[RemotingCommand]] = {}
 
     @property
     def loop(self) -> LoopThread | None:
@@ -61,7 +67,7 @@ class RequestLoop:
         if not self._start():
             return
         try:
-            self._endpoint.inbox.post(self._dispatch, (conn, requests))
+            self._endpoint.inbox.post(self._enqueue, (conn, requests))
         except RuntimeError:  # the loop has ended (shutdown)
             log.debug("requests.unprocessed", conn_id=conn.id, requests=len(requests),
                       reason="client shut down")
@@ -105,12 +111,37 @@ class RequestLoop:
 
     # ------------------------------------------------------------------ on the loop
 
-    def _dispatch(self, args: tuple[ThreadConnection, list[RemotingCommand]]) -> None:
-        """Dispatch one read's requests, in order, as a connection's reader does."""
+    def _enqueue(self, args: tuple[ThreadConnection, list[RemotingCommand]]) -> None:
         conn, requests = args
+        if conn.closed:
+            return
+        queue = self._queues.get(conn)
+        if queue is not None:  # a task is taking from it: in order, after what is there
+            queue.extend(requests)
+            return
+        self._queues[conn] = deque(requests)
+        try:
+            self._endpoint.nursery.start_soon(self._dispatch, conn)
+        except RuntimeError:  # the endpoint is ending: the connection closes with it
+            del self._queues[conn]
+
+    async def _dispatch(self, conn: ThreadConnection) -> None:
+        """Dispatch ``conn``'s queue in order, as a connection's reader does: an async
+        processor that suspends is finished by this task, and a new task takes the rest."""
+        mark_reader_task()
         dispatcher = self._endpoint.dispatcher
-        for request in requests:
-            if conn.closed:
-                break
-            dispatcher.request_received(conn, request)
+        queue = self._queues[conn]
+        while queue and not conn.closed:
+            suspension = dispatcher.request_received(conn, queue.popleft())
+            if suspension is not None:
+                if queue:
+                    self._endpoint.nursery.start_soon(self._dispatch, conn)
+                else:
+                    del self._queues[conn]
+                    dispatcher.read_done(conn)
+                await suspension.finish()
+                return
+        queue.clear()
+        del self._queues[conn]
         dispatcher.read_done(conn)
+

@@ -175,9 +175,6 @@ class Owner:
     def read_done(self, conn: Connection) -> None:
         pass
 
-    async def wait_begun(self, conn: Connection) -> None:
-        pass
-
     def connection_closed(self, conn: Connection) -> None:
         assert conn.state.state is Lifecycle.CLOSED  # released before the owner is told
         self.closed.set()

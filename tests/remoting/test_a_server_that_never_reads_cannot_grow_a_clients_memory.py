@@ -23,7 +23,7 @@ from remoting._core._receiving._dispatch import Dispatcher, Refusal
 from remoting._core._streams._streams import Streams
 from remoting._observability._statistics import Counters
 
-from ..factories import no_nursery, req
+from ..factories import req
 from ..logs import capture_logs
 
 PUSHED = 7
@@ -33,8 +33,7 @@ BODY = 64 * 1024
 
 def test_a_client_drops_requests_that_need_an_answer_while_it_is_backlogged() -> None:
     d = Dispatcher("client", ClientConfig(), Counters(), Inbox(), owner=object(),
-                   stream_opener=Streams(1 << 20).opener,
-                   nursery_of=no_nursery)
+                   stream_opener=Streams(1 << 20).opener)
     d.register(PUSHED, AsyncEchoProcessor())
     assert not isinstance(d.route(req(PUSHED), backlogged=False), Refusal)
     dropped = d.route(req(PUSHED), backlogged=True)

@@ -11,12 +11,10 @@ import time
 
 import trio
 import trio.lowlevel
-import trio.testing
 
 from codec import FrameDecoder, RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncRequestProcessor, RequestContext
 from remoting import ClientConfig, RemotingClient, TrioRemotingServer
-from remoting._core._receiving._lanes import Lanes, in_async_processor
 
 from ..factories import req
 
@@ -89,99 +87,3 @@ def test_a_thread_driven_clients_async_pushes_begin_in_the_order_they_came() -> 
             server.sendall(encode_frame(answer))
             call.result(10)
     assert recorder.began == [b"%d" % i for i in range(pushes)]
-
-
-class Conn:
-    def __init__(self) -> None:
-        self.closed = False
-
-
-async def test_a_lane_begins_its_work_in_order_and_frames_wait_behind_it() -> None:
-    began: list[str] = []
-    inside: list[bool] = []
-    dropped: list[tuple[str, bool]] = []
-    release = trio.Event()
-
-    async def work(conn: Conn, request: RemotingCommand, name: str) -> None:
-        began.append(name)
-        inside.append(in_async_processor())
-        if name == "a":
-            await release.wait()  # suspends: the rest must not wait for it
-
-    def frame(conn: Conn, request: RemotingCommand, name: str) -> None:
-        began.append(name)
-
-    async with trio.open_nursery() as nursery:
-        lanes = Lanes(lambda conn: nursery,
-                      lambda conn, request, counted: dropped.append((request.remark or "",
-                                                                     counted)))
-        conn = Conn()
-        command = req(RECORDED)
-        for _ in range(20):  # trio reverses a scheduling batch half the time
-            began.clear()
-            release = trio.Event()
-            lanes.start(conn, work, command, "a")
-            assert lanes.busy(conn)
-            lanes.start(conn, work, command, "b")
-            lanes.queue(conn, frame, command, "frame")
-            lanes.start(conn, work, command, "c")
-            await trio.testing.wait_all_tasks_blocked()
-            assert began == ["a", "b", "frame", "c"]
-            assert not lanes.busy(conn)  # all began: a frame now runs at once
-            release.set()
-            await trio.testing.wait_all_tasks_blocked()
-    assert inside and all(inside)
-    assert not in_async_processor()
-    assert dropped == []
-
-
-async def test_work_of_a_connection_closed_before_it_began_is_dropped() -> None:
-    dropped: list[tuple[str, bool]] = []
-    ran: list[str] = []
-
-    async def work(conn: Conn, request: RemotingCommand, name: str) -> None:
-        ran.append(name)
-
-    def frame(conn: Conn, request: RemotingCommand, name: str) -> None:
-        ran.append(name)
-
-    def drop(conn: Conn, request: RemotingCommand, counted: bool) -> None:
-        dropped.append((request.remark or "", counted))
-
-    async with trio.open_nursery() as nursery:
-        lanes = Lanes(lambda conn: nursery, drop)
-        conn = Conn()
-        first, second = req(RECORDED), req(RECORDED)
-        first.remark, second.remark = "work", "frame"
-        lanes.start(conn, work, first, "work")
-        lanes.queue(conn, frame, second, "frame")
-        conn.closed = True
-        await trio.testing.wait_all_tasks_blocked()
-    assert ran == []
-    assert dropped == [("work", True), ("frame", False)]
-
-    # a nursery closed to new tasks (the endpoint ending): dropped at once
-    lanes = Lanes(lambda conn: nursery, drop)
-    dropped.clear()
-    lanes.start(Conn(), work, first, "work")
-    assert dropped == [("work", True)]
-    assert not lanes.busy(conn)
-
-
-async def test_a_reader_waits_until_what_it_handed_over_has_begun() -> None:
-    began: list[str] = []
-    release = trio.Event()
-
-    async def work(conn: Conn, request: RemotingCommand, name: str) -> None:
-        began.append(name)
-        await release.wait()  # every one suspends: none holds up the next
-
-    async with trio.open_nursery() as nursery:
-        lanes = Lanes(lambda conn: nursery, lambda conn, request, counted: None)
-        conn = Conn()
-        await lanes.wait_begun(conn)  # nothing handed over: at once
-        for name in "abc":
-            lanes.start(conn, work, req(RECORDED), name)
-        await lanes.wait_begun(conn)
-        assert began == ["a", "b", "c"]
-        release.set()

@@ -1,6 +1,5 @@
-"""Async processors each in a task of their own, begun in the order read: one that suspends
-holds up none behind it, is cancelled with its connection, and leaks no context (real
-sockets, no sleeps)."""
+"""Async processors on the shared workers: a worker runs each processor's first step itself and
+hands the rest of the queue on only when a processor suspends (real sockets, no sleeps)."""
 
 from __future__ import annotations
 

@@ -36,9 +36,6 @@ class Owner:
     def read_done(self, conn: Connection) -> None:
         pass
 
-    async def wait_begun(self, conn: Connection) -> None:
-        pass
-
     def connection_closed(self, conn: Connection) -> None:
         self.closed.set()
 

@@ -11,13 +11,12 @@ from remoting._core._receiving._dispatch import Dispatcher, ProcessorEntry, Refu
 from remoting._core._streams._streams import Streams
 from remoting._observability._statistics import Counters
 
-from ..factories import no_nursery, req
+from ..factories import req
 
 
 def dispatcher(**config: int) -> Dispatcher:
     return Dispatcher("test", ServerConfig(**config), Counters(), Inbox(), owner=object(),
-                      stream_opener=Streams(1 << 20).opener,
-                      nursery_of=no_nursery)
+                      stream_opener=Streams(1 << 20).opener)
 
 
 class Rejects(RequestProcessor):

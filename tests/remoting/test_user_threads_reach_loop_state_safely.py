@@ -30,7 +30,7 @@ from remoting._core._socket._connection import Connection
 from remoting._core._streams._streams import Streams
 from remoting._observability._statistics import Counters
 
-from ..factories import no_nursery, req
+from ..factories import req
 from .conftest import ASYNC_ECHO, GATED, Gate, addr_of, install_standard_processors
 
 # ------------------------------------------------------------------ the address list
@@ -77,8 +77,7 @@ def test_a_processor_registered_by_a_thread_leaves_a_reader_of_the_table_whole()
     """`queue_depths` (the loop; OpenTelemetry's metric reader on its own thread) iterates
     the processors while a user thread registers one: it changed size under the reader."""
     d = Dispatcher("server", ServerConfig(), Counters(), Inbox(), owner=object(),
-                   stream_opener=Streams(1 << 20).opener,
-                   nursery_of=no_nursery)
+                   stream_opener=Streams(1 << 20).opener)
     for code in range(3):
         d.register(code, EchoProcessor(), threads=1)
     reading = iter(d.processors.items())  # as queue_depths is, mid-way
@@ -95,8 +94,7 @@ def test_a_processor_registered_by_a_thread_leaves_a_reader_of_the_table_whole()
 
 def test_threads_registering_at_once_lose_none_of_their_processors() -> None:
     d = Dispatcher("server", ServerConfig(), Counters(), Inbox(), owner=object(),
-                   stream_opener=Streams(1 << 20).opener,
-                   nursery_of=no_nursery)
+                   stream_opener=Streams(1 << 20).opener)
     start = threading.Barrier(4)
 
     def register(first: int) -> None:

@@ -145,7 +145,7 @@ def test_an_application_thread_closes_a_client_channel(server: RemotingServer) -
 
 
 class InOrder(AsyncRequestProcessor):
-    """Notes the order the pushes begin in (each in its own task, begun in the order read)."""
+    """Notes the order the pushes run in (their first step, as a reader runs it)."""
 
     def __init__(self, expected: int) -> None:
         self.ran: list[int] = []

@@ -13,12 +13,11 @@ Theory of operation (loop thread only, but for registration):
   SYSTEM_BUSY ``[REJECTREQUEST]``; a full pool -> SYSTEM_BUSY ``[OVERLOAD]``. Before all of
   these, a client drops, unanswered, a request that needs an answer while its connection's
   queue is over the high water mark (the peer does not read): see `route`.
-- `request_received` acts on it. An async processor runs in a task of its own, started in
-  the order read (`Lanes`: its connection's lane). A sync processor's request is recorded in
-  its code's pool; the pools get a read's requests together at `read_done`, and their results
-  come back in batches (`_pool_results`), whose replies leave in one send per connection.
-  The transport's own frames (the stream frames) are handled at once, in the reader, unless
-  async work of their connection waits to start: then they wait behind it, in its lane.
+- `request_received` acts on it. An async processor runs its first step right there, in the
+  reader (most finish without suspending); one that suspends is returned as a `Suspension`
+  for the reader to finish. A sync processor's request is recorded in its code's pool; the
+  pools get a read's requests together at `read_done`, and their results come back in
+  batches (`_pool_results`), whose replies leave in one send per connection.
 - Each request runs in a fresh copy of the context (pool or loop): bindings never leak.
 - ``processing`` counts requests handed to processors and not finished; graceful shutdown
   waits for it to reach zero.
@@ -27,9 +26,10 @@ Theory of operation (loop thread only, but for registration):
 from __future__ import annotations
 
 import threading
+from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import trio
 
@@ -41,10 +41,10 @@ from ..._interceptors import ServerCall, chain, chain_async
 from ..._log import log
 from ..._messaging._codes import STREAM_CODES
 from .._doors._threads import mark_own_thread
-from ._lanes import Lanes
 from ._pools import ExecutorPool, ProcessorPool
 from ._processing import (
     FAILURES,
+    Suspended,
     encode_reply,
     error_reply,
     failure,
@@ -55,7 +55,7 @@ from ._processing import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Coroutine
     from concurrent.futures import Executor
 
     from codec import EncodedFrame
@@ -98,9 +98,6 @@ class Served(Protocol):
 
     @property
     def queued_bytes(self) -> int: ...
-
-    @property
-    def closed(self) -> bool: ...
 
     def send(self, frame: EncodedFrame) -> bool: ...
 
@@ -152,8 +149,7 @@ class Dispatcher:
 
     def __init__(self, role: Literal["client", "server"], config: ClientConfig | ServerConfig,
                  counters: Counters, inbox: Inbox, owner: object,
-                 stream_opener: Callable[[StreamProcessor], StreamOpener],
-                 nursery_of: Callable[[Served], trio.Nursery]) -> None:
+                 stream_opener: Callable[[StreamProcessor], StreamOpener]) -> None:
         self._role = role
         self._stream_opener = stream_opener
         self._name = f"remoting-{role}"
@@ -179,8 +175,6 @@ class Dispatcher:
         self._pools_to_flush: list[ProcessorPool[SyncTask]] = []
         self._idle: trio.Event | None = None
         self._idle_at = 0  # `_idle` is set once ``processing`` is down to this
-        # each connection's async work, started in read order (``nursery_of(conn)``: where)
-        self._lanes = Lanes(nursery_of, self._dropped)
 
     # ------------------------------------------------------------------ registration
 
@@ -332,51 +326,34 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ acting on it
 
-    def request_received(self, conn: Served, request: RemotingCommand) -> None:
-        """Process ``request`` (see the module docstring)."""
+    def request_received(self, conn: Served, request: RemotingCommand
+                         ) -> Suspended | None:
+        """Process ``request`` (see the module docstring); return a suspended async processor
+        that the calling task must finish."""
         received = self._counters.received
         code = request.code
         received[code] = received.get(code, 0) + 1
         entry = self.route(request, self._sheds and conn.queued_bytes > conn.high_water)
         if type(entry) is Refusal:
             self._refuse(conn, request, entry)
-            return
+            return None
         assert isinstance(entry, ProcessorEntry)
         pool = entry.pool
         if pool is None:
             handler = entry.handler
-            if handler is None:  # an async processor
-                self.processing += 1
-                conn.processing += 1
-                self._lanes.start(conn, self._run_async, request, entry.processor)
-            elif self._lanes.busy(conn):  # after the async work read before it
-                self._lanes.queue(conn, self._handle, request, handler)
-            else:
-                self._handle(conn, request, handler)
-            return
+            if handler is not None:
+                handler(conn, request)
+                if not request.flag & 2:  # not oneway: say it was taken
+                    self._send_reply(conn, code, encode_reply(
+                        request, RemotingCommand.create_response(ResponseCode.SUCCESS)))
+                return None
+            return self._run_async(conn, request, entry.processor)  # type: ignore[arg-type]
         if not pool.submit((conn, request, entry.processor)):  # type: ignore[arg-type]
             self._refuse(conn, request, _OVERLOADED)
-            return
+            return None
         self.processing += 1
         conn.processing += 1
-
-    def _handle(self, conn: Served, request: RemotingCommand,
-                handler: Callable[[Served, RemotingCommand], None]) -> None:
-        """Run a built-in handler of the transport's own frames."""
-        handler(conn, request)
-        if not request.flag & 2:  # not oneway: say it was taken
-            self._send_reply(conn, request.code, encode_reply(
-                request, RemotingCommand.create_response(ResponseCode.SUCCESS)))
-
-    def _dropped(self, conn: Served, request: RemotingCommand, counted: bool) -> None:
-        """Work of a lane that will not run (its connection closed first)."""
-        if counted:  # an async processor's: counted in processing at request_received
-            self._processed(conn, request.code, None)
-
-    async def wait_begun(self, conn: Served) -> None:
-        """Wait until the async processors ``conn``'s reads handed over have begun (their
-        first step run: the answers of those that did not suspend are queued)."""
-        await self._lanes.wait_begun(conn)
+        return None
 
     def read_done(self, conn: Served) -> None:
         """Hand the requests recorded in one read to their pools, together."""
@@ -422,32 +399,37 @@ class Dispatcher:
         self._send_reply(conn, request.code,
                          encode_reply(request, response, self._max_frame, self._max_header))
 
-    async def _run_async(self, conn: Served, request: RemotingCommand,
-                         processor: AsyncRequestProcessor) -> None:
-        """Run one async processor, in its lane's task, and reply."""
-        if self._sheds and conn.queued_bytes > conn.high_water and not request.flag & 2:
-            # The shedding decision of `route`, made again as the processor would begin: the
-            # answers of the requests read before it were not queued yet when it was routed.
-            self._refuse(conn, request, _UNANSWERABLE)
-            self._processed(conn, request.code, None)
-            return
-        reply: Reply | None = None
+    def _run_async(self, conn: Served, request: RemotingCommand,
+                   processor: AsyncRequestProcessor) -> Suspended | None:
+        self.processing += 1
+        conn.processing += 1
+        context = copy_context()
+        # Without hooks or interceptors the processor's own coroutine is run (no wrapper
+        # coroutine per request); its result or failure becomes the reply here.
+        serve = self._serve_async
+        coro: Coroutine[Any, Any, Any] = (
+            processor.process_request(conn.ctx, request) if serve is None
+            else run_async_request(serve, self._server_call(conn, request, processor),
+                                   self._max_frame, self._max_header))
+        wrapped = serve is not None  # run_async_request's coroutine: its value is the reply
         try:
-            serve = self._serve_async
-            if serve is None:  # no hooks, no interceptors: the processor's own coroutine
-                response = await processor.process_request(conn.ctx, request)
-                if response is not None:
-                    reply = encode_reply(request, response, self._max_frame, self._max_header)
-            else:
-                reply = await run_async_request(
-                    serve, self._server_call(conn, request, processor), self._max_frame,
-                    self._max_header)
-        # A processor's own GeneratorExit too: it must not end the task (and its nursery).
-        except (*FAILURES, GeneratorExit) as exc:
-            reply = encode_reply(request, failure(request, exc), self._max_frame,
-                                 self._max_header)
-        finally:  # trio.Cancelled (its connection closed, shutdown): no reply
+            trap = context.run(coro.send, None)
+        except StopIteration as finished:
+            reply = finished.value if wrapped else (
+                None if finished.value is None
+                else encode_reply(request, finished.value, self._max_frame,
+                                  self._max_header))
             self._processed(conn, request.code, reply)
+            return None
+        except (*FAILURES, GeneratorExit) as exc:  # only a bare processor's own failure
+            self._processed(conn, request.code, encode_reply(
+                request, failure(request, exc), self._max_frame, self._max_header))
+            return None
+        except BaseException:
+            self._processed(conn, request.code, None)
+            raise
+        return Suspended(request, coro, trap, context, wrapped=wrapped, limit=self._max_frame,
+                         header_limit=self._max_header, done=partial(self._processed, conn))
 
     def _run_sync(self, task: SyncTask, alone: bool) -> Reply | None:
         """Run one sync processor (on a pool thread; touches no loop state).

@@ -10,7 +10,11 @@ response code (for the error-reply counts), or None when nothing is to be sent.
 from __future__ import annotations
 
 import traceback
-from typing import TYPE_CHECKING, Final, TypeAlias
+import types
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+import trio
 
 from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
 
@@ -19,7 +23,8 @@ from ..._hooks import AbortProcessError
 from ..._log import log
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+    from contextvars import Context
 
     from codec import EncodedFrame
 
@@ -28,11 +33,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Reply",
+    "Suspended",
     "encode_reply",
     "error_reply",
     "FAILURES",
     "exception_simple_desc",
     "failure",
+    "in_async_processor",
+    "mark_reader_task",
+    "resume_suspended",
     "run_async_request",
     "run_sync_request",
     "serve_async",
@@ -44,8 +53,22 @@ Reply: TypeAlias = "tuple[EncodedFrame | None, int]"
 
 # What a processor, hook or interceptor may raise that becomes a SYSTEM_ERROR reply. Not
 # KeyboardInterrupt (Ctrl-C stops the server) nor trio.Cancelled (shutdown): they propagate.
-# (A processor's own GeneratorExit is caught apart, where an async processor runs.)
+# A processor's own GeneratorExit is turned into a RuntimeError where it is caught.
 FAILURES: Final = (Exception, SystemExit)
+
+# A connection's reader task, set once per reader; each request's context is a copy of its
+# reader's, and the task that runs an async processor to its end is the reader that began it.
+_READER_TASK: Final[ContextVar[object]] = ContextVar("remoting_reader_task", default=None)
+
+
+def mark_reader_task() -> None:
+    """Label the calling task as a connection's reader (it runs async processors)."""
+    _READER_TASK.set(trio.lowlevel.current_task())
+
+
+def in_async_processor() -> bool:
+    """True in the task running an async processor (or the hooks around it) now."""
+    return _READER_TASK.get() is trio.lowlevel.current_task()
 
 
 def exception_simple_desc(exc: BaseException) -> str:
@@ -215,3 +238,70 @@ async def run_async_request(
     except FAILURES as exc:
         return encode_reply(request, failure(request, exc), limit, header_limit)
     return None if response is None else encode_reply(request, response, limit, header_limit)
+
+
+@types.coroutine
+def resume_suspended(coro: Coroutine[Any, Any, Reply | None], trap: Any, context: Context
+                     ) -> Generator[Any, Any, Reply | None]:
+    """Await ``coro`` after its first step was run by hand and yielded ``trap``.
+
+    The caller ran ``context.run(coro.send, None)`` itself to learn whether the coroutine
+    suspends; this passes that first trap on to trio and relays every later step, each in
+    ``context`` (``yield from`` cannot resume a coroutine that already started).
+    """
+    run = context.run
+    message = trap
+    while True:
+        try:
+            value = yield message
+        except GeneratorExit:
+            run(coro.close)  # in the request's context: its finally blocks may reset vars
+            raise
+        except BaseException as exc:  # thrown in by the runner: forward it
+            try:
+                message = run(coro.throw, exc)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]
+            except GeneratorExit as own:  # the processor's, not a close of this generator
+                raise RuntimeError("the processor raised GeneratorExit") from own
+        else:
+            try:
+                message = run(coro.send, value)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]
+            except GeneratorExit as own:
+                raise RuntimeError("the processor raised GeneratorExit") from own
+
+
+class Suspended:
+    """An async processor that suspended in its first step: finished by the task that ran
+    that step (see `resume_suspended`), then ``done(code, reply)``."""
+
+    __slots__ = ("_context", "_coro", "_done", "_header_limit", "_limit", "_request", "_trap",
+                 "_wrapped")
+
+    def __init__(self, request: RemotingCommand, coro: Coroutine[Any, Any, Any], trap: object,
+                 context: Context, *, wrapped: bool, limit: int, header_limit: int,
+                 done: Callable[[int, Reply | None], None]) -> None:
+        self._request = request
+        self._coro = coro
+        self._trap = trap
+        self._context = context
+        self._wrapped = wrapped  # run_async_request's coroutine: its value is the reply
+        self._limit = limit  # the largest frame the peer accepts
+        self._header_limit = header_limit  # and the largest header
+        self._done = done
+
+    async def finish(self) -> None:
+        """Run the processor to the end and reply."""
+        request = self._request
+        reply: Reply | None = None
+        try:
+            result = await resume_suspended(self._coro, self._trap, self._context)
+            reply = result if self._wrapped or result is None else encode_reply(
+                request, result, self._limit, self._header_limit)
+        except FAILURES as exc:  # a hook-less processor's own failure
+            reply = encode_reply(request, failure(request, exc), self._limit,
+                                 self._header_limit)
+        finally:
+            self._done(request.code, reply)

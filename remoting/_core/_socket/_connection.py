@@ -10,8 +10,9 @@ Theory of operation:
   to processor pools together. Once the connection is closed (a misbehaving peer, a codec
   error, a processor's ``close``), nothing more of what it sent is decoded: the rest of the
   read is dropped with it.
-- Requests go to the owner, which decides how they run (async processors in tasks of this
-  connection's nursery, `nursery`: closing the connection cancels them).
+- An async processor runs its first step in the reader (no task switch). If it suspends, the
+  reader keeps it: a suspended coroutine belongs to the task that ran it. A new reader task
+  takes over and this one finishes the processor (`Suspension.finish`).
 - Sending is the `Sender`'s (queue, writer task, send gate): ``send``, ``flush`` and
   ``send_from_thread`` here are its methods.
 - Back-pressure: above the high water mark, senders wait (`Sender.wait_writable`) and a
@@ -39,6 +40,7 @@ import trio
 from codec import CodecError, ForeignProtocolError, FrameDecoder
 
 from ..._log import log
+from .._receiving._processing import mark_reader_task
 from ._connection_state import (
     CLOSED_AT_ONCE,
     ConnectionState,
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
     from ..._observability._statistics import Counters
     from ._transport import Transport
 
-__all__ = ["Connection", "ConnectionOwner"]
+__all__ = ["Connection", "ConnectionOwner", "Suspension"]
 
 # A chunked read asks for at most this much. Kept below glibc's mmap threshold (128 KiB):
 # a larger request is a fresh mmap per read, shrunk (mremap) and unmapped again, ~12 µs of
@@ -72,11 +74,20 @@ RECEIVE_BYTES = 64 * 1024
 RECEIVE_INTO_MIN_BYTES = 64 * 1024
 
 
+class Suspension(Protocol):
+    """An async processor that suspended in its first step, owned by the reader that ran it."""
+
+    def finish(self) -> Awaitable[None]:
+        """Run it to the end and deliver its response."""
+        ...
+
+
 class ConnectionOwner(Protocol):
     """What a connection tells its owner, and nothing else."""
 
-    def request_received(self, conn: Connection, request: RemotingCommand) -> None:
-        """Dispatch a request."""
+    def request_received(self, conn: Connection, request: RemotingCommand
+                         ) -> Suspension | None:
+        """Dispatch a request; a `Suspension` must be finished by the calling task."""
         ...
 
     def response_received(self, conn: Connection, response: RemotingCommand) -> None:
@@ -85,11 +96,6 @@ class ConnectionOwner(Protocol):
 
     def read_done(self, conn: Connection) -> None:
         """Every command of one read was handed over."""
-        ...
-
-    def wait_begun(self, conn: Connection) -> Awaitable[None]:
-        """Wait until the processing of what ``conn`` handed over has begun (what it
-        answers at once is queued)."""
         ...
 
     def connection_closed(self, conn: Connection) -> None:
@@ -178,13 +184,6 @@ class Connection:
         return self.state.told_go_away
 
     @property
-    def nursery(self) -> trio.Nursery:
-        """Where tasks of this connection run (cancelled when it closes; its reader's
-        nursery, open while the connection runs)."""
-        assert self._nursery is not None, "the connection is not running"
-        return self._nursery
-
-    @property
     def tls_version(self) -> str | None:
         """The TLS version in use, or None for plain TCP."""
         return self._transport.tls_version
@@ -235,24 +234,26 @@ class Connection:
         self.flush()
 
     async def _read(self) -> None:
+        mark_reader_task()
         pause_reading = self.role == "server"
         while True:
-            self._dispatch_buffered()
+            suspension = self._dispatch_buffered()
+            if suspension is not None:
+                await self._hand_over(suspension)
+                return
             if self._held is not None and self.processing >= self.max_processing:
                 self._resume_reading = resume = trio.Event()  # reads pause: back-pressure
                 await resume.wait()
                 self._last_read = now = self._now()  # no peer's delay: its clocks restart
                 self._partial_since = None if self._partial_since is None else now
                 continue
-            if pause_reading:
-                await self._owner.wait_begun(self)  # its answers queued: the pause counts them
-                if self.sender.outbound.size > self.high_water:
-                    await self.wait_writable()
-                    self._partial_since = None if self._partial_since is None else self._now()
+            if pause_reading and self.sender.outbound.size > self.high_water:
+                await self.wait_writable()
+                self._partial_since = None if self._partial_since is None else self._now()
             if not await self._receive():
                 return
 
-    def _dispatch_buffered(self) -> None:
+    def _dispatch_buffered(self) -> Suspension | None:
         """Hand every complete command buffered to the owner; flush what they queued."""
         decoder = self._decoder
         limit = self.max_processing
@@ -266,9 +267,11 @@ class Connection:
             held = self._held  # a request that came while `limit` were in processing
             if held is not None:
                 if self.processing >= limit or state.closed:
-                    return
+                    return None
                 self._held = None
-                on_request(self, held)
+                suspension = on_request(self, held)
+                if suspension is not None:
+                    return suspension
             # closed by what a command did (misbehaving, a processor's close): read no further
             while not state.closed and (cmd := decoder.next_command()) is not None:
                 decoded += 1
@@ -278,7 +281,10 @@ class Connection:
                     self._held = cmd
                     break
                 else:
-                    on_request(self, cmd)
+                    suspension = on_request(self, cmd)
+                    if suspension is not None:
+                        return suspension
+            return None
         finally:
             sender.holding = False
             sender.read_handled()
@@ -293,6 +299,13 @@ class Connection:
                 self._partial_since = None
             elif decoded or self._partial_since is None:
                 self._partial_since = self._last_read  # a new frame began in this read
+
+    async def _hand_over(self, suspension: Suspension) -> None:
+        try:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._guard, self._read, "read")
+        finally:
+            await suspension.finish()
 
     async def _receive(self) -> bool:
         """Receive once into the decoder; False if the connection is to end."""
