@@ -45,8 +45,8 @@ from ._doors._threads import CallbackRunner, Inbox, in_own_thread
 from ._events import EventDispatcher
 from ._receiving._channel_handle import ChannelHandle
 from ._receiving._dispatch import Dispatcher
+from ._receiving._first_step import in_async_processor, mark_reader_task
 from ._receiving._pools import THREAD_JOIN_SECONDS
-from ._receiving._processing import in_async_processor
 from ._socket._connection import Connection
 from ._socket._transport import transport_for
 from ._streams._streams import Streams
@@ -108,6 +108,8 @@ class Endpoint:
         self.request_received = self.dispatcher.request_received
         self.response_received = self.invoker.response_received
         self.read_done = self.dispatcher.read_done
+        # a reader task runs async processors' first steps (the receiving side's policy)
+        self.reader_started = mark_reader_task
         self.connections: set[Connection] = set()
         # parts that keep state per connection outside the endpoint (an event bus,
         # `HeldRequests`): told on the loop thread, in order, before the channel listeners, of

@@ -22,7 +22,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
-from .._core._receiving._processing import mark_reader_task
+from .._core._receiving._first_step import mark_reader_task
 from .._errors import RemotingError
 from .._log import log
 from ._loop_thread import LoopThread

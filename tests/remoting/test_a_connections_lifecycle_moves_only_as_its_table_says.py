@@ -175,6 +175,9 @@ class Owner:
     def read_done(self, conn: Connection) -> None:
         pass
 
+    def reader_started(self) -> None:
+        pass
+
     def connection_closed(self, conn: Connection) -> None:
         assert conn.state.state is Lifecycle.CLOSED  # released before the owner is told
         self.closed.set()

@@ -36,6 +36,9 @@ class Owner:
     def read_done(self, conn: Connection) -> None:
         pass
 
+    def reader_started(self) -> None:
+        pass
+
     def connection_closed(self, conn: Connection) -> None:
         self.closed.set()
 

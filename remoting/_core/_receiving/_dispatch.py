@@ -41,18 +41,10 @@ from ..._interceptors import ServerCall, chain, chain_async
 from ..._log import log
 from ..._messaging._codes import STREAM_CODES
 from .._doors._threads import mark_own_thread
+from ._first_step import Suspended
 from ._pools import ExecutorPool, ProcessorPool
-from ._processing import (
-    FAILURES,
-    Suspended,
-    encode_reply,
-    error_reply,
-    failure,
-    run_async_request,
-    run_sync_request,
-    serve_async,
-    serve_sync,
-)
+from ._processing import run_async_request, run_sync_request, serve_async, serve_sync
+from ._replies import FAILURES, encode_reply, error_reply, failure
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
@@ -67,7 +59,7 @@ if TYPE_CHECKING:
     from ..._observability._statistics import Counters
     from .._doors._threads import Inbox
     from .._streams._stream_out import StreamOpener
-    from ._processing import Reply
+    from ._replies import Reply
 
 __all__ = ["PING_REQUEST_CODE", "Dispatcher", "ProcessorEntry", "Refusal", "Served"]
 

@@ -35,7 +35,7 @@ from ... import _checks  # the module: it imports this one's package
 from ..._log import log
 from ..._messaging._holds import HoldTable
 from ._channel_handle import ChannelHandle
-from ._processing import failure
+from ._replies import failure
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable

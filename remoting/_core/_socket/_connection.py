@@ -40,7 +40,6 @@ import trio
 from codec import CodecError, ForeignProtocolError, FrameDecoder
 
 from ..._log import log
-from .._receiving._processing import mark_reader_task
 from ._connection_state import (
     CLOSED_AT_ONCE,
     ConnectionState,
@@ -96,6 +95,11 @@ class ConnectionOwner(Protocol):
 
     def read_done(self, conn: Connection) -> None:
         """Every command of one read was handed over."""
+        ...
+
+    def reader_started(self) -> None:
+        """The calling task reads a connection from now on (it runs async processors' first
+        steps: `_first_step`)."""
         ...
 
     def connection_closed(self, conn: Connection) -> None:
@@ -234,7 +238,7 @@ class Connection:
         self.flush()
 
     async def _read(self) -> None:
-        mark_reader_task()
+        self._owner.reader_started()
         pause_reading = self.role == "server"
         while True:
             suspension = self._dispatch_buffered()

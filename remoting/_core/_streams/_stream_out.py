@@ -32,7 +32,7 @@ from ..._errors import translate
 from ..._log import log
 from ..._messaging._codes import COST, CREDITS, END_CODE, STREAM_ID, StreamCode
 from ..._messaging._credits import CreditWindow
-from .._receiving._processing import FAILURES, encode_reply, failure
+from .._receiving._replies import FAILURES, encode_reply, failure
 
 if TYPE_CHECKING:
     from processors import RequestContext
