@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from ..._interceptors import ServerInterceptor
     from ..._observability._statistics import Counters
     from .._doors._threads import Inbox
-    from .._streams._stream_out import StreamOpener
     from ._replies import Reply
 
 __all__ = ["PING_REQUEST_CODE", "Dispatcher", "ProcessorEntry", "Refusal", "Served"]
@@ -141,7 +140,7 @@ class Dispatcher:
 
     def __init__(self, role: Literal["client", "server"], config: ClientConfig | ServerConfig,
                  counters: Counters, inbox: Inbox, owner: object,
-                 stream_opener: Callable[[StreamProcessor], StreamOpener]) -> None:
+                 stream_opener: Callable[[StreamProcessor], AsyncRequestProcessor]) -> None:
         self._role = role
         self._stream_opener = stream_opener
         self._name = f"remoting-{role}"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 import trio
 
@@ -38,18 +38,27 @@ from ._channel_handle import ChannelHandle
 from ._replies import failure
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable
+    from collections.abc import Awaitable, Callable, Hashable
 
     from processors import RequestContext
 
-    from .._endpoint import Endpoint
-
-__all__ = ["DEFAULT_MAX_HELD_PER_CONNECTION", "HeldRequests"]
+__all__ = ["DEFAULT_MAX_HELD_PER_CONNECTION", "HeldRequests", "Host"]
 
 # Requests one connection may have held at once: enough for a client pulling on thousands of
 # topics at once, far below what would let one peer make the server keep without bound
 # (a held request costs about a kilobyte).
 DEFAULT_MAX_HELD_PER_CONNECTION: Final = 16_384
+
+
+class Host(Protocol):
+    """What held requests use of the endpoint whose processors hold them (an `Endpoint`)."""
+
+    loop_thread_id: int | None
+    close_watchers: list[Callable[[ChannelHandle], object]]
+
+    def call_on_loop(self, fn: Callable[[], object]) -> bool: ...
+
+    def run_in_background(self, fn: Callable[[], Awaitable[object]]) -> None: ...
 
 
 class _Held:
@@ -87,7 +96,7 @@ class HeldRequests:
             raise ValueError(f"max_per_connection must be >= 1, got {max_per_connection}")
         self.max_per_connection = max_per_connection
         self._table: HoldTable[_Held] = HoldTable()
-        self._endpoint: Endpoint | None = None
+        self._endpoint: Host | None = None
         self._listening = False
         self._scope: trio.CancelScope | None = None
         self._armed = math.inf
@@ -143,7 +152,7 @@ class HeldRequests:
 
     # ------------------------------------------------------------------ the loop's side
 
-    def _bind(self, ctx: RequestContext) -> Endpoint:
+    def _bind(self, ctx: RequestContext) -> Host:
         host = getattr(getattr(ctx, "channel", None), "_host", None)
         if host is None:
             raise TypeError(f"ctx must be the RequestContext a processor received, got "
