@@ -26,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CODEC = ["_codes", "_command", "_decoder", "_encoder", "_errors", "_header_binary",
          "_header_json", "_lenient_json"]
-CORE = ["_response_table", "_outbound", "_many", "_invoker", "_sender", "_dispatch",
-        "_deadlines", "_permits", "_future"]
+CORE = ["_calling/_response_table", "_socket/_outbound", "_calling/_many", "_calling/_invoker",
+        "_socket/_sender", "_receiving/_dispatch", "_calling/_deadlines", "_calling/_permits",
+        "_calling/_future"]
 # `cmd = _new(RemotingCommand)` followed by field assignments: mypyc wants the constructor.
 FAST_NEW = re.compile(r"    cmd: RemotingCommand = _new\(RemotingCommand\)\n"
                       r"((?:    cmd\.\w+ = .+\n)+)    return cmd\n")

@@ -20,11 +20,11 @@ from codec import SerializeType as SerializeType
 
 from ._config import ClientConfig as ClientConfig
 from ._config import ServerConfig as ServerConfig
-from ._core._channel_handle import ChannelHandle as ChannelHandle
-from ._core._dispatch import PING_REQUEST_CODE as PING_REQUEST_CODE
+from ._core._calling._future import ResponseFuture as ResponseFuture
 from ._core._events import ChannelEventListener as ChannelEventListener
-from ._core._future import ResponseFuture as ResponseFuture
-from ._core._held import HeldRequests as HeldRequests
+from ._core._receiving._channel_handle import ChannelHandle as ChannelHandle
+from ._core._receiving._dispatch import PING_REQUEST_CODE as PING_REQUEST_CODE
+from ._core._receiving._held import HeldRequests as HeldRequests
 from ._errors import RemotingCommandError as RemotingCommandError
 from ._errors import RemotingConnectError as RemotingConnectError
 from ._errors import RemotingError as RemotingError

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from codec import RemotingCommand
 
-    from ._core._future import ResponseFuture
+    from ._core._calling._future import ResponseFuture
 
 __all__ = ["AbortProcessError", "RPCHook", "run_after_hooks", "run_after_hooks_many",
            "run_before_hooks", "run_before_hooks_many", "with_after_hooks"]

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import AsyncRequestProcessor, RequestContext, RequestProcessor
 
-    from ._core._future import ResponseFuture
+    from ._core._calling._future import ResponseFuture
 
 __all__ = ["CallKind", "ClientCall", "ClientInterceptor", "ServerCall", "ServerInterceptor",
            "chain", "chain_async"]

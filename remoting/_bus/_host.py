@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
     from codec import RemotingCommand
 
-    from .._core._channel_handle import ChannelHandle
     from .._core._endpoint import Endpoint
+    from .._core._receiving._channel_handle import ChannelHandle
     from .._faces._blocking import RemotingClient
     from .._faces._blocking_server import RemotingServer
     from .._faces._trio import TrioRemotingClient, TrioRemotingServer

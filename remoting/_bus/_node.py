@@ -26,7 +26,7 @@ import threading
 from time import monotonic
 from typing import TYPE_CHECKING, Literal
 
-from .._core._processing import exception_simple_desc
+from .._core._receiving._replies import exception_simple_desc
 from .._log import log
 from ._address_table import AddressTable
 from ._failure import NO_CODE, ReplyFailure

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._core._channel_handle import ChannelHandle
+    from .._core._receiving._channel_handle import ChannelHandle
     from ._outlet import Budget, Outlet
 
 __all__ = ["RemoteConsumer"]

@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import RequestContext
 
-    from .._core._channel_handle import ChannelHandle
+    from .._core._receiving._channel_handle import ChannelHandle
     from ._host import BusHost
     from ._node import BusNode
     from ._reply_table import PendingReply

@@ -38,18 +38,18 @@ from .._log import log
 from .._messaging._codes import STREAM_CODES
 from .._observability._statistics import Counters, EndpointStatistics, ReceivingStatistics
 from .._security._tls import client_context, peer_certificate_subject, tls_client_stream
-from ._caller import Caller
-from ._channel_handle import ChannelHandle
-from ._channels import ChannelTable
-from ._connection import Connection
-from ._dispatch import Dispatcher
+from ._calling._caller import Caller
+from ._calling._channels import ChannelTable
+from ._calling._invoker import Invoker
+from ._doors._threads import CallbackRunner, Inbox, in_own_thread
 from ._events import EventDispatcher
-from ._invoker import Invoker
-from ._pools import THREAD_JOIN_SECONDS
-from ._processing import in_async_processor
-from ._streams import Streams
-from ._threads import CallbackRunner, Inbox, in_own_thread
-from ._transport import transport_for
+from ._receiving._channel_handle import ChannelHandle
+from ._receiving._dispatch import Dispatcher
+from ._receiving._first_step import in_async_processor, mark_reader_task
+from ._receiving._pools import THREAD_JOIN_SECONDS
+from ._socket._connection import Connection
+from ._socket._transport import transport_for
+from ._streams._streams import Streams
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from .._config import ServerConfig
-    from ._thread_connection import ThreadConnection
+    from ._thread_driver._thread_connection import ThreadConnection
 
 __all__ = ["Endpoint", "ThreadSide"]
 
@@ -108,6 +108,8 @@ class Endpoint:
         self.request_received = self.dispatcher.request_received
         self.response_received = self.invoker.response_received
         self.read_done = self.dispatcher.read_done
+        # a reader task runs async processors' first steps (the receiving side's policy)
+        self.reader_started = mark_reader_task
         self.connections: set[Connection] = set()
         # parts that keep state per connection outside the endpoint (an event bus,
         # `HeldRequests`): told on the loop thread, in order, before the channel listeners, of

@@ -19,7 +19,7 @@ from .._log import log
 if TYPE_CHECKING:
     from processors import Channel
 
-    from ._channel_handle import ChannelHandle
+    from ._receiving._channel_handle import ChannelHandle
 
 __all__ = ["ChannelEventListener", "EventDispatcher", "EventKind"]
 

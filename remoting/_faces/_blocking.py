@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, Self, TypeVar
 
 from .._checks import config_of, outside_trio
 from .._config import ClientConfig
-from .._core._call_kinds import ToThreadDriver
-from .._core._thread_driver import ThreadDriver
+from .._core._calling._call_kinds import ToThreadDriver
+from .._core._thread_driver._thread_driver import ThreadDriver
 from .._errors import RemotingError
 from .._observability._otel_setup import install_telemetry
 from ._loop_thread import JOIN_TIMEOUT, LoopThread
@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
+    from .._core._calling._future import ResponseFuture
     from .._core._endpoint import Endpoint
     from .._core._events import ChannelEventListener
-    from .._core._future import ResponseFuture
     from .._hooks import RPCHook
     from .._interceptors import ClientInterceptor, ServerInterceptor
     from .._observability._statistics import EndpointStatistics

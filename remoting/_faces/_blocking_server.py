@@ -15,7 +15,7 @@ from codec import FLAG_RESPONSE
 
 from .._checks import config_of, grace_seconds, outside_trio, the_request
 from .._config import ServerConfig
-from .._core._channel_handle import channel_of, channels_of
+from .._core._receiving._channel_handle import channel_of, channels_of
 from .._errors import RemotingError
 from ._blocking import LOOP_ANSWER_SECONDS, BlockingFace
 from ._loop_thread import JOIN_TIMEOUT, LoopThread
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
     from codec import RemotingCommand
 
-    from .._core._channel_handle import ChannelHandle
-    from .._core._future import ResponseFuture
+    from .._core._calling._future import ResponseFuture
+    from .._core._receiving._channel_handle import ChannelHandle
 
 __all__ = ["RemotingServer"]
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .._core._doors._threads import CALLBACKS_CLOSE_SECONDS
 from .._core._events import EVENTS_CLOSE_SECONDS
-from .._core._pools import THREAD_JOIN_SECONDS
-from .._core._threads import CALLBACKS_CLOSE_SECONDS
+from .._core._receiving._pools import THREAD_JOIN_SECONDS
 from .._log import log
 
 if TYPE_CHECKING:

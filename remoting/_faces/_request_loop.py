@@ -22,7 +22,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
-from .._core._processing import mark_reader_task
+from .._core._receiving._first_step import mark_reader_task
 from .._errors import RemotingError
 from .._log import log
 from ._loop_thread import LoopThread
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from .._core._endpoint import Endpoint
-    from .._core._thread_connection import ThreadConnection
+    from .._core._thread_driver._thread_connection import ThreadConnection
 
 __all__ = ["RequestLoop"]
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 import trio
 
 from .._checks import the_request
-from .._core._stream_in import (
+from .._core._streams._stream_in import (
     IncomingStream,
     control_frame,
     item_cost,
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
     from codec import RemotingCommand
 
-    from .._core._connection import Connection
     from .._core._endpoint import Endpoint
+    from .._core._socket._connection import Connection
     from .._errors import RemotingStreamError
 
 __all__ = ["BlockingStream", "TrioStream", "open_blocking_stream", "open_trio_stream"]

@@ -18,9 +18,9 @@ from codec import FLAG_RESPONSE
 from .._checks import config_of, grace_seconds, the_request
 from .._config import ClientConfig, ServerConfig
 from .._core._acceptor import Acceptor
-from .._core._channel_handle import channel_of, channels_of
 from .._core._endpoint import Endpoint
 from .._core._listen import bind_listeners, trio_listeners
+from .._core._receiving._channel_handle import channel_of, channels_of
 from .._errors import RemotingError
 from .._interceptors import ClientInterceptor, ServerInterceptor
 from .._log import log
@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
-    from .._core._channel_handle import ChannelHandle
+    from .._core._calling._future import ResponseFuture
     from .._core._events import ChannelEventListener
-    from .._core._future import ResponseFuture
+    from .._core._receiving._channel_handle import ChannelHandle
     from .._hooks import RPCHook
     from .._observability._statistics import EndpointStatistics
 

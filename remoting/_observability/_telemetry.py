@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
     from codec import RemotingCommand
 
+    from .._core._calling._future import ResponseFuture
     from .._core._endpoint import Endpoint
-    from .._core._future import ResponseFuture
     from .._interceptors import ClientCall, ServerCall
     from ._outcome import Outcome
 

@@ -195,7 +195,7 @@ def _ping_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_ping(args: argparse.Namespace) -> int:
     from codec import RemotingCommand
 
-    from .._core._dispatch import PING_REQUEST_CODE
+    from .._core._receiving._dispatch import PING_REQUEST_CODE
     from .._errors import RemotingError
 
     client = _client(args)

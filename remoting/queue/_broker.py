@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import orjson
 import trio
 
-from .._core._held import HeldRequests
+from .._core._receiving._held import HeldRequests
 from .._log import log
 from .._messaging._credits import MAX_CREDITS
 from .._messaging._records import record_fields

@@ -72,7 +72,7 @@ from ._wire import (
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from .._core._future import ResponseFuture
+    from .._core._calling._future import ResponseFuture
     from .._faces._streams import BlockingStream, TrioStream
     from .._messaging._records import Fields
 

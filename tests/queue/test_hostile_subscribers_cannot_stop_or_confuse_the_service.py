@@ -8,7 +8,7 @@ import trio
 
 from codec import RemotingCommand, ResponseCode
 from remoting import ServerConfig, StreamCode, TrioRemotingClient, TrioRemotingServer
-from remoting._core._stream_in import control_frame
+from remoting._core._streams._stream_in import control_frame
 from remoting._messaging._acks import AckOp, pack_acks
 from remoting._messaging._credits import MAX_CREDITS
 from remoting.queue import QueueClient, QueueCode, QueueService, TrioQueueClient

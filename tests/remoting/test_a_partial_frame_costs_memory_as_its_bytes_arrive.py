@@ -19,8 +19,8 @@ import trio.testing
 
 from codec import FrameDecoder, SerializeType, encode_frame
 from remoting import TrioRemotingServer
-from remoting._core import _connection, _receive_buffers
-from remoting._core._receive_buffers import BufferPool
+from remoting._core._socket import _connection, _receive_buffers
+from remoting._core._socket._receive_buffers import BufferPool
 
 from ..factories import req
 from .conftest import ASYNC_ECHO

@@ -18,9 +18,9 @@ import trio.testing
 from codec import FrameDecoder, RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncEchoProcessor
 from remoting import ClientConfig, RemotingClient, TrioRemotingClient
-from remoting._core._dispatch import Dispatcher, Refusal
-from remoting._core._streams import Streams
-from remoting._core._threads import Inbox
+from remoting._core._doors._threads import Inbox
+from remoting._core._receiving._dispatch import Dispatcher, Refusal
+from remoting._core._streams._streams import Streams
 from remoting._observability._statistics import Counters
 
 from ..factories import req

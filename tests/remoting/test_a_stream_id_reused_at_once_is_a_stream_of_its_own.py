@@ -9,7 +9,7 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from processors import RequestContext, ServerStream, StreamProcessor
 from remoting import StreamCode, TrioRemotingClient, TrioRemotingServer
-from remoting._core._stream_in import control_frame
+from remoting._core._streams._stream_in import control_frame
 
 from .conftest import addr_of
 

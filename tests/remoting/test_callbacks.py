@@ -162,7 +162,7 @@ def test_closing_the_callback_threads_does_not_wait_for_ever_on_a_stuck_callback
     # returned hung the client's shutdown for ever.
     import time
 
-    from remoting._core._threads import CallbackRunner
+    from remoting._core._doors._threads import CallbackRunner
 
     from ..logs import capture_logs
 

@@ -17,7 +17,7 @@ import trio.testing
 
 from codec import RemotingCommand
 from remoting import RemotingClient, RemotingError, RemotingServer, ResponseFuture
-from remoting._core._threads import Inbox
+from remoting._core._doors._threads import Inbox
 
 from .conftest import ECHO
 

@@ -14,8 +14,8 @@ import trio.testing
 
 from codec import RemotingCommand, ResponseCode, encode_frame_parts
 from remoting import ServerConfig
-from remoting._core._connection import Connection
-from remoting._core._transport import transport_for
+from remoting._core._socket._connection import Connection
+from remoting._core._socket._transport import transport_for
 from remoting._observability._statistics import Counters
 
 HIGH, LOW = 8 * 1024, 4 * 1024
@@ -34,6 +34,9 @@ class Owner:
         pass
 
     def read_done(self, conn: Connection) -> None:
+        pass
+
+    def reader_started(self) -> None:
         pass
 
     def connection_closed(self, conn: Connection) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from codec import LanguageCode, RemotingCommand, ResponseCode
 from processors import AsyncEchoProcessor, EchoProcessor, RequestContext, RequestProcessor
 from remoting import PING_REQUEST_CODE, ServerConfig
-from remoting._core._dispatch import Dispatcher, ProcessorEntry, Refusal
-from remoting._core._streams import Streams
-from remoting._core._threads import Inbox
+from remoting._core._doors._threads import Inbox
+from remoting._core._receiving._dispatch import Dispatcher, ProcessorEntry, Refusal
+from remoting._core._streams._streams import Streams
 from remoting._observability._statistics import Counters
 
 from ..factories import req

@@ -12,7 +12,7 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from processors import RequestContext
 from remoting import ClientConfig, HeldRequests, TrioRemotingClient, TrioRemotingServer
-from remoting._core._channel_handle import ChannelHandle
+from remoting._core._receiving._channel_handle import ChannelHandle
 
 from .conftest import addr_of
 from .test_held_requests_are_answered_when_notified_or_at_their_deadline import (

@@ -19,9 +19,9 @@ from hypothesis.stateful import (
 )
 
 from codec import RemotingCommand
-from remoting._core._future import ResponseFuture
-from remoting._core._permits import Permits
-from remoting._core._response_table import ResponseTable
+from remoting._core._calling._future import ResponseFuture
+from remoting._core._calling._permits import Permits
+from remoting._core._calling._response_table import ResponseTable
 
 
 class Conn:

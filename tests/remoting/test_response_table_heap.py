@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from codec import RemotingCommand
-from remoting._core._future import ResponseFuture
-from remoting._core._response_table import ResponseTable
+from remoting._core._calling._future import ResponseFuture
+from remoting._core._calling._response_table import ResponseTable
 
 
 def test_a_completed_call_is_not_kept_alive_by_the_deadline_heap() -> None:

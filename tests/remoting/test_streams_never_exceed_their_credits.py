@@ -113,7 +113,7 @@ async def test_an_item_uses_its_cost_in_credits(
 
 
 async def _never_sent_with_a_negative_cost() -> None:
-    from remoting._core._stream_out import OutgoingStream
+    from remoting._core._streams._stream_out import OutgoingStream
 
     await OutgoingStream.send(None, RemotingCommand.create_request(0), cost=-1)  # type: ignore[arg-type]
 

@@ -16,7 +16,7 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, RequestContext
 from remoting import ClientConfig, RemotingClient, RemotingServer, RemotingTimeoutError
-from remoting._core import _thread_driver
+from remoting._core._thread_driver import _thread_driver
 
 from ..factories import req
 

@@ -23,11 +23,11 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._core._connection import Connection
-from remoting._core._dispatch import Dispatcher
-from remoting._core._future import ThreadCall
-from remoting._core._streams import Streams
-from remoting._core._threads import Inbox
+from remoting._core._calling._future import ThreadCall
+from remoting._core._doors._threads import Inbox
+from remoting._core._receiving._dispatch import Dispatcher
+from remoting._core._socket._connection import Connection
+from remoting._core._streams._streams import Streams
 from remoting._observability._statistics import Counters
 
 from ..factories import req

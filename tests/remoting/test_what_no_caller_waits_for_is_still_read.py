@@ -16,7 +16,7 @@ import trio
 from codec import RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncRequestProcessor, EchoProcessor, RequestContext, RequestProcessor
 from remoting import ChannelHandle, RemotingClient, RemotingServer, ResponseFuture
-from remoting._core import _thread_driver
+from remoting._core._thread_driver import _thread_driver
 
 from ..factories import req
 

@@ -1,0 +1,196 @@
+"""`Caller`: every way to make a call, for every face, with RPC hooks and interceptors.
+
+The faces (blocking and trio clients and servers, channel handles) only check their own state
+and call `call` (blocking face, on the caller's thread) or `acall` (trio face, in the calling
+task) with the kind of call. Each call becomes a `ClientCall`, is checked at once (`_checks`,
+through the kind's row in `_call_kinds`: a wrong request or timeout fails here, before any
+interceptor, permit or I/O), goes through the interceptors, if any, and ends in `_end` /
+`_aend`: the RPC hooks, innermost, just before the driver sends it (for ``invoke_many``: the
+before-hooks on every request of the batch before any is handed on, the after-hooks on each
+response once the batch is done). A server calling its clients back runs no hooks (as
+RocketMQ's ``NettyRemotingServer``).
+
+The drivers do the I/O, one method per kind: the blocking face's (`ThreadCalls`, calls handed
+to the loop thread; or the thread driver of a `RemotingClient` with ``io="threads"``) and the
+trio face's (the `Invoker`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..._checks import batch_limit, call_timeout, requests_of
+from ..._interceptors import ClientCall, chain, chain_async
+from ._call_kinds import KINDS
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from codec import RemotingCommand
+
+    from ..._errors import RemotingError
+    from ..._hooks import RPCHook
+    from ..._interceptors import CallKind, ClientInterceptor
+    from ._call_kinds import BlockingDriver, TrioDriver
+    from ._channels import Target
+    from ._future import ResponseFuture
+
+__all__ = ["Caller"]
+
+
+class Caller:
+    """The call paths of one endpoint (see the module docstring)."""
+
+    def __init__(self, blocking: BlockingDriver, trio: TrioDriver, hooks: list[RPCHook], *,
+                 run_hooks: bool, role: str) -> None:
+        self._hooks = hooks if run_hooks else []
+        self._role: Any = role
+        self.interceptors: list[ClientInterceptor] = []  # outermost first
+        self._outer: list[ClientInterceptor] = []
+        self._innermost: list[ClientInterceptor] = []
+        self._chain: Callable[[ClientCall], Any] = self._end
+        self._async_chain: Callable[[ClientCall], Awaitable[Any]] = self._aend
+        self._drive: dict[CallKind, Callable[[ClientCall], Any]] = {}
+        self._adrive: dict[CallKind, Callable[[ClientCall], Awaitable[Any]]] = {}
+        self.use(blocking, trio)
+
+    def use(self, blocking: BlockingDriver, trio: TrioDriver) -> None:
+        """Drive calls with ``blocking`` (blocking face) and ``trio`` (trio face)."""
+        self._drive = {kind: getattr(blocking, row.method) for kind, row in KINDS.items()}
+        self._adrive = {kind: getattr(trio, row.method) for kind, row in KINDS.items()}
+
+    def add(self, interceptor: ClientInterceptor, *, innermost: bool = False) -> None:
+        """Add ``interceptor`` inside those registered before (once); rebuild the chains.
+        ``innermost``: inside every other, even those added later (telemetry)."""
+        if interceptor in self.interceptors:
+            return
+        if innermost:
+            self._innermost.append(interceptor)
+        else:
+            self._outer.append(interceptor)
+        self.interceptors = self._outer + self._innermost
+        self._chain = chain([i.intercept_call for i in self.interceptors], self._end)
+        self._async_chain = chain_async([i.intercept_call_async for i in self.interceptors],
+                                        self._aend)
+
+    def _new(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+             timeout: Any, options: dict[str, Any]) -> ClientCall | None:
+        """Make the checked call; None for an ``invoke_many`` of no request (nothing to do)."""
+        if kind == "many":
+            requests = requests_of(subject)
+            if not requests:  # the other arguments are still checked
+                call_timeout(timeout)
+                batch_limit(options.get("limit", 1))
+                return None
+            call = ClientCall(kind=kind, addr=addr, request=requests[0], requests=requests,
+                              timeout=timeout, role=self._role, target=target, **options)
+        else:
+            call = ClientCall(kind=kind, addr=addr, request=subject, timeout=timeout,
+                              role=self._role, target=target, **options)
+        KINDS[kind].check(call)
+        return call
+
+    # ------------------------------------------------------------------ the kinds, by name
+
+    def invoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
+                    timeout: float, retry_busy: bool = False) -> RemotingCommand:
+        """`call` of a sync call (see `RemotingClient.invoke_sync`)."""
+        return self.call("sync", target, addr, request, timeout,  # type: ignore[no-any-return]
+                         retry_busy=retry_busy)
+
+    def invoke_async(self, target: Target, addr: str | None, request: RemotingCommand,
+                     timeout: float, callback: Callable[[ResponseFuture], object] | None
+                     ) -> ResponseFuture:
+        """`call` of an async call (see `RemotingClient.invoke_async`)."""
+        return self.call("async", target, addr, request, timeout,  # type: ignore[no-any-return]
+                         callback=callback)
+
+    def invoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
+                      timeout: float) -> None:
+        """`call` of a oneway call (see `RemotingClient.invoke_oneway`)."""
+        self.call("oneway", target, addr, request, timeout)
+
+    def invoke_many(self, target: Target, addr: str | None,
+                    requests: Sequence[RemotingCommand], timeout: float, limit: int
+                    ) -> list[RemotingCommand | RemotingError]:
+        """`call` of a batch (see `RemotingClient.invoke_many`)."""
+        return self.call("many", target, addr, requests, timeout,  # type: ignore[no-any-return]
+                         limit=limit)
+
+    async def ainvoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
+                           timeout: float, retry_busy: bool = False) -> RemotingCommand:
+        """`acall` of a sync call (see `TrioRemotingClient.invoke_sync`)."""
+        return await self.acall("sync", target, addr, request,  # type: ignore[no-any-return]
+                                timeout, retry_busy=retry_busy)
+
+    async def ainvoke_async(self, target: Target, addr: str | None, request: RemotingCommand,
+                            timeout: float,
+                            callback: Callable[[ResponseFuture], object] | None
+                            ) -> ResponseFuture:
+        """`acall` of an async call (see `TrioRemotingClient.invoke_async`)."""
+        return await self.acall("async", target, addr, request,  # type: ignore[no-any-return]
+                                timeout, callback=callback)
+
+    async def ainvoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
+                             timeout: float) -> None:
+        """`acall` of a oneway call (see `TrioRemotingClient.invoke_oneway`)."""
+        await self.acall("oneway", target, addr, request, timeout)
+
+    async def ainvoke_many(self, target: Target, addr: str | None,
+                           requests: Sequence[RemotingCommand], timeout: float, limit: int
+                           ) -> list[RemotingCommand | RemotingError]:
+        """`acall` of a batch (see `TrioRemotingClient.invoke_many`)."""
+        return await self.acall("many", target, addr, requests,  # type: ignore[no-any-return]
+                                timeout, limit=limit)
+
+    # ------------------------------------------------------------------ blocking (threads)
+
+
+    def call(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+             timeout: Any, **options: Any) -> Any:
+        """Make a call of ``kind`` on the calling thread; ``subject`` is its request (for
+        ``"many"``, its requests). Returns what `ClientCall` says ``proceed`` returns.
+
+        Raises:
+            TypeError, ValueError: a wrong argument; nothing was sent.
+            RemotingError: how the call failed (``"sync"`` and ``"oneway"``).
+        """
+        call = self._new(kind, target, addr, subject, timeout, options)
+        if call is None:
+            return []
+        return self._chain(call)
+
+    def _end(self, call: ClientCall) -> Any:
+        row = KINDS[call.kind]
+        if self.interceptors:  # they may have changed the call: check it again
+            row.check(call)
+        hooks = self._hooks
+        if hooks:
+            row.before(hooks, call)
+        outcome = self._drive[call.kind](call)
+        if hooks:
+            row.after(hooks, call, outcome)
+        return outcome
+
+    # ------------------------------------------------------------------ trio (the loop)
+
+
+    async def acall(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+                    timeout: Any, **options: Any) -> Any:
+        """`call`, in the calling trio task."""
+        call = self._new(kind, target, addr, subject, timeout, options)
+        if call is None:
+            return []
+        return await self._async_chain(call)
+
+    async def _aend(self, call: ClientCall) -> Any:
+        row = KINDS[call.kind]
+        if self.interceptors:
+            row.check(call)
+        hooks = self._hooks
+        if hooks:
+            row.before(hooks, call)
+        outcome = await self._adrive[call.kind](call)
+        if hooks:
+            row.after(hooks, call, outcome)
+        return outcome

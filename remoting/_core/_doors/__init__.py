@@ -1,0 +1,1 @@
+"""The doors between an endpoint's loop thread and other threads."""

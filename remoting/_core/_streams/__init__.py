@@ -1,0 +1,1 @@
+"""Credit-based streams: the frames, the streams an endpoint sends, the streams it receives."""

@@ -1,0 +1,1 @@
+"""The thread driver: a `RemotingClient` (``io="threads"``) driven from its calling threads."""

@@ -1,0 +1,323 @@
+"""`ThreadBatch`: one ``invoke_many`` call of the thread driver, driven by its calling thread.
+
+As the trio driver's `Batch`: a window of at most ``limit`` requests is in flight; each
+completion records its result and sends the next request, so the calling thread, reading
+its own answers (`ThreadConnection.wait`), keeps the window full without a hand-off. A
+completion read by another thread pumps the window from there (sends never wait). What a
+completion cannot do (wait for room below the high water mark, connect elsewhere after
+GO_AWAY) wakes the calling thread, which does it. Every request has its own deadline; a
+failed request fails alone; one answered GO_AWAY is resent once (`ThreadDriver._resend`).
+The batch holds the in-flight permits of its window (taken as it grows, passed from a
+finished request to the next, given back when nothing is left to send).
+
+``_lock`` (re-entrant: a send that fails completes a request on the same thread) guards the
+window's bookkeeping.
+"""
+
+from __future__ import annotations
+
+import threading
+from time import monotonic
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..._errors import RemotingError, RemotingTimeoutError, RemotingTooManyRequestsError
+from .._calling._future import ThreadCall, thread_waiter
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from codec import RemotingCommand
+
+    from .._calling._future import ResponseFuture, ThreadWaiter
+    from .._calling._permits import ThreadPermits
+    from ._thread_channels import ThreadTarget
+    from ._thread_connection import ThreadConnection
+
+__all__ = ["BatchDriver", "ThreadBatch"]
+
+
+class BatchDriver(Protocol):
+    """What a batch needs from the thread driver."""
+
+    @property
+    def async_permits(self) -> ThreadPermits: ...
+
+    def connection(self, target: ThreadTarget, deadline: float, timeout: float
+                   ) -> ThreadConnection: ...
+
+    def send(self, conn: ThreadConnection, fut: Any, permits: Any, *, unattended: bool,
+             elsewhere: bool = False) -> bool: ...
+
+    def next_deadline(self) -> float: ...
+
+    def expire_due(self, now: float) -> None: ...
+
+    def make_unattended(self, conn: ThreadConnection, futs: list[ResponseFuture]) -> None: ...
+
+
+class ThreadBatch:
+    """One ``invoke_many`` call (see the module docstring)."""
+
+    def __init__(self, driver: BatchDriver, target: ThreadTarget,
+                 requests: Sequence[RemotingCommand], timeout: float, limit: int,
+                 finished_at: list[float] | None) -> None:
+        self._driver = driver
+        self._target = target
+        # where its requests are resent after GO_AWAY; False: not resendable (a channel's)
+        self.retry_target: str | None | bool = (
+            target if target is None or isinstance(target, str) else False)
+        self._requests = requests
+        self.timeout = timeout
+        self._limit = max(1, limit)
+        n = len(requests)
+        self.results: list[Any] = [None] * n
+        self._finished_at = finished_at
+        if finished_at is not None:
+            finished_at[:] = [0.0] * n
+        self.conn: ThreadConnection | None = None
+        self._lock = threading.RLock()
+        self._owner: ThreadWaiter | None = None
+        self._in_flight: dict[int, ResponseFuture] = {}
+        self._next = 0
+        self._held = 0  # permits held: at least len(_in_flight)
+        self._completed = 0
+        self._needs_owner = False  # the calling thread has to wait for room or move off
+        self._sleeping = False  # the calling thread sleeps until a completion (`_sleep`)
+
+    # ------------------------------------------------------------------ waited for (Awaited)
+
+    def done(self) -> bool:
+        """True when the calling thread should stop reading its connection: all done, it has
+        work (room to wait for, a move to another connection), or what is left is in flight
+        on a connection it moved off (the background reader reads that one)."""
+        return (self._completed == len(self._requests) or self._needs_owner
+                or self._only_elsewhere())
+
+    def _only_elsewhere(self) -> bool:
+        """Nothing left to send and every request in flight is on another connection."""
+        conn = self.conn
+        return (self._next == len(self._requests) and bool(self._in_flight)
+                and all(f.conn is not conn for f in list(self._in_flight.values())))
+
+    def _add_thread_waiter(self, waiter: ThreadWaiter) -> bool:
+        with self._lock:
+            if self.done():
+                return False
+            self._owner = waiter
+            return True
+
+    def _remove_thread_waiter(self, waiter: ThreadWaiter) -> None:
+        with self._lock:
+            if self._owner is waiter:
+                self._owner = None
+
+    # ------------------------------------------------------------------ the calling thread
+
+    def run(self) -> list[Any]:
+        """Send every request and wait for all of them; the results in order."""
+        driver = self._driver
+        n = len(self._requests)
+        if self.timeout <= 0:  # an expired deadline (call_timeout gives 0): nothing is sent
+            addr = self._target if isinstance(self._target, str) else None
+            self._fail_rest(RemotingTimeoutError(addr, 0.0))
+            return self.results
+        try:
+            while self._completed < n:
+                conn = self.conn
+                with self._lock:
+                    self._needs_owner = False
+                if conn is None or (not conn.state.takes_calls and self._next < n):
+                    if not self._move_to_new_connection():
+                        continue
+                    conn = self.conn
+                assert conn is not None
+                if self._next < n and conn.queued_bytes > conn.high_water:
+                    try:
+                        conn.wait_for_room(monotonic() + self.timeout)
+                    except RemotingError as exc:
+                        self._fail_rest(exc)
+                        continue
+                self._pump()
+                if self._completed == n or self._needs_owner:
+                    continue
+                until = min(driver.next_deadline(), monotonic() + self.timeout)
+                if self._only_elsewhere():
+                    self._sleep(until)  # until a completion (or a deadline) wakes it
+                else:
+                    conn.wait(self, until)
+                now = monotonic()
+                if now >= until:
+                    driver.expire_due(now)
+        finally:
+            self._give_back_spare()
+        return self.results
+
+    def _sleep(self, until: float) -> None:
+        waiter = thread_waiter()
+        with self._lock:
+            if self._completed == len(self._requests):
+                return
+            self._owner = waiter
+            self._sleeping = True
+        try:
+            waiter.sleep(until - monotonic())
+        finally:
+            with self._lock:
+                self._owner = None
+                self._sleeping = False
+            waiter.reset()
+
+    def _move_to_new_connection(self) -> bool:
+        """Take a connection for the rest (the first, or another after GO_AWAY); the
+        requests still on the old one are left to the background reader. False if there is
+        none (the rest failed)."""
+        old = self.conn
+        try:
+            self.conn = self._driver.connection(self._target, monotonic() + self.timeout,
+                                                self.timeout)
+        except RemotingError as exc:
+            self._fail_rest(exc)
+            return False
+        if old is not None:
+            with self._lock:
+                left = [f for f in self._in_flight.values() if f.conn is old]
+            self._driver.make_unattended(old, left)
+        return True
+
+    # ------------------------------------------------------------------ the window
+
+    def _pump(self) -> None:
+        """Send while the window has room (any thread; never waits); the requests of one
+        pump leave together."""
+        with self._lock:
+            conn = self.conn
+            if conn is None:
+                return
+            conn.hold()
+            try:
+                self._fill(conn)
+            finally:
+                conn.flush_held()
+
+    def _fill(self, conn: ThreadConnection) -> None:
+        requests = self._requests
+        n = len(requests)
+        driver = self._driver
+        permits = driver.async_permits
+        in_flight = self._in_flight
+        deadline = monotonic() + self.timeout
+        while len(in_flight) < self._limit and self._next < n:
+            if not conn.state.takes_calls or conn.queued_bytes > conn.high_water:
+                self._call_owner()
+                return
+            i = self._next
+            if self._held == len(self._in_flight):
+                if permits.try_take():
+                    self._held += 1
+                elif self._in_flight:  # one of ours frees a permit soon and pumps again
+                    return
+                else:
+                    self._next += 1
+                    self._record(i, RemotingTooManyRequestsError(
+                        "no in-flight permit for a batch request; other calls hold them all",
+                        conn.remote_addr))
+                    continue
+            self._next += 1
+            fut = in_flight[i] = _BatchCall(self, i, requests[i], deadline)
+            if not driver.send(conn, fut, None, unattended=False,
+                               elsewhere=self.retry_target is not False):
+                del in_flight[i]  # told GO_AWAY since the check above: the owner moves on
+                self._next = i
+                self._call_owner()
+                return
+        if self._next == n:
+            self._give_back_spare()
+
+    def done_one(self, i: int, result: object) -> None:
+        """Record the outcome of request ``i`` and send the next one (any thread: the
+        reader that completed it holds its connection's sends for the rest of its read)."""
+        with self._lock:
+            if self._in_flight.pop(i, None) is None:
+                return
+            self._record(i, result)
+            conn = self.conn
+            if self._next < len(self._requests) and conn is not None:
+                self._fill(conn)
+            if self._owner is not None and (self._sleeping or self.done()):
+                self._wake_owner()  # (a following owner only when it has to act)
+
+    def _record(self, i: int, result: object) -> None:
+        self.results[i] = result
+        self._completed += 1
+        if self._finished_at is not None:
+            self._finished_at[i] = monotonic()
+        if self._completed == len(self._requests):
+            self._wake_owner()
+
+    def _fail_rest(self, exc: RemotingError) -> None:
+        """Fail every request not sent yet."""
+        with self._lock:
+            n = len(self._requests)
+            for i in range(self._next, n):
+                self._record(i, exc)
+            self._next = n
+            self._give_back_spare()
+
+    def _give_back_spare(self) -> None:
+        """Give back the permits no request of this batch will use any more."""
+        with self._lock:
+            permits = self._driver.async_permits
+            while self._held > len(self._in_flight) and (
+                    self._next == len(self._requests) or not self._in_flight):
+                self._held -= 1
+                permits.give()
+
+    def _call_owner(self) -> None:
+        self._needs_owner = True
+        self._wake_owner()
+
+    def _wake_owner(self) -> None:
+        owner = self._owner
+        if owner is not None:
+            owner.wake()
+
+
+class _BatchCall(ThreadCall):
+    """The table entry of one batch request: a `ThreadCall` that only tells its batch.
+
+    It is never handed to users (no callbacks, no thread waits on it: its batch's does), so
+    its completion skips what those need; the driver completes it like any other call.
+    """
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: ThreadBatch, index: int, request: RemotingCommand,
+                 deadline: float) -> None:  # what a batch's request uses of a future, only
+        self._batch = batch
+        self._index = index
+        self.request = request
+        self.opaque = request.opaque
+        self.addr = None
+        self.conn = None
+        self.timeout = batch.timeout
+        self.deadline = deadline
+        self.response_command = None
+        self.cause = None
+        self.close_on_timeout = False
+        self.retry_target = batch.retry_target
+        self.resent = False
+        self.unattended = False
+        self._done = False
+        self._permits = None
+        self._waiters = None
+        self._driver = None
+
+    def _complete(self, response: RemotingCommand | None = None,
+                  cause: BaseException | None = None) -> bool:
+        if self._done:
+            return False
+        self._done = True
+        self.response_command = response
+        self.cause = cause
+        self._batch.done_one(self._index, response if cause is None else cause)
+        return True

@@ -1,0 +1,733 @@
+"""`ThreadConnection`: one socket driven by the threads that use it (the thread driver).
+
+Theory of operation (httpcore's ``_sync`` model: whoever waits reads):
+- Reading is a role, held by one thread at a time (``_reader``): a thread waiting for one of
+  its calls takes it if it is free and reads for everyone, handing each answer to its call
+  (which wakes that call's thread) and the server's own requests to the owner; otherwise it
+  queues as a follower and sleeps until its call completes or the role is handed to it. The
+  reader keeps the role until its own call is done or its wait ends, then hands it to the
+  first follower (leader/follower); with no follower it leaves it free, and tells the owner
+  when something must still be read (calls no thread waits for, the server's requests): the
+  background reader takes it then. Only the role's holder touches the decoder and the
+  socket's read side, so reading needs no lock beyond taking the role.
+- Sending is a role too (``_flushing``): a thread queues its frame in the `Outbound` and, if
+  nobody is sending, sends what is queued at once with non-blocking sends; what the socket
+  does not take is left to the background reader, which sends it as the socket drains
+  (no thread ever waits to write while nobody reads). A caller waits for room below the
+  high water mark before it queues (`wait_for_room`), within its deadline.
+- ``_mutex`` guards the roles, the followers, the queue and the lifecycle state
+  (`ConnectionState`), and is held only around bookkeeping, never across a wait or a
+  socket call. Completing calls and handing requests over happen outside it.
+- Closing (`close`, from any thread) shuts the socket, which wakes a reader waiting on it;
+  the socket is released (and the owner told, which fails the calls on it) only once no
+  thread reads or sends on it, by the last to leave, so a file descriptor is never reused
+  under a thread still using it.
+- A frame still incomplete ``partial_frame_timeout`` seconds after it began closes the
+  connection, as on the trio driver; so do a codec error and responses nobody asked for
+  (`note_orphan`).
+"""
+
+from __future__ import annotations
+
+import math
+import select
+import threading
+from time import monotonic
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+from codec import CodecError, ForeignProtocolError, FrameDecoder
+
+from ..._errors import RemotingTooManyRequestsError
+from ..._log import log
+from .._calling._future import ThreadWaiter, thread_waiter
+from .._socket._connection_state import (
+    CLOSED_AT_ONCE,
+    ConnectionState,
+    eof_reason,
+    next_connection_id,
+    note_orphan,
+)
+from .._socket._outbound import FLUSH_FRAMES, Outbound, consume
+from .._socket._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
+from ._socket_io import poll_ms
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from codec import EncodedFrame, RemotingCommand
+    from processors import Channel, RequestContext
+
+    from ..._config import ConnectionSettings
+    from .._socket._outbound import Piece
+    from ._socket_io import IO
+
+__all__ = ["BACKGROUND", "Awaited", "ThreadConnection", "ThreadConnectionOwner"]
+
+RECEIVE_BYTES: Final = 64 * 1024  # as the trio driver's (below glibc's mmap threshold)
+RECEIVE_INTO_MIN_BYTES: Final = 64 * 1024
+# A request queued for the reader (`send`'s ``defer``) leaves after the reader's next read,
+# or this long after it was queued at the latest (the background reader's timer).
+DEFER_SECONDS: Final = 0.001
+_READ_EVENTS: Final = select.POLLIN | select.POLLPRI
+BACKGROUND: Final = object()  # the background reader, as holder of the read role
+_CALLER: Final = object()  # a calling thread, sending
+_PARKED: Final = object()  # the send role, left to the background reader (a full socket)
+_BACKGROUND_SENDING: Final = object()  # the background reader, sending
+
+
+class Awaited(Protocol):
+    """What a thread waits for on a connection: a call's future, or a batch."""
+
+    @property
+    def conn(self) -> Any: ...
+
+    def done(self) -> bool: ...
+
+    def _add_thread_waiter(self, waiter: ThreadWaiter) -> bool: ...
+
+    def _remove_thread_waiter(self, waiter: ThreadWaiter) -> None: ...
+
+
+class ThreadConnectionOwner(Protocol):
+    """What a thread-driven connection tells its owner."""
+
+    @property
+    def serves_requests(self) -> bool:
+        """True if the server's requests are to be read at any time (processors)."""
+        ...
+
+    def responses_received(self, conn: ThreadConnection, responses: list[RemotingCommand]
+                           ) -> None:
+        """Complete the calls ``responses`` (one read's) answer (on the reading thread)."""
+        ...
+
+    def requests_received(self, conn: ThreadConnection, requests: list[RemotingCommand]
+                          ) -> None:
+        """Process the server's requests one read brought."""
+        ...
+
+    def background_wanted(self, conn: ThreadConnection) -> None:
+        """Something must be read or sent on ``conn`` and no thread does it."""
+        ...
+
+    def flush_soon(self, conn: ThreadConnection) -> None:
+        """Frames wait on ``conn`` for its reader: send them `DEFER_SECONDS` from now if
+        it has not."""
+        ...
+
+    def connection_closed(self, conn: ThreadConnection) -> None:
+        """The connection is released: fail its calls, forget it."""
+        ...
+
+
+class ThreadConnection:
+    """A connection driven by the threads that use it (see the module docstring)."""
+
+    channel: Channel  # set by the owner: how processors and listeners see the connection
+    ctx: RequestContext  # set by the owner: what its processors receive
+    role: Literal["client"] = "client"
+
+    def __init__(self, io: IO, remote_addr: str, owner: ThreadConnectionOwner,
+                 config: ConnectionSettings, *, addr_key: str | None = None) -> None:
+        self.id = next_connection_id()
+        self.remote_addr = remote_addr
+        self.addr_key = addr_key  # the "host:port" dialled
+        self.attributes: dict[str, Any] = {}
+        self.state = ConnectionState()
+        self.processing = 0  # the server's requests in processing here (the loop's count)
+        self.max_processing = 0  # a client never pauses its reads
+        self.abandoned = 0  # calls on it given up (timed out): late answers are expected
+        self.orphans = 0  # responses on it that matched no call
+        self.overloaded = 0  # the server's requests refused with SYSTEM_BUSY
+        self.dropped = 0  # the server's requests dropped unanswered (it did not read)
+        self.unattended = 0  # calls on it no thread waits for (the owner counts them)
+        self.high_water = config.write_buffer_high_water_mark
+        self.low_water = config.write_buffer_low_water_mark
+        self.outbound = Outbound()
+        self.background_events = 0  # what the background reader polls it for
+        self.on_idle: Callable[[ThreadConnection], None] | None = None  # see processing_done
+        # counters, each changed by one role's holder only
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.writes = 0
+        self.frames_written = 0
+        self.last_read = self.last_sent = monotonic()
+        self._io = io
+        self.fileno = io.sock.fileno()
+        self._owner = owner
+        self._mutex = threading.Lock()
+        self._room = threading.Condition(self._mutex)  # callers waiting below high water
+        self._reader: object | None = None  # who holds the read role
+        self._followers: dict[ThreadWaiter, None] = {}  # in arrival order (a dict: O(1) removal)
+        self._flushing: object | None = None  # who holds the send role
+        self._holds = 0  # bursts being handled (a read, a batch of replies): sends only queue
+        self.calls = 0  # calls pending on it (the driver counts them, under its lock)
+        self._deferred = False  # frames wait in the queue for the reader (`send`'s ``defer``)
+        self._budget = False  # a held burst may still send its first frame straight away
+        self._decoder = FrameDecoder(config.max_frame_bytes, config.max_header_bytes)
+        self._partial_frame_timeout = config.partial_frame_timeout
+        self._partial_since: float | None = None
+        self._lent: bytearray | None = None
+        self._got_data = False
+        self._read_poll = select.poll()  # used by the read role's holder only
+        self._read_poll.register(self.fileno, _READ_EVENTS)
+
+    def __repr__(self) -> str:
+        return f"<ThreadConnection #{self.id} {self.remote_addr} {self.state.state.value}>"
+
+    @property
+    def closed(self) -> bool:
+        """True once it is closing or closed."""
+        return self.state.closed
+
+    @property
+    def going_away(self) -> bool:
+        """True once the peer answered GO_AWAY (no new call goes there)."""
+        return self.state.going_away
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why it closed."""
+        return self.state.reason
+
+    @property
+    def tls_version(self) -> str | None:
+        """The TLS version in use, or None for plain TCP."""
+        return self._io.tls_version
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued for sending and not yet taken by the socket."""
+        return self.outbound.size
+
+    @property
+    def last_activity(self) -> float:
+        """When this connection last received or sent (`time.monotonic`)."""
+        return max(self.last_read, self.last_sent)
+
+    @property
+    def read_free(self) -> bool:
+        """True while no thread holds the read role (a racy hint)."""
+        return self._reader is None
+
+    # ------------------------------------------------------------------ waiting: the read role
+
+    def wait(self, call: Awaited, until: float, *, reading: bool = False) -> None:
+        """Drive this connection from the calling thread until ``call`` is done, moves to
+        another connection, or ``until`` (`time.monotonic`) passes: read for everyone while
+        holding the read role (``reading``: held already, see `claim_read`), else sleep as a
+        follower until the call completes or the role is handed over."""
+        waiter: ThreadWaiter | None = None
+        try:
+            while True:
+                if call.done() or call.conn is not self:
+                    return
+                if not reading:  # take the role, or follow; then look at the call again:
+                    reading = self.claim_read()  # the last reader may have ended it
+                    if not reading:
+                        if waiter is None:  # a leader needs none: it sees its call end
+                            waiter = thread_waiter()
+                            if not call._add_thread_waiter(waiter):
+                                return
+                        reading = self._lead_or_follow(waiter)
+                        if not reading:
+                            remaining = until - monotonic()
+                            if remaining > 0:
+                                waiter.sleep(remaining)
+                            reading = self._stop_following(waiter)
+                            if not reading and monotonic() >= until:
+                                return
+                    continue
+                if not self.state.usable:  # closing: the last thread to leave releases it
+                    return
+                self._read_once(until)
+                if monotonic() >= until:
+                    return
+        finally:
+            if reading:
+                self._leave()
+            if waiter is not None:
+                call._remove_thread_waiter(waiter)
+                waiter.reset()
+
+    def claim_read(self) -> bool:
+        """Take the read role if it is free and the connection open; True if taken (give it
+        back with `release_read`, or pass ``reading=True`` to `wait`)."""
+        if self._reader is not None:  # a racy look first: taken, most of the time, when busy
+            return False
+        with self._mutex:
+            if self._reader is None and self.state.usable:
+                self._reader = _CALLER
+                return True
+            return False
+
+    def release_read(self) -> None:
+        """Give back the read role taken with `claim_read`."""
+        self._leave()
+
+    def peek(self) -> None:
+        """Read what is there now, without waiting (read role held): a close or a request
+        the server sent while nobody read."""
+        self._read_once(0.0)
+
+    def _lead_or_follow(self, waiter: ThreadWaiter) -> bool:
+        """Take the read role if it is free (True); else queue as a follower (on a closing
+        connection too: its release fails the call, which wakes the thread)."""
+        with self._mutex:
+            if self._reader is None and self.state.usable:
+                self._reader = waiter
+                return True
+            self._followers[waiter] = None
+            return False
+
+    def _stop_following(self, waiter: ThreadWaiter) -> bool:
+        """Stop following; True if the role was handed to this thread meanwhile."""
+        with self._mutex:
+            if self._reader is waiter:
+                return True
+            self._followers.pop(waiter, None)
+            return False
+
+    def _leave(self) -> None:
+        """Give up the read role: to the first follower, else free (see the docstring). On a
+        closing connection nobody reads any more: the last thread using it releases it, which
+        fails the followers' calls (and so wakes them)."""
+        if self._deferred:  # nobody may read it next: what waits for a reader leaves now
+            self.send_queued()
+        with self._mutex:
+            usable = self.state.usable
+            follower = None
+            if self._followers and usable:
+                follower = next(iter(self._followers))
+                del self._followers[follower]
+            self._reader = follower
+            wanted = (follower is None and usable
+                      and not self.background_events & select.POLLIN and self._wants_reading())
+        if follower is not None:
+            follower.wake()
+        elif not usable:
+            self._release_if_unused()
+        elif wanted:
+            self._owner.background_wanted(self)
+
+    def _wants_reading(self) -> bool:
+        """Something must be read though no caller waits: calls nobody waits for, the
+        server's requests, or the rest of a frame begun."""
+        return bool(self.unattended or self._owner.serves_requests
+                    or self._decoder.buffered_bytes)
+
+    def background_mask(self) -> int:
+        """What the background reader should poll this connection for now (0: nothing), and
+        note it (under the mutex, against `_leave`)."""
+        with self._mutex:
+            events = 0
+            if self.state.usable:
+                if self._reader is None and self._wants_reading():
+                    events |= _READ_EVENTS
+                if self._flushing is _PARKED:
+                    events |= select.POLLOUT
+            self.background_events = events
+            return events
+
+    def read_now(self) -> None:
+        """Read what is there now without waiting, if the read role is free (the background
+        reader; a caller about to use a connection nobody read lately)."""
+        with self._mutex:
+            if self._reader is not None or not self.state.usable:
+                return
+            self._reader = BACKGROUND
+        try:
+            self._read_once(0.0)
+        finally:
+            self._leave()
+
+    def _read_once(self, until: float) -> None:
+        """Wait until readable or ``until``, read once, and hand over what it completed
+        (read role held). While it waits, the reader also sends what a full socket left (it
+        would otherwise wait for the background reader). A failure closes the connection."""
+        io = self._io
+        if not io.buffered():
+            timeout = until - monotonic()
+            since = self._partial_since
+            if since is not None and self._partial_frame_timeout:
+                stall_at = since + self._partial_frame_timeout
+                if stall_at <= until:
+                    timeout = stall_at - monotonic()
+                    if timeout <= 0:
+                        self._stalled()
+                        return
+            poll = self._read_poll
+            if self._flushing is _PARKED:
+                poll.modify(self.fileno, _READ_EVENTS | select.POLLOUT)
+                try:
+                    ready = poll.poll(poll_ms(timeout))
+                finally:
+                    poll.modify(self.fileno, _READ_EVENTS)
+                if ready and ready[0][1] & select.POLLOUT:
+                    self.flush_parked()
+                if not ready or not ready[0][1] & ~select.POLLOUT:
+                    return
+            elif not poll.poll(poll_ms(timeout)):
+                return
+        try:
+            count = self._receive()
+        except OSError as exc:
+            self._failed("read", exc)
+            return
+        if count is None:
+            return
+        if not count:
+            self.close(eof_reason(mid_frame=bool(self._decoder.buffered_bytes),
+                                  got_data=self._got_data, client=True,
+                                  tls=self.tls_version is not None))
+            return
+        self._got_data = True
+        self.bytes_read += count
+        self.last_read = monotonic()
+        try:
+            self._dispatch()
+        except CodecError as exc:
+            self._codec_failed(exc)
+            return
+        if self._deferred:
+            self.send_queued()
+
+    def _receive(self) -> int | None:
+        """Receive into the decoder: the rest of a large frame straight into place, else a
+        chunk. Return the count (0: end of stream; None: nothing there)."""
+        decoder = self._decoder
+        io = self._io
+        if self._lent is not None or (io.receives_into
+                                      and decoder.missing_bytes >= RECEIVE_INTO_MIN_BYTES):
+            into, self._lent = memory_for_rest(decoder, self._lent, RECEIVE_INTO_MIN_BYTES)
+            if into is not None:
+                count = io.recv_into(into)
+                if count:
+                    decoder.buffer_updated(count)
+                return count
+        data = io.recv(RECEIVE_BYTES)
+        if data:
+            decoder.feed(data)
+            return len(data)
+        return None if data is None else 0
+
+    def _dispatch(self) -> None:
+        """Hand every complete command to the owner: the read's answers together, then its
+        server requests together. While a read of several is handed over, what the
+        completions send (the next calls) only queues, and leaves together after. A codec
+        error (raised after what was decoded before it is handed over) closes the connection.
+        Once the connection is closed, its requests are not handed over."""
+        decoder = self._decoder
+        owner = self._owner
+        responses: list[RemotingCommand] = []
+        requests: list[RemotingCommand] = []
+        held = False
+        try:
+            while (cmd := decoder.next_command()) is not None:
+                (responses if cmd.flag & 1 else requests).append(cmd)
+        finally:
+            if len(responses) + len(requests) > 1:
+                held = self.hold()
+            try:
+                if responses:
+                    owner.responses_received(self, responses)
+            finally:
+                # closed by what the answers did (orphans that condemned it): nothing more
+                if requests and not self.state.closed:
+                    owner.requests_received(self, requests)
+                if held:
+                    self.flush_held()
+                if self._lent is not None and not decoder.holds_buffer:
+                    RECEIVE_BUFFERS.give(self._lent)  # its frame was decoded
+                    self._lent = None
+                if not decoder.buffered_bytes:
+                    self._partial_since = None
+                elif responses or requests or self._partial_since is None:
+                    self._partial_since = self.last_read  # a new frame began in this read
+
+    def orphaned(self, response: RemotingCommand) -> None:
+        """A response read here matched no call (see `note_orphan`)."""
+        note_orphan(self, response)
+
+    # ------------------------------------------------------------------ sending: the send role
+
+    def wait_for_room(self, deadline: float) -> None:
+        """Wait until the queue is under the high water mark, until ``deadline``; a
+        connection told GO_AWAY ends the wait at once (the call goes elsewhere).
+
+        Raises:
+            RemotingTooManyRequestsError: the peer does not drain the queue in time.
+        """
+        if self.outbound.size <= self.high_water:
+            return
+        with self._room:
+            while self.outbound.size > self.high_water and self.state.takes_calls:
+                remaining = deadline - monotonic()
+                if remaining <= 0:
+                    raise RemotingTooManyRequestsError(
+                        f"{self.outbound.size} bytes wait to be sent to a peer that is not "
+                        f"reading (high water mark {self.high_water})", self.remote_addr)
+                self._room.wait(min(remaining, threading.TIMEOUT_MAX))
+
+    def send(self, frame: EncodedFrame, on_sent: Callable[[], None] | None = None, *,
+             defer: bool = False) -> bool:
+        """Queue ``frame`` and send what is queued now unless another thread is sending
+        (which sends it too); never waits. ``on_sent`` runs once the frame was handed to the
+        socket, or the connection closed. False, doing nothing, if it is closing.
+
+        ``defer`` (a call's request): while other calls on this connection are in flight and
+        a thread reads it, only queue the frame: the reader sends what is queued after its
+        next read (an answer is due), so calls made while others are in flight leave
+        together, and the peer gets them together; the background reader sends it
+        `DEFER_SECONDS` later at the latest."""
+        out = self.outbound
+        with self._mutex:
+            if not self.state.usable:
+                return False
+            if defer and self._flushing is None and self.calls > 1 and (
+                    self._reader is not None or self.background_events & select.POLLIN):
+                queued = out.add(frame, on_sent)
+                first = not self._deferred
+                self._deferred = True
+                if queued < FLUSH_FRAMES:
+                    if first:
+                        self._owner.flush_soon(self)
+                    return True
+                self._flushing = _CALLER
+                direct = False
+            elif self._flushing is not None or not out.idle or (
+                    self._holds and not self._budget):
+                queued = out.add(frame, on_sent)
+                if self._flushing is not None or (self._holds and queued < FLUSH_FRAMES):
+                    return True
+                self._flushing = _CALLER
+                direct = False
+            else:  # nothing queued: straight to the socket, under the mutex (order holds)
+                self._budget = False  # a burst's first frame goes at once: the peer starts
+                direct = True
+                try:
+                    sent, rest = self._send_now(frame)
+                except OSError as exc:
+                    error: OSError | None = exc
+                else:
+                    error = None
+                    if rest or self._io.wants_write():  # (TLS: encrypted bytes wait)
+                        if rest:
+                            out.add_rest(rest, on_sent)
+                            on_sent = None
+                        self._flushing = _CALLER
+                        rest = rest or [b""]
+        if not direct:
+            self._flush()
+        elif error is not None:
+            self._failed("write", error)
+            if on_sent is not None:
+                on_sent()
+        elif rest:
+            self._flush()
+        elif on_sent is not None:
+            on_sent()
+        return True
+
+    def _send_now(self, frame: EncodedFrame) -> tuple[int, list[Piece]]:
+        """Hand ``frame`` to the socket at once (mutex held); return the bytes sent and what
+        is left of it."""
+        pieces: list[Piece] = [frame] if type(frame) is bytes else list(frame)  # type: ignore[arg-type]
+        sent = self._io.send_now(pieces)
+        if sent:
+            self.writes += 1
+            self.bytes_written += sent
+            self.last_sent = monotonic()
+        rest = consume(pieces, sent)
+        if not rest:
+            self.frames_written += 1
+        return sent, rest
+
+    def send_from_thread(self, frame: EncodedFrame) -> bool:
+        """A pool thread's lone reply: never taken here (it goes back through the loop,
+        which sends it with `send`)."""
+        return False
+
+    def hold(self) -> bool:
+        """Only queue (up to `FLUSH_FRAMES` frames) until the matching `flush_held`: a burst
+        of work (a read, a batch of replies) sends what it produced together. Always True
+        (holds nest)."""
+        with self._mutex:
+            self._holds += 1
+            self._budget = True
+            return True
+
+    def flush_held(self) -> None:
+        """End a burst begun with `hold`: send what was queued (the last burst out does)."""
+        with self._mutex:
+            self._holds -= 1
+            if (self._holds or self._flushing is not None or not self.outbound
+                    or not self.state.usable):
+                return
+            self._flushing = _CALLER
+        self._flush()
+
+    def send_queued(self) -> None:
+        """Send what is queued if nobody is sending (deferred frames; any thread)."""
+        with self._mutex:
+            if (self._flushing is not None or self._holds or not self.outbound
+                    or not self.state.usable):
+                return
+            self._flushing = _CALLER
+        self._flush()
+
+    def flush_parked(self) -> None:
+        """Send what the socket takes now, for the background reader (a sender left it the
+        rest, and the send role with it)."""
+        with self._mutex:
+            if self._flushing is not _PARKED:
+                return
+            self._flushing = _BACKGROUND_SENDING
+        self._flush()
+
+    def _flush(self) -> None:
+        """Send what is queued until the queue is empty or the socket is full (send role
+        held); a full socket leaves the role to the background reader."""
+        io = self._io
+        out = self.outbound
+        while True:
+            with self._mutex:
+                if not self.state.usable:
+                    self._flushing = None
+                    break
+                if not out and not io.wants_write():
+                    self._flushing = None
+                    self._deferred = False
+                    self._room.notify_all()
+                    return
+                pieces = out.pieces
+                frames = out.frames
+            try:
+                sent = io.send_now(pieces) if pieces else 0
+                if not sent:
+                    io.flush()
+            except OSError as exc:
+                with self._mutex:
+                    self._flushing = None
+                self._failed("write", exc)
+                self._release_if_unused()
+                return
+            callbacks = None
+            with self._mutex:
+                if sent:
+                    callbacks = out.sent(sent)
+                    self.writes += 1
+                    self.bytes_written += sent
+                    self.last_sent = monotonic()
+                    if callbacks is not None:
+                        self.frames_written += frames
+                    if out.size <= self.low_water:
+                        self._room.notify_all()
+                full = not sent and (bool(out) or io.wants_write())
+                if full:  # left to the background reader, which sends as the socket drains
+                    self._flushing = _PARKED
+                hand_over = full and self.background_events & select.POLLOUT == 0
+            if callbacks:
+                for fn in callbacks:
+                    fn()
+            if full:
+                if hand_over:
+                    self._owner.background_wanted(self)
+                return
+        self._release_if_unused()
+
+    # ------------------------------------------------------------------ the server's requests
+
+    def processing_done(self) -> None:
+        """One of the server's requests on it finished processing (the loop thread)."""
+        self.processing -= 1
+        if self.on_idle is not None and not self.processing:
+            self.on_idle(self)
+
+    # ------------------------------------------------------------------ closing
+
+    def go_away(self) -> bool:
+        """The peer answered GO_AWAY: take no new call (a call waiting for room here goes
+        elsewhere); True if this changed the state."""
+        with self._mutex:
+            if not self.state.handle("go_away"):
+                return False
+            self._room.notify_all()
+            return True
+
+    def request_close(self, reason: str) -> bool:
+        """Close from any thread (a channel handle); always True."""
+        self.close(reason)
+        return True
+
+    def close(self, reason: str = "closed locally", *, broken: bool = False) -> None:
+        """Close (any thread, idempotent): nothing more is read or sent; the socket is
+        released, and the owner told, once no thread uses it."""
+        with self._mutex:
+            if not self.state.handle("close", reason, broken=broken):
+                return
+            if self._flushing is _PARKED:  # nobody is sending: what is queued is dropped
+                self._flushing = None
+            self._room.notify_all()
+        self._io.shutdown()
+        self._release_if_unused()
+
+    def _release_if_unused(self) -> None:
+        """Release a closing connection once no thread reads or sends on it (each holder of
+        a role calls this as it drops the role; the release happens once)."""
+        with self._mutex:
+            unused = (not self.state.usable and self._reader is None
+                      and self._flushing is None)
+        if unused:
+            self._release()
+
+    def _release(self) -> None:
+        """Release the socket and tell the owner (once: by whoever left it last)."""
+        with self._mutex:
+            if not self.state.handle("released"):
+                return
+            callbacks = self.outbound.clear()
+            self._followers.clear()  # their calls fail below (connection_closed)
+        self._io.close()
+        self._lent = None  # a lent buffer the decoder may still hold: never given back
+        for fn in callbacks:
+            fn()
+        self._owner.connection_closed(self)
+        log.info("connection.closed", conn_id=self.id, peer=self.remote_addr, role="client",
+                 reason=self.state.reason or "shut down")
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        if not self.closed:
+            log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
+                     during=what, error=repr(exc))
+        hint = CLOSED_AT_ONCE[True] if (what == "read" and not self._got_data
+                                        and self.tls_version is not None) else ""
+        self.close(f"{what} failed: {exc!r}{hint}", broken=True)
+
+    def _codec_failed(self, exc: CodecError) -> None:
+        foreign = {"protocol": exc.protocol} if isinstance(exc, ForeignProtocolError) else {}
+        log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
+                    error=str(exc), **foreign)
+        self.close(f"not our protocol: {foreign['protocol']}" if foreign
+                   else f"codec error: {exc}", broken=True)
+
+    def _stalled(self) -> None:
+        log.warning("connection.stalled", conn_id=self.id, peer=self.remote_addr,
+                    buffered_bytes=self._decoder.buffered_bytes,
+                    timeout=self._partial_frame_timeout)
+        self.close(f"partial frame not completed within {self._partial_frame_timeout}s")
+
+    def check_stalled(self, now: float) -> None:
+        """Close if a frame began ``partial_frame_timeout`` ago and is still incomplete
+        (the background reader's sweep; a racy read of when it began is enough)."""
+        since = self._partial_since
+        if (since is not None and self._partial_frame_timeout
+                and now >= since + self._partial_frame_timeout and self._reader is None):
+            self._stalled()
+
+    def is_idle(self, now: float, idle_seconds: float) -> bool:
+        """True if nothing was read or sent for ``idle_seconds`` and nothing is in
+        processing, queued or being read."""
+        return (not math.isinf(idle_seconds) and now - self.last_activity >= idle_seconds
+                and not self.processing and not self.outbound and self._reader is None
+                and not self.unattended)
