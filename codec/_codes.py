@@ -47,7 +47,7 @@ class SerializeType(IntEnum):
 
 
 class ResponseCode(IntEnum):
-    """Response codes (`RemotingSysResponseCode` + `ResponseCode`)."""
+    """Response codes (RocketMQ's ``RemotingSysResponseCode`` and ``ResponseCode``)."""
 
     SUCCESS = 0
     SYSTEM_ERROR = 1

@@ -7,8 +7,8 @@ outermost, around the RPC hooks: a client's hooks run inside ``proceed``, just b
 request is sent, so a hook that signs the request (ACL) signs what interceptors added.
 
 Each side has two methods, one per face, and the base classes pass calls through unchanged:
-override the one your code uses, or both. OpenTelemetry support (`remoting.otel`) is built on
-this API.
+override the one your code uses, or both. OpenTelemetry support
+(`remoting._observability._telemetry`) is built on this API.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The queue service's statistics: frozen snapshots per topic, channel and group, and their
-JSON form (what ``QueueCode.STATS`` answers and `QueueClient.statistics` reads)."""
+JSON form (what ``QueueCode.STATS`` answers and `BlockingQueueClient.statistics` reads)."""
 
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ class Deadlines:
         """Fail ``fut`` (already removed from the table) for its deadline."""
         self._counters.timeouts += 1
         # debug: the caller gets the RemotingTimeoutError (raised, or in its future); the
-        # `timeouts` counter is what operators watch
+        # ``timeouts`` counter is what operators watch
         log.debug("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
         conn = fut.conn
         if conn is not None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
-from ... import _checks  # the module: it imports _core modules
+from ... import _checks
 from ..._errors import RemotingSendRequestError, RemotingTimeoutError
 from ..._log import log
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from ... import _checks  # the module: it imports this one
+from ... import _checks
 from ..._errors import RemotingError
 
 if TYPE_CHECKING:

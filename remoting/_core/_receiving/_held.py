@@ -12,7 +12,7 @@ Theory of operation:
   once more, without suspending it again).
 - One timer task per `HeldRequests`, in the endpoint's nursery, sleeps until the earliest
   deadline; a hold with an earlier one moves it. The holds of a connection that closes are
-  dropped at once (the endpoint tells its `close_watchers`): nobody is left to
+  dropped at once (the endpoint tells its `Endpoint.close_watchers`): nobody is left to
   answer, so a client that connects, holds and leaves again cannot pile them up.
 - A connection holds at most ``max_per_connection`` requests; one more is answered
   ``POLLING_FULL`` at once (RocketMQ's answer when its long-polling queue is full).

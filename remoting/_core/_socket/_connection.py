@@ -244,7 +244,7 @@ class Connection:
         sender.holding = True
         decoded = 0
         try:
-            held = self._held  # a request that came while `limit` were in processing
+            held = self._held  # a request that came while ``limit`` were in processing
             if held is not None:
                 if self.processing >= limit or self.closed:
                     return None
