@@ -191,8 +191,7 @@ class Invoker:
         if not conn.send(frame, give):
             if give is not None:
                 give()
-            raise translate(trio.ClosedResourceError("connection is closed"), "send",
-                            conn.remote_addr)
+            raise RemotingSendRequestError(conn.remote_addr, "connection is closed")
         sent = self._counters.sent
         sent[request.code] = sent.get(request.code, 0) + 1
 
@@ -261,8 +260,7 @@ class Invoker:
                 if conn.going_away:  # it may close next, with nothing of this call on it
                     pass  # go elsewhere (below)
                 elif conn.closed:
-                    raise translate(trio.ClosedResourceError("connection is closed"), "send",
-                                    conn.remote_addr)
+                    raise RemotingSendRequestError(conn.remote_addr, "connection is closed")
                 elif conn.queued_bytes > conn.high_water:
                     raise RemotingTooManyRequestsError(
                         f"{conn.queued_bytes} bytes wait to be sent to a peer that is not "
