@@ -24,10 +24,13 @@ if TYPE_CHECKING:
 
     from ._core._calling._future import ResponseFuture
 
-__all__ = ["CallKind", "ClientCall", "ClientInterceptor", "ServerCall", "ServerInterceptor",
-           "chain", "chain_async"]
+__all__ = ["CallKind", "ClientCall", "ClientInterceptor", "RequestKind", "ServerCall",
+           "ServerInterceptor", "chain", "chain_async"]
 
-CallKind = Literal["sync", "async", "oneway", "many"]
+# How one request goes out and is answered (the invoker's and the thread driver's sends).
+RequestKind = Literal["sync", "async", "oneway"]
+# The call a user made (one per face method); a "many" call sends each request as "async".
+CallKind = Literal[RequestKind, "many"]
 
 
 @dataclass(slots=True, kw_only=True)
