@@ -385,6 +385,3 @@ def _span(head: memoryview, tail: memoryview, start: int, end: int) -> bytes:
     if start >= split:
         return bytes(tail[start - split : end - split])
     return b"".join((head[start:], tail[: end - split]))
-
-
-FrameDecoder.__module__ = "codec"

@@ -51,8 +51,6 @@ class RemotingError(Exception):
         addr: the peer address involved, or None.
     """
 
-    __module__ = "remoting"
-
     def __init__(self, message: str, addr: str | None = None) -> None:
         self.addr = addr
         super().__init__(message)
@@ -77,8 +75,6 @@ class RemotingConnectError(RemotingError):
     Nothing was sent. Safe to retry, possibly on another address.
     """
 
-    __module__ = "remoting"
-
     def __init__(self, addr: str | None, reason: str = "") -> None:
         super().__init__(f"connect to {addr} failed" + (f": {reason}" if reason else ""), addr)
 
@@ -95,8 +91,6 @@ class RemotingSendRequestError(RemotingError):
         going_away: True if the peer is shutting down and answered GO_AWAY, again after the
             one resend: it did not process the request, which is safe to send elsewhere.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, addr: str | None, reason: str = "", *,
                  connection_lost: bool = False, going_away: bool = False) -> None:
@@ -117,8 +111,6 @@ class RemotingTimeoutError(RemotingError):
     The connection stays usable (unless ``close_socket_if_timeout``); a late reply is dropped
     and logged as ``response.orphaned``.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, addr: str | None, timeout: float, phase: str = "response") -> None:
         self.timeout = timeout
@@ -157,13 +149,11 @@ class RemotingTooManyRequestsError(RemotingError):
     Nothing was sent. Slow down, or raise the ``*_semaphore_value`` settings.
     """
 
-    __module__ = "remoting"
 
 
 class RemotingCommandError(RemotingError):
     """A command could not be encoded or decoded; ``__cause__`` is the `codec.CodecError`."""
 
-    __module__ = "remoting"
 
 
 class RemotingStartError(RemotingError, OSError):
@@ -178,8 +168,6 @@ class RemotingStartError(RemotingError, OSError):
             not the problem (a client's TLS files).
         reason: what went wrong, and what to do about it.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, addr: str | None, reason: str) -> None:
         self.reason = reason
@@ -197,8 +185,6 @@ class RemotingResponseError(RemotingError):
         response: the response itself (its ``ext_fields`` and ``body`` too).
         addr: who answered, when the caller said (``raise_for_code(..., addr=...)``).
     """
-
-    __module__ = "remoting"
 
     def __init__(self, response: RemotingCommand, addr: str | None = None) -> None:
         self.response = response
@@ -238,8 +224,6 @@ class RemotingStreamError(RemotingError):
         code: the response code the server ended or refused the stream with, or None.
         remark: the server's reason, or what happened locally.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, addr: str | None, code: int | None, remark: str | None) -> None:
         self.code = code

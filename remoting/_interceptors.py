@@ -138,9 +138,6 @@ class ServerInterceptor:
         return await proceed(call)
 
 
-for _cls in (ClientCall, ServerCall, ClientInterceptor, ServerInterceptor):
-    _cls.__module__ = "remoting"
-
 
 def chain(steps: Sequence[Callable[[Any, Callable[[Any], Any]], Any]],
           last: Callable[[Any], Any]) -> Callable[[Any], Any]:

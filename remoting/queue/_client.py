@@ -241,8 +241,6 @@ class QueueClient:
         TypeError: ``client`` is neither.
     """
 
-    __module__ = "remoting.queue"
-
     @overload
     def __new__(cls, client: RemotingClient) -> BlockingQueueClient: ...
 
@@ -267,7 +265,6 @@ class Delivery(Message):
     """A message delivered by a blocking subscription: finish it with `ack`, give it back
     with `requeue`, or ask for more time with `touch`."""
 
-    __module__ = "remoting.queue"
     __slots__ = ("_acks", "_done", "_sub")
 
     def __init__(self, topic: str, fields: Fields, attempts: int,
@@ -453,8 +450,6 @@ class BlockingSubscription:
         moves: how many times it moved to another server.
     """
 
-    __module__ = "remoting.queue"
-
     def __init__(self, client: RemotingClient, stream: BlockingStream, topic: str,
                  channel: str, credits: int, ack_window: float, timeout: float,
                  addr: str | None = None) -> None:
@@ -632,8 +627,6 @@ class BlockingQueueClient(QueueClient):
     transport's errors (`RemotingConnectError`, `RemotingTimeoutError`...) as `invoke_sync`.
     """
 
-    __module__ = "remoting.queue"
-
     def __init__(self, client: RemotingClient) -> None:
         self.client = client
 
@@ -742,7 +735,6 @@ class BlockingQueueClient(QueueClient):
 class TrioDelivery(Message):
     """A message delivered by a trio subscription: ``await msg.ack()`` (see `Delivery`)."""
 
-    __module__ = "remoting.queue"
     __slots__ = ("_acks", "_done", "_sub")
 
     def __init__(self, topic: str, fields: Fields, attempts: int,
@@ -772,8 +764,6 @@ class TrioDelivery(Message):
 
 class TrioSubscription:
     """A trio subscription: ``async for msg in sub`` (see `BlockingSubscription`)."""
-
-    __module__ = "remoting.queue"
 
     def __init__(self, client: TrioRemotingClient, stream: TrioStream, topic: str,
                  channel: str, credits: int, ack_window: float, timeout: float,
@@ -930,8 +920,6 @@ class TrioSubscription:
 class TrioQueueClient(QueueClient):
     """The queue service's calls for a `TrioRemotingClient`: `BlockingQueueClient`'s, awaited
     (``subscribe`` is an async context manager)."""
-
-    __module__ = "remoting.queue"
 
     def __init__(self, client: TrioRemotingClient) -> None:
         self.client = client

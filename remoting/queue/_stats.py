@@ -97,9 +97,6 @@ class TopicOffsets:
     groups: dict[str, int] = field(default_factory=dict)
 
 
-for _cls in (ChannelStatistics, GroupStatistics, QueueStatistics, TopicOffsets,
-             TopicStatistics):
-    _cls.__module__ = "remoting.queue"
 
 
 def statistics_to_json(stats: QueueStatistics) -> bytes:

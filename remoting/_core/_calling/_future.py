@@ -118,7 +118,6 @@ class ResponseFuture:
         cause: the exception that ended the call, if it failed.
     """
 
-    __module__ = "remoting"
     __slots__ = (
         "_callbacks", "_done", "_driver", "_event", "_home", "_permits", "_signal", "_support",
         "_waiters",

@@ -39,7 +39,6 @@ class ChannelHandle:
     methods are for trio tasks of the endpoint's loop (async processors).
     """
 
-    __module__ = "remoting"
     __slots__ = ("_conn", "_host")
 
     def __init__(self, conn: Connection, host: ChannelHost) -> None:

@@ -78,8 +78,6 @@ class HeldRequests:
         TypeError, ValueError: ``max_per_connection`` is not an int >= 1.
     """
 
-    __module__ = "remoting"
-
     def __init__(self, *, max_per_connection: int = DEFAULT_MAX_HELD_PER_CONNECTION) -> None:
         if isinstance(max_per_connection, bool) or not isinstance(max_per_connection, int):
             raise TypeError(f"max_per_connection must be an int, got {max_per_connection!r}")
