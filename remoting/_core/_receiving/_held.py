@@ -31,7 +31,7 @@ import trio
 
 from codec import RemotingCommand, ResponseCode
 
-from ... import _checks  # the module: it imports this one's package
+from ... import _checks
 from ..._log import log
 from ..._messaging._holds import HoldTable
 from ._channel_handle import ChannelHandle
