@@ -43,6 +43,7 @@ from ._errors import InvalidCommandError as InvalidCommandError
 from ._errors import MalformedFrameError as MalformedFrameError
 from ._errors import UnsupportedSerializeTypeError as UnsupportedSerializeTypeError
 from ._frame_checks import sniff_foreign_protocol as sniff_foreign_protocol
+from ._module_metadata import fixup_module_metadata as _fixup_module_metadata
 
 # The sans-I/O name for it: bytes out of a command (h11/h2 style).
 encode_command = encode_frame
@@ -76,3 +77,6 @@ __all__ = [
     "next_opaque",
     "sniff_foreign_protocol",
 ]
+
+# reprs, tracebacks, pickles and the API reference name codec.X, not the private module
+_fixup_module_metadata("codec", globals())

@@ -47,7 +47,7 @@ class SerializeType(IntEnum):
 
 
 class ResponseCode(IntEnum):
-    """Response codes (`RemotingSysResponseCode` + `ResponseCode`)."""
+    """Response codes (RocketMQ's ``RemotingSysResponseCode`` and ``ResponseCode``)."""
 
     SUCCESS = 0
     SYSTEM_ERROR = 1
@@ -141,7 +141,3 @@ def language_error(language: object) -> InvalidCommandError:
     return InvalidCommandError(f"language={language!r} is not a LanguageCode (e.g. "
                                "LanguageCode.PYTHON) or None")
 SERIALIZE_TYPE_BY_VALUE: Final[dict[int, SerializeType]] = {m.value: m for m in SerializeType}
-
-
-for _enum in (LanguageCode, SerializeType, ResponseCode, RequestCode):
-    _enum.__module__ = "codec"

@@ -170,8 +170,6 @@ class RemotingCommand:
         )
 
 
-RemotingCommand.__module__ = "codec"
-
 _new = object.__new__
 
 

@@ -260,6 +260,7 @@ class FrameDecoder:
             return
         pos = self._pos
         if isinstance(buf, bytes):
+            # the first partial frame: from here a bytearray grows in place (amortised)
             grown = bytearray(memoryview(buf)[pos:])
             grown += data
             self._buf = grown
@@ -276,6 +277,9 @@ class FrameDecoder:
         Raises:
             CodecError: the stream is not valid; the same error is raised again on every call.
         """
+        # Sticky: after a bad frame the stream's framing is lost (no resync is possible in a
+        # length-prefixed protocol), so the connection must close, as RocketMQ's
+        # NettyDecoder closes the channel on a decode failure.
         if self._error is not None:
             raise self._error
         buf = self._buf
@@ -291,6 +295,8 @@ class FrameDecoder:
                     )
                     raise self._error
             return None
+        # RocketMQ's NettyDecoder is a LengthFieldBasedFrameDecoder(16 MiB, 0, 4, 0, 4): the
+        # limit counts the prefix too, hence ``length + 4``
         length, word = _PREFIX_UNPACK(buf, pos)
         if length < 4 or length + 4 > self.max_frame_bytes:
             self._error = length_error(length, bytes(buf[pos : pos + 4]), self.max_frame_bytes)
@@ -385,6 +391,3 @@ def _span(head: memoryview, tail: memoryview, start: int, end: int) -> bytes:
     if start >= split:
         return bytes(tail[start - split : end - split])
     return b"".join((head[start:], tail[: end - split]))
-
-
-FrameDecoder.__module__ = "codec"

@@ -19,8 +19,6 @@ __all__ = [
 class CodecError(Exception):
     """Bytes or a command that cannot be translated; the stream it came from is unusable."""
 
-    __module__ = "codec"
-
     def __reduce__(self) -> tuple[Any, ...]:
         # Subclasses take other arguments than their message: rebuild from the message and
         # the attributes, not through __init__, so that every one survives pickling.
@@ -35,8 +33,6 @@ def _rebuild(cls: type[CodecError], args: tuple[Any, ...]) -> CodecError:
 
 class FrameTooLargeError(CodecError):
     """A length prefix announced a frame over the configured limit (checked before buffering)."""
-
-    __module__ = "codec"
 
     def __init__(self, length: int, limit: int, hint: str = "") -> None:
         self.length = length
@@ -60,8 +56,6 @@ class HeaderTooLargeError(CodecError):
         limit: the limit (``max_header_bytes``).
     """
 
-    __module__ = "codec"
-
     def __init__(self, length: int, limit: int, hint: str = "") -> None:
         self.length = length
         self.limit = limit
@@ -75,7 +69,6 @@ class HeaderTooLargeError(CodecError):
 class MalformedFrameError(CodecError):
     """The bytes are not a well-formed frame (bad lengths, truncated or invalid header)."""
 
-    __module__ = "codec"
 
 
 class ForeignProtocolError(MalformedFrameError):
@@ -85,8 +78,6 @@ class ForeignProtocolError(MalformedFrameError):
         protocol: ``"TLS"``, ``"HTTP/1"`` or ``"HTTP/2"``.
     """
 
-    __module__ = "codec"
-
     def __init__(self, protocol: str, advice: str) -> None:
         self.protocol = protocol
         super().__init__(f"peer sent a {protocol} preamble, not a remoting frame: {advice}")
@@ -94,8 +85,6 @@ class ForeignProtocolError(MalformedFrameError):
 
 class UnsupportedSerializeTypeError(CodecError):
     """The frame's serialize-type byte is neither JSON (0) nor ROCKETMQ (1)."""
-
-    __module__ = "codec"
 
     def __init__(self, value: int) -> None:
         self.value = value
@@ -107,7 +96,6 @@ class UnsupportedSerializeTypeError(CodecError):
 class InvalidCommandError(CodecError):
     """A command cannot be encoded (a field out of its wire range, a non-str ext field...)."""
 
-    __module__ = "codec"
 
 
 class HeaderFieldError(CodecError):
@@ -117,8 +105,6 @@ class HeaderFieldError(CodecError):
         header: the header class name.
         field: the field that is missing or does not parse.
     """
-
-    __module__ = "codec"
 
     def __init__(self, header: str, field: str, problem: str) -> None:
         self.header = header

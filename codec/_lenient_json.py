@@ -10,11 +10,15 @@ from ._errors import MalformedFrameError
 
 __all__ = ["lenient_loads"]
 
+# Deeper nesting is refused: recursion per level, so a hostile header of brackets would
+# otherwise reach Python's recursion limit (a RecursionError is not a CodecError). No header
+# of RocketMQ's nests beyond two.
 _MAX_DEPTH: Final = 64
 _WS: Final = " \t\r\n"
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _SPACES: Final = re.compile(r"[ \t\r\n]*")
 _BAREWORD: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+# fastjson's escapes: JSON's, plus \' (inside single quotes) and \v
 _ESCAPES: Final = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f",
                    "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 

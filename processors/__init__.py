@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from codec._module_metadata import fixup_module_metadata as _fixup_module_metadata
+
 from ._base import AsyncRequestProcessor as AsyncRequestProcessor
 from ._base import Channel as Channel
 from ._base import RequestContext as RequestContext
@@ -26,3 +28,6 @@ __all__ = [
     "ServerStream",
     "StreamProcessor",
 ]
+
+# reprs, tracebacks, pickles and the API reference name processors.X, not the private module
+_fixup_module_metadata("processors", globals())

@@ -184,7 +184,3 @@ class StreamProcessor(abc.ABC):
     def reject_request(self) -> bool:
         """Return True to answer SYSTEM_BUSY ``[REJECTREQUEST]`` without opening a stream."""
         return False
-
-
-for _cls in (AsyncRequestProcessor, RequestContext, RequestProcessor, StreamProcessor):
-    _cls.__module__ = "processors"

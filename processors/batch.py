@@ -89,6 +89,3 @@ class BatchProcessor(RequestProcessor):
         response.ext_fields = {"content-type": ARROW_CONTENT_TYPE}
         response.body = encode_batch(result)
         return response
-
-
-BatchProcessor.__module__ = "processors"

@@ -17,6 +17,7 @@ from codec import RemotingCommand as RemotingCommand
 from codec import RequestCode as RequestCode
 from codec import ResponseCode as ResponseCode
 from codec import SerializeType as SerializeType
+from codec._module_metadata import fixup_module_metadata as _fixup_module_metadata
 
 from ._config import ClientConfig as ClientConfig
 from ._config import ServerConfig as ServerConfig
@@ -103,3 +104,6 @@ __all__ = [
     "open_server",
     "raise_for_code",
 ]
+
+# reprs, tracebacks, pickles and the API reference name remoting.X, not the private module
+_fixup_module_metadata("remoting", globals())

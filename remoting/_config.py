@@ -149,7 +149,7 @@ class _CommonConfig:
     processor_queue_capacity: int = 10_000  # bounded queue per pool: OVERLOAD reply beyond
     # A connection holding part of a frame for this long is closed (slowloris); 0 disables.
     partial_frame_timeout: float = 30.0
-    # OpenTelemetry (docs/observability.md): spans and metrics when the `otel` extra is
+    # OpenTelemetry (docs/observability.md): spans and metrics when the ``otel`` extra is
     # installed and a provider is configured, globally or here, by the time the endpoint
     # starts. Providers are left out when a config is pickled (Spark executors use theirs).
     telemetry: bool = True

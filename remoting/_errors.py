@@ -1,9 +1,11 @@
 """The transport's exceptions, and the one table that maps other failures onto them.
 
-A non-SUCCESS response code is data (returned), never one of these. Every failure a caller
-can see goes through `translate` (or `map_exceptions` around a block), which turns what trio,
-the socket, TLS or the codec raised into the documented error of the call's phase, the most
-specific match first (httpcore's ``map_exceptions``).
+A non-SUCCESS response code is data (returned), never one of these. Every failure of
+another library a caller can see goes through `translate`, which turns what trio, the
+socket, TLS, a file or the codec raised into the documented error of the phase it happened
+in (starting, connecting, encoding, a call), the most specific match first
+(httpcore's ``map_exceptions``). What our own checks find (a port out of range, a call
+refused for want of a permit, a deadline passed) is raised as its error directly.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import errno
 import os
 import socket
 import ssl
-from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
@@ -20,11 +22,12 @@ import trio
 from codec import CodecError, ResponseCode
 
 if TYPE_CHECKING:
-    from collections.abc import Container, Iterator
+    from collections.abc import Container
 
     from codec import RemotingCommand
 
 __all__ = [
+    "Files",
     "Phase",
     "RemotingCommandError",
     "RemotingConnectError",
@@ -35,7 +38,6 @@ __all__ = [
     "RemotingStreamError",
     "RemotingTimeoutError",
     "RemotingTooManyRequestsError",
-    "map_exceptions",
     "raise_for_code",
     "rebuild_error",
     "translate",
@@ -48,8 +50,6 @@ class RemotingError(Exception):
     Attributes:
         addr: the peer address involved, or None.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, message: str, addr: str | None = None) -> None:
         self.addr = addr
@@ -75,8 +75,6 @@ class RemotingConnectError(RemotingError):
     Nothing was sent. Safe to retry, possibly on another address.
     """
 
-    __module__ = "remoting"
-
     def __init__(self, addr: str | None, reason: str = "") -> None:
         super().__init__(f"connect to {addr} failed" + (f": {reason}" if reason else ""), addr)
 
@@ -93,8 +91,6 @@ class RemotingSendRequestError(RemotingError):
         going_away: True if the peer is shutting down and answered GO_AWAY, again after the
             one resend: it did not process the request, which is safe to send elsewhere.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, addr: str | None, reason: str = "", *,
                  connection_lost: bool = False, going_away: bool = False) -> None:
@@ -115,8 +111,6 @@ class RemotingTimeoutError(RemotingError):
     The connection stays usable (unless ``close_socket_if_timeout``); a late reply is dropped
     and logged as ``response.orphaned``.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, addr: str | None, timeout: float, phase: str = "response") -> None:
         self.timeout = timeout
@@ -155,13 +149,11 @@ class RemotingTooManyRequestsError(RemotingError):
     Nothing was sent. Slow down, or raise the ``*_semaphore_value`` settings.
     """
 
-    __module__ = "remoting"
 
 
 class RemotingCommandError(RemotingError):
     """A command could not be encoded or decoded; ``__cause__`` is the `codec.CodecError`."""
 
-    __module__ = "remoting"
 
 
 class RemotingStartError(RemotingError, OSError):
@@ -176,8 +168,6 @@ class RemotingStartError(RemotingError, OSError):
             not the problem (a client's TLS files).
         reason: what went wrong, and what to do about it.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, addr: str | None, reason: str) -> None:
         self.reason = reason
@@ -195,8 +185,6 @@ class RemotingResponseError(RemotingError):
         response: the response itself (its ``ext_fields`` and ``body`` too).
         addr: who answered, when the caller said (``raise_for_code(..., addr=...)``).
     """
-
-    __module__ = "remoting"
 
     def __init__(self, response: RemotingCommand, addr: str | None = None) -> None:
         self.response = response
@@ -237,8 +225,6 @@ class RemotingStreamError(RemotingError):
         remark: the server's reason, or what happened locally.
     """
 
-    __module__ = "remoting"
-
     def __init__(self, addr: str | None, code: int | None, remark: str | None) -> None:
         self.code = code
         self.remark = remark
@@ -247,12 +233,30 @@ class RemotingStreamError(RemotingError):
                          addr)
 
 
-Phase = Literal["connect", "encode", "send", "call"]
+Phase = Literal["start", "connect", "encode", "call"]
 
 
-def translate(exc: BaseException, phase: Phase, addr: str | None) -> RemotingError:
+@dataclass(frozen=True, slots=True)
+class Files:
+    """The files a start was reading when it failed, for the ``start`` phase's message.
+
+    Attributes:
+        setting: the setting that names them (``"tls_ca_file"``).
+        paths: the files (None: not given).
+        parsed: True if they were parsed too (a bad content is possible: TLS material),
+            False if only read.
+    """
+
+    setting: str
+    paths: tuple[str | None, ...]
+    parsed: bool = True
+
+
+def translate(exc: BaseException, phase: Phase, addr: str | None, *,
+              files: Files | None = None) -> RemotingError:
     """Return the error a caller sees for ``exc``, raised during ``phase`` of a call to
-    ``addr``; its ``__cause__`` is ``exc``.
+    ``addr`` (``start``: of starting a server on ``addr``, or, with ``files``, of reading
+    them); its ``__cause__`` is ``exc``.
 
     The table, most specific first:
 
@@ -260,20 +264,27 @@ def translate(exc: BaseException, phase: Phase, addr: str | None) -> RemotingErr
     phase         raised                                     becomes
     ============  =========================================  ================================
     any           `RemotingError`                             itself
+    start         `OSError` reading ``files``                 `RemotingStartError` naming them
+    start         `socket.gaierror`                           `RemotingStartError` (bind address)
+    start         `OSError`                                   `RemotingStartError` (by errno)
     connect       `trio.TooSlowError`                         `RemotingConnectError` (timeout)
     connect       `ssl.SSLError`, `trio.BrokenResourceError`  `RemotingConnectError` (TLS)
     connect       `OSError`                                   `RemotingConnectError`
     encode        `CodecError`, `TypeError`, `ValueError`     `RemotingCommandError`
-    send          `trio.BrokenResourceError`,                 `RemotingSendRequestError`
-                  `trio.ClosedResourceError`, `OSError`
     any           another `Exception` (a bug)                 `RemotingError` naming it
     any           a `BaseException` (cancelled: shutdown)     `RemotingError` (shut down)
     ============  =========================================  ================================
+
+    A failed send has no row: whatever the socket raised closes the connection, and the
+    connection's close fails its calls with `RemotingSendRequestError` (RocketMQ's
+    ``failFast``); a call finding its connection closed raises it directly.
     """
     if isinstance(exc, RemotingError):
         return exc
     err: RemotingError
-    if phase == "connect" and isinstance(exc, trio.TooSlowError):
+    if phase == "start" and isinstance(exc, OSError):
+        err = RemotingStartError(addr, _start_reason(exc, addr, files))
+    elif phase == "connect" and isinstance(exc, trio.TooSlowError):
         err = RemotingConnectError(addr, str(exc) or "no answer within connect_timeout")
     elif phase == "connect" and isinstance(exc, ssl.SSLError | trio.BrokenResourceError):
         cause = exc.__cause__ or exc
@@ -284,15 +295,44 @@ def translate(exc: BaseException, phase: Phase, addr: str | None) -> RemotingErr
         err = RemotingConnectError(addr, _os_reason(exc))
     elif phase == "encode" and isinstance(exc, CodecError | TypeError | ValueError):
         err = RemotingCommandError(f"request cannot be encoded: {exc}", addr)
-    elif phase == "send" and isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError
-                                        | OSError):
-        err = RemotingSendRequestError(addr, str(exc) or repr(exc))
     elif isinstance(exc, Exception):
         err = RemotingError(f"the call failed unexpectedly: {exc!r}", addr)
     else:
         err = RemotingError("the endpoint shut down before the call completed", addr)
     err.__cause__ = exc
     return err
+
+
+# What a failed bind or listen means, by errno (the rest say their strerror).
+_START_REASONS: Final = {
+    errno.EADDRINUSE: ("the port is already in use by another process; stop it or choose "
+                       "another port (0 picks a free one)"),
+    errno.EADDRNOTAVAIL: "that address is not one of this machine's",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+}
+
+
+def _start_reason(exc: OSError, addr: str | None, files: Files | None) -> str:
+    """Say why a start failed and what to do: which file of which setting could not be read
+    or loaded, else why ``addr`` cannot be listened on."""
+    if files is not None:
+        if not files.parsed:
+            named = ", ".join(repr(f) for f in files.paths if f)
+            return f"cannot read {files.setting} {named}: {exc.strerror or exc}; check the path"
+        # FileNotFoundError from ssl does not name the file: look for the missing one
+        missing = [f for f in files.paths if f and not os.path.exists(f)]
+        if isinstance(exc, FileNotFoundError) and missing:
+            named = ", ".join(repr(f) for f in missing)
+            return f"{files.setting} {named}: No such file or directory; check the path"
+        named = ", ".join(repr(f) for f in files.paths if f)
+        why = (f"not PEM, or the key does not match the certificate ({exc.reason or exc})"
+               if isinstance(exc, ssl.SSLError) else exc.strerror or str(exc))
+        return f"cannot load {files.setting} {named}: {why}; check the path and the contents"
+    if isinstance(exc, socket.gaierror):
+        host = (addr or "").rpartition(":")[0]
+        return (f"the bind address {host!r} does not resolve ({exc.strerror}); use an IP "
+                "address of this machine, 127.0.0.1 or 0.0.0.0")
+    return _START_REASONS.get(exc.errno or 0) or exc.strerror or repr(exc)
 
 
 # What to check after a failed connect, by errno.
@@ -326,12 +366,3 @@ def _os_reason(exc: OSError) -> str:
         if reason not in reasons:
             reasons.append(reason)
     return "; ".join(reasons)
-
-
-@contextmanager
-def map_exceptions(phase: Phase, addr: str | None) -> Iterator[None]:
-    """Raise `translate` of whatever the block raises (cancellation passes through)."""
-    try:
-        yield
-    except Exception as exc:
-        raise translate(exc, phase, addr) from exc

@@ -52,8 +52,6 @@ class AbortProcessError(Exception):
         remark: the reply's remark.
     """
 
-    __module__ = "remoting"
-
     def __init__(self, code: int = ResponseCode.SYSTEM_ERROR, remark: str = "") -> None:
         self.code = code
         self.remark = remark

@@ -7,8 +7,8 @@ outermost, around the RPC hooks: a client's hooks run inside ``proceed``, just b
 request is sent, so a hook that signs the request (ACL) signs what interceptors added.
 
 Each side has two methods, one per face, and the base classes pass calls through unchanged:
-override the one your code uses, or both. OpenTelemetry support (`remoting.otel`) is built on
-this API.
+override the one your code uses, or both. OpenTelemetry support
+(`remoting._observability._telemetry`) is built on this API.
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ if TYPE_CHECKING:
 
     from ._core._calling._future import ResponseFuture
 
-__all__ = ["CallKind", "ClientCall", "ClientInterceptor", "ServerCall", "ServerInterceptor",
-           "chain", "chain_async"]
+__all__ = ["CallKind", "ClientCall", "ClientInterceptor", "RequestKind", "ServerCall",
+           "ServerInterceptor", "chain", "chain_async"]
 
-CallKind = Literal["sync", "async", "oneway", "many"]
+# How one request goes out and is answered (the invoker's and the thread driver's sends).
+RequestKind = Literal["sync", "async", "oneway"]
+# The call a user made (one per face method); a "many" call sends each request as "async".
+CallKind = Literal[RequestKind, "many"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -134,9 +137,6 @@ class ServerInterceptor:
         """Return ``await proceed(call)``: the processor's response."""
         return await proceed(call)
 
-
-for _cls in (ClientCall, ServerCall, ClientInterceptor, ServerInterceptor):
-    _cls.__module__ = "remoting"
 
 
 def chain(steps: Sequence[Callable[[Any, Callable[[Any], Any]], Any]],

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final, Literal
 
-from ._errors import RemotingStartError
+from ._errors import Files, translate
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -142,9 +142,8 @@ def read_properties(path: str | PathLike[str], owner: str) -> dict[str, str]:
         with open(path, encoding="latin-1") as f:
             text = f.read()
     except OSError as exc:
-        raise RemotingStartError(
-            None, f"cannot read {owner}.tls_properties_file {str(path)!r}: "
-                  f"{exc.strerror or exc}; check the path") from exc
+        raise translate(exc, "start", None, files=Files(
+            f"{owner}.tls_properties_file", (str(path),), parsed=False)) from exc
     try:
         return parse_properties(text)
     except ValueError as exc:

@@ -8,6 +8,8 @@ once. The bus's request codes are 32300-32399 (docs/protocol.md).
 
 from __future__ import annotations
 
+from codec._module_metadata import fixup_module_metadata as _fixup_module_metadata
+
 from ._bus._blocking_client import BusClient as BusClient
 from ._bus._consumer import Consumer as Consumer
 from ._bus._event_bus import EventBus as EventBus
@@ -47,3 +49,6 @@ __all__ = [
     "ReplyFailure",
     "TrioBusClient",
 ]
+
+# reprs, tracebacks, pickles and the API reference name remoting.bus.X, not the private module
+_fixup_module_metadata("remoting.bus", globals())

@@ -1,21 +1,42 @@
 """Shared pytest configuration: hypothesis profiles, logging restored after each test, and
-the blocking client's tests run on each of its ``io`` settings."""
+the tests that make a blocking client run on each of its ``io`` settings.
+
+Which tests make one is read from their code (`pytest_generate_tests`), so unit tests that
+never make one run once; a check after each test (`_one_io_made_no_blocking_client`) fails
+one that made a client unseen, so none is left on one setting by mistake. A test that makes
+clients on the default ``io`` on purpose says so with ``@pytest.mark.default_io``; so do the
+``spark`` and ``cluster`` ones, whose clients that matter run in Spark's worker processes,
+where the default set here does not reach (one made here only sets their data up).
+"""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
+from types import CodeType
+from typing import Any
 
 import pytest
 import structlog
 from hypothesis import HealthCheck, settings
 
-from remoting import ClientConfig
+from remoting import ClientConfig, RemotingClient
 
-# How a RemotingClient drives its connections (ClientConfig.io): every blocking test runs on
-# each while both exist.
+# How a RemotingClient drives its connections (ClientConfig.io): every test that makes a
+# blocking client runs on each while both exist.
 CLIENT_IO = ("threads", "loop")
+
+# Names whose use makes a blocking client: the class itself, and the fixture that makes one.
+_BLOCKING_CLIENT_NAMES = frozenset({"RemotingClient", "blocking_client", "client_io"})
+# The library's functions that make one with the default io: (module, name).
+_BLOCKING_CLIENT_MAKERS = (("remoting.cli", "main"), ("remoting.spark", "get_client"))
+# A test that makes one some other way requests the ``client_io`` fixture; the check in
+# `_one_io_made_no_blocking_client` names any test that was missed.
+# Tests with one of these markers run on the default io only (see the module docstring).
+_DEFAULT_IO_MARKERS = ("default_io", "spark", "cluster")
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -39,14 +60,110 @@ def _logging_restored() -> Iterator[None]:
     structlog.configure(**saved)
 
 
+def _on_default_io(node: pytest.Item | pytest.Function | pytest.FunctionDefinition) -> bool:
+    """Whether ``node`` runs on the default io only (`_DEFAULT_IO_MARKERS`)."""
+    return any(node.get_closest_marker(name) is not None for name in _DEFAULT_IO_MARKERS)
+
+
+def _is_test_code(obj: object) -> bool:
+    """Whether ``obj`` is a function or class of the test tree (whose code is read too)."""
+    return getattr(obj, "__module__", "").startswith("tests.") and (
+        inspect.isfunction(obj) or inspect.isclass(obj))
+
+
+def _makes_a_blocking_client(obj: object) -> bool:
+    """Whether ``obj`` is `RemotingClient` or one of `_BLOCKING_CLIENT_MAKERS`."""
+    return obj is not None and (obj is RemotingClient or any(
+        getattr(sys.modules.get(module), name, None) is obj
+        for module, name in _BLOCKING_CLIENT_MAKERS))
+
+
+def _reaches_a_blocking_client(roots: list[Callable[..., Any]]) -> bool:
+    """Whether the code of ``roots``, or of the test-tree functions and classes it names
+    (followed transitively), names a blocking client (`_BLOCKING_CLIENT_NAMES`) or calls a
+    function of the library that makes one (`_BLOCKING_CLIENT_MAKERS`).
+
+    Names are read from the compiled code (globals and attributes alike, nested functions
+    included), so ``remoting.RemotingClient`` and a helper that builds one both count. The
+    library is not followed further.
+    """
+    seen: set[CodeType] = set()
+    todo: list[tuple[CodeType, dict[str, Any]]] = []
+
+    def add(obj: object) -> None:
+        if inspect.isclass(obj):
+            for member in vars(obj).values():
+                add(getattr(member, "__func__", member))
+        elif inspect.isfunction(obj):
+            fn = inspect.unwrap(obj)
+            todo.append((fn.__code__, fn.__globals__))
+
+    for root in roots:
+        add(root)
+    while todo:
+        code, names = todo.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        for name in code.co_names:
+            target = names.get(name)
+            if name in _BLOCKING_CLIENT_NAMES or _makes_a_blocking_client(target):
+                return True
+            if _is_test_code(target):
+                add(target)
+        todo.extend((const, names) for const in code.co_consts if isinstance(const, CodeType))
+    return False
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run each sync test of a module that uses `RemotingClient` once per ``io`` setting (the
-    trio tests there do not use it)."""
-    module = metafunc.module
-    if ("RemotingClient" in vars(module) or "blocking_client" in metafunc.fixturenames) and (
-            not inspect.iscoroutinefunction(metafunc.function)):
-        metafunc.fixturenames.append("client_io")
+    """Run each sync test that makes a blocking client, itself or through its fixtures and
+    helpers, once per ``io`` setting (a trio test never makes one on its own thread)."""
+    explicit = "client_io" in metafunc.fixturenames
+    if inspect.iscoroutinefunction(metafunc.function) or (
+            _on_default_io(metafunc.definition) and not explicit):
+        return
+    fixtures = [defs[-1].func for name, defs in metafunc._arg2fixturedefs.items() if defs]
+    # a parametrize argument may be the client class itself (``face``)
+    arguments = [value for mark in metafunc.definition.iter_markers("parametrize")
+                 for values in mark.args[1:2] for value in values]
+    if (_BLOCKING_CLIENT_NAMES & set(metafunc.fixturenames)
+            or _reaches_a_blocking_client([metafunc.function, *fixtures])
+            or any(_makes_a_blocking_client(v) or isinstance(v, tuple | list) and any(
+                map(_makes_a_blocking_client, v)) for v in arguments)):
+        if "client_io" not in metafunc.fixturenames:
+            metafunc.fixturenames.append("client_io")
         metafunc.parametrize("client_io", CLIENT_IO, indirect=True)
+
+
+# Blocking clients made in this process so far (counted by `_counting_init`), for the check
+# that no test making one runs on one ``io`` setting only.
+_blocking_clients_made = 0
+_remoting_client_init = RemotingClient.__init__
+
+
+@functools.wraps(_remoting_client_init)
+def _counting_init(self: RemotingClient, config: ClientConfig | None = None) -> None:
+    global _blocking_clients_made
+    _remoting_client_init(self, config)
+    _blocking_clients_made += 1  # made: a config refused by __init__ made none
+
+
+RemotingClient.__init__ = _counting_init  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def _one_io_made_no_blocking_client(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a sync test that made a blocking client while running on one ``io`` setting:
+    `pytest_generate_tests` did not see it make one (it did through the library)."""
+    made = _blocking_clients_made
+    yield
+    callspec = getattr(request.node, "callspec", None)
+    trio_test = request.node.get_closest_marker("trio") is not None
+    if (_blocking_clients_made > made and not trio_test and not _on_default_io(request.node)
+            and (callspec is None or "client_io" not in callspec.params)):
+        pytest.fail("this test made a RemotingClient but runs on one io setting: request the "
+                    "client_io fixture so that it runs on each (or mark it default_io if "
+                    "the default is its point)", pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -67,6 +184,10 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 
 @pytest.fixture
 def client_io(request: pytest.FixtureRequest) -> str:
-    """The ``io`` of every `ClientConfig` made during the test that does not choose one."""
+    """The ``io`` of every `ClientConfig` made during the test that does not choose one.
+
+    Request it in a test that makes a blocking client in a way `pytest_generate_tests`
+    does not see (code it runs from a string, a library function not in
+    `_BLOCKING_CLIENT_MAKERS`), so that the test runs on each ``io`` setting."""
     io: str = getattr(request, "param", CLIENT_IO[0])
     return io

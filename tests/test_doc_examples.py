@@ -16,6 +16,10 @@ from typing import Any
 
 import pytest
 
+# The examples run as a user runs them: on the default io (tests/conftest.py runs other
+# tests that make a blocking client on each)
+pytestmark = pytest.mark.default_io
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)

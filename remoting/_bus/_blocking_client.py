@@ -43,8 +43,6 @@ class BusClient(BusClientBase):
     stops those threads; the `RemotingClient` is not closed.
     """
 
-    __module__ = "remoting.bus"
-
     def __init__(self, client: RemotingClient, addr: str, *,
                  handler_threads: int = HANDLER_THREADS) -> None:
         if not isinstance(client, RemotingClient):

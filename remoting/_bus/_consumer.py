@@ -89,8 +89,6 @@ class Consumer:
         on_discard: called with each message it discards, where handlers run (None: none).
     """
 
-    __module__ = "remoting.bus"
-
     def __init__(self, owner: ConsumerOwner, runner: Runner, address: str,
                  handler: Callable[[Message], object], *, max_buffered: int, local: bool,
                  on_discard: Callable[[Message], object] | None = None,

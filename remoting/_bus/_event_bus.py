@@ -63,8 +63,6 @@ class EventBus:
         TypeError, ValueError: an option is not an int, or out of range.
     """
 
-    __module__ = "remoting.bus"
-
     def __init__(self, *, max_queued_per_consumer: int = DEFAULT_MAX_QUEUED,
                  max_consumers: int = DEFAULT_MAX_CONSUMERS,
                  max_held_per_connection: int = DEFAULT_MAX_HELD,

@@ -30,8 +30,6 @@ class ReplyFailure(RemotingError):
     The bus and its connections are still usable afterwards.
     """
 
-    __module__ = "remoting.bus"
-
     def __init__(self, kind: FailureKind, message: str, *, address: str | None = None,
                  code: int = NO_CODE) -> None:
         self.kind = kind

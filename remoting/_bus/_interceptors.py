@@ -21,8 +21,6 @@ class BusInterceptor:
     run on its own sends and its own consumers' messages.
     """
 
-    __module__ = "remoting.bus"
-
     def outbound(self, message: OutboundMessage) -> None:
         """See a message before it leaves this bus (send, publish, request, reply, fail), in
         the sending thread or task; it may change ``message.body`` and ``message.headers``.

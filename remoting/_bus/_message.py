@@ -50,7 +50,6 @@ class Message:
             or a reply sent with ``reply_and_request``), else None.
     """
 
-    __module__ = "remoting.bus"
     __slots__ = ("_replier", "address", "answered", "body", "headers", "kind", "reply_address")
 
     def __init__(self, *, address: str, body: bytes, headers: dict[str, str],
@@ -158,8 +157,6 @@ class OutboundMessage:
     body: bytes
     headers: dict[str, str]
 
-
-OutboundMessage.__module__ = "remoting.bus"
 
 
 def delivered(kind: Kind, address: str, body: bytes, headers: dict[str, str],

@@ -50,8 +50,6 @@ class BusStatistics:
     queued: int
 
 
-BusStatistics.__module__ = "remoting.bus"
-
 
 @dataclass(slots=True)
 class BusCounters:

@@ -45,8 +45,6 @@ class TrioBusClient(BusClientBase):
     consumers; the client is not closed.
     """
 
-    __module__ = "remoting.bus"
-
     def __init__(self, client: TrioRemotingClient, addr: str) -> None:
         if not isinstance(client, TrioRemotingClient):
             raise TypeError("TrioBusClient needs a TrioRemotingClient (a RemotingClient: use "

@@ -50,6 +50,8 @@ class Admission:
 
         A refused connection is still counted: call `release` for every `admit`.
         """
+        # counted before the check, refused or not: the refused socket is open until it is
+        # told why and closed, and it counts against the limits meanwhile
         self.total += 1
         n = self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
         if self.max_total and self.total > self.max_total:
@@ -95,11 +97,13 @@ def refusal_answers(decoder: FrameDecoder, reason: str) -> list[bytes]:
     while (request := decoder.next_command()) is not None:
         if request.is_response or request.is_oneway:
             continue
+        # SYSTEM_BUSY with a bracketed reason, as RocketMQ's NettyRemotingAbstract answers a
+        # request its processor rejects ("[REJECTREQUEST]system busy, ...")
         answer = RemotingCommand.response_to(
             request, ResponseCode.SYSTEM_BUSY,
             f"{REFUSAL_PREFIX}{reason}: the server closes this connection; retry later or "
             "on another server")
-        answer.serialize_type = request.serialize_type
+        answer.serialize_type = request.serialize_type  # a Java peer reads what it sent
         answers.append(encode_frame(answer))
     return answers
 
@@ -122,7 +126,7 @@ class Acceptor:
         """Serve one accepted connection until it closes (a `trio.serve_listeners` handler)."""
         try:
             host, port = stream.socket.getpeername()[:2]
-        except OSError:
+        except OSError:  # reset between accept and here: nothing to serve or count
             await stream.aclose()
             return
         peer = f"{host}:{port}"
@@ -166,11 +170,14 @@ class Acceptor:
                     answers = refusal_answers(decoder, reason)
                 if answers:
                     await stream.send_all(b"".join(answers))
+                    # a FIN after the answers, not a reset: a reset may discard them unread
                     await stream.send_eof()
         except (CodecError, trio.BrokenResourceError, OSError):
             pass  # not our protocol, too large, or gone: closed without an answer
         finally:
             admission.answer_done()
+            # shielded: a server shutting down still closes the socket (aclose does not block
+            # on a plain TCP stream)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import errno
 import socket
 from typing import TYPE_CHECKING
 
 import trio
 
-from .._errors import RemotingStartError
+from .._errors import RemotingStartError, translate
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -23,18 +22,18 @@ def _bound_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
         RemotingStartError: the port is out of range or taken, or ``host`` does not resolve.
     """
     addr = f"{host}:{port}"
-    if not 0 <= port <= 65535:
+    if not 0 <= port <= 65535:  # socket.bind's OverflowError would not say which setting
         raise RemotingStartError(addr, f"the port must be 0-65535 (0 picks a free one), "
                                        f"got {port}")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise RemotingStartError(addr, f"the bind address {host!r} does not resolve "
-                                       f"({exc.strerror}); use an IP address of this "
-                                       "machine, 127.0.0.1 or 0.0.0.0") from exc
+        raise translate(exc, "start", addr) from exc
     family, _, _, _, sockaddr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
+        # SO_REUSEADDR: a restarted server binds its port while the last one's connections
+        # are in TIME_WAIT (Netty's ServerBootstrap sets it for RocketMQ's NettyRemotingServer)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if reuse_port:
             if not hasattr(socket, "SO_REUSEPORT"):
@@ -46,16 +45,7 @@ def _bound_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
         sock.close()
         if isinstance(exc, RemotingStartError):
             raise
-        if exc.errno == errno.EADDRINUSE:
-            reason = ("the port is already in use by another process; stop it or choose "
-                      "another port (0 picks a free one)")
-        elif exc.errno == errno.EADDRNOTAVAIL:
-            reason = "that address is not one of this machine's"
-        elif exc.errno == errno.EACCES:
-            reason = "permission denied (ports below 1024 need privileges)"
-        else:
-            reason = exc.strerror or repr(exc)
-        raise RemotingStartError(addr, reason) from exc
+        raise translate(exc, "start", addr) from exc
     except BaseException:
         sock.close()
         raise
@@ -74,8 +64,7 @@ def bind_listeners(config: ServerConfig) -> list[socket.socket]:
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
-        raise RemotingStartError(f"{config.bind_address}:{config.listen_port}",
-                                 exc.strerror or repr(exc)) from exc
+        raise translate(exc, "start", f"{config.bind_address}:{config.listen_port}") from exc
     return [sock]
 
 

@@ -172,7 +172,6 @@ class RemotingClient(BlockingFace):
     ``io="loop"`` every call is handed to an event loop running in a thread of its own.
     """
 
-    __module__ = "remoting"
     _core: TrioRemotingClient
 
     def __init__(self, config: ClientConfig | None = None) -> None:

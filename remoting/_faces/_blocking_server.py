@@ -35,7 +35,6 @@ __all__ = ["RemotingServer"]
 class RemotingServer(BlockingFace):
     """A blocking server (RocketMQ's NettyRemotingServer); ``port`` is set by `start`."""
 
-    __module__ = "remoting"
     _core: TrioRemotingServer
 
     def __init__(self, config: ServerConfig | None = None) -> None:

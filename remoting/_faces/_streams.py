@@ -95,8 +95,6 @@ class TrioStream(_Stream):
     """A stream received by a trio client: ``async for item in stream`` (see
     `TrioRemotingClient.open_stream`). Use it on the client's own loop only."""
 
-    __module__ = "remoting"
-
     def __init__(self, endpoint: Endpoint, addr: str | None, stream_id: int, credits: int,
                  auto_credit: bool) -> None:
         super().__init__(endpoint, addr, stream_id, credits, auto_credit)
@@ -216,8 +214,6 @@ class BlockingStream(_Stream):
     """A stream received by a blocking client: ``for item in stream`` (see
     `RemotingClient.open_stream`); a context manager that cancels it on exit. Read it from
     one thread at a time."""
-
-    __module__ = "remoting"
 
     def __init__(self, endpoint: Endpoint, addr: str | None, stream_id: int, credits: int,
                  auto_credit: bool) -> None:

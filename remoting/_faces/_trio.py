@@ -113,8 +113,6 @@ def register_interceptor(endpoint: Endpoint,
 class TrioRemotingClient(_Face):
     """A client for trio code: the same calls as `RemotingClient`, awaited."""
 
-    __module__ = "remoting"
-
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config_of(config, ClientConfig)
         self.endpoint = Endpoint(self.config, "client")
@@ -206,7 +204,6 @@ class TrioRemotingClient(_Face):
         """
         return await self._caller.ainvoke_many(addr, addr, requests, timeout, limit)
 
-
     @asynccontextmanager
     async def open_stream(self, addr: str | None, request: RemotingCommand, credits: int = 64,
                           timeout: float = DEFAULT_TIMEOUT, *, auto_credit: bool = True
@@ -246,8 +243,6 @@ class TrioRemotingClient(_Face):
 
 class TrioRemotingServer(_Face):
     """A server for trio code; ``await nursery.start(server.serve)`` returns the port."""
-
-    __module__ = "remoting"
 
     def __init__(self, config: ServerConfig | None = None) -> None:
         self.config = config_of(config, ServerConfig)

@@ -53,5 +53,3 @@ STREAM_ID: Final = "streamId"  # the stream's id, chosen by the client (on every
 CREDITS: Final = "credits"  # on the opening request: the first grant; on CREDIT: more
 COST: Final = "cost"  # on ITEM: the credits the item uses (default 1)
 END_CODE: Final = "endCode"  # on END: a response code, SUCCESS for a normal end
-
-StreamCode.__module__ = "remoting"

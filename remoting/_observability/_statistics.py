@@ -78,8 +78,6 @@ class EndpointStatistics:
     requests_dropped: int = 0
 
 
-EndpointStatistics.__module__ = "remoting"
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReceivingStatistics:

@@ -31,8 +31,6 @@ class StatsProcessor(AsyncRequestProcessor):
     bus's counters too, under ``"bus"``.
     """
 
-    __module__ = "remoting"
-
     def __init__(self, source: object, *, bus: Callable[[], object] | None = None) -> None:
         self._source = source
         self._bus = bus

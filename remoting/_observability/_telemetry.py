@@ -288,7 +288,7 @@ def _finish_span(span: Span, attributes: dict[str, Any], outcome: Outcome,
 
 def follows_parent(tracer: object) -> bool:
     """True if ``tracer`` is the SDK's with a sampler that drops every span whose parent was
-    not sampled: `ParentBased` with its default for unsampled parents, `TraceIdRatioBased`
+    not sampled: ``ParentBased`` with its default for unsampled parents, ``TraceIdRatioBased``
     (the trace id decides, as it did for the parent), or ``ALWAYS_OFF``."""
     try:
         from opentelemetry.sdk.trace import sampling

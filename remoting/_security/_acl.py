@@ -86,8 +86,6 @@ class AclClientRPCHook:
     ``serialize_type`` included.
     """
 
-    __module__ = "remoting"
-
     def __init__(self, access_key: str, secret_key: str,
                  security_token: str | None = None) -> None:
         if not access_key or not secret_key:
@@ -132,8 +130,6 @@ class AclServerRPCHook:
         allow_anonymous: serve requests without an ``AccessKey`` (RocketMQ does; we don't
             by default).
     """
-
-    __module__ = "remoting"
 
     def __init__(self, credentials: Mapping[str, str | Credential], *,
                  allow_anonymous: bool = False) -> None:

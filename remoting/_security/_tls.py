@@ -9,14 +9,13 @@ terminal for the pass phrase of an encrypted key.
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import trio
 
-from .._errors import RemotingStartError
+from .._errors import Files, RemotingStartError, translate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -132,17 +131,8 @@ def _load(option: str, files: tuple[str | None, ...], load: Callable[[], T]) -> 
     (the one missing, when one is). The address is not the problem: the error has none."""
     try:
         return load()
-    except OSError as exc:  # FileNotFoundError does not name the file here; ssl.SSLError
-        missing = [f for f in files if f and not os.path.exists(f)]
-        if isinstance(exc, FileNotFoundError) and missing:
-            named = ", ".join(repr(f) for f in missing)
-            reason = f"{option} {named}: No such file or directory; check the path"
-        else:
-            named = ", ".join(repr(f) for f in files if f)
-            why = (f"not PEM, or the key does not match the certificate ({exc.reason or exc})"
-                   if isinstance(exc, ssl.SSLError) else exc.strerror or str(exc))
-            reason = f"cannot load {option} {named}: {why}; check the path and the contents"
-        raise RemotingStartError(None, reason) from exc
+    except OSError as exc:  # ssl.SSLError is one too
+        raise translate(exc, "start", None, files=Files(option, files)) from exc
 
 
 async def tls_client_stream(stream: trio.SocketStream, ctx: ssl.SSLContext, host: str,

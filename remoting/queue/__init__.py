@@ -8,6 +8,8 @@ Serve one with ``QueueService(...).attach(server)`` (a `RemotingServer` or a
 
 from __future__ import annotations
 
+from codec._module_metadata import fixup_module_metadata as _fixup_module_metadata
+
 from .._messaging._codes import QueueCode as QueueCode
 from ._client import BlockingQueueClient as BlockingQueueClient
 from ._client import BlockingSubscription as BlockingSubscription
@@ -25,8 +27,6 @@ from ._stats import GroupStatistics as GroupStatistics
 from ._stats import QueueStatistics as QueueStatistics
 from ._stats import TopicOffsets as TopicOffsets
 from ._stats import TopicStatistics as TopicStatistics
-
-QueueCode.__module__ = "remoting.queue"
 
 __all__ = [
     "BlockingQueueClient",
@@ -47,3 +47,6 @@ __all__ = [
     "TrioQueueClient",
     "TrioSubscription",
 ]
+
+# reprs, tracebacks, pickles and the API reference name remoting.queue.X, not the private module
+_fixup_module_metadata("remoting.queue", globals())

@@ -241,8 +241,6 @@ class QueueClient:
         TypeError: ``client`` is neither.
     """
 
-    __module__ = "remoting.queue"
-
     @overload
     def __new__(cls, client: RemotingClient) -> BlockingQueueClient: ...
 
@@ -289,7 +287,6 @@ class Delivery(_Delivered["BlockingSubscription"]):
     """A message delivered by a blocking subscription: finish it with `ack`, give it back
     with `requeue`, or ask for more time with `touch`."""
 
-    __module__ = "remoting.queue"
     __slots__ = ()
 
     def ack(self) -> None:
@@ -504,8 +501,6 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
         moves: how many times it moved to another server.
     """
 
-    __module__ = "remoting.queue"
-
     def __init__(self, client: RemotingClient, stream: BlockingStream, topic: str,
                  channel: str, credits: int, ack_window: float, timeout: float,
                  addr: str | None = None) -> None:
@@ -656,8 +651,6 @@ class BlockingQueueClient(QueueClient):
     transport's errors (`RemotingConnectError`, `RemotingTimeoutError`...) as `invoke_sync`.
     """
 
-    __module__ = "remoting.queue"
-
     def __init__(self, client: RemotingClient) -> None:
         self.client = client
 
@@ -766,7 +759,6 @@ class BlockingQueueClient(QueueClient):
 class TrioDelivery(_Delivered["TrioSubscription"]):
     """A message delivered by a trio subscription: ``await msg.ack()`` (see `Delivery`)."""
 
-    __module__ = "remoting.queue"
     __slots__ = ()
 
     async def ack(self) -> None:
@@ -784,8 +776,6 @@ class TrioDelivery(_Delivered["TrioSubscription"]):
 
 class TrioSubscription(_Subscription[TrioRemotingClient, "TrioStream", TrioDelivery]):
     """A trio subscription: ``async for msg in sub`` (see `BlockingSubscription`)."""
-
-    __module__ = "remoting.queue"
 
     def __init__(self, client: TrioRemotingClient, stream: TrioStream, topic: str,
                  channel: str, credits: int, ack_window: float, timeout: float,
@@ -915,8 +905,6 @@ class TrioSubscription(_Subscription[TrioRemotingClient, "TrioStream", TrioDeliv
 class TrioQueueClient(QueueClient):
     """The queue service's calls for a `TrioRemotingClient`: `BlockingQueueClient`'s, awaited
     (``subscribe`` is an async context manager)."""
-
-    __module__ = "remoting.queue"
 
     def __init__(self, client: TrioRemotingClient) -> None:
         self.client = client

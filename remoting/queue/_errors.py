@@ -22,8 +22,6 @@ class QueueError(RemotingError):
         remark: the service's reason.
     """
 
-    __module__ = "remoting.queue"
-
     def __init__(self, addr: str | None, code: int | None, remark: str | None) -> None:
         self.code = code
         self.remark = remark
@@ -37,7 +35,6 @@ class QueueFullError(QueueError):
     appended; what was acknowledged before is kept. Retry once consumers have caught up, or
     run the service with a data directory."""
 
-    __module__ = "remoting.queue"
 
 
 def refusal_error(addr: str | None, code: int, remark: str | None) -> QueueError:

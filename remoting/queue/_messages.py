@@ -24,7 +24,6 @@ class Message:
         attempts: 1 for a first delivery, one more for each redelivery (1 for a pull).
     """
 
-    __module__ = "remoting.queue"
     __slots__ = ("attempts", "body", "headers", "offset", "timestamp", "topic")
 
     def __init__(self, topic: str, fields: Fields, attempts: int = 1) -> None:

@@ -78,8 +78,6 @@ class QueueService:
         OSError: ``data_dir`` cannot be made or read.
     """
 
-    __module__ = "remoting.queue"
-
     def __init__(self, data_dir: str | os.PathLike[str] | None = None,
                  memory_messages: int = 10_000, msg_timeout: float = 60.0,
                  max_attempts: int = 0, *,

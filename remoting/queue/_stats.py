@@ -1,5 +1,5 @@
 """The queue service's statistics: frozen snapshots per topic, channel and group, and their
-JSON form (what ``QueueCode.STATS`` answers and `QueueClient.statistics` reads)."""
+JSON form (what ``QueueCode.STATS`` answers and `BlockingQueueClient.statistics` reads)."""
 
 from __future__ import annotations
 
@@ -97,9 +97,6 @@ class TopicOffsets:
     groups: dict[str, int] = field(default_factory=dict)
 
 
-for _cls in (ChannelStatistics, GroupStatistics, QueueStatistics, TopicOffsets,
-             TopicStatistics):
-    _cls.__module__ = "remoting.queue"
 
 
 def statistics_to_json(stats: QueueStatistics) -> bytes:

@@ -29,6 +29,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
         "pip install 'trio-remoting[spark]'"
     ) from exc
 
+from codec._module_metadata import fixup_module_metadata as _fixup_module_metadata
+
 from ._batch_udf import remote_batch_udf as remote_batch_udf
 from ._batch_udf import remote_map_in_arrow as remote_map_in_arrow
 from ._client import get_client as get_client
@@ -64,3 +66,6 @@ __all__ = [
     "shutdown_clients",
     "with_remote_column",
 ]
+
+# reprs, tracebacks, pickles and the API reference name remoting.spark.X, not the private module
+_fixup_module_metadata("remoting.spark", globals())

@@ -110,8 +110,6 @@ class RemoteCallError(RemotingError):
         failed: how many rows of the batch failed.
     """
 
-    __module__ = "remoting.spark"
-
     def __init__(self, code: int, remark: str, *, row: int, failed: int, total: int,
                  request_code: int, hint: str = ON_ERROR_HINT) -> None:
         self.code = code

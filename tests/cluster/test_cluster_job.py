@@ -18,6 +18,10 @@ from tests.processes import ROOT
 
 from .conftest import run_job
 
+# here too, not only by the conftest: the marker must be known when tests are generated
+# (tests/conftest.py runs cluster tests on the default io only)
+pytestmark = pytest.mark.cluster
+
 ROWS = 20_000
 
 

@@ -12,11 +12,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from remoting import RemotingClient, RemotingServer, ServerConfig
 from remoting.queue import QueueClient, QueueService
 from tests.processes import ROOT
 
 from .conftest import JOB_TIMEOUT
+
+# here too, not only by the conftest: the marker must be known when tests are generated
+# (tests/conftest.py runs cluster tests on the default io only)
+pytestmark = pytest.mark.cluster
 
 MESSAGES = 50_000
 PER_TRIGGER = 5_000

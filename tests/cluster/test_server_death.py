@@ -26,6 +26,10 @@ import pytest
 
 from .conftest import JobRun, run_job
 
+# here too, not only by the conftest: the marker must be known when tests are generated
+# (tests/conftest.py runs cluster tests on the default io only)
+pytestmark = pytest.mark.cluster
+
 ROWS = 200_000
 MODES = ["row", "batch"]
 MAX_JOB_SECONDS = 120.0

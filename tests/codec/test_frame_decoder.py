@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from codec import (
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_HEADER_BYTES,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
     CodecError,
     ForeignProtocolError,
     FrameDecoder,
@@ -45,8 +47,8 @@ from tests.factories import (
 
 STREAM = [
     small_request(SerializeType.JSON),
-    make_command(code=0, flag=1, remark="OK", serialize_type=SerializeType.ROCKETMQ),
-    make_command(code=34, flag=2, body=b"{}"),
+    make_command(code=0, flag=FLAG_RESPONSE, remark="OK", serialize_type=SerializeType.ROCKETMQ),
+    make_command(code=34, flag=FLAG_ONEWAY, body=b"{}"),
     make_command(code=105, ext_fields={"topic": "T"}, serialize_type=SerializeType.ROCKETMQ,
                  body=b"x" * 1000),
 ]

@@ -7,7 +7,15 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codec import CodecError, FrameDecoder, RemotingCommand, SerializeType, decode_frame
+from codec import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    CodecError,
+    FrameDecoder,
+    RemotingCommand,
+    SerializeType,
+    decode_frame,
+)
 from tests.factories import (
     HTTP1_REQUEST,
     TLS_CLIENT_HELLO,
@@ -26,13 +34,14 @@ MAX_FRAME_BYTES = 64 * 1024
 SEEDS = [
     encode_all([small_request(SerializeType.JSON), small_request(SerializeType.ROCKETMQ)]),
     encode_all([
-        make_command(code=0, flag=1, remark="héllo ✓\n", ext_fields={"k": "v", "e": ""},
+        make_command(code=0, flag=FLAG_RESPONSE, remark="héllo ✓\n", ext_fields={"k": "v", "e": ""},
                      body=b"hello", serialize_type=st)
         for st in SerializeType
     ]),
     json_frame("{code:1,'opaque':2,extFields:{'a':5,'b':[true,null,{'c':1.5e3}]}}"),
     rocketmq_frame(binary_header(remark=b"OK", ext=[(b"key", b"value"), (b"k2", b"")])),
-    encode_all([make_command(code=34, flag=2, body=b"{}"), make_command(remark="\x7f\u2028")]),
+    encode_all([make_command(code=34, flag=FLAG_ONEWAY, body=b"{}"),
+                make_command(remark="\x7f\u2028")]),
 ]
 
 

@@ -21,6 +21,8 @@ from typing import Final
 
 from codec import (
     DEFAULT_MAX_FRAME_BYTES,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
     CodecError,
     FrameDecoder,
     LanguageCode,
@@ -64,10 +66,10 @@ def seed_commands() -> list[RemotingCommand]:
             RemotingCommand(code=10, opaque=42, serialize_type=st,
                             ext_fields={"topic": "TopicTest", "queueId": "3", "flagOn": "true"},
                             body=bytes(range(128))),
-            RemotingCommand(code=0, flag=1, opaque=7, remark="héllo ✓\n\x7f\u2028",
+            RemotingCommand(code=0, flag=FLAG_RESPONSE, opaque=7, remark="héllo ✓\n\x7f\u2028",
                             ext_fields={"k": "v", "e": "", "n": None}, body=b"hello",
                             serialize_type=st, language=LanguageCode.JAVA, version=475),
-            RemotingCommand(code=34, flag=2, opaque=-5, body=b"{}", serialize_type=st,
+            RemotingCommand(code=34, flag=FLAG_ONEWAY, opaque=-5, body=b"{}", serialize_type=st,
                             language=LanguageCode.GO),
             RemotingCommand(code=-32768, version=32767, opaque=2**31 - 1, flag=-(2**31),
                             remark="", ext_fields={}, serialize_type=st),
@@ -102,7 +104,8 @@ def seed_frames() -> list[bytes]:
         raw_frame(b'{"code":1,"extFields":{"k":"v"},"remark":"\\u00e9\\n"}'),
         raw_frame(binary_header(remark=b"OK", ext=[(b"key", b"value"), (b"k2", b"")]),
                   serialize_type=1),
-        raw_frame(binary_header(flag=1, ext=[(b"", b"x")]), b"\x00" * 16, serialize_type=1),
+        raw_frame(binary_header(flag=FLAG_RESPONSE, ext=[(b"", b"x")]), b"\x00" * 16,
+                  serialize_type=1),
     ]
     return frames
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from codec import RemotingCommand, SerializeType, decode_frame, encode_frame
+from codec import FLAG_ONEWAY, RemotingCommand, SerializeType, decode_frame, encode_frame
 from remoting import AbortProcessError, AclClientRPCHook, AclServerRPCHook
 
 SECRET = "12345678"
@@ -50,7 +50,7 @@ def test_the_request_code_is_not_covered() -> None:
 
 def test_the_oneway_flag_and_the_remark_are_not_covered() -> None:
     request = signed({"topic": "T"})
-    assert accepted(tampered(request, flag=request.flag | 2, remark="added"))
+    assert accepted(tampered(request, flag=request.flag | FLAG_ONEWAY, remark="added"))
 
 
 def test_an_extra_key_with_an_empty_value_is_not_covered_in_json() -> None:

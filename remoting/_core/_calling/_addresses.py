@@ -29,8 +29,13 @@ class AddressList:
     def set(self, addrs: list[str]) -> None:
         """Replace the list (the caller checked each address); a new list starts at a random
         address, and the current one is kept if it is still in it."""
+        # the same list again changes nothing, as RocketMQ's updateNameServerAddressList
+        # replaces only a list that changed (clients send it again periodically)
         if addrs != self.addresses:
             self.addresses = list(addrs)
+            # a random start, as RocketMQ's namesrvIndex (initialised from a random int):
+            # clients given the same list spread over its servers instead of all taking the
+            # first
             self._next = random.randrange(len(addrs)) if addrs else 0
             if self.current not in self.addresses:
                 self.current = None

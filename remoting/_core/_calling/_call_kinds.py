@@ -89,6 +89,8 @@ def _check_async(call: ClientCall) -> None:
 
 
 def _check_oneway(call: ClientCall) -> None:
+    # a request already marked oneway is fine here (the oneway bit is what this call sets);
+    # only a response is refused
     call.request = the_request(call.request, FLAG_RESPONSE)
     call.timeout = call_timeout(call.timeout)
 
@@ -105,6 +107,8 @@ def _before_one(hooks: Sequence[RPCHook], call: ClientCall) -> None:
 
 def _before_async(hooks: Sequence[RPCHook], call: ClientCall) -> None:
     run_before_hooks(hooks, call.addr, call.request)
+    # the after-hooks see the response (or the error) before the user's callback does, on
+    # the callback executor: never on the event loop, and in the order a sync call has them
     call.callback = with_after_hooks(hooks, call.request, call.callback)
 
 
@@ -125,6 +129,7 @@ def _no_after(hooks: Sequence[RPCHook], call: ClientCall, outcome: Any) -> None:
     has no answer."""
 
 
+# The one table of call kinds: a new kind is a row here and a method on each driver.
 KINDS: Final[dict[CallKind, CallKindRow]] = {
     "sync": CallKindRow("call_sync", _check_answered, _before_one, _after_response),
     "async": CallKindRow("call_async", _check_async, _before_async, _no_after),

@@ -138,6 +138,8 @@ class ChannelTable:
             conn = target
         else:  # not an address: `resolve` says so
             return None
+        # over the high water mark: not live, so the call takes the awaiting path and waits
+        # for room within its own deadline (back-pressure) instead of queueing more
         if conn is None or conn.closed or conn.queued_bytes > conn.high_water:
             return None
         return conn
@@ -165,6 +167,10 @@ class ChannelTable:
         nursery = self._nursery
         if nursery is None:
             raise RemotingError(f"the {self._role} is not running", addr)
+        # One connect per address, shared by every caller that wants it, as RocketMQ's
+        # NettyRemotingClient.createChannel shares one ChannelFuture per address. It runs in
+        # the endpoint's nursery, not the caller's task: a caller whose deadline passes, or
+        # who is cancelled, leaves it to finish for the next one.
         pending = self._connecting.get(addr)
         if pending is None:
             host, port = parse_addr(addr)
@@ -181,6 +187,8 @@ class ChannelTable:
 
     async def _dial_once(self, addr: str, host: str, port: int,
                          pending: _PendingConnect) -> None:
+        # bounded by connect_timeout (RocketMQ's connectTimeoutMillis), not by any caller's
+        # deadline: the connect is shared, and its callers wait only as long as each may
         limit = self._connect_timeout
         try:
             conn = None
@@ -226,6 +234,9 @@ class ChannelTable:
             order = self.address_list.order()
         if not order:
             raise RemotingConnectError(None, NO_ADDRESS)
+        # Each address once, from the current one on, within the call's deadline (RocketMQ's
+        # getAndCreateNameserverChannel walks the list from namesrvIndex). Only connect errors
+        # move on: a timeout means the deadline is spent, and other errors are the call's.
         last: RemotingError | None = None
         for addr in order:
             try:

@@ -37,6 +37,7 @@ BUSY_BACKOFF_MAX: Final = 0.2
 def busy_backoff(attempt: int) -> float:
     """Return the pause before retry number ``attempt`` (1-based) of a SYSTEM_BUSY reply."""
     base: float = min(BUSY_BACKOFF_MAX, BUSY_BACKOFF_FIRST * 2.0 ** (attempt - 1))
+    # jitter: callers turned away by one busy server together do not all come back together
     return base * random.uniform(0.5, 1.0)
 
 
@@ -95,7 +96,7 @@ class Deadlines:
         """Fail ``fut`` (already removed from the table) for its deadline."""
         self._counters.timeouts += 1
         # debug: the caller gets the RemotingTimeoutError (raised, or in its future); the
-        # `timeouts` counter is what operators watch
+        # ``timeouts`` counter is what operators watch
         log.debug("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
         conn = fut.conn
         if conn is not None:

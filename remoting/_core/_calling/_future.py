@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
-from ... import _checks  # the module: it imports _core modules
+from ... import _checks
 from ..._errors import RemotingSendRequestError, RemotingTimeoutError
 from ..._log import log
 
@@ -118,7 +118,6 @@ class ResponseFuture:
         cause: the exception that ended the call, if it failed.
     """
 
-    __module__ = "remoting"
     __slots__ = (
         "_callbacks", "_done", "_driver", "_event", "_home", "_permits", "_signal", "_support",
         "_waiters",

@@ -20,7 +20,7 @@ Theory of operation (loop thread only; threads come in through `ThreadCalls`):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -49,15 +49,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ..._config import ClientConfig, ServerConfig
-    from ..._interceptors import ClientCall
+    from ..._interceptors import ClientCall, RequestKind
     from ..._observability._statistics import Counters
     from .._doors._threads import CallbackRunner, Inbox
     from ._channels import ChannelTable, Target
     from ._future import GivesBack
 
-__all__ = ["CallKind", "Invoker"]
-
-CallKind = Literal["sync", "async", "oneway"]
+__all__ = ["Invoker"]
 
 _GO_AWAY: Final = int(ResponseCode.GO_AWAY)  # a plain int compares faster than the enum
 
@@ -123,7 +121,7 @@ class Invoker:
     # ------------------------------------------------------------------ sending (loop, sync)
 
     def new_future(self, target: Target, request: RemotingCommand, timeout: float,
-                   kind: CallKind, callback: Callable[[ResponseFuture], object] | None = None,
+                   kind: RequestKind, callback: Callable[[ResponseFuture], object] | None = None,
                    threaded: bool = False) -> ResponseFuture:
         """Create the future of a call (``threaded``: a thread will block on it; any thread)."""
         fut = ResponseFuture(request, target_addr(target), timeout, self, threaded)
@@ -191,13 +189,12 @@ class Invoker:
         if not conn.send(frame, give):
             if give is not None:
                 give()
-            raise translate(trio.ClosedResourceError("connection is closed"), "send",
-                            conn.remote_addr)
+            raise RemotingSendRequestError(conn.remote_addr, "connection is closed")
         sent = self._counters.sent
         sent[request.code] = sent.get(request.code, 0) + 1
 
     def _send_now(self, target: Target, fut: ResponseFuture, deadline: float,
-                  kind: CallKind) -> bool:
+                  kind: RequestKind) -> bool:
         """Send at once if a live connection and a permit are at hand; False if not."""
         conn = self.channels.live(target)
         if conn is None:
@@ -209,7 +206,7 @@ class Invoker:
         return True
 
     def _send_kind(self, conn: Connection, fut: ResponseFuture, deadline: float,
-                   permits: Permits, kind: CallKind) -> None:
+                   permits: Permits, kind: RequestKind) -> None:
         if kind != "oneway":
             self.send(conn, fut, deadline, permits)
             return
@@ -221,7 +218,7 @@ class Invoker:
             fut._complete(fut.request)  # "queued": a blocking caller may return
 
     async def _send_later(self, target: Target, fut: ResponseFuture, deadline: float,
-                          kind: CallKind) -> None:
+                          kind: RequestKind) -> None:
         """Connect, take a permit and wait for room, under the deadline; then send. Every
         failure ends ``fut``; cancellation (shutdown) too, and then propagates."""
         permits = self.oneway_permits if kind == "oneway" else self.async_permits
@@ -261,8 +258,7 @@ class Invoker:
                 if conn.going_away:  # it may close next, with nothing of this call on it
                     pass  # go elsewhere (below)
                 elif conn.closed:
-                    raise translate(trio.ClosedResourceError("connection is closed"), "send",
-                                    conn.remote_addr)
+                    raise RemotingSendRequestError(conn.remote_addr, "connection is closed")
                 elif conn.queued_bytes > conn.high_water:
                     raise RemotingTooManyRequestsError(
                         f"{conn.queued_bytes} bytes wait to be sent to a peer that is not "
@@ -405,7 +401,7 @@ class Invoker:
 
     # ------------------------------------------------------------------ started by threads
 
-    def start(self, target: Target, fut: ResponseFuture, kind: CallKind) -> None:
+    def start(self, target: Target, fut: ResponseFuture, kind: RequestKind) -> None:
         """Send a call a thread handed over (`_thread_calls`), now or in a task."""
         nursery = self._nursery
         if nursery is None:

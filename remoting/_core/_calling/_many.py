@@ -169,6 +169,9 @@ class Batch:
             permits.give()
 
     def _pump(self) -> None:
+        # Re-entered when a send completes its request at once (it cannot be encoded, or its
+        # deadline has passed): the outer loop goes on, so the guard keeps one pump running.
+        # While a task waits (connect, room), that task pumps when it is done.
         if self._pumping or self._waiting:
             return
         requests = self._requests
@@ -187,6 +190,7 @@ class Batch:
         high = conn.high_water
         try:
             while self._in_flight < self._limit and self._next < n:
+                # the queue is read directly (not conn.queued_bytes): this runs per request
                 if out.queued + out.in_flight > high and not conn.closed:
                     self._wait_in_task(self._wait_then_pump)
                     break
@@ -197,6 +201,8 @@ class Batch:
                     elif self._in_flight:  # one of ours frees a permit soon and pumps again
                         break
                     else:
+                        # nothing of ours in flight that would pump again: fail this request
+                        # now rather than stall the batch
                         self._next += 1
                         self._record(i, RemotingTooManyRequestsError(
                             "no in-flight permit for a batch request; other calls hold them "

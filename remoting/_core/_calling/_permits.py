@@ -42,6 +42,8 @@ class Permits:
         """Take a permit, waiting until ``deadline`` at most; True if taken."""
         if self.try_take():
             return True
+        # wait within the call's deadline, as RocketMQ's invokeAsyncImpl does with
+        # semaphoreAsync.tryAcquire(timeoutMillis)
         with trio.move_on_at(deadline):
             await self._lot.park()  # `give` hands its permit over: `free` is unchanged
             return True
@@ -50,6 +52,8 @@ class Permits:
     def give(self) -> None:
         """Give a permit back: to the first waiting call, else to the free count."""
         if self._lot:
+            # handed over, not freed: a new call's try_take cannot take it before the waiter
+            # that has waited longest runs
             self._lot.unpark()
         else:
             self.free += 1
@@ -86,6 +90,8 @@ class ThreadPermits:
             if self._free and not self.waiting:
                 self._free -= 1
                 return True
+            # while threads wait, try_take refuses newcomers, so a permit given back goes to
+            # a waiter; which one wakes is the Condition's choice
             self.waiting += 1
             try:
                 while not self._free:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from ... import _checks  # the module: it imports this one
+from ... import _checks
 from ..._errors import RemotingError
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ class ChannelHandle:
     methods are for trio tasks of the endpoint's loop (async processors).
     """
 
-    __module__ = "remoting"
     __slots__ = ("_conn", "_host")
 
     def __init__(self, conn: Connection, host: ChannelHost) -> None:
@@ -94,6 +93,8 @@ class ChannelHandle:
         _checks.command_of("response", response)
         conn = self._conn
         dispatcher = self._host.dispatcher
+        # through the loop (the one door): the held request's bookkeeping and the
+        # connection's send queue belong to the loop thread, and this may be any thread
         self._call_on_loop(lambda: dispatcher.write_response(conn, request, response))
 
     def _call_on_loop(self, fn: Callable[[], object]) -> None:
@@ -114,6 +115,8 @@ class ChannelHandle:
                      callback: Callable[[ResponseFuture], object] | None = None
                      ) -> ResponseFuture:
         """Send a request over this connection; return its future (from a thread)."""
+        # no thread check: it never blocks, so a trio task may call it too and await the
+        # future it returns
         conn = self._conn
         return self._host.caller.invoke_async(conn, conn.remote_addr, request, timeout,
                                               callback)
@@ -166,6 +169,8 @@ def channels_of(channels: object) -> list[ChannelHandle]:
     Raises:
         TypeError: not an iterable of channels (the message gives the first bad item's index).
     """
+    # a str is iterable: refused by type, or "host:port" would be checked one character at
+    # a time and the error would name its first character
     if isinstance(channels, ChannelHandle | str | bytes) or not hasattr(channels, "__iter__"):
         raise TypeError(f"channels must be an iterable of channels, got "
                         f"{type(channels).__name__}")

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import trio
 
-from codec import LanguageCode, RemotingCommand, ResponseCode
+from codec import FLAG_ONEWAY, LanguageCode, RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
 from ..._checks import processor_registration, rpc_hook
@@ -287,7 +287,7 @@ class Dispatcher:
         without bound. A server stops reading instead; a client cannot, since it must go on
         reading the responses that drain the server (both pausing would deadlock).
         """
-        if backlogged and not request.flag & 2:  # oneway requests need no answer
+        if backlogged and not request.flag & FLAG_ONEWAY:  # oneway requests need no answer
             return _UNANSWERABLE
         entry = self.processors.get(request.code)
         if entry is None:
@@ -334,7 +334,7 @@ class Dispatcher:
             handler = entry.handler
             if handler is not None:
                 handler(conn, request)
-                if not request.flag & 2:  # not oneway: say it was taken
+                if not request.flag & FLAG_ONEWAY:  # say it was taken
                     self._send_reply(conn, code, encode_reply(
                         request, RemotingCommand.create_response(ResponseCode.SUCCESS)))
                 return None

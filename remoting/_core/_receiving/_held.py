@@ -12,7 +12,7 @@ Theory of operation:
   once more, without suspending it again).
 - One timer task per `HeldRequests`, in the endpoint's nursery, sleeps until the earliest
   deadline; a hold with an earlier one moves it. The holds of a connection that closes are
-  dropped at once (the endpoint tells its `close_watchers`): nobody is left to
+  dropped at once (the endpoint tells its `Endpoint.close_watchers`): nobody is left to
   answer, so a client that connects, holds and leaves again cannot pile them up.
 - A connection holds at most ``max_per_connection`` requests; one more is answered
   ``POLLING_FULL`` at once (RocketMQ's answer when its long-polling queue is full).
@@ -31,7 +31,7 @@ import trio
 
 from codec import RemotingCommand, ResponseCode
 
-from ... import _checks  # the module: it imports this one's package
+from ... import _checks
 from ..._log import log
 from ..._messaging._holds import HoldTable
 from ._channel_handle import ChannelHandle
@@ -86,8 +86,6 @@ class HeldRequests:
     Raises:
         TypeError, ValueError: ``max_per_connection`` is not an int >= 1.
     """
-
-    __module__ = "remoting"
 
     def __init__(self, *, max_per_connection: int = DEFAULT_MAX_HELD_PER_CONNECTION) -> None:
         if isinstance(max_per_connection, bool) or not isinstance(max_per_connection, int):

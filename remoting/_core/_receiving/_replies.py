@@ -13,7 +13,7 @@ from __future__ import annotations
 import traceback
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from codec import CodecError, RemotingCommand, ResponseCode, encode_frame_parts
+from codec import FLAG_ONEWAY, CodecError, RemotingCommand, ResponseCode, encode_frame_parts
 
 from ..._checks import request_code
 from ..._hooks import AbortProcessError
@@ -58,7 +58,7 @@ def exception_simple_desc(exc: BaseException) -> str:
 
 def error_reply(request: RemotingCommand, code: int, remark: str) -> Reply | None:
     """Return the encoded error response to ``request``, or None for a oneway request."""
-    if request.flag & 2:
+    if request.flag & FLAG_ONEWAY:
         return None
     return encode_reply(request, RemotingCommand.create_response(code, remark))
 
@@ -72,7 +72,7 @@ def encode_reply(request: RemotingCommand, response: object, limit: int = 0x7FFF
     ``max_frame_bytes`` and ``max_header_bytes``), becomes a SYSTEM_ERROR reply saying so
     (logged once as ``processor.bad_response``).
     """
-    if request.flag & 2:  # oneway (is_oneway, inlined: this runs per request)
+    if request.flag & FLAG_ONEWAY:  # is_oneway, inlined: this runs per request
         return None
     if not isinstance(response, RemotingCommand):
         problem = f"processor returned {type(response).__name__}, not a RemotingCommand"

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import trio
 
-from codec import CodecError, ForeignProtocolError, FrameDecoder
+from codec import FLAG_RESPONSE, CodecError, ForeignProtocolError, FrameDecoder
 
 from ..._log import log
 from ._connection_state import (
@@ -268,7 +268,7 @@ class Connection:
         sender.holding = True
         decoded = 0
         try:
-            held = self._held  # a request that came while `limit` were in processing
+            held = self._held  # a request that came while ``limit`` were in processing
             if held is not None:
                 if self.processing >= limit or state.closed:
                     return None
@@ -279,7 +279,8 @@ class Connection:
             # closed by what a command did (misbehaving, a processor's close): read no further
             while not state.closed and (cmd := decoder.next_command()) is not None:
                 decoded += 1
-                if cmd.flag & 1:  # answers are taken at the limit too: a call back waits on one
+                # answers are taken at the limit too: a call back waits on one
+                if cmd.flag & FLAG_RESPONSE:
                     on_response(self, cmd)
                 elif limit and self.processing >= limit:
                     self._held = cmd

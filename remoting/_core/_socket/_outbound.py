@@ -6,7 +6,7 @@ Theory of operation:
   counts, and ``on_sent`` callbacks (oneway permits) released once the frames queued before
   them have been handed to the socket, or dropped at close.
 - Two ways out, both decided by the connection and done by its transport: a non-blocking
-  attempt of everything queued (`pending` then `sent`), whose rest stays queued; or the
+  attempt of everything queued (`Outbound.pieces` then `sent`), whose rest stays queued; or the
   writer's `take` of everything queued, awaited to the end, then `taken_done`. While a take is
   in flight its bytes still count (`size`) for back-pressure.
 - Policy constants live here: `FLUSH_FRAMES` (send early during a burst of work) and the water

@@ -8,8 +8,11 @@
 - `StreamTransport` wraps any trio stream (TLS): no send without awaiting, so `send_now`
   sends nothing; large pieces go to ``send_all`` on their own, runs of small ones joined.
 
-Both are used only by their connection's tasks on the loop thread. A transport never closes
-the connection itself: errors propagate to the connection, which closes.
+The loop thread uses a transport through its connection's tasks; one other thread may too:
+a processor pool's thread sending its lone reply calls `SocketTransport.send_now`, under the
+sender's gate (`Sender.send_from_thread`), so one thread at a time touches the socket. A
+transport never closes the connection itself: errors propagate to the connection, which
+closes.
 """
 
 from __future__ import annotations

@@ -120,6 +120,8 @@ class IncomingStreams:
         stream = None if stream_id is None else self.open.get(stream_id)
         if stream is not None and stream.conn is None:
             stream.conn = conn  # an item came before the open's answer was read
+        # a frame naming a stream opened over another connection is not its own: ids are
+        # this process's opaques, so a peer could guess another connection's
         if stream is None or stream.conn is not conn:
             self.dropped += 1
             log.debug("stream.frame_dropped", code=request.code, stream_id=stream_id,
@@ -141,6 +143,8 @@ def item_cost(item: RemotingCommand) -> int:
     if ext is not None:
         cost = ext.get(COST)
         if cost is not None:
+            # a malformed cost counts as 0: fewer credits are granted back for it, which
+            # can only shrink the sender's window, never let it send more than was granted
             return _int(cost) or 0
     return 1
 
@@ -153,6 +157,7 @@ def prepare_open(request: RemotingCommand, credits: object) -> tuple[int, int]:
             unchanged.
     """
     credits = credits_of(credits)
+    # an opaque: unique in this process among streams and calls, with no second counter
     stream_id = next_opaque()
     request.add_ext_field(STREAM_ID, str(stream_id))
     request.add_ext_field(CREDITS, str(credits))

@@ -96,9 +96,12 @@ class OutgoingStream:
         self._accept()
         await self._wait_for(cost)
         conn = self._conn
+        # credits bound what the client holds; the water mark bounds what waits here for a
+        # client that grants credits faster than its socket reads
         if conn.queued_bytes > conn.high_water:
             await conn.wait_writable()
         self._send_now(item, cost)
+        # a processor that always has credits would otherwise never let the loop run others
         await trio.lowlevel.checkpoint()
 
     def send_nowait(self, item: RemotingCommand, cost: int = 1) -> None:
@@ -139,6 +142,9 @@ class OutgoingStream:
         self._conn.send(frame)  # False once closed: the loss cancels this stream soon
 
     def _accept(self) -> None:
+        # the opening request is answered SUCCESS when the processor first sends or waits,
+        # not before: a processor that raises at once refuses the stream with its error
+        # instead of opening one that ends at once
         if not self._accepted:
             self._accepted = True
             self._reply(RemotingCommand.create_response(ResponseCode.SUCCESS))
@@ -243,6 +249,7 @@ class OutgoingStreams:
         if self._per_conn.get(conn, 0) >= MAX_STREAMS_PER_CONNECTION:
             return _refusal(ResponseCode.SYSTEM_BUSY, f"{MAX_STREAMS_PER_CONNECTION} streams "
                             "are open on this connection already")
+        # oneway: the opening answer is what tells the client its stream exists
         if self.nursery is None or request.flag & FLAG_ONEWAY:
             return _refusal(ResponseCode.SYSTEM_ERROR, "streams need a running endpoint and "
                             "a request that is not oneway")

@@ -50,8 +50,10 @@ class Streams:
             try:
                 stream_id = int(fields.get(STREAM_ID) or "")
             except ValueError:
-                stream_id = -1
+                stream_id = -1  # matches no stream: dropped below, as an unknown one is
             stream = self.outgoing.find(conn, stream_id)
+            # debug, not a warning: a CREDIT or CANCEL crossing the END that finished its
+            # stream arrives for a stream that is gone, and that is no misbehaviour
             if stream is None:
                 log.debug("stream.frame_dropped", code=code, stream_id=stream_id,
                           peer=conn.remote_addr)

@@ -35,7 +35,7 @@ import threading
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
-from codec import CodecError, ForeignProtocolError, FrameDecoder
+from codec import FLAG_RESPONSE, CodecError, ForeignProtocolError, FrameDecoder
 
 from ..._errors import RemotingTooManyRequestsError
 from ..._log import log
@@ -424,7 +424,7 @@ class ThreadConnection:
         held = False
         try:
             while (cmd := decoder.next_command()) is not None:
-                (responses if cmd.flag & 1 else requests).append(cmd)
+                (responses if cmd.flag & FLAG_RESPONSE else requests).append(cmd)
         finally:
             if len(responses) + len(requests) > 1:
                 held = self.hold()

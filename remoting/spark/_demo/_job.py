@@ -68,7 +68,7 @@ class ModeResult:
 def _spark(partitions: int, master: str, progress_bar: bool) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    # Spark runs `python3` from PATH for its workers unless told: this interpreter has the
+    # Spark runs ``python3`` from PATH for its workers unless told: this interpreter has the
     # package (and pyspark) installed.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # all traffic stays on loopback

@@ -48,8 +48,6 @@ class MessagesLostError(RemotingError):
         end: the offset after the last one missing.
     """
 
-    __module__ = "remoting.spark"
-
     def __init__(self, addr: str | None, topic: str, first: int, end: int) -> None:
         self.topic = topic
         self.first = first
