@@ -60,11 +60,12 @@ docs: $(VENV)/.installed-docs
 wheel-check: $(VENV)/.installed-dev
 	bash .ci/wheel-check
 
-# The figures of docs/performance.md and docs/scaling.md, as JSON in bench/results/ (~15 min).
+# The figures of docs/performance.md and docs/scaling.md, as JSON in bench/results/ (~20 min).
 bench: $(VENV)/.installed-dev
 	-$(PY) bench/codec.py
 	$(PY) bench/rpc.py --json bench/results/rpc.json
 	$(PY) bench/spark.py --json bench/results/spark.json
+	$(PY) bench/spark_stream.py --json bench/results/spark_stream.json
 	$(PY) bench/workers.py --json bench/results/workers.json
 	$(PY) bench/cluster.py --json bench/results/cluster.json
 

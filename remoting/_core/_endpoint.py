@@ -109,7 +109,9 @@ class Endpoint:
         self.response_received = self.invoker.response_received
         self.read_done = self.dispatcher.read_done
         self.connections: set[Connection] = set()
-        # told on the loop thread, before the channel listeners, of each connection that closed
+        # parts that keep state per connection outside the endpoint (an event bus,
+        # `HeldRequests`): told on the loop thread, in order, before the channel listeners, of
+        # each connection that closed; replaced, never mutated (the loop may be iterating it)
         self.close_watchers: list[Callable[[ChannelHandle], object]] = []
         self.loop_thread_id: int | None = None
         self.running = False

@@ -11,8 +11,11 @@ Theory of operation:
   ``wake(ctx, request, True)`` returns the final answer (RocketMQ answers the held pull
   once more, without suspending it again).
 - One timer task per `HeldRequests`, in the endpoint's nursery, sleeps until the earliest
-  deadline; a hold with an earlier one moves it. A request whose connection closed is dropped
-  when it would be woken.
+  deadline; a hold with an earlier one moves it. The holds of a connection that closes are
+  dropped at once (the endpoint tells its `close_watchers`): nobody is left to
+  answer, so a client that connects, holds and leaves again cannot pile them up.
+- A connection holds at most ``max_per_connection`` requests; one more is answered
+  ``POLLING_FULL`` at once (RocketMQ's answer when its long-polling queue is full).
 - All table changes happen on the loop thread: `hold` and `notify` called elsewhere go
   through the endpoint's inbox (the one door).
 """
@@ -22,9 +25,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, cast
 
 import trio
+
+from codec import RemotingCommand, ResponseCode
 
 from .. import _checks  # the module: it imports this one's package
 from .._log import log
@@ -35,12 +40,16 @@ from ._processing import failure
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
 
-    from codec import RemotingCommand
     from processors import RequestContext
 
     from ._endpoint import Endpoint
 
-__all__ = ["HeldRequests"]
+__all__ = ["DEFAULT_MAX_HELD_PER_CONNECTION", "HeldRequests"]
+
+# Requests one connection may have held at once: enough for a client pulling on thousands of
+# topics at once, far below what would let one peer make the server keep without bound
+# (a held request costs about a kilobyte).
+DEFAULT_MAX_HELD_PER_CONNECTION: Final = 16_384
 
 
 class _Held:
@@ -59,17 +68,33 @@ class HeldRequests:
 
     Use one per service, on one server. A request is held with `hold` by its processor, which
     then returns None; `notify` wakes the requests held under a key.
+
+    Args:
+        max_per_connection: requests one connection may have held at once; one more is
+            answered ``POLLING_FULL`` at once (the client should wait for its held requests'
+            answers before it sends more).
+
+    Raises:
+        TypeError, ValueError: ``max_per_connection`` is not an int >= 1.
     """
 
     __module__ = "remoting"
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_per_connection: int = DEFAULT_MAX_HELD_PER_CONNECTION) -> None:
+        if isinstance(max_per_connection, bool) or not isinstance(max_per_connection, int):
+            raise TypeError(f"max_per_connection must be an int, got {max_per_connection!r}")
+        if max_per_connection < 1:
+            raise ValueError(f"max_per_connection must be >= 1, got {max_per_connection}")
+        self.max_per_connection = max_per_connection
         self._table: HoldTable[_Held] = HoldTable()
         self._endpoint: Endpoint | None = None
+        self._listening = False
         self._scope: trio.CancelScope | None = None
         self._armed = math.inf
         self.answered = 0  # answers sent after a wake or at a deadline
         self.expired = 0  # holds that reached their deadline
+        self.refused = 0  # answered POLLING_FULL: their connection held too many
+        self.dropped = 0  # their connection closed while they were held
 
     def __len__(self) -> int:
         return len(self._table)
@@ -130,8 +155,27 @@ class HeldRequests:
         return host
 
     def _add(self, key: Hashable, timeout: float, held: _Held) -> None:
+        channel = held.ctx.channel
+        owner = cast("Hashable", channel)  # a connection's one handle: hashed by identity
+        if not channel.is_active:
+            self.dropped += 1
+            return  # its connection closed meanwhile (held from another thread)
+        if not self._listening:
+            assert self._endpoint is not None
+            endpoint = self._endpoint
+            endpoint.close_watchers = [*endpoint.close_watchers, self._connection_lost]
+            self._listening = True
+        if self._table.held_by(owner) >= self.max_per_connection:
+            self.refused += 1
+            log.warning("held.refused", peer=channel.remote_addr,
+                        held=self.max_per_connection)
+            self._answer(held, RemotingCommand.create_response(
+                ResponseCode.POLLING_FULL,
+                f"{self.max_per_connection} requests are held on this connection already: "
+                "wait for their answers before sending more"))
+            return
         deadline = trio.current_time() + timeout
-        self._table.add(key, deadline, held)
+        self._table.add(key, deadline, held, owner)
         if self._scope is None:
             self._scope = trio.CancelScope(deadline=deadline)
             self._armed = deadline
@@ -145,13 +189,30 @@ class HeldRequests:
         holds = table.notify(key)
         if not holds:
             return
-        answered = self.answered
         started = time.perf_counter()
+        answered = 0
+        # `_wake` and `_answer` inlined: a publish may release thousands of pulls at once
         for hold in holds:
-            answer = self._wake(hold.item, False)
-            if answer is _HOLD_ON:
-                table.add(key, hold.deadline, hold.item)  # same deadline: no re-arm needed
-        log.debug("held.woken", held=len(holds), answered=self.answered - answered,
+            held = hold.item
+            ctx = held.ctx
+            channel = ctx.channel
+            if not channel.is_active:
+                continue  # its connection closed: nobody to answer
+            request = held.request
+            try:
+                answer = held.wake(ctx, request, False)
+            except Exception as exc:  # the service's wake is a processor's code
+                answer = failure(request, exc)
+            if answer is None:  # hold on, same deadline: no re-arm needed
+                table.add(key, hold.deadline, held, hold.owner)
+                continue
+            answered += 1
+            if type(channel) is ChannelHandle:  # on the loop already: no hand-off needed
+                channel._host.dispatcher.write_response(channel._conn, request, answer)
+            else:
+                ctx.write_response(request, answer)
+        self.answered += answered
+        log.debug("held.woken", held=len(holds), answered=answered,
                   seconds=round(time.perf_counter() - started, 6))
 
     def _wake(self, held: _Held, expired: bool) -> object:
@@ -165,12 +226,21 @@ class HeldRequests:
         if answer is None:
             return None if expired else _HOLD_ON
         self.answered += 1
-        channel = ctx.channel
+        self._answer(held, answer)
+        return None
+
+    def _answer(self, held: _Held, answer: RemotingCommand) -> None:
+        channel = held.ctx.channel
         if isinstance(channel, ChannelHandle):  # on the loop already: no hand-off needed
             channel._host.dispatcher.write_response(channel._conn, held.request, answer)
         else:
-            ctx.write_response(held.request, answer)
-        return None
+            held.ctx.write_response(held.request, answer)
+
+    def _connection_lost(self, channel: ChannelHandle) -> None:
+        dropped = len(self._table.remove_owner(cast("Hashable", channel)))
+        if dropped:
+            self.dropped += dropped
+            log.debug("held.dropped", held=dropped, reason="their connection closed")
 
     async def _timer(self) -> None:
         scope = self._scope

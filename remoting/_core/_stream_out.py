@@ -255,9 +255,13 @@ class OutgoingStreams:
         return None
 
     def forget(self, stream: OutgoingStream) -> None:
-        """Drop ``stream`` from the table (idempotent)."""
+        """Drop ``stream`` from the table (idempotent). Its id may be open again already, for
+        a new stream of the same connection (the peer reused it once this one left the
+        table, before this one's task ended): that one stays."""
         conn = stream._conn
-        if self.open.pop((conn, stream.stream_id), None) is not None:
+        key = (conn, stream.stream_id)
+        if self.open.get(key) is stream:
+            del self.open[key]
             left = self._per_conn[conn] - 1
             if left:
                 self._per_conn[conn] = left

@@ -5,7 +5,8 @@ Theory of operation (sync, takes ``now``, no I/O):
   was handed to the channel. Each such message is in exactly one place: finished
   (acknowledged), in flight with one consumer (`InFlight`), ready for redelivery now
   (``_ready``, in the order it came back), waiting until a time (``_later``: requeued with a
-  delay, or published with ``defer``), or dead-lettered. The hypothesis state machine in the
+  delay, or published with ``defer``), dead-lettered, or expired (its topic's retention let
+  go of it before it was delivered: `drop_below`). The hypothesis state machine in the
   tests checks this over every interleaving.
 - `take` hands a consumer up to ``count`` messages: ready ones first, then new ones from the
   log. The caller bounds ``count`` by the consumer's credits, so a consumer never holds more
@@ -68,7 +69,7 @@ class ChannelQueue:
         self._later: list[tuple[float, int]] = []  # (due, offset) heap
         self._attempts: dict[int, int] = {}  # attempts made so far, for ready and later ones
         self.delivered = self.finished = self.requeued = 0
-        self.timed_out = self.dead_lettered = 0
+        self.timed_out = self.dead_lettered = self.expired = 0
 
     # ------------------------------------------------------------------ reading
 
@@ -140,6 +141,26 @@ class ChannelQueue:
             self.in_flight.add_many(taken, consumer, now + self.msg_timeout)
             self.delivered += len(taken)
         return taken
+
+    def drop_below(self, earliest: int) -> int:
+        """Forget the messages below ``earliest`` that wait for a delivery (retention let
+        go of them); return how many (counted as ``expired``). Deliveries in flight stay:
+        their subscribers have them, and may finish them."""
+        dropped = max(0, earliest - self.cursor)
+        self.cursor = max(self.cursor, earliest)
+        if self._ready and min(self._ready) < earliest:
+            kept = [o for o in self._ready if o >= earliest]
+            dropped += len(self._ready) - len(kept)
+            self._ready = deque(kept)
+        if self._later and min(o for _, o in self._later) < earliest:
+            later = [(due, o) for due, o in self._later if o >= earliest]
+            dropped += len(self._later) - len(later)
+            heapq.heapify(later)
+            self._later = later
+        for offset in [o for o in self._attempts if o < earliest and o not in self.in_flight]:
+            del self._attempts[offset]
+        self.expired += dropped
+        return dropped
 
     def skip(self, offset: int) -> None:
         """Forget a delivery whose message cannot be read (it left the log): as finished."""

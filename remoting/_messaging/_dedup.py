@@ -4,23 +4,31 @@ A publisher that may retry a batch (a Spark task run twice, a call that timed ou
 service appended it) tags it with a key; the service remembers each key with the offsets its
 batch got, for ``window`` seconds, and answers a repeat with those offsets instead of
 appending the batch again. Keys are forgotten oldest first (`expire`); a key seen again after
-its window is a new batch.
+its window is a new batch. At most ``max_keys`` are remembered: past that the oldest is
+forgotten early, so a publisher tagging every publish with a new key (up to 1 KiB each)
+cannot grow the service's memory for the whole window.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Final
 
-__all__ = ["KeyWindow"]
+__all__ = ["DEFAULT_MAX_KEYS", "KeyWindow"]
+
+# Keys remembered at most (a topic's): far more than the batches a publisher retries within
+# a window in practice; about 70 MiB at the largest keys.
+DEFAULT_MAX_KEYS: Final = 65_536
 
 
 class KeyWindow:
     """Recent idempotence keys, each with its batch's first offset and count."""
 
-    __slots__ = ("_keys", "window")
+    __slots__ = ("_keys", "max_keys", "window")
 
-    def __init__(self, window: float) -> None:
+    def __init__(self, window: float, max_keys: int = DEFAULT_MAX_KEYS) -> None:
         self.window = window
+        self.max_keys = max_keys
         self._keys: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -37,6 +45,8 @@ class KeyWindow:
         """Remember ``key`` for a batch appended at ``now`` (``now`` never goes back)."""
         self._keys[key] = (first, count, now)
         self._keys.move_to_end(key)
+        if len(self._keys) > self.max_keys:
+            self._keys.popitem(last=False)
 
     def expire(self, now: float) -> int:
         """Forget the keys older than the window; return how many."""

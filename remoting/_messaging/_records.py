@@ -38,6 +38,7 @@ __all__ = [
     "Record",
     "RecordError",
     "Scan",
+    "TooManyEntriesError",
     "build_record",
     "decode_records",
     "encode_content",
@@ -62,6 +63,10 @@ _MAX_RECORD: Final = 2**31  # a length beyond is corruption, not a message
 
 class RecordError(ValueError):
     """Bytes that are not well-formed entries or records; the message says where and why."""
+
+
+class TooManyEntriesError(RecordError):
+    """A publish's body holds more entries than allowed."""
 
 
 @dataclass(slots=True)
@@ -155,17 +160,21 @@ def _check_headers(data: bytes | memoryview, start: int, end: int) -> None:
         pos = value_end
 
 
-def split_entries(data: bytes) -> list[bytes]:
+def split_entries(data: bytes, max_count: int | None = None) -> list[bytes]:
     """Return the contents of the entries in ``data`` (a publish's body), each checked.
 
     Raises:
         RecordError: no entry, an entry cut short, or headers that are not well-formed.
+        TooManyEntriesError: more than ``max_count`` entries (found before the rest is
+            read).
     """
     contents: list[bytes] = []
     pos = 0
     size = len(data)
     view = memoryview(data)
     while pos < size:
+        if max_count is not None and len(contents) == max_count:
+            raise TooManyEntriesError(f"more than {max_count} messages")
         if pos + 4 > size:
             raise RecordError(f"entry {len(contents)}: its length is cut short")
         (length,) = _LENGTH.unpack_from(data, pos)

@@ -31,8 +31,12 @@ __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rows", type=positive_int, default=1_000_000,
-                        help="synthetic rows to score (default: 1,000,000)")
+    parser.add_argument("--rows", type=positive_int, default=None,
+                        help="synthetic rows to score (default: 1,000,000; 200,000 with "
+                             "--stream)")
+    parser.add_argument("--stream", action="store_true",
+                        help="a Structured Streaming query instead: messages from a queue "
+                             "service, scored per trigger, to Parquet; stops after --rows")
     parser.add_argument("--output", type=Path, default=Path("output"),
                         help="folder for the Parquet tables (default: output/)")
     parser.add_argument("--partitions", type=positive_int, default=None,
@@ -61,8 +65,13 @@ def _run_demo(args: argparse.Namespace) -> int:
         print(f"remoting demo needs the spark extra ({missing.name or missing} is missing): "
               "pip install 'trio-remoting[spark]'", file=sys.stderr)
         return 2
-    return run_demo(rows=args.rows, output=args.output, partitions=args.partitions,
-                    master=args.master)
+    if args.stream:
+        from ..spark._demo import run_stream_demo
+
+        return run_stream_demo(rows=args.rows or 200_000, output=args.output,
+                               partitions=args.partitions, master=args.master)
+    return run_demo(rows=args.rows or 1_000_000, output=args.output,
+                    partitions=args.partitions, master=args.master)
 
 
 COMMANDS: list[Command] = [

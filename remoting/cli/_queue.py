@@ -26,6 +26,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep topics in segment files here (default: in memory only)")
     parser.add_argument("--memory-messages", type=count, default=10_000,
                         help="messages per topic held in memory (default 10,000)")
+    parser.add_argument("--memory-bytes", type=count, default=256 * 1024 * 1024,
+                        help="bytes of messages per topic held in memory (default 256 MiB)")
     parser.add_argument("--msg-timeout", type=seconds, default=60.0,
                         help="seconds to acknowledge a delivery before it is redelivered "
                              "(default 60)")
@@ -37,6 +39,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between fsyncs with --fsync interval (default 1)")
     parser.add_argument("--segment-bytes", type=count, default=64 * 1024 * 1024,
                         help="size at which a topic starts a new segment file (default 64 MiB)")
+    parser.add_argument("--retention", type=seconds, default=None,
+                        help="delete a topic's segment files last written this many seconds "
+                             "ago, consumed or not (default: only once consumed)")
+    parser.add_argument("--max-topics", type=count, default=10_000,
+                        help="topics the service holds at most (default 10,000)")
+    parser.add_argument("--max-channels", type=count, default=1_000,
+                        help="channels, and groups, of a topic at most (default 1,000)")
+    parser.add_argument("--retention-bytes", type=count, default=None,
+                        help="delete a topic's oldest segment files while it holds more than "
+                             "this many bytes, consumed or not (default: no bound)")
 
 
 def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
@@ -48,9 +60,13 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
 
     try:
         service = QueueService(args.data_dir, memory_messages=args.memory_messages,
+                               memory_bytes=args.memory_bytes,
                                msg_timeout=args.msg_timeout, max_attempts=args.max_attempts,
                                fsync=args.fsync, fsync_interval=args.fsync_interval,
-                               segment_bytes=args.segment_bytes)
+                               segment_bytes=args.segment_bytes,
+                               retention=args.retention,
+                               retention_bytes=args.retention_bytes,
+                               max_topics=args.max_topics, max_channels=args.max_channels)
     except (OSError, ValueError) as exc:
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2
@@ -66,6 +82,7 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     try:
         server.start()
     except RemotingStartError as exc:
+        service.close()  # its files were open: offsets saved, closed
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(f"serving queue on {args.bind}:{server.port} (pid {os.getpid()})\n")

@@ -5,9 +5,10 @@ Theory of operation:
 - Everything the service holds is owned by the server's loop thread: its processors
   (`_handlers`) are async and run there, as does its background task (attached with the
   server's endpoint): the in-flight deadlines and deferred messages (`_timer`), retention, key
-  expiry, offsets and fsync (`_housekeeping`). Its file I/O is synchronous on the loop (small
-  writes to the page cache, reads of segments), except fsync, which runs in a worker thread
-  on duplicated descriptors (`SegmentLog.sync_fds`).
+  expiry, offsets and fsync (`_housekeeping`). Appends are synchronous on the loop (one write
+  to the page cache); reads on the loop take only what the page cache holds, the rest is
+  read in a worker thread (`TopicStore.read_async`); fsync runs in a worker thread, one file
+  at a time (`fsync_paths`).
 - A publish is acknowledged once its records are in the topic's store: in memory, and, with
   a data directory, written to the topic's segment file (the kernel holds them: they survive
   the process). ``fsync`` says when they reach the disk: ``"always"`` before the
@@ -28,6 +29,7 @@ import itertools
 import math
 import os
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Final, Literal
 
 import orjson
@@ -35,12 +37,14 @@ import trio
 
 from .._core._held import HeldRequests
 from .._log import log
+from .._messaging._credits import MAX_CREDITS
 from .._messaging._records import record_fields
 from ._messages import Message
-from ._segments import SegmentLog
+from ._segments import SegmentLog, fsync_paths
 from ._stats import ChannelStatistics, GroupStatistics, QueueStatistics, TopicStatistics
 from ._store import TopicStore
 from ._topic import Topic
+from ._wire import is_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,6 +61,20 @@ FsyncPolicy = Literal["always", "interval", "never"]
 HOUSEKEEPING_SECONDS: Final = 1.0  # retention, key expiry, offsets to disk (and fsync)
 DEFAULT_SEGMENT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_DEDUP_WINDOW: Final = 600.0  # seconds a publish's key is remembered
+# Names a peer may make, at most: each topic is a directory and state in memory, each channel
+# or group state in memory and in offsets.json, kept until deleted. Far above what a service
+# of one process serves in practice; a client making names in a loop is stopped here.
+# Bytes of messages a topic holds in memory at most (with memory_messages): without a data
+# directory its most, with one its cache of the newest. Ten thousand messages of 1 MiB would
+# otherwise be 10 GiB.
+DEFAULT_MEMORY_BYTES: Final = 256 * 1024 * 1024
+DEFAULT_MAX_TOPICS: Final = 10_000
+DEFAULT_MAX_CHANNELS: Final = 1_000  # channels of a topic, and groups of a topic (each)
+READ_THREADS: Final = 4  # segment reads that wait for the disk at once, in worker threads
+# Topics whose newest segment is kept open for appending, at most: the least recently written
+# are closed past it (reopened by their next publish), so many topics cannot run the process
+# out of file descriptors (often 1,024 at most).
+MAX_OPEN_APPENDS: Final = 256
 OFFSETS_FILE: Final = "offsets.json"
 
 
@@ -73,15 +91,16 @@ class Consumer:
         self.stream = stream
         self.key = key  # (the connection's channel handle, the stream's id)
 
-
-def _fsync_all(fds: list[int]) -> None:
-    """fsync and close ``fds`` (in a worker thread)."""
-    try:
-        for fd in fds:
-            os.fsync(fd)
-    finally:
-        for fd in fds:
-            os.close(fd)
+    def give_back(self, credits: int) -> None:
+        """Give ``credits`` back (deliveries ended), never past `MAX_CREDITS` available: a
+        subscriber that granted itself more with CREDIT frames keeps a full window, and the
+        extra credits are dropped instead of failing the caller (the timer task, or an
+        acknowledgement half applied)."""
+        room = MAX_CREDITS - self.stream.credits
+        if credits > room:
+            credits = room
+        if credits > 0:
+            self.stream.add_credits(credits)
 
 
 class Broker:
@@ -91,9 +110,13 @@ class Broker:
     def __init__(self, *, data_dir: Path | None, memory_messages: int, msg_timeout: float,
                  max_attempts: int, dead_letter: Callable[[str, Message], object] | None,
                  fsync: FsyncPolicy, fsync_interval: float, segment_bytes: int,
-                 dedup_window: float) -> None:
+                 dedup_window: float, retention: float | None = None,
+                 retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
+                 max_channels: int = DEFAULT_MAX_CHANNELS,
+                 memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
         self.data_dir = data_dir
         self.memory_messages = memory_messages
+        self.memory_bytes = memory_bytes
         self.msg_timeout = msg_timeout
         self.max_attempts = max_attempts
         self.dead_letter = dead_letter
@@ -101,9 +124,20 @@ class Broker:
         self.fsync_interval = fsync_interval
         self.segment_bytes = segment_bytes
         self.dedup_window = dedup_window
+        self.retention = retention
+        self.retention_bytes = retention_bytes
+        self.max_topics = max_topics
+        self.max_channels = max_channels
         self.topics: dict[str, Topic] = {}
         self.problems: list[Problem] = []
         self.holds = HeldRequests()
+        # worker threads reading segment data the page cache does not hold, at once
+        self.readers = trio.CapacityLimiter(READ_THREADS)
+        self._nursery: trio.Nursery | None = None  # the background task's, while it runs
+        self._prefetching: set[tuple[str, int, int]] = set()
+        self.prefetches = 0  # held pulls woken for records not in the page cache
+        # topics with an open append descriptor, the least recently written first
+        self._appending: OrderedDict[str, SegmentLog] = OrderedDict()
         self.consumers: dict[int, Consumer] = {}
         self.by_stream: dict[tuple[object, int], Consumer] = {}
         self.acks_refused: dict[tuple[str, str], int] = {}
@@ -118,6 +152,8 @@ class Broker:
         self._sync_running = False
         self._synced = trio.Event()
         self._closed = False
+        # what fails on disk now, by (operation, topic): reported in statistics' problems
+        self._disk_failing: dict[tuple[str, str | None], str] = {}
         if self.data_dir is not None:
             self._recover(self.data_dir)
 
@@ -137,7 +173,7 @@ class Broker:
         return found
 
     def _topic(self, name: str, segments: SegmentLog | None) -> Topic:
-        return Topic(name, TopicStore(self.memory_messages, segments),
+        return Topic(name, TopicStore(self.memory_messages, segments, self.memory_bytes),
                      msg_timeout=self.msg_timeout, max_attempts=self.max_attempts,
                      dedup_window=self.dedup_window)
 
@@ -146,7 +182,14 @@ class Broker:
         root.mkdir(parents=True, exist_ok=True)
         now_ms = int(time.time() * 1000)
         for directory in sorted(p for p in root.iterdir() if p.is_dir()):
+            if not is_name(directory.name):  # not made by the service: no client can name it
+                log.warning("queue.file_ignored", file=str(directory),
+                            reason="not a topic name")
+                continue
             segments = SegmentLog(directory, self.segment_bytes)
+            for path in segments.recovered.ignored:
+                log.warning("queue.file_ignored", file=str(path),
+                            reason="not named as a segment (20 digits and .log)")
             topic = self.topics[directory.name] = self._topic(directory.name, segments)
             recovered = segments.recovered
             for problem in recovered.problems:
@@ -172,26 +215,39 @@ class Broker:
             return
         try:
             saved = orjson.loads(path.read_bytes())
-            groups = {str(g): int(o) for g, o in saved.get("groups", {}).items()}
-            channels = {str(c): int(o) for c, o in saved.get("channels", {}).items()}
+            entries = {kind: dict(saved.get(kind, {})) for kind in ("groups", "channels")}
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
             log.error("queue.offsets_unreadable", file=str(path), error=str(exc))
             return
-        topic.groups.update(groups)
-        for name, floor in channels.items():
-            topic.channel(name, floor)
+        # what a client could not have committed is dropped: a name no request can carry, an
+        # offset that is not an int from 0 (one past the end is the end: the log was cut)
+        dropped = 0
+        for kind, found in entries.items():
+            for name, offset in found.items():
+                if not is_name(name) or type(offset) is not int or not 0 <= offset <= 2**63 - 1:
+                    dropped += 1
+                elif kind == "groups":
+                    topic.groups[name] = min(offset, topic.end)
+                else:
+                    topic.channel(name, offset)
+        if dropped:
+            log.warning("queue.offsets_dropped", file=str(path), dropped=dropped)
         self._offsets_saved[topic.name] = path.read_bytes()
 
     # ------------------------------------------------------------------ running
 
     async def run(self) -> None:
         """The background task (in its server's endpoint nursery until it stops)."""
+        if self._closed:  # closed before its server started: nothing to serve
+            log.warning("queue.closed", reason="the service was closed before its server "
+                        "started")
+            return
         now = trio.current_time()
         wall_ms = time.time() * 1000
         for name, pending in self._deferred_wall.items():
             topic = self.topics[name]
             for offset, at in pending:
-                topic.deferred[offset] = now + (at - wall_ms) / 1000
+                topic.deferred.add(offset, 1, now + (at - wall_ms) / 1000)
         for name, keys in self._keys_wall.items():
             topic = self.topics[name]
             for key, first, count, stamp_ms in keys:
@@ -200,13 +256,21 @@ class Broker:
         self._keys_wall.clear()
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._timer)
                 nursery.start_soon(self._housekeeping)
         finally:
+            self._nursery = None
             self.close()  # sync: nothing in it can be cancelled
 
+    @property
+    def closed(self) -> bool:
+        """True once `close` ran: the files are closed, nothing is served any more."""
+        return self._closed
+
     def close(self) -> None:
-        """Save offsets, fsync and close the segment files (when its server stops)."""
+        """Save offsets, fsync and close the segment files (when its server stops, or by
+        `QueueService.close`); idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -215,7 +279,10 @@ class Broker:
             segments = topic.store.log
             if segments is not None:
                 if self.fsync != "never":
-                    _fsync_all(segments.sync_fds())
+                    try:
+                        fsync_paths(segments.to_sync())
+                    except OSError as exc:
+                        self.disk_failed("fsync", topic.name, exc)
                 segments.close()
 
     # ------------------------------------------------------------------ timers
@@ -243,10 +310,9 @@ class Broker:
                 due = channel.queue.next_deadline()
                 if due is not None and due < deadline:
                     deadline = due
-            if topic.deferred:
-                later = [due for due in topic.deferred.values() if due > trio.current_time()]
-                if later:
-                    deadline = min(deadline, min(later))
+            due = topic.deferred.next_due()
+            if due is not None and due < deadline:
+                deadline = due
         return deadline
 
     def expire(self, now: float) -> None:
@@ -258,14 +324,13 @@ class Broker:
                 for returned in queue.expire(now):
                     consumer = self.consumers.get(returned.consumer)  # type: ignore[call-overload]
                     if consumer is not None:
-                        consumer.stream.add_credits(1)
+                        consumer.give_back(1)
                     if returned.dead:
                         self.dead(topic, channel, returned.offset, returned.attempts)
                 if queue.has_ready(now, topic.end):
                     woken = True
-            if topic.deferred and any(due <= now for due in topic.deferred.values()):
+            if topic.release_due(now):
                 self.holds.notify(topic.name)
-                topic.forget_due(now)
             if woken:
                 topic.waiting.unpark_all()
 
@@ -274,14 +339,91 @@ class Broker:
         while True:
             await trio.sleep(HOUSEKEEPING_SECONDS)
             now = trio.current_time()
+            wall = time.time()
+            written_before = None if self.retention is None else wall - self.retention
             for topic in self.topics.values():
                 topic.keys.expire(now)
-                topic.forget_due(now)
-                topic.trim()
+                try:
+                    self._expire(topic, written_before)
+                    topic.trim()
+                except OSError as exc:
+                    self.disk_failed("delete_segments", topic.name, exc)
+                else:
+                    self.disk_ok("delete_segments", topic.name)
             self._save_offsets()
             if self.fsync == "interval" and now - last_sync >= self.fsync_interval:
                 last_sync = now
-                await self.sync()
+                try:
+                    await self.sync()
+                except OSError as exc:
+                    self.disk_failed("fsync", None, exc)
+                else:
+                    self.disk_ok("fsync", None)
+
+    def written(self, topic: Topic) -> None:
+        """Note that ``topic`` was just appended to (its append descriptor is open): close
+        that of the topic written least recently once more than `MAX_OPEN_APPENDS` are."""
+        segments = topic.store.log
+        if segments is None:
+            return
+        appending = self._appending
+        if topic.name in appending:
+            appending.move_to_end(topic.name)
+            return
+        appending[topic.name] = segments
+        if len(appending) > MAX_OPEN_APPENDS:
+            appending.popitem(last=False)[1].close_append()
+
+    # ------------------------------------------------------------------ reading
+
+    def prefetch(self, topic: Topic, start: int, count: int) -> None:
+        """Read a pull's answer that needs the disk in a worker thread, then wake the pulls
+        held on ``topic`` again (they find it in ``topic.pull_cache``): for held pulls, whose
+        wake is not awaited."""
+        key = (topic.name, start, count)
+        if self._nursery is None or key in self._prefetching:
+            return
+        self._prefetching.add(key)
+        self.prefetches += 1
+        self._nursery.start_soon(self._prefetch, topic, key)
+
+    async def _prefetch(self, topic: Topic, key: tuple[str, int, int]) -> None:
+        try:
+            await topic.pull_body_async(key[1], key[2], trio.current_time(), self.readers)
+        except OSError as exc:
+            self.disk_failed("read", topic.name, exc)
+            return  # the pulls are answered at their deadline
+        finally:
+            self._prefetching.discard(key)
+        self.holds.notify(topic.name)
+
+    def _expire(self, topic: Topic, written_before: float | None) -> None:
+        """Apply the retention settings to ``topic`` (whoever still needs its records)."""
+        if written_before is None and self.retention_bytes is None:
+            return
+        let_go = topic.expire(written_before, self.retention_bytes)
+        if let_go:
+            log.info("queue.retention_expired", topic=topic.name, messages=let_go,
+                     earliest=topic.store.earliest)
+            topic.waiting.unpark_all()  # subscribers waiting at the old place move on
+
+    # ------------------------------------------------------------------ disk failures
+
+    def disk_failed(self, operation: str, topic: str | None, error: OSError) -> None:
+        """Log that ``operation`` failed (once until it works again): the service serves on,
+        and the operation is tried again (the next publish, the next second)."""
+        if (operation, topic) not in self._disk_failing:
+            where = "" if topic is None else f" of topic {topic!r}"
+            self._disk_failing[operation, topic] = (
+                f"{operation}{where} failed: {error} (tried again; see the data directory's "
+                "disk)")
+            log.error("queue.disk_failed", operation=operation, topic=topic, error=str(error))
+
+    def disk_ok(self, operation: str, topic: str | None) -> None:
+        """Note that ``operation`` worked (logged if it had failed)."""
+        if self._disk_failing and (operation, topic) in self._disk_failing:
+            del self._disk_failing[operation, topic]
+            log.info("queue.disk_recovered", operation=operation, topic=topic)
 
     # ------------------------------------------------------------------ durability
 
@@ -298,10 +440,10 @@ class Broker:
             self._sync_running = True
             self._sync_started += 1
             generation = self._sync_started
-            fds = [fd for topic in self.topics.values() if topic.store.log is not None
-                   for fd in topic.store.log.sync_fds()]
+            paths = [path for topic in self.topics.values() if topic.store.log is not None
+                     for path in topic.store.log.to_sync()]
             try:
-                await trio.to_thread.run_sync(_fsync_all, fds)
+                await trio.to_thread.run_sync(fsync_paths, paths)
             finally:
                 self._sync_done = generation
                 self._sync_running = False
@@ -320,11 +462,38 @@ class Broker:
                 continue
             path = self.data_dir / "topics" / topic.name / OFFSETS_FILE
             temporary = path.with_name(OFFSETS_FILE + ".tmp")
-            temporary.write_bytes(data)
-            os.replace(temporary, path)
+            try:
+                temporary.write_bytes(data)
+                os.replace(temporary, path)
+            except OSError as exc:  # the old file stays whole: os.replace is atomic
+                self.disk_failed("save_offsets", topic.name, exc)
+                continue
+            self.disk_ok("save_offsets", topic.name)
             self._offsets_saved[topic.name] = data
 
     # ------------------------------------------------------------------ consumers
+
+    def delete_channel(self, topic_name: str, channel_name: str) -> bool:
+        """Forget a channel (its position and deliveries); return False if there is none.
+
+        Raises:
+            RuntimeError: it has subscribers.
+        """
+        topic = self.topics.get(topic_name)
+        channel = None if topic is None else topic.channels.get(channel_name)
+        if topic is None or channel is None:
+            return False
+        if channel.consumers:
+            raise RuntimeError(f"channel {channel_name!r} of topic {topic_name!r} has "
+                               f"{len(channel.consumers)} subscribers: delete it once they "
+                               "have left")
+        del topic.channels[channel_name]
+        return True
+
+    def delete_group(self, topic_name: str, group: str) -> bool:
+        """Forget a group's committed offset; return False if there is none."""
+        topic = self.topics.get(topic_name)
+        return topic is not None and topic.groups.pop(group, None) is not None
 
     def add_consumer(self, topic: Topic, channel: Channel, stream: ServerStream,
                      handle: object) -> Consumer:
@@ -339,7 +508,11 @@ class Broker:
     def remove_consumer(self, consumer: Consumer) -> None:
         """Forget a subscription; its deliveries go back to the channel (or dead-letter)."""
         self.consumers.pop(consumer.id, None)
-        self.by_stream.pop(consumer.key, None)
+        # Its stream id may be open again already, for a new subscription of the same
+        # connection (the stream left the transport's table before this task ended): only
+        # forget the key if it is still this subscription's.
+        if self.by_stream.get(consumer.key) is consumer:
+            del self.by_stream[consumer.key]
         channel = consumer.channel
         channel.consumers.discard(consumer.id)
         returned = channel.queue.consumer_gone(consumer.id)
@@ -355,8 +528,14 @@ class Broker:
             log.warning("queue.dead_lettered", topic=topic.name, channel=channel.name,
                         offset=offset, attempts=attempts)
             return
-        records = topic.read([offset])
+        try:
+            records = topic.read([offset])
+        except OSError as exc:
+            self.disk_failed("read", topic.name, exc)
+            records = {}
         if offset not in records:
+            log.warning("queue.dead_lettered", topic=topic.name, channel=channel.name,
+                        offset=offset, attempts=attempts)
             return
         message = Message(topic.name, record_fields(records[offset])[0], attempts)
         try:
@@ -378,15 +557,17 @@ class Broker:
                     deferred=c.queue.waiting_later, consumers=len(c.consumers),
                     delivered=c.queue.delivered, finished=c.queue.finished,
                     requeued=c.queue.requeued, timed_out=c.queue.timed_out,
-                    dead_lettered=c.queue.dead_lettered,
+                    dead_lettered=c.queue.dead_lettered, expired=c.queue.expired,
                     acks_refused=self.acks_refused.get((name, c.name), 0))
                 for c in topic.channels.values()}
             groups = {g: GroupStatistics(offset=o, lag=max(0, end - o))
                       for g, o in topic.groups.items()}
             topics[name] = TopicStatistics(
                 earliest=topic.store.earliest, end=end, in_memory=topic.store.in_memory,
+                disk_bytes=0 if topic.store.log is None else topic.store.log.size_bytes,
                 published=topic.published, duplicates=topic.duplicates, channels=channels,
                 groups=groups)
         return QueueStatistics(topics=topics, held_pulls=len(self.holds),
-                               problems=[str(p) for p in self.problems])
+                               problems=[str(p) for p in self.problems]
+                               + list(self._disk_failing.values()))
 

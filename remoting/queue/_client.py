@@ -17,6 +17,11 @@ face (an ACK request from a thread costs that thread no wait), in a notice on th
 the trio face, whose ACKs are oneway (one frame less per group: the loop sends them at once);
 they are counted in ``refused`` and logged as ``queue.ack_refused``. Closing a subscription
 sends its last ACK with an answer, which comes once every ACK before it was applied.
+
+A subscription made with ``addr=None`` moves along the client's address list when its stream
+ends with GO_AWAY or a lost connection: it opens a new stream, and its acknowledgements start
+a new `_Acks` (a delivery remembers the one of its stream, so an acknowledgement of the old
+server's delivery is counted as refused, never sent to the new server).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
 from .._checks import seconds
 from .._errors import RemotingError, RemotingStreamError
 from .._faces._blocking import RemotingClient
+from .._faces._streams import open_trio_stream
 from .._faces._trio import TrioRemotingClient
 from .._log import log
 from .._messaging._acks import MAX_DELAY_MS, AckGroup, AckOp, pack_acks
@@ -54,6 +60,7 @@ from ._wire import (
     GROUP,
     KEY,
     MAX,
+    MAX_PUBLISH,
     MAX_PULL,
     MAX_WAIT_MS,
     OFFSET,
@@ -98,8 +105,9 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
     """Return a PUBLISH request of ``bodies`` and how many messages it carries.
 
     Raises:
-        TypeError, ValueError: a body that is not bytes (or ``(bytes, headers)``), no body,
-            bad headers, a ``defer`` that is not seconds >= 0, a ``key`` that is not a str.
+        TypeError, ValueError: a body that is not bytes (or ``(bytes, headers)``), no body
+            or more than `MAX_PUBLISH`, bad headers, a ``defer`` that is not seconds >= 0,
+            a ``key`` that is not a str.
     """
     fields = {TOPIC: _name("topic", topic)}
     contents = []
@@ -111,6 +119,9 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
             contents.append(encode_content(None, item))
     if not contents:
         raise ValueError("publish_many needs at least one body")
+    if len(contents) > MAX_PUBLISH:
+        raise ValueError(f"a publish carries at most {MAX_PUBLISH} messages, got "
+                         f"{len(contents)}: split the batch")
     defer = seconds("defer", defer)
     if defer:
         fields[DEFER_MS] = str(_ms(defer))
@@ -187,7 +198,30 @@ def published_offsets(addr: str | None, reply: RemotingCommand) -> list[int]:
 def offsets_of(addr: str | None, reply: RemotingCommand) -> TopicOffsets:
     """Return the `TopicOffsets` of an OFFSETS reply."""
     raw = orjson.loads(checked(addr, reply).body or b"{}")
-    return TopicOffsets(earliest=raw["earliest"], end=raw["end"], groups=dict(raw["groups"]))
+    return TopicOffsets(earliest=raw["earliest"], end=raw["end"], groups=dict(raw["groups"]),
+                        readable=raw.get("readable", raw["end"]))  # an older service
+
+
+def offsets_request(topic: str, offset: int | None) -> RemotingCommand:
+    """Return an OFFSETS request (``offset``: where ``readable`` is counted from).
+
+    Raises:
+        TypeError, ValueError: a topic that is not a str, an offset that is not an int >= 0.
+    """
+    fields = {TOPIC: _name("topic", topic)}
+    if offset is not None:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        fields[OFFSET] = str(offset)
+    return _request(QueueCode.OFFSETS, fields)
+
+
+def _may_move(addr: str | None, ended: RemotingStreamError, acks: _Acks) -> bool:
+    """True if a subscription whose stream ended with ``ended`` subscribes again: one made
+    with the address list (``addr`` None), still open, whose server drained (GO_AWAY) or
+    whose connection was lost."""
+    return (addr is None and not acks.closed
+            and (ended.code is None or ended.code == ResponseCode.GO_AWAY))
 
 
 def _stream_refusal(error: RemotingStreamError) -> RemotingError:
@@ -234,10 +268,10 @@ class Delivery(Message):
     with `requeue`, or ask for more time with `touch`."""
 
     __module__ = "remoting.queue"
-    __slots__ = ("_done", "_sub")
+    __slots__ = ("_acks", "_done", "_sub")
 
     def __init__(self, topic: str, fields: Fields, attempts: int,
-                 sub: BlockingSubscription) -> None:
+                 sub: BlockingSubscription, acks: _Acks) -> None:
         self.topic = topic  # the fields set here, not through Message: a call less per message
         self.offset = fields[0]
         self.timestamp = fields[1] / 1000
@@ -245,6 +279,7 @@ class Delivery(Message):
         self.body = fields[4]
         self.attempts = attempts
         self._sub = sub
+        self._acks = acks  # of the stream it came on
         self._done = False
 
     def ack(self) -> None:
@@ -293,19 +328,52 @@ class _Acks:
         self.topic = topic
         self.channel = channel
         self.stream_id = stream_id
+        self.credits = credits
         self.group = AckGroup(max(1, credits // 2), window)
         self.sent: deque[ResponseFuture] = deque()
         self.acked = self.requeued = self.touched = self.refused = 0
         self.closed = False
 
-    def add(self, delivery: Message, done: bool, op: AckOp, delay_ms: int, now: float
-            ) -> bool:
-        """Record one acknowledgement; return True if the group is due to be sent."""
+    def moved_to(self, stream_id: int) -> _Acks:
+        """Return the acknowledgements of the subscription's next stream (it moved to
+        another server), with the same counts. Those pending here cannot reach the server
+        they were for (its stream is over, and its deliveries went back to its channel):
+        they count as refused."""
+        moved = _Acks(self.addr, self.topic, self.channel, stream_id, self.credits,
+                      self.group.window)
+        moved.acked, moved.requeued, moved.touched = self.acked, self.requeued, self.touched
+        moved.refused = self.refused + len(self.group.take())
+        return moved
+
+    def stale(self, delivery: Message, done: bool) -> None:
+        """Count an acknowledgement of a delivery that came on a stream the subscription
+        has left (it moved to another server): it cannot be applied, its message went back
+        to that server's channel, so it counts as refused.
+
+        Raises:
+            QueueError: as `add`.
+        """
+        self._check(delivery, done)
+        self.refused += 1
+        log.debug("queue.ack_refused", topic=self.topic, channel=self.channel, code=None,
+                  refused=1)
+
+    def _check(self, delivery: Message, done: bool) -> None:
         if self.closed:
             raise QueueError(self.addr, None, f"the subscription is closed: {delivery.id} went "
                              "back to the channel (it will be delivered again)")
         if done:
             raise QueueError(self.addr, None, f"{delivery.id} was finished or requeued already")
+
+    def add(self, delivery: Message, done: bool, op: AckOp, delay_ms: int, now: float
+            ) -> bool:
+        """Record one acknowledgement; return True if the group is due to be sent.
+
+        Raises:
+            QueueError: ``delivery`` was finished or requeued already (``done``), or the
+                subscription is closed.
+        """
+        self._check(delivery, done)
         if op is AckOp.FINISH:
             self.acked += 1
         elif op is AckOp.REQUEUE:
@@ -374,18 +442,26 @@ class BlockingSubscription:
     """A blocking subscription: ``for msg in sub``; a context manager that closes it. Read it
     from one thread at a time; its deliveries may be acknowledged from any thread.
 
+    Subscribed with ``addr=None`` (the client's address list), it moves to the next address
+    when its server drains (GO_AWAY) or its connection is lost, and goes on: see `receive`.
+
     Attributes:
         received: deliveries received.
         acked, requeued, touched: acknowledgements made.
-        refused: acknowledgements the service refused (the delivery had timed out).
+        refused: acknowledgements the service refused (the delivery had timed out), and
+            those of deliveries from a server the subscription has left.
+        moves: how many times it moved to another server.
     """
 
     __module__ = "remoting.queue"
 
     def __init__(self, client: RemotingClient, stream: BlockingStream, topic: str,
-                 channel: str, credits: int, ack_window: float, timeout: float) -> None:
+                 channel: str, credits: int, ack_window: float, timeout: float,
+                 addr: str | None = None) -> None:
+        self._client = client
         self._caller = client.endpoint.caller
         self._stream = stream
+        self._addr = addr  # as subscribed: None moves along the address list
         self._timeout = timeout
         self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
         self._lock = threading.Lock()  # deliveries may be acknowledged from any thread
@@ -394,6 +470,7 @@ class BlockingSubscription:
         self.topic = topic
         self.channel = channel
         self.received = 0
+        self.moves = 0
 
     def __repr__(self) -> str:
         return f"<BlockingSubscription {self.topic}/{self.channel} from {self._stream.addr}>"
@@ -418,16 +495,23 @@ class BlockingSubscription:
         """Return the next delivery, waiting up to ``timeout`` seconds (None: for ever);
         None once the subscription has ended.
 
+        Subscribed to an address (``addr`` given), the subscription ends with the stream's
+        error when its server drains (``code`` GO_AWAY) or its connection is lost: subscribe
+        again. Subscribed with ``addr=None``, it subscribes again at once, through the
+        client's address list (the next address, for a draining server), and goes on; the
+        deliveries it held from the old server go back to that server's channel (their
+        acknowledgements count in ``refused``), and it raises only if that fails.
+
         Raises:
             TimeoutError: nothing within ``timeout``; the subscription goes on.
             remoting.RemotingStreamError: its connection was lost, or the server drained
-                (``code`` GO_AWAY): subscribe again.
+                (``code`` GO_AWAY), and it could not (or may not) subscribe again.
         """
         until = None if timeout is None else monotonic() + timeout
-        acks = self._acks
         while not self._ready:
             if self._ended:
                 return None
+            acks = self._acks
             now = monotonic()
             if acks.group.due(now):
                 self.flush()
@@ -439,14 +523,41 @@ class BlockingSubscription:
                 if until is not None and monotonic() >= until:
                     raise TimeoutError(f"no message within {timeout}s") from None
                 continue
+            except RemotingStreamError as exc:
+                if not _may_move(self._addr, exc, acks):
+                    raise
+                self._move(exc)
+                continue
             if item is None:
                 self._ended = True
                 return None
-            batch = _deliveries(item, self._acks)
-            self._ready.extend(Delivery(self.topic, fields, attempts, self)
+            batch = _deliveries(item, acks)
+            self._ready.extend(Delivery(self.topic, fields, attempts, self, acks)
                                for fields, attempts in batch)
             self.received += len(batch)
         return self._ready.popleft()
+
+    def _move(self, ended: RemotingStreamError) -> None:
+        """Subscribe again through the address list (see `receive`).
+
+        Raises:
+            remoting.RemotingStreamError: ``ended``, if subscribing again failed (its
+                cause says why).
+        """
+        old = self._acks
+        try:
+            stream = self._client.open_stream(
+                None, subscribe_request(self.topic, self.channel), old.credits,
+                self._timeout, auto_credit=False)
+        except RemotingError as exc:
+            raise ended from exc
+        with self._lock:
+            self._stream = stream
+            self._acks = old.moved_to(stream.stream_id)
+            self._ready.clear()  # the old server's: back to its channel, unacknowledgeable
+        self.moves += 1
+        log.info("queue.resubscribed", topic=self.topic, channel=self.channel,
+                 reason="GO_AWAY" if ended.code == ResponseCode.GO_AWAY else "connection lost")
 
     def __iter__(self) -> Self:
         return self
@@ -459,7 +570,12 @@ class BlockingSubscription:
 
     def _settle(self, delivery: Delivery, op: AckOp, delay_ms: int) -> None:
         with self._lock:
-            due = self._acks.add(delivery, delivery._done, op, delay_ms, monotonic())
+            acks = self._acks
+            if delivery._acks is acks:
+                due = acks.add(delivery, delivery._done, op, delay_ms, monotonic())
+            else:  # from a server the subscription has left
+                acks.stale(delivery, delivery._done)
+                due = False
             if op is not AckOp.TOUCH:
                 delivery._done = True
         if due:
@@ -467,11 +583,11 @@ class BlockingSubscription:
 
     def flush(self) -> None:
         """Send the acknowledgements pending now (from any thread)."""
-        acks = self._acks
         with self._lock:
+            acks = self._acks
             acks.collect()
             request = acks.request()
-        conn = self._stream._conn
+            conn = self._stream._conn
         if request is None or conn is None:
             return
         try:
@@ -547,7 +663,12 @@ class BlockingQueueClient(QueueClient):
                      defer: float = 0.0, key: str | None = None,
                      timeout: float = DEFAULT_TIMEOUT) -> list[int]:
         """Append messages (``bytes``, or ``(bytes, headers)``) in one request: all or none;
-        return their offsets (consecutive). ``defer`` and ``key`` as `publish`."""
+        return their offsets (consecutive). ``defer`` and ``key`` as `publish`.
+
+        Raises:
+            ValueError: no message, or more than 16,384 (`MAX_PUBLISH`): nothing is sent.
+            QueueFullError, QueueError: as `publish`.
+        """
         request, _ = publish_request(topic, bodies, defer, key)
         return published_offsets(addr, self.client.invoke_sync(addr, request, timeout))
 
@@ -573,7 +694,7 @@ class BlockingQueueClient(QueueClient):
         except RemotingStreamError as exc:
             raise _stream_refusal(exc) from exc
         return BlockingSubscription(self.client, stream, topic, channel, credits, window,
-                                    timeout)
+                                    timeout, addr)
 
     def pull(self, addr: str | None, topic: str, group: str | None = None,
              max_messages: int = 32, max_wait: float = 15.0, *, offset: int | None = None,
@@ -596,11 +717,12 @@ class BlockingQueueClient(QueueClient):
         """Set ``group``'s offset: the next message it reads (the last it processed + 1)."""
         self._call(addr, commit_request(topic, group, offset), timeout)
 
-    def offsets(self, addr: str | None, topic: str, *, timeout: float = DEFAULT_TIMEOUT
-                ) -> TopicOffsets:
-        """Return ``topic``'s earliest and end offsets, and its groups' offsets."""
-        return offsets_of(addr, self.client.invoke_sync(
-            addr, _request(QueueCode.OFFSETS, {TOPIC: _name("topic", topic)}), timeout))
+    def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
+                timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
+        """Return ``topic``'s earliest and end offsets, its groups' offsets, and how far a
+        pull from ``offset`` (default: the earliest) reads now (``readable``)."""
+        return offsets_of(addr, self.client.invoke_sync(addr, offsets_request(topic, offset),
+                                                        timeout))
 
     def create_topic(self, addr: str | None, topic: str, *,
                      timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -621,10 +743,10 @@ class TrioDelivery(Message):
     """A message delivered by a trio subscription: ``await msg.ack()`` (see `Delivery`)."""
 
     __module__ = "remoting.queue"
-    __slots__ = ("_done", "_sub")
+    __slots__ = ("_acks", "_done", "_sub")
 
     def __init__(self, topic: str, fields: Fields, attempts: int,
-                 sub: TrioSubscription) -> None:
+                 sub: TrioSubscription, acks: _Acks) -> None:
         self.topic = topic  # as Delivery
         self.offset = fields[0]
         self.timestamp = fields[1] / 1000
@@ -632,6 +754,7 @@ class TrioDelivery(Message):
         self.body = fields[4]
         self.attempts = attempts
         self._sub = sub
+        self._acks = acks
         self._done = False
 
     async def ack(self) -> None:
@@ -653,9 +776,12 @@ class TrioSubscription:
     __module__ = "remoting.queue"
 
     def __init__(self, client: TrioRemotingClient, stream: TrioStream, topic: str,
-                 channel: str, credits: int, ack_window: float, timeout: float) -> None:
+                 channel: str, credits: int, ack_window: float, timeout: float,
+                 addr: str | None = None) -> None:
+        self._client = client
         self._caller = client.endpoint.caller
         self._stream = stream
+        self._addr = addr  # as subscribed: None moves along the address list
         self._timeout = timeout
         self._acks = _Acks(stream.addr, topic, channel, stream.stream_id, credits, ack_window)
         self._now = trio.lowlevel.current_clock().current_time  # bound once: read per message
@@ -664,6 +790,7 @@ class TrioSubscription:
         self.topic = topic
         self.channel = channel
         self.received = 0
+        self.moves = 0
 
     @property
     def acked(self) -> int:
@@ -685,27 +812,55 @@ class TrioSubscription:
         """Return the next delivery, waiting for it; None once the subscription ended.
 
         Raises:
-            remoting.RemotingStreamError: as `BlockingSubscription.receive`.
+            remoting.RemotingStreamError: as `BlockingSubscription.receive` (with
+                ``addr=None`` it subscribes again through the address list first).
         """
-        acks = self._acks
         while not self._ready:
             if self._ended:
                 return None
+            acks = self._acks
             if acks.group.due(self._now()):
                 await self.flush()
             item: RemotingCommand | None = None
-            with trio.move_on_at(acks.group.deadline or math.inf):
-                item = await self._stream.receive()
-                if item is None:
-                    self._ended = True
-                    return None
+            try:
+                with trio.move_on_at(acks.group.deadline or math.inf):
+                    item = await self._stream.receive()
+                    if item is None:
+                        self._ended = True
+                        return None
+            except RemotingStreamError as exc:
+                if not _may_move(self._addr, exc, acks):
+                    raise
+                await self._move(exc)
+                continue
             if item is None:
                 continue
-            batch = _deliveries(item, self._acks)
-            self._ready.extend(TrioDelivery(self.topic, fields, attempts, self)
+            batch = _deliveries(item, acks)
+            self._ready.extend(TrioDelivery(self.topic, fields, attempts, self, acks)
                                for fields, attempts in batch)
             self.received += len(batch)
         return self._ready.popleft()
+
+    async def _move(self, ended: RemotingStreamError) -> None:
+        """Subscribe again through the address list (see `BlockingSubscription.receive`).
+
+        Raises:
+            remoting.RemotingStreamError: ``ended``, if subscribing again failed (its
+                cause says why).
+        """
+        old = self._acks
+        try:
+            stream = await open_trio_stream(
+                self._client.endpoint, None, subscribe_request(self.topic, self.channel),
+                old.credits, self._timeout, False)
+        except RemotingError as exc:
+            raise ended from exc
+        self._stream = stream
+        self._acks = old.moved_to(stream.stream_id)
+        self._ready.clear()  # the old server's: back to its channel, unacknowledgeable
+        self.moves += 1
+        log.info("queue.resubscribed", topic=self.topic, channel=self.channel,
+                 reason="GO_AWAY" if ended.code == ResponseCode.GO_AWAY else "connection lost")
 
     def __aiter__(self) -> Self:
         return self
@@ -717,7 +872,12 @@ class TrioSubscription:
         return delivery
 
     async def _settle(self, delivery: TrioDelivery, op: AckOp, delay_ms: int) -> None:
-        due = self._acks.add(delivery, delivery._done, op, delay_ms, self._now())
+        acks = self._acks
+        if delivery._acks is acks:
+            due = acks.add(delivery, delivery._done, op, delay_ms, self._now())
+        else:  # from a server the subscription has left
+            acks.stale(delivery, delivery._done)
+            due = False
         if op is not AckOp.TOUCH:
             delivery._done = True
         if due:
@@ -809,7 +969,8 @@ class TrioQueueClient(QueueClient):
             stream = await stream_context.__aenter__()
         except RemotingStreamError as exc:
             raise _stream_refusal(exc) from exc
-        sub = TrioSubscription(self.client, stream, topic, channel, credits, window, timeout)
+        sub = TrioSubscription(self.client, stream, topic, channel, credits, window, timeout,
+                               addr)
         try:
             yield sub
         finally:
@@ -830,11 +991,11 @@ class TrioQueueClient(QueueClient):
         """See `BlockingQueueClient.commit`."""
         await self._call(addr, commit_request(topic, group, offset), timeout)
 
-    async def offsets(self, addr: str | None, topic: str, *,
+    async def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
                       timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
         """See `BlockingQueueClient.offsets`."""
         return offsets_of(addr, await self.client.invoke_sync(
-            addr, _request(QueueCode.OFFSETS, {TOPIC: _name("topic", topic)}), timeout))
+            addr, offsets_request(topic, offset), timeout))
 
     async def create_topic(self, addr: str | None, topic: str, *,
                            timeout: float = DEFAULT_TIMEOUT) -> None:

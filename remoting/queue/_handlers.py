@@ -17,11 +17,18 @@ from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, StreamProcessor
 
 from .._hooks import AbortProcessError
-from .._messaging._acks import AckOp, unpack_acks
+from .._messaging._acks import ACK_BYTES, AckOp, unpack_acks
 from .._messaging._channel_queue import Outcome
 from .._messaging._codes import STREAM_ID, QueueCode
-from .._messaging._records import RecordError, split_entries
+from .._messaging._credits import MAX_CREDITS
+from .._messaging._records import (
+    FIXED_BYTES,
+    RecordError,
+    TooManyEntriesError,
+    split_entries,
+)
 from ._stats import statistics_to_json
+from ._topic import COLD
 from ._wire import (
     ATTEMPTS,
     CHANNEL,
@@ -31,6 +38,7 @@ from ._wire import (
     END,
     GROUP,
     MAX,
+    MAX_PUBLISH,
     MAX_PULL,
     MAX_WAIT_MS,
     OFFSET,
@@ -58,10 +66,13 @@ if TYPE_CHECKING:
 __all__ = ["register_handlers"]
 
 MAX_BATCH: Final = 1024  # messages in one delivery frame at most
-MAX_ITEM_BYTES: Final = 1024 * 1024  # a delivery frame closes past this many bytes
-# A pull's answer stops past this many bytes of records (one record at least): well below the
-# default 16 MiB frame limit whatever ``max`` and the messages' sizes.
-MAX_PULL_BYTES: Final = 4 * 1024 * 1024
+# A delivery frame carries records up to this many bytes (one record at least); the records
+# taken for a subscriber are read a frame's worth at a time, so a large window of large
+# messages is never read, nor held, all at once.
+MAX_ITEM_BYTES: Final = 1024 * 1024
+# Acknowledgements in one ACK at most: what one subscriber may hold (its most credits). A
+# body of them is applied in one step of the loop (about a microsecond each).
+MAX_ACKS: Final = MAX_CREDITS
 MAX_OFFSET: Final = 2**63 - 1
 MAX_DEFER_MS: Final = 2**31 - 1  # about 24 days
 _U64: Final = struct.Struct(">q")
@@ -70,6 +81,12 @@ _U64: Final = struct.Struct(">q")
 def _ok(**fields: object) -> RemotingCommand:
     return RemotingCommand.create_response(
         ResponseCode.SUCCESS, header={k: str(v) for k, v in fields.items()} or None)
+
+
+def _too_many(kind: str, topic: str, limit: int) -> Refusal:
+    return Refusal(ResponseCode.NO_PERMISSION, (
+        f"topic {topic!r} has {limit} {kind}, the service's max_channels: use an existing "
+        f"one, delete some (QueueService.delete_{kind[:-1]}), or raise max_channels"))
 
 
 def _no_topic(name: str) -> Refusal:
@@ -98,6 +115,18 @@ class _Handlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
+    def made(self, name: str) -> Topic:
+        """Return the topic ``name``, made if new and the service may hold one more."""
+        broker = self.broker
+        topic = broker.topic(name)
+        if topic is None:
+            if len(broker.topics) >= broker.max_topics:
+                raise Refusal(ResponseCode.NO_PERMISSION, (
+                    f"topic {name!r} is new and the service holds {broker.max_topics} topics, "
+                    "its max_topics: use an existing topic, or raise max_topics"))
+            topic = broker.create_topic(name)
+        return topic
+
     def existing(self, request: RemotingCommand) -> Topic:
         name = name_of(request, TOPIC)
         topic = self.broker.topic(name)
@@ -117,11 +146,15 @@ class _Handlers:
             raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
                           "a publish carries its messages in its body (entries)")
         try:
-            contents = split_entries(request.body)
+            contents = split_entries(request.body, MAX_PUBLISH)
+        except TooManyEntriesError:
+            raise Refusal(ResponseCode.INVALID_PARAMETER,
+                          f"a publish carries at most {MAX_PUBLISH} messages: split the "
+                          "batch") from None
         except RecordError as exc:
             raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
                           f"the messages are not well-formed: {exc}") from None
-        topic = broker.create_topic(name)
+        topic = self.made(name)
         now = trio.current_time()
         if key is not None:
             seen = topic.keys.get(key, now)
@@ -129,25 +162,44 @@ class _Handlers:
                 topic.duplicates += 1
                 return _ok(**{OFFSET: seen[0], COUNT: seen[1], DUPLICATE: "true"})
         store = topic.store
-        if not store.has_room(len(contents)):
+        size = sum(map(len, contents)) + FIXED_BYTES * len(contents)  # as records
+        if not store.has_room(len(contents), size):
             topic.trim()
-            if not store.has_room(len(contents)):
+            if not store.has_room(len(contents), size):
                 raise Refusal(ResponseCode.SYSTEM_BUSY, (
-                    f"topic {name!r} is full: it holds {store.retained} messages and "
-                    f"memory_messages is {store.memory_messages}; consume them, or run the "
-                    "service with a data_dir"))
-        first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
+                    f"topic {name!r} is full: it holds {store.retained} messages of "
+                    f"{store.memory_size} bytes, and memory_messages is "
+                    f"{store.memory_messages}, memory_bytes {store.memory_bytes}; consume "
+                    "them, or run the service with a data_dir"))
+        try:
+            first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
+        except OSError as exc:  # nothing of it was kept (`SegmentLog.append`)
+            broker.disk_failed("append", name, exc)
+            raise Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, (
+                f"the service could not write topic {name!r} to its data directory "
+                f"({exc.strerror or exc}): nothing of this publish was kept; retry once "
+                "its disk has room")) from None
+        broker.disk_ok("append", name)
+        broker.written(topic)
         if defer_ms:
             broker.arm(now + defer_ms / 1000)
         else:  # after this answer is on its way (RocketMQ notifies from another thread)
             trio.lowlevel.current_trio_token().run_sync_soon(broker.holds.notify, name)
         if broker.fsync == "always":
-            await broker.sync()
+            try:
+                await broker.sync()
+            except OSError as exc:  # RocketMQ answers a failed synchronous flush so too
+                broker.disk_failed("fsync", name, exc)
+                raise Refusal(ResponseCode.FLUSH_DISK_TIMEOUT, (
+                    f"the messages were appended to topic {name!r} (offsets {first} to "
+                    f"{first + len(contents) - 1}) and will be delivered, but their fsync "
+                    f"failed ({exc.strerror or exc}): they may not survive a crash of the "
+                    "machine")) from None
         return _ok(**{OFFSET: first, COUNT: len(contents)})
 
     async def create(self, ctx: RequestContext, request: RemotingCommand
                      ) -> RemotingCommand | None:
-        topic = self.broker.create_topic(name_of(request, TOPIC))
+        topic = self.made(name_of(request, TOPIC))
         return _ok(**{END: topic.end})
 
     # ------------------------------------------------------------------ acknowledging
@@ -161,8 +213,13 @@ class _Handlers:
             raise Refusal(ResponseCode.SUBSCRIPTION_NOT_EXIST, (
                 f"no subscription {stream_id} on this connection: it ended, and its "
                 "deliveries went back to the channel"))
+        packed = request.body or b""
+        if len(packed) > MAX_ACKS * ACK_BYTES:  # a subscriber never holds more deliveries
+            raise Refusal(ResponseCode.INVALID_PARAMETER, (
+                f"an ACK carries at most {MAX_ACKS} acknowledgements (a subscription's most "
+                f"credits), got {len(packed) // ACK_BYTES}: send them in several"))
         try:
-            acks = unpack_acks(request.body or b"")
+            acks = unpack_acks(packed)
         except ValueError as exc:
             raise Refusal(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         refused = self._apply(consumer, acks, trio.current_time())
@@ -191,7 +248,7 @@ class _Handlers:
             refused = [offset for offset, _ in queue.finish_many(
                 [offset for _, offset, _ in acks], cid)]
             if len(refused) < len(acks):
-                consumer.stream.add_credits(len(acks) - len(refused))
+                consumer.give_back(len(acks) - len(refused))
             return refused
         returned = 0
         refused = []
@@ -215,7 +272,7 @@ class _Handlers:
             elif op is not AckOp.TOUCH:
                 returned += 1
         if returned:
-            consumer.stream.add_credits(returned)
+            consumer.give_back(returned)
         if requeued:
             consumer.topic.waiting.unpark_all()
         return refused
@@ -238,16 +295,31 @@ class _Handlers:
             raise Refusal(ResponseCode.INVALID_PARAMETER,
                           f"offset {start} is past the end of topic {topic.name!r} "
                           f"({topic.end})")
-        answer = _pulled(topic, start, count, expired=not wait_ms)
-        if answer is not None:
-            return answer
+        broker = self.broker
+        try:
+            body = await topic.pull_body_async(start, count, trio.current_time(),
+                                               broker.readers)
+        except OSError as exc:
+            broker.disk_failed("read", topic.name, exc)
+            raise Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, (
+                f"the service could not read topic {topic.name!r} from its data directory "
+                f"({exc.strerror or exc}); retry later")) from None
+        if body is not None or not wait_ms:
+            return _answer(body)
 
         def wake(ctx: RequestContext, request: RemotingCommand, expired: bool
                  ) -> RemotingCommand | None:
-            return _pulled(topic, start, count, expired)
+            body = topic.pull_body(start, count, trio.current_time())
+            if body is COLD:  # rare: the records woken for need the disk
+                if expired:
+                    return _answer(None)  # an empty answer: the next pull reads them
+                broker.prefetch(topic, start, count)  # then wakes this topic's pulls again
+                return None
+            if body is None and not expired:
+                return None
+            return _answer(body)  # type: ignore[arg-type]
 
-        self.broker.holds.hold(ctx, request, key=topic.name, timeout=wait_ms / 1000,
-                                wake=wake)
+        broker.holds.hold(ctx, request, key=topic.name, timeout=wait_ms / 1000, wake=wake)
         return None
 
     async def commit(self, ctx: RequestContext, request: RemotingCommand
@@ -259,6 +331,8 @@ class _Handlers:
             raise Refusal(ResponseCode.INVALID_PARAMETER,
                           f"offset {offset} is past the end of topic {topic.name!r} "
                           f"({topic.end}): commit the next offset to read")
+        if group not in topic.groups and len(topic.groups) >= self.broker.max_channels:
+            raise _too_many("groups", topic.name, self.broker.max_channels)
         topic.groups[group] = offset
         return _ok()
 
@@ -267,9 +341,14 @@ class _Handlers:
     async def offsets(self, ctx: RequestContext, request: RemotingCommand
                       ) -> RemotingCommand | None:
         topic = self.existing(request)
+        earliest = topic.store.earliest
+        start = max(earliest, optional_int(request, OFFSET, 0, MAX_OFFSET) or 0)
         response = _ok()
-        response.body = orjson.dumps({"earliest": topic.store.earliest, "end": topic.end,
-                                      "groups": topic.groups})
+        response.body = orjson.dumps({
+            "earliest": earliest, "end": topic.end, "groups": topic.groups,
+            # what a pull from ``start`` reads up to now (a deferred message not yet due
+            # holds back the ones after it): what Spark's streaming source plans to read
+            "readable": topic.visible_end(trio.current_time(), start)})
         return response
 
     async def stats(self, ctx: RequestContext, request: RemotingCommand
@@ -279,36 +358,14 @@ class _Handlers:
         return response
 
 
-def _pulled(topic: Topic, start: int, count: int, expired: bool) -> RemotingCommand | None:
-    """Return a pull's answer: the records from ``start`` (or from the earliest held, if
-    ``start`` was let go) in its body; None if there are none and it may wait on.
+_EMPTY_ANSWER: Final = RemotingCommand.create_response(ResponseCode.SUCCESS)
 
-    The answer has no ext fields (each record carries its offset), so its header is the
-    codec's cached template; the body is shared by the pulls asking for the same messages
-    while the topic does not change (`Topic.pull_cache`): a publish that releases thousands
-    of held pulls reads and joins the messages once.
-    """
-    now = trio.current_time()
-    start = max(start, topic.store.earliest)
-    visible = topic.visible_end(now)
-    key = (start, count, visible, topic.store.earliest, topic.end)
-    cached = topic.pull_cache
-    if cached is not None and cached[0] == key:
-        body = cached[1]
-    else:
-        records = (topic.store.read(start, min(count, visible - start)) if start < visible
-                   else [])
-        size = 0
-        for kept, record in enumerate(records):
-            size += len(record)
-            if size > MAX_PULL_BYTES and kept:
-                records = records[:kept]
-                break
-        body = b"".join(records) if records else None
-        topic.pull_cache = (key, body)
-    if body is None and not expired:
-        return None
-    response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+def _answer(body: bytes | None) -> RemotingCommand:
+    """A pull's answer: the records in the body, no ext fields (each record carries its
+    offset), so its header is the codec's cached template. A copy of one prototype: cheaper
+    than a new response (a publish may answer thousands of held pulls at once)."""
+    response = _EMPTY_ANSWER.with_opaque(0)
     response.body = body
     return response
 
@@ -332,6 +389,9 @@ class Subscribe(StreamProcessor):
         if topic is None:
             missing = _no_topic(name)
             raise AbortProcessError(missing.code, missing.remark)
+        if channel_name not in topic.channels and len(topic.channels) >= broker.max_channels:
+            too_many = _too_many("channels", topic.name, broker.max_channels)
+            raise AbortProcessError(too_many.code, too_many.remark)
         channel = topic.channel(channel_name)
         consumer = broker.add_consumer(topic, channel, stream, ctx.channel)
         try:
@@ -355,24 +415,30 @@ class Subscribe(StreamProcessor):
                 await topic.waiting.park()
                 continue
             broker.arm(now + queue.msg_timeout)
-            records = topic.read([offset for offset, _ in taken])
-            batch: list[bytes] = []
-            retries: list[tuple[int, int]] = []
-            size = 0
-            for offset, attempt in taken:
-                record = records.get(offset)
-                if record is None:  # let go of meanwhile (a corrupt segment's gap)
-                    queue.skip(offset)
-                    continue
-                batch.append(record)
-                size += len(record)
-                if attempt > 1:
-                    retries.append((offset, attempt))
-                if size >= MAX_ITEM_BYTES:
+            offsets = [offset for offset, _ in taken]
+            attempts = {offset: attempt for offset, attempt in taken if attempt > 1}
+            while offsets:  # a frame's worth at a time: never more than that read at once
+                try:
+                    covered, records = await topic.read_some(offsets, MAX_ITEM_BYTES,
+                                                             broker.readers)
+                except OSError as exc:  # its deliveries go back to the channel
+                    broker.disk_failed("read", topic.name, exc)
+                    raise AbortProcessError(ResponseCode.SERVICE_NOT_AVAILABLE, (
+                        f"the service could not read topic {topic.name!r} from its data "
+                        f"directory ({exc.strerror or exc}): subscribe again later")) from None
+                batch: list[bytes] = []
+                retries: list[tuple[int, int]] = []
+                for offset in offsets[:covered]:
+                    record = records.get(offset)
+                    if record is None:  # let go of meanwhile (a corrupt segment's gap)
+                        queue.skip(offset)
+                        continue
+                    batch.append(record)
+                    if attempts and offset in attempts:
+                        retries.append((offset, attempts[offset]))
+                del offsets[:covered]
+                if batch:
                     await _send(stream, batch, retries)
-                    batch, retries, size = [], [], 0
-            if batch:
-                await _send(stream, batch, retries)
 
 
 async def _send(stream: ServerStream, batch: list[bytes], retries: list[tuple[int, int]]

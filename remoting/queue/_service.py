@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from .._checks import seconds
-from ._broker import DEFAULT_DEDUP_WINDOW, DEFAULT_SEGMENT_BYTES, Broker, FsyncPolicy
+from ._broker import (
+    DEFAULT_DEDUP_WINDOW,
+    DEFAULT_MAX_CHANNELS,
+    DEFAULT_MAX_TOPICS,
+    DEFAULT_MEMORY_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    Broker,
+    FsyncPolicy,
+)
 from ._handlers import register_handlers
 from ._metrics import install_metrics
 
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable
+    from types import TracebackType
 
     from .._core._endpoint import Endpoint
     from .._faces._blocking_server import RemotingServer
@@ -25,6 +34,8 @@ if TYPE_CHECKING:
     from ._stats import QueueStatistics
 
 __all__ = ["QueueService"]
+
+T = TypeVar("T")
 
 LOOP_ANSWER_SECONDS = 10.0  # a loop that takes longer to answer for statistics is stuck
 
@@ -37,6 +48,8 @@ class QueueService:
             process ends). Made when missing; what it holds is recovered now.
         memory_messages: messages per topic held in memory; without ``data_dir``, a publish
             that would hold more is refused (SYSTEM_BUSY).
+        memory_bytes: bytes of messages per topic held in memory, likewise (with
+            ``data_dir``, the newest are kept within both bounds).
         msg_timeout: seconds a subscriber has to finish, requeue or touch a delivery before
             it is delivered again.
         max_attempts: deliveries a message gets at most (0: no limit); the one after is
@@ -48,9 +61,20 @@ class QueueService:
         fsync_interval: seconds between fsyncs with ``fsync="interval"``.
         segment_bytes: the size at which a topic starts a new segment file.
         dedup_window: seconds a publish's idempotence key is remembered.
+        retention: with ``data_dir``, delete a topic's oldest segment files once last
+            written this many seconds ago, even if a channel or group still needs their
+            messages (RocketMQ's ``fileReservedTime``); None: only once consumed.
+        retention_bytes: with ``data_dir``, delete a topic's oldest segment files while its
+            files hold more than this many bytes, whoever needs them; None: no bound.
+        max_topics: topics the service holds at most: a publish or ``create_topic`` of one
+            more is refused (NO_PERMISSION). Those recovered from ``data_dir`` count.
+        max_channels: channels, and groups, a topic has at most (each): a subscription
+            or commit that would make one more is refused (NO_PERMISSION); see
+            `delete_channel`, `delete_group`.
 
     Raises:
-        TypeError, ValueError: a setting out of range.
+        TypeError, ValueError: a setting out of range, or a retention without
+            ``data_dir``.
         OSError: ``data_dir`` cannot be made or read.
     """
 
@@ -62,12 +86,19 @@ class QueueService:
                  dead_letter: Callable[[str, Message], object] | None = None,
                  fsync: FsyncPolicy = "interval", fsync_interval: float = 1.0,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 dedup_window: float = DEFAULT_DEDUP_WINDOW) -> None:
+                 dedup_window: float = DEFAULT_DEDUP_WINDOW, retention: float | None = None,
+                 retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
+                 max_channels: int = DEFAULT_MAX_CHANNELS,
+                 memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
         if dead_letter is not None and not callable(dead_letter):
             raise TypeError(f"dead_letter must be a function of (channel, message), got "
                             f"{dead_letter!r}")
         if fsync not in ("always", "interval", "never"):
             raise ValueError(f"fsync must be 'always', 'interval' or 'never', got {fsync!r}")
+        if data_dir is None and (retention is not None or retention_bytes is not None):
+            raise ValueError("retention and retention_bytes bound a data directory's segment "
+                             "files: give a data_dir (without one, memory_messages bounds "
+                             "each topic)")
         self.broker = Broker(
             data_dir=None if data_dir is None else Path(data_dir),
             memory_messages=_count("memory_messages", memory_messages, 1),
@@ -75,7 +106,14 @@ class QueueService:
             max_attempts=_count("max_attempts", max_attempts, 0), dead_letter=dead_letter,
             fsync=fsync, fsync_interval=seconds("fsync_interval", fsync_interval, above=True),
             segment_bytes=_count("segment_bytes", segment_bytes, 4096),
-            dedup_window=seconds("dedup_window", dedup_window))
+            dedup_window=seconds("dedup_window", dedup_window),
+            retention=None if retention is None else seconds("retention", retention,
+                                                             above=True),
+            retention_bytes=None if retention_bytes is None else _count(
+                "retention_bytes", retention_bytes, 1),
+            max_topics=_count("max_topics", max_topics, 1),
+            max_channels=_count("max_channels", max_channels, 1),
+            memory_bytes=_count("memory_bytes", memory_bytes, 1))
         self._endpoint: Endpoint | None = None
 
     @property
@@ -94,10 +132,13 @@ class QueueService:
         or from its loop (a trio server's task).
 
         Raises:
-            RuntimeError: the service is attached already (one server per service).
+            RuntimeError: the service is attached already (one server per service), or was
+                closed.
         """
         if self._endpoint is not None:
             raise RuntimeError("a QueueService serves one server; it is attached already")
+        if self.broker.closed:
+            raise RuntimeError("the QueueService is closed: make a new one")
         endpoint = server.endpoint
         self._endpoint = endpoint
         register_handlers(self.broker, server)
@@ -108,14 +149,56 @@ class QueueService:
             endpoint.run_in_background(run)
         install_metrics(self.broker, endpoint)
 
+    def close(self) -> None:
+        """Save the offsets, fsync (unless ``fsync="never"``) and close the segment files of
+        a service that is not serving: one never attached, or whose server never started or
+        has stopped (a server that stops closes its service itself). Idempotent; also what
+        leaving a ``with QueueService(...) as service:`` block does.
+
+        Raises:
+            RuntimeError: the service's server is running: shut the server down instead.
+        """
+        endpoint = self._endpoint
+        if endpoint is not None and endpoint.running:
+            raise RuntimeError("the QueueService serves a running server: shut the server "
+                               "down, which closes the service")
+        self.broker.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
     def statistics(self) -> QueueStatistics:
         """Return a snapshot per topic, channel and group (taken on the server's loop thread
         while it runs)."""
+        return self._on_loop(self.broker.statistics)
+
+    def delete_channel(self, topic: str, channel: str) -> bool:
+        """Forget a channel with no subscriber: its position and the deliveries it had in
+        flight (a later subscription to that name starts afresh, at the earliest message
+        held); return False if there was none. From any thread, or the server's loop.
+
+        Raises:
+            RuntimeError: it has subscribers (delete it once they left).
+        """
+        return self._on_loop(lambda: self.broker.delete_channel(topic, channel))
+
+    def delete_group(self, topic: str, group: str) -> bool:
+        """Forget a group's committed offset (its next pull reads from the earliest held);
+        return False if there was none. From any thread, or the server's loop."""
+        return self._on_loop(lambda: self.broker.delete_group(topic, group))
+
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the server's loop thread while it runs (through its inbox), else
+        here."""
         endpoint = self._endpoint
         if (endpoint is not None and endpoint.running and endpoint.loop_thread_id is not None
                 and endpoint.loop_thread_id != threading.get_ident()):
-            return endpoint.inbox.call(self.broker.statistics, LOOP_ANSWER_SECONDS)
-        return self.broker.statistics()
+            return endpoint.inbox.call(fn, LOOP_ANSWER_SECONDS)
+        return fn()
 
 
 def _count(name: str, value: object, minimum: int) -> int:

@@ -24,6 +24,8 @@ class ChannelStatistics:
         consumers: subscriptions open on it.
         delivered, finished, requeued, timed_out, dead_lettered: counts since the service
             started (a delivery that times out is requeued: it counts in both).
+        expired: messages the topic's retention (``retention``, ``retention_bytes``) let go
+            of before this channel delivered them, since the service started.
         acks_refused: acknowledgements of messages this channel had not delivered to the
             subscription that sent them (unknown, foreign, or already timed out).
     """
@@ -38,6 +40,7 @@ class ChannelStatistics:
     timed_out: int = 0
     dead_lettered: int = 0
     acks_refused: int = 0
+    expired: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +59,7 @@ class TopicStatistics:
         earliest: the first offset still held.
         end: the offset the next message gets (``end - earliest`` are held).
         in_memory: messages held in memory.
+        disk_bytes: the size of its segment files (0 without a data directory).
         published: messages appended since the service started.
         duplicates: publishes answered from the idempotence keys (nothing appended).
         channels, groups: by name.
@@ -64,6 +68,7 @@ class TopicStatistics:
     earliest: int
     end: int
     in_memory: int = 0
+    disk_bytes: int = 0
     published: int = 0
     duplicates: int = 0
     channels: dict[str, ChannelStatistics] = field(default_factory=dict)
@@ -81,10 +86,14 @@ class QueueStatistics:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicOffsets:
-    """A topic's offsets: ``earliest`` held, ``end`` (the next one), and each group's."""
+    """A topic's offsets: ``earliest`` held, ``end`` (the next one), each group's, and
+    ``readable``: the offset a pull (from the offset asked about, or the earliest) reads up
+    to now, which is ``end`` unless a deferred message not yet due holds back those after it.
+    """
 
     earliest: int
     end: int
+    readable: int
     groups: dict[str, int] = field(default_factory=dict)
 
 
@@ -104,6 +113,7 @@ def statistics_from_json(data: bytes) -> QueueStatistics:
     topics = {
         name: TopicStatistics(
             earliest=t["earliest"], end=t["end"], in_memory=t["in_memory"],
+            disk_bytes=t.get("disk_bytes", 0),
             published=t["published"], duplicates=t["duplicates"],
             channels={c: ChannelStatistics(**v) for c, v in t["channels"].items()},
             groups={g: GroupStatistics(**v) for g, v in t["groups"].items()})

@@ -7,14 +7,23 @@ Theory of operation (the service's loop thread):
   ``memory_base`` to ``end - 1``, in a list read by index (O(1)).
 - With a `SegmentLog`, every record is also written to disk as it is appended, and memory
   keeps at most ``memory_messages`` of the newest (a read cache: older ones are read from the
-  segments). Without one, memory is the only copy: a publish that would hold more than
-  ``memory_messages`` is refused (`has_room`), and records leave only when every consumer is
-  done with them (`trim`).
+  segments). A read of those on the loop takes them from the page cache or not at all
+  (``nowait``); `read_async` reads what needs the disk in a worker thread, so a slow disk
+  or a consumer far behind never stalls the loop.
+- Memory is bounded by ``memory_bytes`` too (large messages): with a log, the oldest records
+  leave memory past it; without one, memory is the only copy: a publish that would hold more
+  than ``memory_messages`` or ``memory_bytes`` is refused (`has_room`), and records leave
+  only when every consumer is done with them (`trim`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import trio
+
+from .._messaging._records import record_offset
+from ._segments import NO_BYTE_LIMIT, read_spans
 
 if TYPE_CHECKING:
     from ._segments import SegmentLog
@@ -25,14 +34,18 @@ __all__ = ["TopicStore"]
 class TopicStore:
     """The records of one topic (see the module docstring)."""
 
-    def __init__(self, memory_messages: int, log: SegmentLog | None) -> None:
+    def __init__(self, memory_messages: int, log: SegmentLog | None,
+                 memory_bytes: int = NO_BYTE_LIMIT) -> None:
         self.memory_messages = memory_messages
+        self.memory_bytes = memory_bytes
+        self.memory_size = 0  # bytes of the records in memory
         self.log = log
         self.end = log.end if log is not None else 0
         self.earliest = log.earliest if log is not None else 0
         self._memory: list[bytes] = []
         self._head = 0  # index in _memory of the record at memory_base
         self.memory_base = self.end
+        self.disk_reads = 0  # reads that needed the disk (made in a worker thread)
 
     @property
     def retained(self) -> int:
@@ -44,9 +57,11 @@ class TopicStore:
         """How many records are in memory."""
         return len(self._memory) - self._head
 
-    def has_room(self, count: int) -> bool:
-        """True if ``count`` more records may be appended (always, with a data directory)."""
-        return self.log is not None or self.retained + count <= self.memory_messages
+    def has_room(self, count: int, size: int) -> bool:
+        """True if ``count`` more records of ``size`` bytes in all may be appended (always,
+        with a data directory)."""
+        return self.log is not None or (self.retained + count <= self.memory_messages
+                                        and self.memory_size + size <= self.memory_bytes)
 
     def append(self, records: list[bytes]) -> int:
         """Append ``records``; return the offset of the first."""
@@ -54,23 +69,94 @@ class TopicStore:
         if self.log is not None:
             self.log.append(records, first)
         self._memory += records
+        self.memory_size += sum(map(len, records))
         self.end += len(records)
-        if self.log is not None and self.in_memory > self.memory_messages:
-            self._drop_memory(self.in_memory - self.memory_messages)
+        if self.log is not None:  # memory is a cache: the oldest go past either bound
+            over = self.in_memory - self.memory_messages
+            if self.memory_size > self.memory_bytes:
+                over = max(over, self._past_bytes())
+            self._drop_memory(over)
         return first
 
-    def read(self, offset: int, max_count: int) -> list[bytes]:
+    def _past_bytes(self) -> int:
+        """How many of the oldest records in memory to drop to be within ``memory_bytes``
+        (all but the newest at most)."""
+        excess = self.memory_size - self.memory_bytes
+        memory = self._memory
+        count = 0
+        for i in range(self._head, len(memory) - 1):
+            if excess <= 0:
+                break
+            excess -= len(memory[i])
+            count += 1
+        return count
+
+    def read(self, offset: int, max_count: int, max_bytes: int = NO_BYTE_LIMIT, *,
+             nowait: bool = False) -> list[bytes] | None:
         """Return up to ``max_count`` records from ``offset`` on (from ``earliest`` if below
-        it), stepping over gaps."""
+        it), stepping over gaps, and none that would pass ``max_bytes`` in all but the
+        first. With ``nowait``, return None instead if that needs the disk (records older
+        than memory holds, not in the page cache): see `read_async`.
+
+        Raises:
+            OSError: a segment could not be read.
+        """
         offset = max(offset, self.earliest)
         records: list[bytes] = []
-        if offset < self.memory_base and self.log is not None:
-            records = self.log.read(offset, min(max_count, self.memory_base - offset))
-            offset = self.memory_base
+        base = self.memory_base
+        if offset < base and self.log is not None:
+            found = self.log.read(offset, min(max_count, base - offset), max_bytes, nowait,
+                                  until=base)
+            if found is None:
+                return None
+            if found and record_offset(found[-1]) != base - 1:
+                return found  # stopped before memory's records (a bound): a short answer
+            records = found
+            offset = base
         if len(records) < max_count and offset < self.end:
-            start = self._head + offset - self.memory_base
-            records += self._memory[start:start + max_count - len(records)]
+            self._from_memory(offset, max_count, max_bytes, records)
         return records
+
+    async def read_async(self, offset: int, max_count: int, max_bytes: int,
+                         limiter: trio.CapacityLimiter) -> list[bytes]:
+        """`read`, with what is not in memory or the page cache read in a worker thread
+        (under ``limiter``): the loop never waits for the disk. What follows the records
+        read so is added if it is in memory; a short answer is an answer (ask again).
+
+        Raises:
+            OSError: a segment could not be read.
+        """
+        records = self.read(offset, max_count, max_bytes, nowait=True)
+        if records is not None:
+            return records
+        assert self.log is not None  # only segments make a read wait
+        offset = max(offset, self.earliest)
+        base = self.memory_base
+        count = min(max_count, base - offset)
+        spans = self.log.plan(offset, count)
+        self.disk_reads += 1
+        records = await trio.to_thread.run_sync(read_spans, spans, offset, base, count,
+                                                max_bytes, False, limiter=limiter) or []
+        # memory's records follow if the read reached them and memory still holds them
+        reached = not records or record_offset(records[-1]) == base - 1
+        if reached and len(records) < max_count and self.memory_base == base < self.end:
+            self._from_memory(base, max_count, max_bytes, records)
+        return records
+
+    def _from_memory(self, offset: int, max_count: int, max_bytes: int,
+                     records: list[bytes]) -> None:
+        """Add the records from ``offset`` (in memory) to ``records``, within the bounds."""
+        start = self._head + offset - self.memory_base
+        wanted = self._memory[start:start + max_count - len(records)]
+        if max_bytes >= NO_BYTE_LIMIT:
+            records += wanted
+            return
+        size = sum(map(len, records))
+        for record in wanted:
+            size += len(record)
+            if records and size > max_bytes:
+                return
+            records.append(record)
 
     def trim(self, floor: int) -> None:
         """Let go of the records below ``floor`` (no consumer needs them any more)."""
@@ -83,9 +169,26 @@ class TopicStore:
         self._drop_memory(min(floor, self.end) - self.memory_base)
         self.earliest = self.memory_base
 
+    def expire(self, written_before: float | None, max_bytes: int | None) -> int:
+        """Let go of the oldest segments by retention (`SegmentLog.delete_expired`), whoever
+        still needs their records; return the new ``earliest`` (unchanged without a log).
+
+        Raises:
+            OSError: a segment file could not be deleted.
+        """
+        if self.log is None or (written_before is None and max_bytes is None):
+            return self.earliest
+        if self.log.delete_expired(written_before, max_bytes):
+            self.earliest = self.log.earliest
+            if self.earliest > self.memory_base:  # memory held some of them too
+                self._drop_memory(min(self.earliest, self.end) - self.memory_base)
+        return self.earliest
+
     def _drop_memory(self, count: int) -> None:
         if count <= 0:
             return
+        memory = self._memory
+        self.memory_size -= sum(map(len, memory[self._head:self._head + count]))
         self._head += count
         self.memory_base += count
         if self._head > 4096 and self._head * 2 > len(self._memory):

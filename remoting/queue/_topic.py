@@ -2,8 +2,8 @@
 
 Theory of operation (the service's loop thread):
 - A topic is one ordered log (`TopicStore`): offsets 0, 1, 2... in publish order. Publishing
-  appends; deferred messages are appended at once too, and remembered (``deferred``: offset
-  -> when due, on the loop's clock) until due.
+  appends; deferred messages are appended at once too, and remembered (``deferred``, a
+  `DeferredOffsets`: offset -> when due, on the loop's clock) until due.
 - A channel (NSQ) receives a copy of every message: it is a `ChannelQueue` over the log, and
   its consumers compete for the messages. A new channel starts at the earliest message the
   topic still holds.
@@ -17,18 +17,51 @@ Theory of operation (the service's loop thread):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import bisect
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 from .._messaging._channel_queue import ChannelQueue
 from .._messaging._dedup import KeyWindow
+from .._messaging._deferred import DeferredOffsets
 from .._messaging._records import build_record, record_offset
 
 if TYPE_CHECKING:
     from ._store import TopicStore
 
-__all__ = ["Channel", "Topic"]
+__all__ = ["COLD", "MAX_PULL_BYTES", "Channel", "Cold", "Topic"]
+
+# A pull's answer stops past this many bytes of records (one record at least): well below the
+# default 16 MiB frame limit whatever ``max`` and the messages' sizes.
+MAX_PULL_BYTES: Final = 4 * 1024 * 1024
+
+
+class Cold:
+    """The answer needs the disk: see `Topic.pull_body_async`."""
+
+    __slots__ = ()
+
+
+COLD: Final = Cold()
+
+
+def _run_end(offsets: list[int], i: int) -> int:
+    """Return where the run of consecutive offsets starting at ``offsets[i]`` ends."""
+    j = i + 1
+    while j < len(offsets) and offsets[j] == offsets[j - 1] + 1:
+        j += 1
+    return j
+
+
+def _collect(records: list[bytes], first: int, last: int, found: dict[int, bytes]) -> None:
+    """Put the records of ``records`` from ``first`` to ``last`` in ``found``, by offset."""
+    for record in records:
+        offset = record_offset(record)
+        if offset > last:
+            break
+        if offset >= first:
+            found[offset] = record
 
 
 class Channel:
@@ -53,13 +86,16 @@ class Topic:
         self.max_attempts = max_attempts
         self.channels: dict[str, Channel] = {}
         self.groups: dict[str, int] = {}
-        self.deferred: dict[int, float] = {}
+        self.deferred = DeferredOffsets()
         self.keys = KeyWindow(dedup_window)
         self.waiting = trio.lowlevel.ParkingLot()
         self.published = 0
         self.duplicates = 0
-        # the last pull answer's key and body (see `_handlers._pulled`)
-        self.pull_cache: tuple[tuple[int, ...], bytes | None] | None = None
+        # counts what a pull's answer depends on changing: appends, trims, deferred messages
+        # coming due (the pull cache's key)
+        self.changes = 0
+        # the last pull answer: (start, count, changes, body) (see `pull_body`)
+        self.pull_cache: tuple[int, int, int, bytes | None] | None = None
 
     @property
     def end(self) -> int:
@@ -86,52 +122,118 @@ class Topic:
                    for i, content in enumerate(contents)]
         self.store.append(records)
         if defer > 0:
-            due = now + defer
-            for offset in range(first, first + len(records)):
-                self.deferred[offset] = due
+            self.deferred.add(first, len(records), now + defer)
         if key is not None:
             self.keys.add(key, first, len(records), now)
         self.published += len(records)
+        self.changes += 1
         self.waiting.unpark_all()
         return first
 
-    def visible_end(self, now: float) -> int:
-        """The offset a pull may read up to: the first deferred message not yet due, or the
-        end (a pull reads in order, so a deferred message holds back the ones after it)."""
-        if not self.deferred:
-            return self.store.end
-        due_later = [o for o, due in self.deferred.items() if due > now]
-        return min(due_later) if due_later else self.store.end
-
-    def forget_due(self, now: float) -> None:
-        """Drop the deferred entries that are due and that every channel has passed."""
-        if not self.deferred:
-            return
-        cursor = min((c.queue.cursor for c in self.channels.values()), default=self.store.end)
-        for offset in [o for o, due in self.deferred.items() if due <= now and o < cursor]:
-            del self.deferred[offset]
+    def visible_end(self, now: float, start: int = 0) -> int:
+        """The offset a pull from ``start`` may read up to: the first deferred message from
+        ``start`` on not yet due, or the end (a pull reads in order, so a deferred message
+        holds back the ones after it, not those before)."""
+        pending = self.deferred.first_pending(now, start)
+        return self.store.end if pending is None else pending
 
     def read(self, offsets: list[int]) -> dict[int, bytes]:
-        """Return the records of ``offsets`` that are held, by offset (runs read at once)."""
+        """Return the records of ``offsets`` that are held, by offset (runs read at once;
+        a read that needs the disk waits for it: for a few records, off the hot path).
+
+        Raises:
+            OSError: a segment could not be read.
+        """
         found: dict[int, bytes] = {}
-        store = self.store
         i = 0
         while i < len(offsets):
-            start = offsets[i]
-            j = i + 1
-            while j < len(offsets) and offsets[j] == offsets[j - 1] + 1:
-                j += 1
-            records = store.read(start, j - i)
-            if start >= store.memory_base:  # memory has no gaps: the i-th is start + i
-                found.update(zip(range(start, start + len(records)), records, strict=False))
-            else:
-                for record in records:
-                    offset = record_offset(record)
-                    if offset > offsets[j - 1]:
-                        break
-                    found[offset] = record
+            j = _run_end(offsets, i)
+            records = self.store.read(offsets[i], j - i) or []
+            _collect(records, offsets[i], offsets[j - 1], found)
             i = j
         return found
+
+    async def read_some(self, offsets: list[int], max_bytes: int,
+                        limiter: trio.CapacityLimiter) -> tuple[int, dict[int, bytes]]:
+        """Read the records of the first offsets of ``offsets`` (in order), up to about
+        ``max_bytes`` (one record at least), what needs the disk in a worker thread. Return
+        how many of ``offsets`` the read covered, and their records that are held (one
+        covered and missing is gone: let go of, or in a corrupt segment's gap).
+
+        Raises:
+            OSError: a segment could not be read.
+        """
+        j = _run_end(offsets, 0)
+        first, last = offsets[0], offsets[j - 1]
+        in_memory = first >= self.store.memory_base  # then read at once, with no gap
+        records = await self.store.read_async(first, j, max_bytes, limiter)
+        found: dict[int, bytes]
+        if in_memory:  # the usual case: the i-th record is first + i
+            found = dict(zip(range(first, first + len(records)), records, strict=False))
+            return len(records), found
+        found = {}
+        _collect(records, first, last, found)
+        if not records:
+            return j, found  # none of them is held any more
+        reached = record_offset(records[-1])
+        covered = j if reached >= last else bisect.bisect_right(offsets, reached, 0, j)
+        return covered, found
+
+    def pull_body(self, start: int, count: int, now: float) -> bytes | None | Cold:
+        """Return a pull's answer body: the records from ``start`` (or from the earliest
+        held, if ``start`` was let go) up to what is visible (`visible_end`) and
+        `MAX_PULL_BYTES`; None if there are none; `COLD` if reading them needs the disk
+        (`pull_body_async` does).
+
+        The body is shared by the pulls asking for the same records while the topic does
+        not change (``pull_cache``, keyed by ``changes``): a publish that releases thousands
+        of held pulls reads and joins the records once, and checks two ints for each of the
+        others. (A deferred message counts as changed once released, by the service's
+        timer at its due time, which wakes the held pulls again.)
+        """
+        cached = self.pull_cache
+        if (cached is not None and cached[2] == self.changes and cached[0] == start
+                and cached[1] == count):
+            return cached[3]
+        changes = self.changes
+        first, wanted = self._pull_range(start, count, now)
+        records = self.store.read(first, wanted, MAX_PULL_BYTES, nowait=True) if wanted else []
+        if records is None:
+            return COLD
+        body = b"".join(records) if records else None
+        self.pull_cache = (start, count, changes, body)
+        return body
+
+    async def pull_body_async(self, start: int, count: int, now: float,
+                              limiter: trio.CapacityLimiter) -> bytes | None:
+        """`pull_body`, reading what needs the disk in a worker thread.
+
+        Raises:
+            OSError: a segment could not be read.
+        """
+        body = self.pull_body(start, count, now)
+        if body is not COLD:
+            return body  # type: ignore[return-value]
+        changes = self.changes
+        first, wanted = self._pull_range(start, count, now)
+        records = await self.store.read_async(first, wanted, MAX_PULL_BYTES, limiter)
+        body = b"".join(records) if records else None
+        if self.changes == changes:  # nothing changed meanwhile
+            self.pull_cache = (start, count, changes, body)
+        return body
+
+    def _pull_range(self, start: int, count: int, now: float) -> tuple[int, int]:
+        """Where a pull reads from (the earliest held if ``start`` was let go) and how many
+        records it may read (up to what is visible)."""
+        start = max(start, self.store.earliest)
+        return start, max(0, min(count, self.visible_end(now, start) - start))
+
+    def release_due(self, now: float) -> int:
+        """Let the deferred messages due at ``now`` go (`DeferredOffsets.release`)."""
+        released = self.deferred.release(now)
+        if released:
+            self.changes += 1
+        return released
 
     def floor(self) -> int | None:
         """The lowest offset a channel or a group still needs (None: nobody reads)."""
@@ -139,8 +241,24 @@ class Topic:
         needs += self.groups.values()
         return min(needs) if needs else None
 
+    def expire(self, written_before: float | None, max_bytes: int | None) -> int:
+        """Let go of the oldest records by retention (`TopicStore.expire`), whoever still
+        needs them: each channel forgets those it had not finished (counted as
+        ``expired``); return how many offsets the topic let go of."""
+        earliest = self.store.earliest
+        now_earliest = self.store.expire(written_before, max_bytes)
+        if now_earliest == earliest:
+            return 0
+        self.changes += 1
+        for channel in self.channels.values():
+            channel.queue.drop_below(now_earliest)
+        return now_earliest - earliest
+
     def trim(self) -> None:
         """Let go of what no channel or group needs any more."""
         floor = self.floor()
         if floor is not None:
+            earliest = self.store.earliest
             self.store.trim(floor)
+            if self.store.earliest != earliest:
+                self.changes += 1

@@ -26,6 +26,7 @@ __all__ = [
     "GROUP",
     "KEY",
     "MAX",
+    "MAX_PUBLISH",
     "MAX_PULL",
     "MAX_WAIT_MS",
     "OFFSET",
@@ -33,6 +34,7 @@ __all__ = [
     "TOPIC",
     "Refusal",
     "format_attempts",
+    "is_name",
     "key_of",
     "name_of",
     "optional_int",
@@ -57,6 +59,10 @@ ATTEMPTS: Final = "attempts"  # a delivery: "offset:attempt,..." for redeliverie
 REFUSED: Final = "refused"  # ACK's answer: how many acknowledgements were refused
 
 MAX_PULL: Final = 4096  # messages one pull may ask for
+# Messages in one publish at most: it is appended in one step of the service's loop (about
+# 1.5 us a message), so this bounds that step to tens of ms; a Spark Arrow batch (10,000
+# rows by default) fits.
+MAX_PUBLISH: Final = 16_384
 MAX_WAIT_SECONDS: Final = 3600.0  # a pull held longer than an hour is a mistake
 _NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,128}")  # NSQ's rule, longer names allowed
 
@@ -75,6 +81,12 @@ def refusal_response(refusal: Refusal) -> RemotingCommand:
     return RemotingCommand.create_response(refusal.code, refusal.remark)
 
 
+def is_name(value: object) -> bool:
+    """True if ``value`` is a topic, channel or group name: 1-128 of ``A-Z a-z 0-9 . _ -``,
+    not only dots ("." and ".." name directories)."""
+    return isinstance(value, str) and bool(_NAME.fullmatch(value)) and bool(value.strip("."))
+
+
 def name_of(request: RemotingCommand, field: str) -> str:
     """Return the topic, channel or group name in ``field``.
 
@@ -84,7 +96,7 @@ def name_of(request: RemotingCommand, field: str) -> str:
     value = (request.ext_fields or {}).get(field)
     if value is None:
         raise Refusal(ResponseCode.INVALID_PARAMETER, f"the {field} is missing")
-    if not _NAME.fullmatch(value) or not value.strip("."):  # "." and ".." name directories
+    if not is_name(value):
         raise Refusal(ResponseCode.INVALID_PARAMETER,
                       f"a {field} name is 1-128 of A-Z a-z 0-9 . _ - and not only dots (got "
                       f"{len(value)} characters that are not)")

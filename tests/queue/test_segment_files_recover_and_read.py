@@ -4,11 +4,10 @@ the rest kept; retention deletes whole old segments; a topic's store bounds its 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from remoting._messaging._records import build_record, decode_records, encode_content
-from remoting.queue._segments import SegmentLog
+from remoting.queue._segments import SegmentLog, fsync_paths
 from remoting.queue._store import TopicStore
 
 
@@ -88,25 +87,39 @@ def test_retention_deletes_whole_old_segments_and_keeps_the_end(tmp_path: Path) 
     assert SegmentLog(tmp_path, segment_bytes=8192).end == 500
 
 
-def test_sync_hands_out_descriptors_of_written_segments_only(tmp_path: Path) -> None:
+def test_sync_hands_out_the_written_segments_only(tmp_path: Path) -> None:
     log = filled(tmp_path, 100)
-    fds = log.sync_fds()
-    assert fds
-    for fd in fds:
-        os.fsync(fd)
-        os.close(fd)
-    assert log.sync_fds() == []
+    paths = log.to_sync()
+    assert paths and all(path.exists() for path in paths)
+    fsync_paths([*paths, tmp_path / "gone.log"])  # one deleted meanwhile is skipped
+    assert log.to_sync() == []
     log.append(records(100, 1), 100)
-    assert len(log.sync_fds()) == 1
+    assert log.to_sync() == [max(tmp_path.glob("*.log"))]
 
 
 def test_a_store_without_a_directory_holds_at_most_memory_messages(tmp_path: Path) -> None:
     store = TopicStore(10, None)
     store.append(records(0, 8))
-    assert store.has_room(2) and not store.has_room(3)
+    assert store.has_room(2, 0) and not store.has_room(3, 0)
     store.trim(5)
-    assert (store.earliest, store.retained, store.has_room(7)) == (5, 3, True)
+    assert (store.earliest, store.retained, store.has_room(7, 0)) == (5, 3, True)
     assert bodies(store.read(0, 10)) == [5, 6, 7]
+
+
+def test_a_store_holds_at_most_memory_bytes_too(tmp_path: Path) -> None:
+    size = len(records(0, 1)[0])
+    store = TopicStore(1000, None, memory_bytes=10 * size)
+    store.append(records(0, 8))
+    assert store.memory_size == 8 * size
+    assert store.has_room(2, 2 * size) and not store.has_room(1, 3 * size)
+    store.trim(5)
+    assert store.memory_size == 3 * size and store.has_room(7, 7 * size)
+    cached = TopicStore(1000, SegmentLog(tmp_path, segment_bytes=1 << 20),
+                        memory_bytes=10 * size)
+    for first in range(0, 100, 20):
+        cached.append(records(first, 20))
+    assert cached.in_memory == 10 and cached.memory_size == 10 * size  # the newest ten
+    assert bodies(cached.read(0, 100)) == list(range(100))
 
 
 def test_a_store_with_a_directory_keeps_memory_messages_and_reads_the_rest_from_disk(
@@ -114,6 +127,6 @@ def test_a_store_with_a_directory_keeps_memory_messages_and_reads_the_rest_from_
     store = TopicStore(100, SegmentLog(tmp_path, segment_bytes=1 << 20))
     for first in range(0, 1000, 50):
         store.append(records(first, 50))
-    assert store.in_memory <= 100 and store.has_room(10**6)
+    assert store.in_memory <= 100 and store.has_room(10**6, 10**12)
     assert bodies(store.read(0, 1000)) == list(range(1000))
     assert bodies(store.read(880, 40)) == list(range(880, 920))

@@ -1,5 +1,6 @@
 """A channel's delivery state (sans-I/O): every message handed to the channel is finished, in
-flight with one consumer, ready, waiting for a time, or dead-lettered, and nothing else; a
+flight with one consumer, ready, waiting for a time, dead-lettered, or let go of by retention
+before its delivery, and nothing else; a
 consumer never holds more deliveries than its credits; only its holder acknowledges a
 delivery."""
 
@@ -124,6 +125,7 @@ class Channel(RuleBasedStateMachine):
         self.credits: dict[str, int] = {}
         self.finished: set[int] = set()
         self.dead: set[int] = set()
+        self.expired: set[int] = set()
         self.names = 0
 
     @rule(target=consumers, credits=st.integers(1, 5))
@@ -199,6 +201,17 @@ class Channel(RuleBasedStateMachine):
             if returned.dead:
                 self.dead.add(returned.offset)
 
+    @rule(data=st.data())
+    def retention_lets_go(self, data: st.DataObject) -> None:
+        earliest = data.draw(st.integers(0, self.end))
+        queue = self.queue
+        waiting = ({o for o in queue._ready if o < earliest}
+                   | {o for _, o in queue._later if o < earliest}
+                   | set(range(queue.cursor, earliest)))
+        assert queue.drop_below(earliest) == len(waiting)
+        self.expired |= waiting
+        assert queue.expired == len(self.expired)
+
     @rule(consumer=consumes(consumers))
     def leave(self, consumer: str) -> None:
         self.credits.pop(consumer, None)
@@ -211,7 +224,7 @@ class Channel(RuleBasedStateMachine):
     def every_message_is_in_exactly_one_place(self) -> None:
         queue = self.queue
         places = [set(self.finished), set(self.dead), set(queue.in_flight.entries),
-                  set(queue._ready), {offset for _, offset in queue._later}]
+                  set(queue._ready), {offset for _, offset in queue._later}, self.expired]
         assert sum(len(p) for p in places) == queue.cursor  # no offset in two places
         assert set().union(*places) == set(range(queue.cursor))
         assert len(queue._ready) == len(set(queue._ready))
@@ -224,7 +237,7 @@ class Channel(RuleBasedStateMachine):
 
     @invariant()
     def the_floor_is_the_lowest_offset_not_finished(self) -> None:
-        unfinished = set(range(self.queue.cursor)) - self.finished - self.dead
+        unfinished = set(range(self.queue.cursor)) - self.finished - self.dead - self.expired
         assert self.queue.floor() == min(unfinished, default=self.queue.cursor)
 
 

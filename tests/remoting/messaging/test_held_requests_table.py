@@ -37,6 +37,20 @@ def test_remove_takes_one_hold_out() -> None:
     assert table.expire(5.0) == [] and table.held("t") == 0
 
 
+def test_an_owner_s_holds_are_counted_and_removed_together() -> None:
+    table: HoldTable[str] = HoldTable()
+    table.add("t1", 1.0, "a", owner="conn-1")
+    table.add("t2", 2.0, "b", owner="conn-1")
+    table.add("t1", 3.0, "c", owner="conn-2")
+    table.add("t1", 4.0, "d")  # nobody's
+    assert table.held_by("conn-1") == 2 and table.held_by("conn-2") == 1
+    assert [h.item for h in table.remove_owner("conn-1")] == ["a", "b"]
+    assert table.held_by("conn-1") == 0 and table.remove_owner("conn-1") == []
+    assert [h.item for h in table.notify("t1")] == ["c", "d"]
+    assert table.held_by("conn-2") == 0 and len(table) == 0
+    assert table.expire(9.0) == []
+
+
 def test_many_notified_holds_leave_a_bounded_heap() -> None:
     table: HoldTable[int] = HoldTable()
     for i in range(10_000):
@@ -50,15 +64,26 @@ class Holds(RuleBasedStateMachine):
     def start(self) -> None:
         self.table: HoldTable[int] = HoldTable()
         self.live: dict[int, tuple[str, float]] = {}
+        self.owners: dict[int, str | None] = {}
         self.returned: set[int] = set()
         self.now = 0.0
         self.count = 0
 
-    @rule(key=st.sampled_from("abc"), wait=st.floats(0, 10))
-    def add(self, key: str, wait: float) -> None:
+    @rule(key=st.sampled_from("abc"), wait=st.floats(0, 10),
+          owner=st.sampled_from([None, "x", "y"]))
+    def add(self, key: str, wait: float, owner: str | None) -> None:
         self.count += 1
-        self.table.add(key, self.now + wait, self.count)
+        self.table.add(key, self.now + wait, self.count, owner)
         self.live[self.count] = (key, self.now + wait)
+        self.owners[self.count] = owner
+
+    @rule(owner=st.sampled_from(["x", "y"]))
+    def remove_owner(self, owner: str) -> None:
+        for hold in self.table.remove_owner(owner):
+            assert hold.item not in self.returned and self.owners[hold.item] == owner
+            self.live.pop(hold.item)
+            self.returned.add(hold.item)
+        assert all(self.owners[item] != owner for item in self.live)
 
     @rule(key=st.sampled_from("abc"))
     def notify(self, key: str) -> None:
@@ -78,6 +103,9 @@ class Holds(RuleBasedStateMachine):
     @invariant()
     def the_table_holds_exactly_the_live_ones(self) -> None:
         assert len(self.table) == len(self.live)
+        for owner in ("x", "y"):
+            assert self.table.held_by(owner) == sum(
+                1 for item in self.live if self.owners[item] == owner)
         expected = min((d for _, d in self.live.values()), default=None)
         assert self.table.next_deadline() == expected
 

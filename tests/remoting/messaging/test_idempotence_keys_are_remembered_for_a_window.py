@@ -22,3 +22,13 @@ def test_expire_forgets_the_oldest_first() -> None:
     assert keys.get("k3", 12.5) == (3, 1)
     keys.add("k3", 9, 1, now=13.0)  # seen again: its new batch, kept the longest
     assert keys.expire(14.5) == 1 and keys.get("k3", 14.5) == (9, 1)
+
+
+def test_a_flood_of_new_keys_forgets_the_oldest_early() -> None:
+    keys = KeyWindow(600.0, max_keys=3)
+    for i in range(5):
+        keys.add(f"k{i}", i, 1, now=float(i))
+    assert len(keys) == 3
+    assert keys.get("k0", 5.0) is None and keys.get("k1", 5.0) is None
+    assert keys.get("k4", 5.0) == (4, 1)
+    assert KeyWindow(600.0).max_keys == 65_536

@@ -1,0 +1,104 @@
+"""`DeferredOffsets`: a topic's messages published with a ``defer``, until they are due (NSQ's
+deferred queue, over a log).
+
+Theory of operation (sync, takes ``now``, no I/O):
+- A publish with a ``defer`` adds its offsets (consecutive) with one due time. Until then a
+  channel must not deliver them (`get`), and a pull, which reads in offset order, stops at
+  the first of them (`first_pending`).
+- `release` forgets the offsets whose time came, and says how many: the caller wakes what
+  waits for them. A released offset is an ordinary message.
+- Every operation is O(log n) in the batches held (or O(count) for the offsets a batch
+  adds or releases): two lazy heaps of batches, one by due time, one by first offset. The
+  second's top is dropped once due (`first_pending`); nothing else is ever scanned, so a
+  million deferred messages cost a pull or the service's timer nothing more than a few.
+- A pull from an offset past a batch still pending (a reader by offsets, as Spark's source,
+  behind no channel) must not be held back by it: `first_pending(now, start)` then looks the
+  first pending batch from ``start`` on up in a list of batches sorted by first offset
+  (offsets are given out in order, so batches are appended in order), skipping released ones;
+  released batches are dropped from that list once they are half of it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+from collections.abc import Iterator, Mapping
+from typing import Final
+
+__all__ = ["DeferredOffsets"]
+
+_AFTER_ALL: Final = 1 << 63  # an end past every offset, to bisect by first offset alone
+
+
+class DeferredOffsets(Mapping[int, float]):
+    """Offsets not to deliver before their due time (a mapping of offset -> due time)."""
+
+    __slots__ = ("_by_due", "_by_offset", "_due", "_in_order", "_released")
+
+    def __init__(self) -> None:
+        self._due: dict[int, float] = {}
+        self._by_due: list[tuple[float, int, int]] = []  # (due, first, count)
+        self._by_offset: list[tuple[int, float]] = []  # (first, due), dropped once due
+        self._in_order: list[tuple[int, int, float]] = []  # (first, end, due), by first
+        self._released = 0  # batches of _in_order released since it was last compacted
+
+    def __getitem__(self, offset: int) -> float:
+        return self._due[offset]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._due)
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def get(self, offset: int, default: float | None = None) -> float | None:  # type: ignore[override]
+        """Return when ``offset`` is due (``default`` if it is not deferred)."""
+        return self._due.get(offset, default)
+
+    def add(self, first: int, count: int, due: float) -> None:
+        """Defer the ``count`` offsets from ``first`` until ``due``."""
+        due_of = self._due
+        for offset in range(first, first + count):
+            due_of[offset] = due
+        heapq.heappush(self._by_due, (due, first, count))
+        heapq.heappush(self._by_offset, (first, due))
+        batch = (first, first + count, due)
+        if self._in_order and self._in_order[-1][0] > first:
+            bisect.insort(self._in_order, batch)  # not given out in order: still correct
+        else:
+            self._in_order.append(batch)
+
+    def release(self, now: float) -> int:
+        """Forget the offsets due at ``now``; return how many."""
+        by_due = self._by_due
+        due_of = self._due
+        released = 0
+        while by_due and by_due[0][0] <= now:
+            _, first, count = heapq.heappop(by_due)
+            self._released += 1
+            for offset in range(first, first + count):
+                if due_of.pop(offset, None) is not None:
+                    released += 1
+        if self._released * 2 > len(self._in_order):
+            self._in_order = [b for b in self._in_order if b[2] > now]
+            self._released = 0
+        return released
+
+    def next_due(self) -> float | None:
+        """Return when `release` next has something to do (None: nothing is deferred)."""
+        return self._by_due[0][0] if self._by_due else None
+
+    def first_pending(self, now: float, start: int = 0) -> int | None:
+        """Return the lowest offset from ``start`` on not due at ``now`` (None: none)."""
+        by_offset = self._by_offset
+        while by_offset and by_offset[0][1] <= now:
+            heapq.heappop(by_offset)
+        if not by_offset or by_offset[0][0] >= start:  # the usual case: nothing to look up
+            return by_offset[0][0] if by_offset else None
+        in_order = self._in_order
+        i = bisect.bisect_right(in_order, (start, _AFTER_ALL, 0.0)) - 1
+        for first, end, due in itertools.islice(in_order, max(i, 0), None):
+            if end > start and due > now:
+                return max(first, start)
+        return None

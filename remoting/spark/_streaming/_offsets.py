@@ -1,0 +1,107 @@
+"""Offsets of a queue topic as Spark's streaming source keeps them, and what each trigger
+reads (bookkeeping only: no I/O, unit-tested without Spark or sockets).
+
+A topic of the queue service is one ordered log, so the stream's offset is one number: the
+next offset to read (RocketMQ's pull model: the queue's offsets are the stream's offsets).
+Spark writes it to its checkpoint as JSON, with the topic (so a restart against another
+topic fails clearly) and the consumer group the source commits to (made when the query first
+starts, so it stays the same across restarts from the same checkpoint).
+
+A trigger reads ``[start, end)``: ``end`` is what the service can serve now (its readable
+end), bounded by ``maxMessagesPerTrigger`` and, under ``Trigger.AvailableNow``, by what was
+there when the query started. The range is split into tasks of at most
+``messagesPerPartition`` offsets each, of equal size.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = ["GROUP_PREFIX", "Starting", "StreamOffset", "new_group", "resolve_start",
+           "split_range", "trigger_end"]
+
+GROUP_PREFIX: Final = "spark-"
+
+Starting = Literal["earliest", "latest"] | int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOffset:
+    """A place in the stream: the next offset to read of ``topic``, and the group that
+    commits it."""
+
+    topic: str
+    offset: int
+    group: str
+
+    def to_json(self) -> dict[str, str | int]:
+        """Return the offset as Spark checkpoints it."""
+        return {"topic": self.topic, "offset": self.offset, "group": self.group}
+
+    @classmethod
+    def from_json(cls, raw: object, topic: str) -> StreamOffset:
+        """Return the offset Spark kept for a source reading ``topic``.
+
+        Raises:
+            ValueError: it is not one of ours, or it is for another topic (the checkpoint
+                belongs to another query).
+        """
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("offset"), int) or not (
+                isinstance(raw.get("topic"), str) and isinstance(raw.get("group"), str)):
+            raise ValueError(f"the checkpoint holds an offset that is not the remoting "
+                             f"source's ({raw!r}): start the query with a new checkpoint "
+                             "location")
+        if raw["topic"] != topic:
+            raise ValueError(f"the checkpoint is of a query reading topic {raw['topic']!r}, "
+                             f"not {topic!r}: start the query with a new checkpoint location "
+                             "to read another topic")
+        return cls(topic, raw["offset"], raw["group"])
+
+    def at(self, offset: int) -> StreamOffset:
+        """Return this offset moved to ``offset``."""
+        return StreamOffset(self.topic, offset, self.group)
+
+
+def new_group() -> str:
+    """Return a group name for a new query: unique, and a valid queue name."""
+    return GROUP_PREFIX + uuid.uuid4().hex
+
+
+def resolve_start(starting: Starting, earliest: int, end: int) -> int:
+    """Return the first offset to read for ``startingOffsets`` (``earliest``, ``latest``, or
+    an offset, raised to the earliest the topic holds)."""
+    if starting == "earliest":
+        return earliest
+    if starting == "latest":
+        return end
+    return min(max(starting, earliest), end)
+
+
+def trigger_end(start: int, readable: int, max_messages: int | None = None,
+                target: int | None = None) -> int:
+    """Return the end (exclusive) of the trigger that starts at ``start``.
+
+    Args:
+        readable: the offset the service can serve up to now.
+        max_messages: at most this many offsets (``maxMessagesPerTrigger``); None: all.
+        target: not past this (``Trigger.AvailableNow``'s end); None: no bound.
+    """
+    end = readable if target is None else min(readable, target)
+    if max_messages is not None:
+        end = min(end, start + max_messages)
+    return max(start, end)
+
+
+def split_range(start: int, end: int, per_partition: int) -> list[tuple[int, int]]:
+    """Return ``[start, end)`` as consecutive ranges of at most ``per_partition`` offsets,
+    of equal sizes (within one)."""
+    count = end - start
+    if count <= 0:
+        return []
+    parts = math.ceil(count / per_partition)
+    bounds = [start + count * i // parts for i in range(parts + 1)]
+    return list(zip(bounds, bounds[1:], strict=False))

@@ -1,0 +1,225 @@
+"""The ``remoting`` data source: a topic of the queue service as a Spark table, read by a
+Structured Streaming query (``spark.readStream.format("remoting")``) or a batch read of an
+offset range (``spark.read.format("remoting")``), and a streaming sink
+(``df.writeStream.format("remoting")``, `QueueStreamWriter`).
+
+Theory of operation (RocketMQ's pull consumer, with Spark keeping the offsets):
+- The stream's offset is the topic's next offset to read (`StreamOffset`), checkpointed by
+  Spark. Each trigger, the driver asks the service how far a pull reads now (OFFSETS'
+  ``readable``) and plans ``[start, end)`` (`trigger_end`: ``maxMessagesPerTrigger``,
+  ``Trigger.AvailableNow``); the range is split into tasks (`split_range`), each of which
+  pulls its offsets on an executor (`read_range`). A range is read the same whenever it is
+  read again, so a query restarted from its checkpoint neither loses nor repeats a message
+  in a sink that keeps batch ids (the file sink does).
+- When nothing new is readable, the driver holds a pull on the service for up to
+  `IDLE_WAIT` seconds: it returns the moment a message arrives (RocketMQ's long polling),
+  where Spark would otherwise ask again every 10 ms.
+- Once Spark has committed a batch, the source commits its end to the query's consumer group
+  on the service (``group``, or one made when the query first started and kept in its
+  offsets), so the service reports the query's lag and keeps what it has not read. A commit
+  that fails is logged and made good by the next.
+
+The reader objects are pickled to the executors and rebuilt in Spark's Python processes:
+they hold options only, and each process reaches the service through its own client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from ..._errors import RemotingError
+from ...queue._errors import QueueError
+from .._fleet import log
+from ._calls import QueueCalls
+from ._offsets import StreamOffset, new_group, resolve_start, split_range, trigger_end
+from ._options import SourceOptions, sink_options, source_options
+from ._reading import MessagesLostError, read_range, spark_schema
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from ._sink import QueueStreamWriter
+
+__all__ = ["IDLE_WAIT", "OffsetRange", "QueueBatchReader", "QueueDataSource",
+           "QueueStreamReader"]
+
+NAME: Final = "remoting"
+IDLE_WAIT: Final = 0.5  # seconds the driver holds a pull while there is nothing to read
+
+
+class OffsetRange(InputPartition):
+    """One task's offsets: ``[start, end)``."""
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start = start
+        self.end = end
+
+
+class QueueDataSource(DataSource):
+    """The ``remoting`` format: read a topic of the queue service (streaming or batch),
+    or publish a stream to one. Options: docs/spark.md, Streaming."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        """``offset long, timestamp timestamp, headers map<string,string>, body binary``."""
+        return spark_schema()
+
+    def reader(self, schema: StructType) -> QueueBatchReader:
+        return QueueBatchReader(source_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> QueueStreamReader:  # noqa: N802 (pyspark's)
+        return QueueStreamReader(source_options(self.options, streaming=True))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> QueueStreamWriter:  # noqa: N802
+        from ._sink import QueueStreamWriter
+
+        return QueueStreamWriter(sink_options(self.options), schema)
+
+
+def _read(calls: QueueCalls, partition: object, fail_on_data_loss: bool
+          ) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, OffsetRange):  # Spark's one empty partition of no range
+        return iter(())
+    return read_range(calls, partition.start, partition.end,
+                      fail_on_data_loss=fail_on_data_loss)
+
+
+class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The streaming source (see the module docstring)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.calls = QueueCalls(options.queue)
+        self._available_now = False
+        self._target: int | None = None
+        self._latest: dict[str, str | int] | None = None
+        self._exists = False  # whether the topic existed when last asked
+
+    @property
+    def topic(self) -> str:
+        return self.options.queue.topic
+
+    def initialOffset(self) -> dict[str, str | int]:  # noqa: N802
+        """Where a new query starts (``startingOffsets``); its group is made here and
+        committed at once, so the service keeps what the query has not read."""
+        offsets = self.calls.offsets()
+        start = 0 if offsets is None else resolve_start(
+            self.options.starting, offsets.earliest, offsets.end)
+        group = self.options.group or new_group()
+        if offsets is not None:
+            self._commit(group, start)
+        return StreamOffset(self.topic, start, group).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        limit = self.options.max_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        """``Trigger.AvailableNow``: read what is readable when the query starts, then stop
+        (the bound is taken at the first trigger, from where the query resumes)."""
+        self._available_now = True
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit  # noqa: N802
+                     ) -> dict[str, str | int]:
+        """Return the end of the next trigger (``start`` itself: nothing to read)."""
+        begin = StreamOffset.from_json(start, self.topic)
+        readable = self._readable(begin)
+        if self._available_now and self._target is None:
+            self._target = readable
+        if readable == begin.offset and not self._available_now and self._exists:
+            # nothing new: hold a pull until a message arrives, then plan what there is
+            try:
+                self.calls.pull(begin.offset, 1, IDLE_WAIT)
+            except QueueError:  # the topic went or shrank: the next question says how
+                pass
+            readable = self._readable(begin)
+        max_messages = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = begin.at(trigger_end(begin.offset, readable, max_messages, self._target))
+        return end.to_json()
+
+    def _readable(self, begin: StreamOffset) -> int:
+        offsets = self.calls.offsets(begin.offset)
+        self._exists = offsets is not None
+        if offsets is None:  # no such topic (yet): nothing to read
+            self._latest = begin.to_json()
+            return begin.offset
+        self._latest = begin.at(offsets.end).to_json()
+        if offsets.end < begin.offset:
+            # the service lost the offsets up to where the query is: the messages published
+            # next get offsets the query has passed already, and would be skipped
+            if self.options.fail_on_data_loss:
+                raise MessagesLostError(self.calls.options.addresses[0], self.topic,
+                                        offsets.end, begin.offset)
+            log.warning("queue.messages_lost", topic=self.topic, first=offsets.end,
+                        end=begin.offset)
+            return begin.offset
+        return max(begin.offset, offsets.readable)
+
+    def reportLatestOffset(self) -> dict[str, str | int] | None:  # noqa: N802
+        """The topic's end when last asked (Spark's progress shows it as latestOffset)."""
+        return self._latest
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[OffsetRange]:
+        first = StreamOffset.from_json(start, self.topic).offset
+        last = StreamOffset.from_json(end, self.topic).offset
+        return [OffsetRange(a, b) for a, b in split_range(first, last,
+                                                           self.options.per_partition)]
+
+    def read(self, partition: object) -> Iterator[pa.RecordBatch]:
+        return _read(self.calls, partition, self.options.fail_on_data_loss)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Spark has committed every offset before ``end``: commit it to the group."""
+        done = StreamOffset.from_json(end, self.topic)
+        self._commit(self.options.group or done.group, done.offset)
+
+    def _commit(self, group: str, offset: int) -> None:
+        try:
+            self.calls.commit(group, offset)
+        except RemotingError as exc:  # the next commit makes it good
+            log.warning("queue.commit_failed", topic=self.topic, group=group, offset=offset,
+                        error=type(exc).__name__, code=getattr(exc, "code", None))
+
+
+class QueueBatchReader(DataSourceReader):
+    """A batch read of an offset range: ``startingOffsets`` (default earliest) to
+    ``endingOffsets`` (default latest), at most what a pull reads when the query is planned
+    (a deferred message not yet due ends it)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.calls = QueueCalls(options.queue)
+
+    def partitions(self) -> Sequence[OffsetRange]:
+        offsets = self.calls.offsets(missing_ok=False)
+        assert offsets is not None
+        start = resolve_start(self.options.starting, offsets.earliest, offsets.end)
+        from_start = self.calls.offsets(start, missing_ok=False)
+        assert from_start is not None
+        end = from_start.readable  # never past a deferred message not yet due
+        if self.options.ending != "latest":
+            end = min(end, resolve_start(self.options.ending, offsets.earliest, offsets.end))
+        return [OffsetRange(a, b) for a, b in split_range(start, end,
+                                                           self.options.per_partition)]
+
+    def read(self, partition: object) -> Iterator[pa.RecordBatch]:
+        return _read(self.calls, partition, self.options.fail_on_data_loss)
