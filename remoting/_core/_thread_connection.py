@@ -157,6 +157,7 @@ class ThreadConnection:
         self._owner = owner
         self._mutex = threading.Lock()
         self._room = threading.Condition(self._mutex)  # callers waiting below high water
+        self._room_waiters = 0  # how many wait on it (sends notify only then: it is not free)
         self._reader: object | None = None  # who holds the read role
         self._followers: dict[ThreadWaiter, None] = {}  # in arrival order (a dict: O(1) removal)
         self._flushing: object | None = None  # who holds the send role
@@ -467,7 +468,11 @@ class ThreadConnection:
                     raise RemotingTooManyRequestsError(
                         f"{self.outbound.size} bytes wait to be sent to a peer that is not "
                         f"reading (high water mark {self.high_water})", self.remote_addr)
-                self._room.wait(min(remaining, threading.TIMEOUT_MAX))
+                self._room_waiters += 1
+                try:
+                    self._room.wait(min(remaining, threading.TIMEOUT_MAX))
+                finally:
+                    self._room_waiters -= 1
 
     def send(self, frame: EncodedFrame, on_sent: Callable[[], None] | None = None, *,
              defer: bool = False) -> bool:
@@ -527,6 +532,21 @@ class ThreadConnection:
             self._flush()
         elif on_sent is not None:
             on_sent()
+        return True
+
+    def send_many(self, frames: list[EncodedFrame]) -> bool:
+        """Queue ``frames`` (a batch's requests) and send what is queued now unless another
+        thread is sending or a burst holds sends (`hold`) with fewer than `FLUSH_FRAMES`
+        queued; never waits. False, doing nothing, if it is closing."""
+        out = self.outbound
+        with self._mutex:
+            if not self.state.usable:
+                return False
+            queued = out.add_many(frames)
+            if self._flushing is not None or (self._holds and queued < FLUSH_FRAMES):
+                return True
+            self._flushing = _CALLER
+        self._flush()
         return True
 
     def _send_now(self, frame: EncodedFrame) -> tuple[int, list[Piece]]:
@@ -598,7 +618,8 @@ class ThreadConnection:
                 if not out and not io.wants_write():
                     self._flushing = None
                     self._deferred = False
-                    self._room.notify_all()
+                    if self._room_waiters:
+                        self._room.notify_all()
                     return
                 pieces = out.pieces
                 frames = out.frames
@@ -621,7 +642,7 @@ class ThreadConnection:
                     self.last_sent = monotonic()
                     if callbacks is not None:
                         self.frames_written += frames
-                    if out.size <= self.low_water:
+                    if self._room_waiters and out.size <= self.low_water:
                         self._room.notify_all()
                 full = not sent and (bool(out) or io.wants_write())
                 if full:  # left to the background reader, which sends as the socket drains
