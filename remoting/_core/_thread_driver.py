@@ -554,8 +554,11 @@ class ThreadDriver:
         batch's, handed to their batch together (it sends its next requests once)."""
         entries = self.table.entries
         read_at = conn.last_read
+        # round trips are recorded per run of answers sent together (a batch's group
+        # shares its send time, so its answers in one read share one duration)
         code = -1
-        durations: list[float] = []
+        started = math.nan
+        run = 0
         singles: list[tuple[ThreadCall, RemotingCommand]] = []
         orphans: list[RemotingCommand] = []
         batches: dict[ThreadBatch, tuple[list[ThreadCall], list[RemotingCommand]]] = {}
@@ -572,13 +575,12 @@ class ThreadDriver:
                 if fut.unattended:
                     fut.unattended = False
                     conn.unattended -= 1
-                request = fut.request
-                if request.code != code:
-                    if durations:
-                        self._record_latency(code, durations)
-                        durations = []
-                    code = request.code
-                durations.append(read_at - fut.deadline + fut.timeout)
+                start = fut.deadline - fut.timeout
+                if start != started or fut.request.code != code:
+                    if run:
+                        self._record_latency(code, read_at - started, run)
+                    code, started, run = fut.request.code, start, 0
+                run += 1
                 group = fut.batch
                 if group is None or response.code == _GO_AWAY:
                     singles.append((fut, response))
@@ -590,8 +592,8 @@ class ThreadDriver:
                     futs, answers = batches.setdefault(batch, ([], []))
                     futs.append(fut)
                     answers.append(response)
-            if durations:
-                self._record_latency(code, durations)
+            if run:
+                self._record_latency(code, read_at - started, run)
             conn.calls -= len(responses) - len(orphans)
         for fut, response in singles:
             if response.code == _GO_AWAY and self._go_away(fut, conn):
@@ -611,12 +613,12 @@ class ThreadDriver:
                 self._counters.orphans += 1
             conn.orphaned(response)
 
-    def _record_latency(self, code: int, durations: list[float]) -> None:
-        """Add round trips of calls of ``code`` to its histogram (lock held)."""
+    def _record_latency(self, code: int, seconds: float, calls: int) -> None:
+        """Add the round trip of ``calls`` calls of ``code`` to its histogram (lock held)."""
         hist = self._latency.get(code)
         if hist is None:
             hist = self._latency[code] = LatencyHistogram()
-        hist.record_all(durations)
+        hist.record(seconds, calls)
 
     def requests_received(self, conn: ThreadConnection, requests: list[RemotingCommand]
                           ) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import repeat
 from typing import Final
 
 __all__ = ["LatencyHistogram"]
@@ -23,24 +22,13 @@ class LatencyHistogram:
         self.total = 0.0
         self.max = 0.0
 
-    def record(self, seconds: float) -> None:
-        """Add one duration."""
-        self.counts[bisect_left(_BOUNDS, seconds)] += 1
-        self.count += 1
-        self.total += seconds
+    def record(self, seconds: float, times: int = 1) -> None:
+        """Add one duration (``times`` times: calls that took as long, counted at once)."""
+        self.counts[bisect_left(_BOUNDS, seconds)] += times
+        self.count += times
+        self.total += seconds * times
         if seconds > self.max:
             self.max = seconds
-
-    def record_all(self, durations: list[float]) -> None:
-        """Add each of ``durations`` (as `record`, for one read's answers at once)."""
-        counts = self.counts
-        for i in map(bisect_left, repeat(_BOUNDS), durations):
-            counts[i] += 1
-        self.count += len(durations)
-        self.total += sum(durations)
-        longest = max(durations, default=0.0)
-        if longest > self.max:
-            self.max = longest
 
     def percentile(self, p: float) -> float:
         """Return the upper bound of the bucket holding the ``p``-th percentile (0-100)."""
