@@ -141,6 +141,11 @@ class ThreadConnection:
         self.overloaded = 0  # the server's requests refused with SYSTEM_BUSY
         self.dropped = 0  # the server's requests dropped unanswered (it did not read)
         self.unattended = 0  # calls on it no thread waits for (the owner counts them)
+        # the latest deadline of such a call sent on it (the owner sets it): the background
+        # reader keeps polling it until then, answered or not, so that the next call nobody
+        # waits for need not wake it (a window of `invoke_async` calls refilled by their
+        # callbacks drains to none in flight between reads, again and again)
+        self.unattended_until = -math.inf
         self.high_water = config.write_buffer_high_water_mark
         self.low_water = config.write_buffer_low_water_mark
         self.outbound = Outbound()
@@ -323,7 +328,8 @@ class ThreadConnection:
         with self._mutex:
             events = 0
             if self.state.usable:
-                if self._reader is None and self._wants_reading():
+                if self._reader is None and (self._wants_reading()
+                                             or monotonic() < self.unattended_until):
                     events |= _READ_EVENTS
                 if self._flushing is _PARKED:
                     events |= select.POLLOUT

@@ -360,6 +360,8 @@ class ThreadDriver:
                 if unattended:
                     fut.unattended = True
                     conn.unattended += 1
+                    if fut.deadline > conn.unattended_until:
+                        conn.unattended_until = fut.deadline
         if error is not None:
             fut._fail(translate(error, "encode", fut.addr))
             return True
