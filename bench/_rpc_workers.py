@@ -245,6 +245,26 @@ def _sched(pid: int | None) -> tuple[int, int] | None:
     return run, wait
 
 
+def _switches(pid: int) -> tuple[int, int]:
+    """Return (voluntary, involuntary) context switches summed over the threads of ``pid``."""
+    vol = invol = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0, 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        invol += int(line.split()[1])
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile
+    return vol, invol
+
+
 class _Meter:
     """Wall time, and CPU and run-queue time of this process and the server, for one section.
 
@@ -256,6 +276,7 @@ class _Meter:
 
     def __enter__(self) -> _Meter:
         self._s0 = [_sched(pid) for pid in self.pids]
+        self._cs0 = _switches(self.pids[0])
         self._gc0 = _gc_seconds[0]
         self._t0 = time.perf_counter()
         return self
@@ -264,9 +285,12 @@ class _Meter:
         self.wall = time.perf_counter() - self._t0
         self.gc = _gc_seconds[0] - self._gc0
         self._s1 = [_sched(pid) for pid in self.pids]
+        self._cs1 = _switches(self.pids[0])
 
     def result(self, n: int, **extra: float) -> dict[str, float]:
-        out: dict[str, float] = {"n": n, "wall": self.wall, "cli_gc_us": self.gc * 1e6 / n}
+        out: dict[str, float] = {"n": n, "wall": self.wall, "cli_gc_us": self.gc * 1e6 / n,
+                                 "cli_vcs": (self._cs1[0] - self._cs0[0]) / n,
+                                 "cli_ivcs": (self._cs1[1] - self._cs0[1]) / n}
         for who, a, b in zip(("cli", "srv"), self._s0, self._s1, strict=True):
             if a is not None and b is not None:
                 out[f"{who}_us"] = (b[0] - a[0]) / 1000.0 / n
@@ -441,7 +465,9 @@ def _ours_blocking_client(addr: str, modes: list[str], p: dict[str, Any]) -> dic
     run = _Runner(p)
     out: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
-        c = stack.enter_context(RemotingClient(ClientConfig(max_frame_bytes=BIG_FRAME_LIMIT)))
+        io = {"io": p["io"]} if "io" in p else {}  # (a checkout before issue 22 has none)
+        c = stack.enter_context(RemotingClient(ClientConfig(max_frame_bytes=BIG_FRAME_LIMIT,
+                                                            **io)))
 
         def call(b: bytes) -> None:
             _check(c.invoke_sync(addr, create(CODE, body=b), TIMEOUT), len(b))

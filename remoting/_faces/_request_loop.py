@@ -47,6 +47,11 @@ class RequestLoop:
         # each connection's requests not dispatched yet (loop thread only); a connection is
         # here while a task takes from its queue
         self._queues: dict[ThreadConnection, deque[RemotingCommand]] = {}
+        # the processor table last looked at, and whether it holds a processor of the
+        # user's (the transport's own stream handlers are in it from the start: they alone
+        # do not make the server's requests come at any time)
+        self._table_seen: object = None
+        self._table_serves = False
 
     @property
     def loop(self) -> LoopThread | None:
@@ -55,10 +60,17 @@ class RequestLoop:
 
     def serves(self) -> bool:
         """True while the server's requests are read at any time, not only while a call
-        waits: a processor is registered, or a stream is open (its items come as requests)."""
+        waits: a processor is registered, or a stream is open (its items come as requests).
+
+        Asked each time a calling thread stops reading a connection: a client that only
+        calls answers False here, and its background reader stays asleep."""
         endpoint = self._endpoint
         dispatcher = endpoint.dispatcher
-        return (bool(dispatcher.processors) or dispatcher.default is not None
+        table = dispatcher.processors  # replaced, never mutated, when a processor registers
+        if table is not self._table_seen:
+            self._table_serves = any(e.handler is None for e in table.values())
+            self._table_seen = table
+        return (self._table_serves or dispatcher.default is not None
                 or bool(endpoint.streams.incoming.open))
 
     def serve(self, conn: ThreadConnection, requests: list[RemotingCommand]) -> None:

@@ -22,11 +22,11 @@ class LatencyHistogram:
         self.total = 0.0
         self.max = 0.0
 
-    def record(self, seconds: float) -> None:
-        """Add one duration."""
-        self.counts[bisect_left(_BOUNDS, seconds)] += 1
-        self.count += 1
-        self.total += seconds
+    def record(self, seconds: float, times: int = 1) -> None:
+        """Add one duration (``times`` times: calls that took as long, counted at once)."""
+        self.counts[bisect_left(_BOUNDS, seconds)] += times
+        self.count += times
+        self.total += seconds * times
         if seconds > self.max:
             self.max = seconds
 

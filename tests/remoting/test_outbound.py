@@ -57,3 +57,16 @@ def test_clear_drops_everything_and_returns_the_callbacks() -> None:
     out.add_rest([memoryview(b"rest")], lambda: None)
     assert len(out.clear()) == 2
     assert out.idle and out.size == 0
+
+
+def test_frames_queued_together_count_as_queued_one_by_one() -> None:
+    frames = [b"aaa", b"bb", b"c"]
+    together, alone = Outbound(), Outbound()
+    assert together.add_many(frames) == 3
+    for frame in frames:
+        alone.add(frame)
+    assert together.pieces == alone.pieces == frames
+    assert (together.queued, together.frames) == (alone.queued, alone.frames) == (6, 3)
+    mixed = Outbound()  # a large body among them keeps its two pieces, in order
+    assert mixed.add_many([b"x", (b"head", b"body"), b"y"]) == 3
+    assert mixed.pieces == [b"x", b"head", b"body", b"y"] and mixed.queued == 10

@@ -20,3 +20,19 @@ def test_a_completed_call_is_not_kept_alive_by_the_deadline_heap() -> None:
     assert sys.getrefcount(fut) == before
     assert table.next_deadline() is None
     assert table.expire(100.0) == []
+
+
+def test_a_batch_registers_in_order_up_to_an_opaque_already_pending() -> None:
+    """`add_all` is `add` for many: it stops at the first duplicate opaque (the caller gives
+    that one a new opaque and goes on from there) and their deadlines expire as added."""
+    table: ResponseTable[ResponseFuture] = ResponseTable()
+    futs = [ResponseFuture(RemotingCommand.create_request(1), "p", 1) for _ in range(4)]
+    for i, fut in enumerate(futs):
+        fut.deadline = float(i)
+    table.add(futs[2])
+    assert table.add_all(futs) == 2  # futs[2] is pending already
+    assert list(table.entries) == [futs[2].opaque, futs[0].opaque, futs[1].opaque]
+    assert table.add_all(futs, 3) == 1
+    assert len(table) == 4
+    assert table.expire(1.5) == [futs[0], futs[1]]
+    assert table.next_deadline() == 2.0

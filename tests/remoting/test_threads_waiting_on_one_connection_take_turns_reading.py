@@ -16,7 +16,8 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, RequestContext
 from remoting import ClientConfig, RemotingClient, RemotingServer, RemotingTimeoutError
-from remoting._core._thread_driver import _thread_driver
+from remoting._core._calling._future import ThreadWaiter
+from remoting._core._thread_driver import _thread_connection, _thread_driver
 
 from ..factories import req
 
@@ -129,3 +130,56 @@ def test_a_reader_whose_call_is_answered_hands_reading_on() -> None:
         first.join(20)
         second.join(20)
     assert results["first"] < 5 and results["second"] < 5  # neither waited for its deadline
+
+
+GATHERED = 64  # answers once GATHER requests wait, all together
+GATHER = 32
+ROUNDS = 6
+
+
+class Gathered(AsyncRequestProcessor):
+    def __init__(self) -> None:
+        self.waiting = 0
+        self.all_in: trio.Event | None = None
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        if self.all_in is None:
+            self.all_in = trio.Event()
+        all_in = self.all_in
+        self.waiting += 1
+        if self.waiting == GATHER:  # this round is in: answer it; the next gathers anew
+            self.waiting = 0
+            self.all_in = None
+            all_in.set()
+        await all_in.wait()
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
+@pytest.mark.usefixtures("no_sweep")
+def test_a_reader_hands_reading_only_to_a_thread_whose_answer_it_did_not_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answers read together wake their threads; a reader leaving hands the read role to a
+    thread still waiting, never down the line of threads it answered (each would only pass
+    it on, one thread switch each, while nobody reads)."""
+    handed: list[object] = []
+    leave = _thread_connection.ThreadConnection._leave
+
+    def counted_leave(conn: _thread_connection.ThreadConnection) -> None:
+        leave(conn)
+        if isinstance(conn._reader, ThreadWaiter):
+            handed.append(conn._reader)
+
+    monkeypatch.setattr(_thread_connection.ThreadConnection, "_leave", counted_leave)
+    with _server() as server, RemotingClient(ClientConfig(io="threads")) as client:
+        server.register_processor(GATHERED, Gathered())
+        client.invoke_sync(server.addr, req(SCRAMBLED), 5)
+        with ThreadPoolExecutor(GATHER) as pool:
+            for _ in range(ROUNDS):
+                codes = list(pool.map(
+                    lambda _: client.invoke_sync(server.addr, req(GATHERED), 10).code,
+                    range(GATHER)))
+                assert codes == [ResponseCode.SUCCESS] * GATHER
+    # a round's answers come in one read or a few: a hand-over per read at most, not one per
+    # thread it answered (that handed it on 2 to 8 times a round)
+    assert len(handed) < 2 * ROUNDS, f"the read role was handed on {len(handed)} times"

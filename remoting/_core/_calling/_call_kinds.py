@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from ..._interceptors import CallKind, ClientCall
     from ._future import ResponseFuture
 
-__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "ToThreadDriver", "TrioDriver"]
+__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "ToThreadDriver", "TrioDriver",
+           "check_many_options"]
 
 
 class BlockingDriver(Protocol):
@@ -97,6 +98,11 @@ def _check_oneway(call: ClientCall) -> None:
 
 def _check_many(call: ClientCall) -> None:
     call.requests = requests_of(call.requests)
+    check_many_options(call)
+
+
+def check_many_options(call: ClientCall) -> None:
+    """`_check_many` but the requests, checked already (a batch's check is per request)."""
     call.timeout = call_timeout(call.timeout)
     call.limit = batch_limit(call.limit)
 

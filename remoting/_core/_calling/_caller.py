@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._checks import batch_limit, call_timeout, requests_of
 from ..._interceptors import ClientCall, chain, chain_async
-from ._call_kinds import KINDS
+from ._call_kinds import KINDS, check_many_options
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -84,9 +84,10 @@ class Caller:
                 return None
             call = ClientCall(kind=kind, addr=addr, request=requests[0], requests=requests,
                               timeout=timeout, role=self._role, target=target, **options)
-        else:
-            call = ClientCall(kind=kind, addr=addr, request=subject, timeout=timeout,
-                              role=self._role, target=target, **options)
+            check_many_options(call)  # its requests were checked just above, once
+            return call
+        call = ClientCall(kind=kind, addr=addr, request=subject, timeout=timeout,
+                          role=self._role, target=target, **options)
         KINDS[kind].check(call)
         return call
 

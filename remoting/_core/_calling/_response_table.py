@@ -66,6 +66,24 @@ class ResponseTable(Generic[F]):
             self._heap = [(f.deadline, o) for o, f in entries.items()]
             heapq.heapify(self._heap)
 
+    def add_all(self, futs: list[F], start: int = 0) -> int:
+        """Register ``futs[start:]`` under their opaques, in order (as `add`, for a batch at
+        once), up to the first whose opaque is already pending; return how many were."""
+        entries = self.entries
+        heap = self._heap
+        added = 0
+        for fut in futs[start:] if start else futs:
+            opaque = fut.opaque
+            if opaque in entries:
+                break
+            entries[opaque] = fut
+            _push(heap, (fut.deadline, opaque))
+            added += 1
+        if len(heap) > 2 * len(entries) + _COMPACT_SLACK:
+            self._heap = [(f.deadline, o) for o, f in entries.items()]
+            heapq.heapify(self._heap)
+        return added
+
     def pop_for(self, opaque: int, conn: object) -> F | None:
         """Remove and return the entry for ``opaque`` only if it was sent on ``conn``."""
         fut = self.entries.get(opaque)

@@ -87,6 +87,17 @@ class Outbound:
         self.frames += 1
         return self.frames
 
+    def add_many(self, frames: list[EncodedFrame]) -> int:
+        """Queue ``frames`` (no callbacks); return how many frames are now queued."""
+        if tuple in map(type, frames):  # a large body among them: its pieces, in order
+            for frame in frames:
+                self.add(frame)
+            return self.frames
+        self.pieces += frames  # type: ignore[arg-type]
+        self.queued += sum(map(len, frames))
+        self.frames += len(frames)
+        return self.frames
+
     def add_rest(self, rest: list[Piece], on_sent: Callable[[], None] | None = None) -> None:
         """Queue what a direct send left of a frame (``rest`` from `consume`)."""
         self.pieces += rest

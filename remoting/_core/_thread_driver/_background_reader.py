@@ -64,7 +64,9 @@ class BackgroundReader:
         self._to_flush: dict[ThreadConnection, float] = {}  # frames waiting: send them by then
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self.armed = -math.inf  # when the thread wakes next by itself; -inf: not sleeping
+        # when the thread wakes next by itself: -inf while it runs (it looks at the timers
+        # before it sleeps again), inf while it looks (anything armed then wakes it)
+        self.armed = -math.inf
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -173,6 +175,9 @@ class BackgroundReader:
                 if polled.get(fd) != (conn, events):
                     poller.register(fd, events)
             polled = watch
+            # from here until it sleeps, a timer armed or a flush asked for wakes it (they may
+            # come after it read the next one: it would sleep past them otherwise)
+            self.armed = math.inf
             wake_at = duties.next_timer()
             with self._lock:
                 if self._to_flush:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._errors import RemotingError, RemotingTimeoutError, RemotingTooManyRequestsError
 from .._calling._future import ThreadCall, thread_waiter
+from .._socket._outbound import FLUSH_FRAMES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,8 +46,8 @@ class BatchDriver(Protocol):
     def connection(self, target: ThreadTarget, deadline: float, timeout: float
                    ) -> ThreadConnection: ...
 
-    def send(self, conn: ThreadConnection, fut: Any, permits: Any, *, unattended: bool,
-             elsewhere: bool = False) -> bool: ...
+    def send_batch(self, conn: ThreadConnection, futs: list[Any], *, elsewhere: bool
+                   ) -> bool: ...
 
     def next_deadline(self) -> float: ...
 
@@ -200,38 +201,56 @@ class ThreadBatch:
                 conn.flush_held()
 
     def _fill(self, conn: ThreadConnection) -> None:
+        """Send as many requests as the window has room for, `FLUSH_FRAMES` at a time (each
+        group registered under one lock and handed to the socket together, so the peer
+        starts on the first while the next are encoded); batch lock held."""
         requests = self._requests
         n = len(requests)
-        driver = self._driver
-        permits = driver.async_permits
         in_flight = self._in_flight
-        deadline = monotonic() + self.timeout
-        while len(in_flight) < self._limit and self._next < n:
+        while True:
+            room = min(self._limit - len(in_flight), n - self._next, FLUSH_FRAMES)
+            if room <= 0:
+                break
             if not conn.state.takes_calls or conn.queued_bytes > conn.high_water:
                 self._call_owner()
                 return
-            i = self._next
-            if self._held == len(self._in_flight):
-                if permits.try_take():
-                    self._held += 1
-                elif self._in_flight:  # one of ours frees a permit soon and pumps again
-                    return
-                else:
+            spare = self._held - len(in_flight)
+            if spare < room:
+                spare += self._take_permits(room - spare)
+                if not spare:
+                    if in_flight:  # one of ours frees a permit soon and pumps again
+                        return
+                    i = self._next
                     self._next += 1
                     self._record(i, RemotingTooManyRequestsError(
                         "no in-flight permit for a batch request; other calls hold them all",
                         conn.remote_addr))
                     continue
-            self._next += 1
-            fut = in_flight[i] = _BatchCall(self, i, requests[i], deadline)
-            if not driver.send(conn, fut, None, unattended=False,
-                               elsewhere=self.retry_target is not False):
-                del in_flight[i]  # told GO_AWAY since the check above: the owner moves on
-                self._next = i
+                room = min(room, spare)
+            first = self._next
+            deadline = monotonic() + self.timeout
+            indexes = range(first, first + room)
+            group = [_BatchCall(self, i, requests[i], deadline) for i in indexes]
+            in_flight.update(zip(indexes, group, strict=True))
+            self._next = first + room
+            if not self._driver.send_batch(conn, group,
+                                           elsewhere=self.retry_target is not False):
+                for fut in group:  # told GO_AWAY since the check above: the owner moves on
+                    del in_flight[fut._index]
+                self._next = first
                 self._call_owner()
                 return
         if self._next == n:
             self._give_back_spare()
+
+    def _take_permits(self, wanted: int) -> int:
+        """Take up to ``wanted`` more in-flight permits without waiting; return how many."""
+        permits = self._driver.async_permits
+        taken = 0
+        while taken < wanted and permits.try_take():
+            taken += 1
+        self._held += taken
+        return taken
 
     def done_one(self, i: int, result: object) -> None:
         """Record the outcome of request ``i`` and send the next one (any thread: the
@@ -240,11 +259,34 @@ class ThreadBatch:
             if self._in_flight.pop(i, None) is None:
                 return
             self._record(i, result)
-            conn = self.conn
-            if self._next < len(self._requests) and conn is not None:
-                self._fill(conn)
-            if self._owner is not None and (self._sleeping or self.done()):
-                self._wake_owner()  # (a following owner only when it has to act)
+            self._refill()
+
+    def answered(self, futs: list[_BatchCall], answers: list[RemotingCommand]) -> None:
+        """Record the answers one read brought to ``futs`` (out of the table already, taken
+        by the reading thread), then send the next requests once for all of them."""
+        with self._lock:
+            in_flight = self._in_flight
+            results = self.results
+            for fut, response in zip(futs, answers, strict=True):
+                i = fut._index
+                del in_flight[i]  # (out of the table: no one else ends it)
+                results[i] = response
+                fut._done = True
+            if self._finished_at is not None:
+                now = monotonic()
+                for fut in futs:
+                    self._finished_at[fut._index] = now
+            self._completed += len(futs)
+            self._refill()  # (wakes the calling thread if that was the last)
+
+    def _refill(self) -> None:
+        """After completions: fill the window again, and wake the calling thread if it
+        sleeps or has to act (batch lock held)."""
+        conn = self.conn
+        if self._next < len(self._requests) and conn is not None:
+            self._fill(conn)
+        if self._owner is not None and (self._sleeping or self.done()):
+            self._wake_owner()  # (a following owner only when it has to act)
 
     def _record(self, i: int, result: object) -> None:
         self.results[i] = result
@@ -286,14 +328,16 @@ class _BatchCall(ThreadCall):
     """The table entry of one batch request: a `ThreadCall` that only tells its batch.
 
     It is never handed to users (no callbacks, no thread waits on it: its batch's does), so
-    its completion skips what those need; the driver completes it like any other call.
+    it sets only what the driver reads of a call; its answer is recorded by its batch
+    (`ThreadBatch.answered`), any other end by `_complete`.
     """
 
-    __slots__ = ("_batch", "_index")
+    __slots__ = ("_index",)
+    close_on_timeout = False  # (never set on a batch's call: a class default is enough)
 
     def __init__(self, batch: ThreadBatch, index: int, request: RemotingCommand,
                  deadline: float) -> None:  # what a batch's request uses of a future, only
-        self._batch = batch
+        self.batch = batch
         self._index = index
         self.request = request
         self.opaque = request.opaque
@@ -301,16 +345,11 @@ class _BatchCall(ThreadCall):
         self.conn = None
         self.timeout = batch.timeout
         self.deadline = deadline
-        self.response_command = None
-        self.cause = None
-        self.close_on_timeout = False
         self.retry_target = batch.retry_target
         self.resent = False
         self.unattended = False
         self._done = False
         self._permits = None
-        self._waiters = None
-        self._driver = None
 
     def _complete(self, response: RemotingCommand | None = None,
                   cause: BaseException | None = None) -> bool:
@@ -319,5 +358,9 @@ class _BatchCall(ThreadCall):
         self._done = True
         self.response_command = response
         self.cause = cause
-        self._batch.done_one(self._index, response if cause is None else cause)
+        self.batch.done_one(self._index, response if cause is None else cause)
         return True
+
+    def __repr__(self) -> str:  # (its answer may be only in its batch: no `cause` read)
+        return f"<batch request {self._index} opaque={self.opaque} addr={self.addr}>"
+

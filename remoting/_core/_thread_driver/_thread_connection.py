@@ -6,7 +6,8 @@ Theory of operation (httpcore's ``_sync`` model: whoever waits reads):
   (which wakes that call's thread) and the server's own requests to the owner; otherwise it
   queues as a follower and sleeps until its call completes or the role is handed to it. The
   reader keeps the role until its own call is done or its wait ends, then hands it to the
-  first follower (leader/follower); with no follower it leaves it free, and tells the owner
+  first follower whose call is not done (leader/follower; those it answered are woken by
+  their completion and leave); with no such follower it leaves it free, and tells the owner
   when something must still be read (calls no thread waits for, the server's requests): the
   background reader takes it then. Only the role's holder touches the decoder and the
   socket's read side, so reading needs no lock beyond taking the role.
@@ -141,6 +142,11 @@ class ThreadConnection:
         self.overloaded = 0  # the server's requests refused with SYSTEM_BUSY
         self.dropped = 0  # the server's requests dropped unanswered (it did not read)
         self.unattended = 0  # calls on it no thread waits for (the owner counts them)
+        # the latest deadline of such a call sent on it (the owner sets it): the background
+        # reader keeps polling it until then, answered or not, so that the next call nobody
+        # waits for need not wake it (a window of `invoke_async` calls refilled by their
+        # callbacks drains to none in flight between reads, again and again)
+        self.unattended_until = -math.inf
         self.high_water = config.write_buffer_high_water_mark
         self.low_water = config.write_buffer_low_water_mark
         self.outbound = Outbound()
@@ -157,8 +163,10 @@ class ThreadConnection:
         self._owner = owner
         self._mutex = threading.Lock()
         self._room = threading.Condition(self._mutex)  # callers waiting below high water
+        self._room_waiters = 0  # how many wait on it (sends notify only then: it is not free)
         self._reader: object | None = None  # who holds the read role
-        self._followers: dict[ThreadWaiter, None] = {}  # in arrival order (a dict: O(1) removal)
+        # waiting threads and what each waits for, in arrival order (a dict: O(1) removal)
+        self._followers: dict[ThreadWaiter, Awaited] = {}
         self._flushing: object | None = None  # who holds the send role
         self._holds = 0  # bursts being handled (a read, a batch of replies): sends only queue
         self.calls = 0  # calls pending on it (the driver counts them, under its lock)
@@ -229,7 +237,7 @@ class ThreadConnection:
                             waiter = thread_waiter()
                             if not call._add_thread_waiter(waiter):
                                 return
-                        reading = self._lead_or_follow(waiter)
+                        reading = self._lead_or_follow(waiter, call)
                         if not reading:
                             remaining = until - monotonic()
                             if remaining > 0:
@@ -270,14 +278,14 @@ class ThreadConnection:
         the server sent while nobody read."""
         self._read_once(0.0)
 
-    def _lead_or_follow(self, waiter: ThreadWaiter) -> bool:
+    def _lead_or_follow(self, waiter: ThreadWaiter, call: Awaited) -> bool:
         """Take the read role if it is free (True); else queue as a follower (on a closing
         connection too: its release fails the call, which wakes the thread)."""
         with self._mutex:
             if self._reader is None and self.state.usable:
                 self._reader = waiter
                 return True
-            self._followers[waiter] = None
+            self._followers[waiter] = call
             return False
 
     def _stop_following(self, waiter: ThreadWaiter) -> bool:
@@ -289,17 +297,16 @@ class ThreadConnection:
             return False
 
     def _leave(self) -> None:
-        """Give up the read role: to the first follower, else free (see the docstring). On a
-        closing connection nobody reads any more: the last thread using it releases it, which
-        fails the followers' calls (and so wakes them)."""
+        """Give up the read role: to the first follower still waiting, else free (see the
+        module docstring). On a closing connection nobody reads any more: the last thread
+        using it releases it, which fails the followers' calls (and so wakes them)."""
         if self._deferred:  # nobody may read it next: what waits for a reader leaves now
             self.send_queued()
         with self._mutex:
             usable = self.state.usable
             follower = None
             if self._followers and usable:
-                follower = next(iter(self._followers))
-                del self._followers[follower]
+                follower = self._next_reader()
             self._reader = follower
             wanted = (follower is None and usable
                       and not self.background_events & select.POLLIN and self._wants_reading())
@@ -309,6 +316,17 @@ class ThreadConnection:
             self._release_if_unused()
         elif wanted:
             self._owner.background_wanted(self)
+
+    def _next_reader(self) -> ThreadWaiter | None:
+        """Take the first follower whose call is not done yet out of the queue (mutex held).
+        Those done already are woken by their completion and leave by themselves: handing
+        them the role would only pass it on, one thread switch each, while nobody reads."""
+        followers = self._followers
+        for waiter, call in followers.items():
+            if not call.done():
+                del followers[waiter]
+                return waiter
+        return None
 
     def _wants_reading(self) -> bool:
         """Something must be read though no caller waits: calls nobody waits for, the
@@ -322,7 +340,8 @@ class ThreadConnection:
         with self._mutex:
             events = 0
             if self.state.usable:
-                if self._reader is None and self._wants_reading():
+                if self._reader is None and (self._wants_reading()
+                                             or monotonic() < self.unattended_until):
                     events |= _READ_EVENTS
                 if self._flushing is _PARKED:
                     events |= select.POLLOUT
@@ -467,7 +486,11 @@ class ThreadConnection:
                     raise RemotingTooManyRequestsError(
                         f"{self.outbound.size} bytes wait to be sent to a peer that is not "
                         f"reading (high water mark {self.high_water})", self.remote_addr)
-                self._room.wait(min(remaining, threading.TIMEOUT_MAX))
+                self._room_waiters += 1
+                try:
+                    self._room.wait(min(remaining, threading.TIMEOUT_MAX))
+                finally:
+                    self._room_waiters -= 1
 
     def send(self, frame: EncodedFrame, on_sent: Callable[[], None] | None = None, *,
              defer: bool = False) -> bool:
@@ -527,6 +550,21 @@ class ThreadConnection:
             self._flush()
         elif on_sent is not None:
             on_sent()
+        return True
+
+    def send_many(self, frames: list[EncodedFrame]) -> bool:
+        """Queue ``frames`` (a batch's requests) and send what is queued now unless another
+        thread is sending or a burst holds sends (`hold`) with fewer than `FLUSH_FRAMES`
+        queued; never waits. False, doing nothing, if it is closing."""
+        out = self.outbound
+        with self._mutex:
+            if not self.state.usable:
+                return False
+            queued = out.add_many(frames)
+            if self._flushing is not None or (self._holds and queued < FLUSH_FRAMES):
+                return True
+            self._flushing = _CALLER
+        self._flush()
         return True
 
     def _send_now(self, frame: EncodedFrame) -> tuple[int, list[Piece]]:
@@ -598,7 +636,8 @@ class ThreadConnection:
                 if not out and not io.wants_write():
                     self._flushing = None
                     self._deferred = False
-                    self._room.notify_all()
+                    if self._room_waiters:
+                        self._room.notify_all()
                     return
                 pieces = out.pieces
                 frames = out.frames
@@ -621,7 +660,7 @@ class ThreadConnection:
                     self.last_sent = monotonic()
                     if callbacks is not None:
                         self.frames_written += frames
-                    if out.size <= self.low_water:
+                    if self._room_waiters and out.size <= self.low_water:
                         self._room.notify_all()
                 full = not sent and (bool(out) or io.wants_write())
                 if full:  # left to the background reader, which sends as the socket drains

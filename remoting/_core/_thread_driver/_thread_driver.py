@@ -70,6 +70,8 @@ from ._thread_connection import DEFER_SECONDS, ThreadConnection
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from codec import EncodedFrame
+
     from ..._config import ClientConfig
     from ..._interceptors import ClientCall
     from ..._observability._statistics import Counters
@@ -358,6 +360,8 @@ class ThreadDriver:
                 if unattended:
                     fut.unattended = True
                     conn.unattended += 1
+                    if fut.deadline > conn.unattended_until:
+                        conn.unattended_until = fut.deadline
         if error is not None:
             fut._fail(translate(error, "encode", fut.addr))
             return True
@@ -372,6 +376,76 @@ class ThreadDriver:
             if not conn.background_events & select.POLLIN and conn.read_free:
                 background.want(conn)
             background.arm(fut.deadline + self._grace)
+        return True
+
+    def send_batch(self, conn: ThreadConnection, futs: list[ThreadCall], *, elsewhere: bool
+                   ) -> bool:
+        """Register ``futs`` (requests of one batch, whose permits the batch holds) and send
+        them on ``conn`` together: encoded first, registered under one hold of the lock,
+        queued and handed to the socket at once. A request that cannot be encoded fails
+        alone; otherwise as `send` (``elsewhere``: False, nothing done, if ``conn`` was told
+        GO_AWAY since the caller took it)."""
+        max_frame, max_header = self.max_frame, self.max_header
+        addr = conn.remote_addr
+        frames: list[EncodedFrame] = []
+        failed: list[tuple[ThreadCall, BaseException]] = []
+        codes: dict[int, int] = {}
+        code = count = 0
+        for fut in futs:  # outside the lock: it is held only for the table
+            fut.conn = conn
+            fut.addr = addr
+            request = fut.request
+            try:
+                frames.append(encode_frame_parts(request, max_frame, max_header))
+            except Exception as exc:
+                failed.append((fut, exc))
+                continue
+            if request.code != code:
+                if count:
+                    codes[code] = codes.get(code, 0) + count
+                code, count = request.code, 0
+            count += 1
+        if count:
+            codes[code] = codes.get(code, 0) + count
+        if failed:  # (rare) those go no further
+            futs = [fut for fut in futs if all(fut is not f for f, _ in failed)]
+        table = self.table
+        copies: list[int] = []
+        with self._lock:
+            if elsewhere and not conn.state.takes_calls:
+                return False
+            n = len(futs)
+            i = table.add_all(futs)
+            while i < n:  # the same command in flight twice: a copy goes out
+                fut = futs[i]
+                fut.request = fut.request.with_opaque(next_opaque())
+                fut.opaque = fut.request.opaque
+                copies.append(i)
+                i += table.add_all(futs, i)
+            sent = self._sent
+            for code, count in codes.items():
+                sent[code] = sent.get(code, 0) + count
+            conn.calls += n
+        for fut, cause in failed:
+            fut._fail(translate(cause, "encode", addr))
+        unsent: list[int] = []
+        for i in copies:  # encoded again with their new opaque
+            try:
+                frames[i] = encode_frame_parts(futs[i].request, max_frame, max_header)
+            except Exception as error:  # (its longer opaque crossed the header limit)
+                copy = futs[i]
+                with self._lock:
+                    taken = self._pop_for(copy, conn)
+                if taken:
+                    copy._fail(translate(error, "encode", addr))
+                unsent.append(i)
+        if unsent:  # (rare) nothing of those is sent
+            frames = [f for i, f in enumerate(frames) if i not in unsent]
+        if frames and not conn.send_many(frames):
+            with self._lock:
+                lost = [fut for fut in futs if self._pop_for(fut, conn)]
+            for fut in lost:
+                fut._fail_send("connection is closed")
         return True
 
     # ------------------------------------------------------------------ waiting
@@ -478,41 +552,75 @@ class ThreadDriver:
     def responses_received(self, conn: ThreadConnection, responses: list[RemotingCommand]
                            ) -> None:
         """Complete the calls ``responses`` (one read's) answer, on the thread that read
-        them: all taken out of the table at once, then completed one by one."""
-        matched: list[tuple[ThreadCall | None, RemotingCommand]] = []
+        them: all taken out of the table at once, then completed one by one, except a
+        batch's, handed to their batch together (it sends its next requests once)."""
         entries = self.table.entries
-        latency = self._latency
         read_at = conn.last_read
+        # round trips are recorded per run of answers sent together (a batch's group
+        # shares its send time, so its answers in one read share one duration)
+        code = -1
+        started = math.nan
+        run = 0
+        singles: list[tuple[ThreadCall, RemotingCommand]] = []
+        orphans: list[RemotingCommand] = []
+        batches: dict[ThreadBatch, tuple[list[ThreadCall], list[RemotingCommand]]] = {}
+        batch = None
+        futs: list[ThreadCall] = []
+        answers: list[RemotingCommand] = []
         with self._lock:
             for response in responses:
                 fut = entries.get(response.opaque)
                 if fut is None or fut.conn is not conn:
-                    matched.append((None, response))  # counted below, while it is open
+                    orphans.append(response)  # counted below, while it is open
                     continue
                 del entries[response.opaque]
-                conn.calls -= 1
                 if fut.unattended:
                     fut.unattended = False
                     conn.unattended -= 1
-                code = fut.request.code
-                hist = latency.get(code)
-                if hist is None:
-                    hist = latency[code] = LatencyHistogram()
-                hist.record(read_at - (fut.deadline - fut.timeout))
-                matched.append((fut, response))
-        for fut, response in matched:
-            if fut is None:
-                if conn.closed:  # condemned by an orphan before it: the rest is not looked at
-                    continue
-                with self._lock:
-                    self._counters.orphans += 1
-                conn.orphaned(response)
-            elif response.code == _GO_AWAY and self._go_away(fut, conn):
+                start = fut.deadline - fut.timeout
+                if start != started or fut.request.code != code:
+                    if run:
+                        self._record_latency(code, read_at - started, run)
+                    code, started, run = fut.request.code, start, 0
+                run += 1
+                group = fut.batch
+                if group is None or response.code == _GO_AWAY:
+                    singles.append((fut, response))
+                elif group is batch:
+                    futs.append(fut)
+                    answers.append(response)
+                else:
+                    batch = group
+                    futs, answers = batches.setdefault(batch, ([], []))
+                    futs.append(fut)
+                    answers.append(response)
+            if run:
+                self._record_latency(code, read_at - started, run)
+            conn.calls -= len(responses) - len(orphans)
+        for fut, response in singles:
+            if response.code == _GO_AWAY and self._go_away(fut, conn):
                 self._settle(conn)  # that may have been its last call
             else:
                 fut._complete(response)
                 if conn.going_away:
                     self._settle(conn)
+        for batch, (futs, answers) in batches.items():
+            batch.answered(futs, answers)  # type: ignore[arg-type]  # (its entries)
+            if conn.going_away:
+                self._settle(conn)
+        for response in orphans:
+            if conn.closed:  # condemned by an orphan before it: the rest is not looked at
+                break
+            with self._lock:
+                self._counters.orphans += 1
+            conn.orphaned(response)
+
+    def _record_latency(self, code: int, seconds: float, calls: int) -> None:
+        """Add the round trip of ``calls`` calls of ``code`` to its histogram (lock held)."""
+        hist = self._latency.get(code)
+        if hist is None:
+            hist = self._latency[code] = LatencyHistogram()
+        hist.record(seconds, calls)
 
     def requests_received(self, conn: ThreadConnection, requests: list[RemotingCommand]
                           ) -> None:
