@@ -359,7 +359,8 @@ class RemotingClient(BlockingFace):
 
         Args:
             addr: ``"host:port"``, or None for the address list (with failover).
-            request: the command; its opaque is replaced if already in flight.
+            request: the command, never changed (in flight already, a copy with an opaque
+                of its own goes out).
             timeout: seconds for the whole call, connect included.
             retry_busy: resend after SYSTEM_BUSY replies, with backoff, within the timeout
                 (only for requests that are safe to repeat).

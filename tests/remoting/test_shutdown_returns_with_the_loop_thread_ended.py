@@ -108,8 +108,6 @@ def test_client_shutdown_returns_with_its_loop_ended_when_every_inner_bound_runs
     hold = Hold(release)
     client.register_processor(HOLD, hold)
     client.register_channel_event_listener(SlowOnClose(release))
-    loop_thread = next(t for t in threading.enumerate()
-                       if t.ident == client.endpoint.loop_thread_id)
     callback_entered = threading.Event()
 
     def stuck_callback(_: ResponseFuture) -> None:
@@ -122,6 +120,10 @@ def test_client_shutdown_returns_with_its_loop_ended_when_every_inner_bound_runs
         [channel] = server.channels()
         server.invoke_oneway(channel, req(HOLD))  # a pool thread of the client's, stuck
         assert hold.entered.wait(5)
+        # Found only now: a thread-driven client starts its loop thread when the server first
+        # sends it a request.
+        loop_thread = next(t for t in threading.enumerate()
+                           if t.ident == client.endpoint.loop_thread_id)
         with capture_logs() as logs:
             client.shutdown()
         assert not loop_thread.is_alive(), "shutdown() returned with the loop still running"

@@ -32,7 +32,7 @@ from ..._hooks import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from codec import RemotingCommand
 
@@ -58,15 +58,17 @@ class BlockingDriver(Protocol):
 
 
 class TrioDriver(Protocol):
-    """What runs a call on the trio face, one method per kind (in the calling task)."""
+    """What runs a call on the trio face, one method per kind (awaited in the calling task).
+    A method may be a plain function returning the coroutine to await: one frame less for
+    every suspension and resumption of the call (`Invoker`)."""
 
-    async def call_sync(self, call: ClientCall) -> RemotingCommand: ...
+    def call_sync(self, call: ClientCall) -> Awaitable[RemotingCommand]: ...
 
-    async def call_async(self, call: ClientCall) -> ResponseFuture: ...
+    def call_async(self, call: ClientCall) -> Awaitable[ResponseFuture]: ...
 
-    async def call_oneway(self, call: ClientCall) -> None: ...
+    def call_oneway(self, call: ClientCall) -> Awaitable[None]: ...
 
-    async def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]: ...
+    def call_many(self, call: ClientCall) -> Awaitable[list[RemotingCommand | RemotingError]]: ...
 
 
 @dataclass(frozen=True, slots=True)

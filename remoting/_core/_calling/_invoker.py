@@ -46,7 +46,7 @@ from ._response_table import ResponseTable
 from ._thread_calls import ThreadCalls
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Coroutine, Sequence
 
     from ..._config import ClientConfig, ServerConfig
     from ..._interceptors import ClientCall, RequestKind
@@ -303,24 +303,30 @@ class Invoker:
 
     # ------------------------------------------------------------------ the trio face's driver
 
-    async def call_sync(self, call: ClientCall) -> RemotingCommand:
+    # Plain functions that return the coroutine to await, not coroutines awaiting it: every
+    # suspension and resumption of a call passes through each frame of its await chain, and a
+    # frame less here is measurable with 64 calls in flight (bench/ab.py, trio client rows).
+
+    def call_sync(self, call: ClientCall) -> Coroutine[Any, Any, RemotingCommand]:
         """`invoke`, for `Caller`."""
-        return await self.invoke(call.target, call.request, call.timeout,  # type: ignore[arg-type]
-                                 call.retry_busy)
+        return self.invoke(call.target, call.request, call.timeout,  # type: ignore[arg-type]
+                           call.retry_busy)
 
-    async def call_async(self, call: ClientCall) -> ResponseFuture:
+    def call_async(self, call: ClientCall) -> Coroutine[Any, Any, ResponseFuture]:
         """`start_call`, for `Caller`."""
-        return await self.start_call(call.target, call.request,  # type: ignore[arg-type]
-                                     call.timeout, call.callback)
+        return self.start_call(call.target, call.request,  # type: ignore[arg-type]
+                               call.timeout, call.callback)
 
-    async def call_oneway(self, call: ClientCall) -> None:
+    def call_oneway(self, call: ClientCall) -> Coroutine[Any, Any, None]:
         """`invoke_oneway`, for `Caller`."""
-        await self.invoke_oneway(call.target, call.request, call.timeout)  # type: ignore[arg-type]
+        return self.invoke_oneway(call.target, call.request,  # type: ignore[arg-type]
+                                  call.timeout)
 
-    async def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]:
+    def call_many(self, call: ClientCall
+                  ) -> Coroutine[Any, Any, list[RemotingCommand | RemotingError]]:
         """`invoke_many`, for `Caller`."""
-        return await self.invoke_many(call.target, call.requests,  # type: ignore[arg-type]
-                                      call.timeout, call.limit, call.finished_at)
+        return self.invoke_many(call.target, call.requests,  # type: ignore[arg-type]
+                                call.timeout, call.limit, call.finished_at)
 
     # ------------------------------------------------------------------ trio-native calls
 
