@@ -16,6 +16,12 @@ Theory of operation:
   `ThreadWaiter`, which completion wakes, and reads for everyone meanwhile (``_driver``).
   `_LOCK` orders completion against waiters and callbacks registered from other threads.
 - User callbacks run on the callback executor, never on the event loop.
+- Its underscore methods (`ResponseFuture._complete`, `ResponseFuture._fail`,
+  `ResponseFuture._fail_send`, `ResponseFuture._fail_timeout`) are the core's, not the user's:
+  whoever removes a call from its table (`Invoker`, `Deadlines`, `GoAway`, `ThreadCalls`, the
+  thread driver) completes it through them. They stay private to keep them off the public
+  class, and stay methods (not functions of this module) so that completion is one call on
+  the hot path.
 """
 
 from __future__ import annotations
