@@ -469,6 +469,30 @@ class _Subscription(Generic[_Client, _Stream, _Delivery]):
         self.received = 0
         self.moves = 0
 
+    def _moved_to(self, stream: _Stream, ended: RemotingStreamError) -> None:
+        """Take ``stream``, subscribed again after ``ended``, in place of the old one: the
+        acknowledgements go on there, and what was read but not taken is the old server's
+        (back to its channel, no longer acknowledgeable)."""
+        self._stream = stream
+        self._acks = self._acks.moved_to(stream.stream_id)
+        self._ready.clear()
+        self.moves += 1
+        log.info("queue.resubscribed", topic=self.topic, channel=self.channel,
+                 reason="GO_AWAY" if ended.code == ResponseCode.GO_AWAY else "connection lost")
+
+    def _record(self, delivery: _Delivery, op: AckOp, delay_ms: int, now: float) -> bool:
+        """Record ``op`` for ``delivery``; True when the acknowledgements are due to be sent.
+        A delivery from a server the subscription has left is only counted (refused)."""
+        acks = self._acks
+        if delivery._acks is acks:
+            due = acks.add(delivery, delivery._done, op, delay_ms, now)
+        else:
+            acks.stale(delivery, delivery._done)
+            due = False
+        if op is not AckOp.TOUCH:
+            delivery._done = True
+        return due
+
     @property
     def acked(self) -> int:
         return self._acks.acked
@@ -563,20 +587,14 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
             remoting.RemotingStreamError: ``ended``, if subscribing again failed (its
                 cause says why).
         """
-        old = self._acks
         try:
             stream = self._client.open_stream(
-                None, subscribe_request(self.topic, self.channel), old.credits,
+                None, subscribe_request(self.topic, self.channel), self._acks.credits,
                 self._timeout, auto_credit=False)
         except RemotingError as exc:
             raise ended from exc
         with self._lock:
-            self._stream = stream
-            self._acks = old.moved_to(stream.stream_id)
-            self._ready.clear()  # the old server's: back to its channel, unacknowledgeable
-        self.moves += 1
-        log.info("queue.resubscribed", topic=self.topic, channel=self.channel,
-                 reason="GO_AWAY" if ended.code == ResponseCode.GO_AWAY else "connection lost")
+            self._moved_to(stream, ended)
 
     def __iter__(self) -> Self:
         return self
@@ -589,14 +607,7 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
 
     def _settle(self, delivery: Delivery, op: AckOp, delay_ms: int) -> None:
         with self._lock:
-            acks = self._acks
-            if delivery._acks is acks:
-                due = acks.add(delivery, delivery._done, op, delay_ms, monotonic())
-            else:  # from a server the subscription has left
-                acks.stale(delivery, delivery._done)
-                due = False
-            if op is not AckOp.TOUCH:
-                delivery._done = True
+            due = self._record(delivery, op, delay_ms, monotonic())
         if due:
             self.flush()
 
@@ -823,19 +834,13 @@ class TrioSubscription(_Subscription[TrioRemotingClient, "TrioStream", TrioDeliv
             remoting.RemotingStreamError: ``ended``, if subscribing again failed (its
                 cause says why).
         """
-        old = self._acks
         try:
             stream = await open_trio_stream(
                 self._client.endpoint, None, subscribe_request(self.topic, self.channel),
-                old.credits, self._timeout, False)
+                self._acks.credits, self._timeout, False)
         except RemotingError as exc:
             raise ended from exc
-        self._stream = stream
-        self._acks = old.moved_to(stream.stream_id)
-        self._ready.clear()  # the old server's: back to its channel, unacknowledgeable
-        self.moves += 1
-        log.info("queue.resubscribed", topic=self.topic, channel=self.channel,
-                 reason="GO_AWAY" if ended.code == ResponseCode.GO_AWAY else "connection lost")
+        self._moved_to(stream, ended)
 
     def __aiter__(self) -> Self:
         return self
@@ -847,15 +852,7 @@ class TrioSubscription(_Subscription[TrioRemotingClient, "TrioStream", TrioDeliv
         return delivery
 
     async def _settle(self, delivery: TrioDelivery, op: AckOp, delay_ms: int) -> None:
-        acks = self._acks
-        if delivery._acks is acks:
-            due = acks.add(delivery, delivery._done, op, delay_ms, self._now())
-        else:  # from a server the subscription has left
-            acks.stale(delivery, delivery._done)
-            due = False
-        if op is not AckOp.TOUCH:
-            delivery._done = True
-        if due:
+        if self._record(delivery, op, delay_ms, self._now()):
             await self.flush()
 
     async def flush(self) -> None:

@@ -181,13 +181,20 @@ def _summary(results: list[ModeResult], rows: int, out: IO[str]) -> None:
         print(f"note: expected {rows:,} rows per mode", file=out)
 
 
+def java_missing() -> bool:
+    """True (and say so on stderr) when there is no Java for Spark to run on."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        print("remoting demo needs Java 17+ for Spark: install a JDK or set JAVA_HOME",
+              file=sys.stderr)
+        return True
+    return False
+
+
 def run_demo(rows: int = 1_000_000, output: Path = Path("output"),
              partitions: int | None = None, out: IO[str] = sys.stdout,
              master: str = "local[*]") -> int:
     """Run the demo; return the process exit code (0: every row scored and correct)."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        print("remoting demo needs Java 17+ for Spark: install a JDK or set JAVA_HOME",
-              file=sys.stderr)
+    if java_missing():
         return 2
     cores = os.cpu_count() or 2
     partitions = partitions or 2 * cores

@@ -28,7 +28,7 @@ from ...queue import QueueClient, QueueService
 from .._batch_udf import remote_map_in_arrow
 from .._streaming import decode_bodies, register_data_source
 from ._feature_store import SCORE_BATCH, FeatureTable, register
-from ._job import _mismatches, _on_a_terminal, _spark
+from ._job import _mismatches, _on_a_terminal, _spark, java_missing
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -108,9 +108,7 @@ def run_stream_demo(rows: int = 200_000, output: Path = Path("output"),
                     partitions: int | None = None, out: IO[str] = sys.stdout,
                     master: str = "local[*]") -> int:
     """Run the streaming demo; return the exit code (0: every message scored once, right)."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        print("remoting demo needs Java 17+ for Spark: install a JDK or set JAVA_HOME",
-              file=sys.stderr)
+    if java_missing():
         return 2
     cores = os.cpu_count() or 2
     partitions = partitions or 2 * cores
