@@ -102,6 +102,11 @@ def test_gauges_and_counters_read_the_endpoints(
     client.invoke_sync(server.addr, req(ECHO, body=b"x" * 1000), 5)
     fut = client.invoke_async(server.addr, req(GATED), 10)
     assert gated.entered.wait(10)
+    # The echo's reply left from its pool thread before the server's loop counted the echo
+    # done (a reply does not wait for that bookkeeping): wait for the count to settle.
+    deadline = time.monotonic() + 5
+    while server.statistics().processing != 1:
+        assert time.monotonic() < deadline, "the echo was never counted done"
 
     def value(name: str, role: str, **more: str) -> Any:
         for point in otel.points(name):
