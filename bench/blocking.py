@@ -9,9 +9,10 @@ Each round starts one server process (``--server async``: `AsyncEchoProcessor`; 
 bench/rpc.py pins them, and runs the modes of bench/rpc.py's blocking client: ``latency``
 (sequential ``invoke_sync``), ``many64`` (``invoke_many``, limit 64), ``threads64`` (64
 threads looping ``invoke_sync``), ``window64`` (64 ``invoke_async`` in flight, each callback
-lets the next go). Mode ``floor64`` is no client of ours: the calling thread pipelines 64
-requests on a plain blocking socket with the library's codec (``create_request``,
-``encode_frame``, ``FrameDecoder``), the floor a blocking ``invoke_many`` can approach.
+lets the next go). Modes ``floor64`` and ``floorseq`` are no client of ours: the calling
+thread pipelines 64 requests (``floor64``) or makes one call at a time (``floorseq``) on a
+plain blocking socket with the library's codec (``create_request``, ``encode_frame``,
+``FrameDecoder``), the floors a blocking ``invoke_many`` and ``invoke_sync`` can approach.
 
 For every mode it prints the client's CPU time per request (all its threads,
 /proc/<pid>/task/*/schedstat), its context switches per request (voluntary / involuntary,
@@ -50,6 +51,7 @@ from _rpc_workers import (  # noqa: E402
 from rpc import Server, cpu_layout, print_table, run_client  # noqa: E402
 
 MODES = ["many64", "threads64", "window64", "latency"]
+FLOOR_MODES = ["floor64", "floorseq"]
 PARAMS = {"body": 128, "big": 1 << 20, "warm_lat": 300, "n_lat": 2000,
           "warm_tput": 2000, "n_tput": 20000, "warm_mib": 2, "n_mib": 10}
 FIELDS = ("cli_us", "cli_vcs", "cli_ivcs", "srv_us")
@@ -57,7 +59,7 @@ FIELDS = ("cli_us", "cli_vcs", "cli_ivcs", "srv_us")
 
 def floor_client_main(kind: str, addr: str, modes: list[str], params: dict[str, Any],
                       cpu: int | None, conn: Any) -> None:
-    """``floor64``: 64 requests in flight on a plain blocking socket, the library's codec."""
+    """``floor64`` / ``floorseq``: a plain blocking socket in the calling thread, the library's codec."""
     _setup(cpu)
 
     def run() -> dict[str, Any]:
@@ -69,6 +71,12 @@ def floor_client_main(kind: str, addr: str, modes: list[str], params: dict[str, 
         decoder = FrameDecoder(64 << 20)
         body = b"x" * params["body"]
         create = RemotingCommand.create_request
+
+        def one(payload: bytes) -> None:
+            sock.sendall(encode_frame(create(CODE, body=payload)))
+            while (cmd := decoder.next_command()) is None:
+                decoder.feed(sock.recv(256 * 1024))
+            _check(cmd, len(payload))
 
         def many(n: int) -> None:
             sent = done = 0
@@ -84,9 +92,14 @@ def floor_client_main(kind: str, addr: str, modes: list[str], params: dict[str, 
                     _check(cmd, len(body))
                     done += 1
 
+        runner = _Runner(params)
+        out: dict[str, Any] = {}
         try:
-            return {"floor64": _Runner(params).pipelined(many, params["n_tput"],
-                                                          params["warm_tput"])}
+            if "floor64" in modes:
+                out["floor64"] = runner.pipelined(many, params["n_tput"], params["warm_tput"])
+            if "floorseq" in modes:
+                out["floorseq"] = runner.latency(one, body)
+            return out
         finally:
             sock.close()
 
@@ -99,12 +112,13 @@ def one_round(params: dict[str, Any], modes: list[str], server_kind: str) -> dic
     cpus = cpu_layout()
     out: dict[str, Any] = {}
     with Server(ctx, f"ours-{server_kind}", cpus[0]) as server:
-        ours = [m for m in modes if m != "floor64"]
+        floors = [m for m in modes if m in FLOOR_MODES]
+        ours = [m for m in modes if m not in FLOOR_MODES]
         p = dict(params, server_pid=server.pid)
         if ours:
             out.update(run_client(ctx, "blocking", server.addr, ours, p, cpus[1]))
-        if "floor64" in modes:
-            out.update(run_client(ctx, "floor", server.addr, ["floor64"], p, cpus[1],
+        if floors:
+            out.update(run_client(ctx, "floor", server.addr, floors, p, cpus[1],
                                   target=floor_client_main))
     return out
 
@@ -132,7 +146,7 @@ def _child(args: argparse.Namespace, tree: str | None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--modes", type=lambda s: s.split(","), default=MODES,
-                    help=f"comma-separated, of {MODES + ['floor64']}")
+                    help=f"comma-separated, of {MODES + FLOOR_MODES}")
     ap.add_argument("--server", choices=["async", "pool"], default="async")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=PARAMS["n_tput"],
@@ -169,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             rate = statistics.median(_rate(r[mode]) for r in runs[side])
             row = [f"{mode} ({'A' if side == 'A' else here if not args.a else 'B'})",
                    *(f"{med(side, mode, f):.2f}" for f in FIELDS),
-                   f"{rate:,.0f}" + (" us p50" if mode == "latency" else "/s")]
+                   f"{rate:,.0f}" + (" us p50" if mode in ("latency", "floorseq") else "/s")]
             if args.a:
                 ratio = statistics.median(
                     b[mode]["cli_us"] / a[mode]["cli_us"]
