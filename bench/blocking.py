@@ -59,7 +59,7 @@ FIELDS = ("cli_us", "cli_vcs", "cli_ivcs", "srv_us")
 
 def floor_client_main(kind: str, addr: str, modes: list[str], params: dict[str, Any],
                       cpu: int | None, conn: Any) -> None:
-    """``floor64`` / ``floorseq``: a plain blocking socket in the calling thread, the library's codec."""
+    """``floor64`` / ``floorseq``: the calling thread on a plain socket, the library's codec."""
     _setup(cpu)
 
     def run() -> dict[str, Any]:
