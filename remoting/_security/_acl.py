@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -36,6 +37,7 @@ ACCESS_KEY: Final = "AccessKey"
 SECURITY_TOKEN: Final = "SecurityToken"
 SIGNATURE: Final = "Signature"
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"  # excluded for version <= 399 (5.x server)
+_MAX_COUNTED_CONNECTIONS: Final = 4096  # refusal counts kept, one per peer address
 
 
 def _java_order(key: str) -> bytes:
@@ -137,6 +139,10 @@ class AclServerRPCHook:
             ak: c if isinstance(c, Credential) else Credential(c) for ak, c in credentials.items()
         }
         self.allow_anonymous = allow_anonymous
+        # refusals per connection (its remote address), for the log's pace; hooks run on
+        # processor threads and the loop at once, hence the lock
+        self._refused_on: dict[str, int] = {}
+        self._refused_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"AclServerRPCHook(access_keys={sorted(self._credentials)!r})"
@@ -146,8 +152,15 @@ class AclServerRPCHook:
         # A key we do not know is the peer's text (any length, any characters): never logged.
         known = access_key if access_key in self._credentials else None
         unknown = {} if access_key is None or known else {"access_key_chars": len(access_key)}
-        log.warning("acl.refused", peer=remote_addr, code=request.code,
-                    access_key=known, reason=reason, **unknown)
+        with self._refused_lock:
+            counts = self._refused_on
+            if len(counts) >= _MAX_COUNTED_CONNECTIONS and remote_addr not in counts:
+                counts.clear()  # connections come and go: start over rather than grow
+            refused = counts[remote_addr] = counts.get(remote_addr, 0) + 1
+        if refused & (refused - 1) == 0:  # 1, 2, 4, 8...: a peer cannot flood the log
+            log.warning("acl.refused", peer=remote_addr, code=request.code,
+                        access_key=known, reason=reason, refused_on_connection=refused,
+                        **unknown)
         return AbortProcessError(ResponseCode.NO_PERMISSION, f"[ACL] {reason}")
 
     def do_before_request(self, remote_addr: str, request: RemotingCommand) -> None:

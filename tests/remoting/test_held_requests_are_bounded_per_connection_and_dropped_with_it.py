@@ -14,6 +14,7 @@ from processors import RequestContext
 from remoting import ClientConfig, HeldRequests, TrioRemotingClient, TrioRemotingServer
 from remoting._core._receiving._channel_handle import ChannelHandle
 
+from ..logs import capture_logs
 from .conftest import addr_of
 from .test_held_requests_are_answered_when_notified_or_at_their_deadline import (
     POLL,
@@ -54,9 +55,13 @@ async def test_one_request_over_the_connection_s_maximum_is_answered_polling_ful
     addr = addr_of(server)
     held = [await client.invoke_async(addr, poll("box", 60.0), 90.0) for _ in range(5)]
     await mailbox.held(5)
-    refused = await client.invoke_sync(addr, poll("box", 60.0), 10.0)
-    assert refused.code == ResponseCode.POLLING_FULL
+    with capture_logs() as logs:  # one over the maximum after another: never a line each
+        for _ in range(9):
+            refused = await client.invoke_sync(addr, poll("box", 60.0), 10.0)
+            assert refused.code == ResponseCode.POLLING_FULL
     assert "5 requests are held on this connection already" in (refused.remark or "")
+    lines = [e for e in logs if e["event"] == "held.refused"]
+    assert [e["refused_on_connection"] for e in lines] == [1, 2, 4, 8]
     other = TrioRemotingClient(ClientConfig())
     await nursery.start(other.serve)
     elsewhere = await other.invoke_async(addr, poll("box", 60.0), 90.0)
@@ -66,7 +71,7 @@ async def test_one_request_over_the_connection_s_maximum_is_answered_polling_ful
     with trio.fail_after(10):
         answers = [await fut.wait() for fut in [*held, elsewhere]]
     assert [a.body for a in answers] == [b"letter"] * 6
-    assert mailbox.holds.refused == 1 and len(mailbox.holds) == 0
+    assert mailbox.holds.refused == 9 and len(mailbox.holds) == 0
 
 
 class Closes:

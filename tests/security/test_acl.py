@@ -115,6 +115,23 @@ async def test_bad_or_missing_signatures_get_no_permission(
         assert refusals[0]["access_key"] == "alice"  # one it knows is named
 
 
+async def test_a_connection_repeating_refused_requests_cannot_flood_the_log(
+        nursery: trio.Nursery, acl_server: TrioRemotingServer) -> None:
+    client = TrioRemotingClient()
+    await nursery.start(client.serve)
+    addr = f"127.0.0.1:{acl_server.port}"
+    with capture_logs() as logs:
+        answers = await client.invoke_many(
+            addr, [RemotingCommand.create_request(ECHO, body=b"x") for _ in range(100)], 10)
+        other = TrioRemotingClient()  # another connection is counted on its own
+        await nursery.start(other.serve)
+        elsewhere = await other.invoke_sync(addr, RemotingCommand.create_request(ECHO), 5)
+    assert [a.code for a in answers] == [ResponseCode.NO_PERMISSION] * 100  # every one answered
+    assert elsewhere.code == ResponseCode.NO_PERMISSION
+    refusals = [e["refused_on_connection"] for e in logs if e["event"] == "acl.refused"]
+    assert refusals == [1, 2, 4, 8, 16, 32, 64, 1]
+
+
 async def test_permissions_limit_request_codes(nursery: trio.Nursery,
                                                acl_server: TrioRemotingServer) -> None:
     bob = AclClientRPCHook("bob", "bob-secret")

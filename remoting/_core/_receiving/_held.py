@@ -101,6 +101,7 @@ class HeldRequests:
         self.answered = 0  # answers sent after a wake or at a deadline
         self.expired = 0  # holds that reached their deadline
         self.refused = 0  # answered POLLING_FULL: their connection held too many
+        self._refused_on: dict[Hashable, int] = {}  # per connection, for the log's pace
         self.dropped = 0  # their connection closed while they were held
 
     def __len__(self) -> int:
@@ -174,8 +175,10 @@ class HeldRequests:
             self._listening = True
         if self._table.held_by(owner) >= self.max_per_connection:
             self.refused += 1
-            log.warning("held.refused", peer=channel.remote_addr,
-                        held=self.max_per_connection)
+            refused = self._refused_on[owner] = self._refused_on.get(owner, 0) + 1
+            if refused & (refused - 1) == 0:  # 1, 2, 4, 8...: a peer cannot flood the log
+                log.warning("held.refused", peer=channel.remote_addr,
+                            held=self.max_per_connection, refused_on_connection=refused)
             self._answer(held, RemotingCommand.create_response(
                 ResponseCode.POLLING_FULL,
                 f"{self.max_per_connection} requests are held on this connection already: "
@@ -244,6 +247,7 @@ class HeldRequests:
             held.ctx.write_response(held.request, answer)
 
     def _connection_lost(self, channel: ChannelHandle) -> None:
+        self._refused_on.pop(cast("Hashable", channel), None)
         dropped = len(self._table.remove_owner(cast("Hashable", channel)))
         if dropped:
             self.dropped += dropped
