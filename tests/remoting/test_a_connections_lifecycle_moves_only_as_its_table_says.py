@@ -16,8 +16,8 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codec import RemotingCommand
-from remoting import ServerConfig
+from codec import RemotingCommand, ResponseCode
+from remoting import ClientConfig, RemotingClient, RemotingServer, ServerConfig
 from remoting._core._socket._connection import Connection
 from remoting._core._socket._connection_state import (
     TRANSITIONS,
@@ -27,6 +27,9 @@ from remoting._core._socket._connection_state import (
 )
 from remoting._core._socket._transport import transport_for
 from remoting._observability._statistics import Counters
+
+from ..factories import req
+from .conftest import ECHO, install_standard_processors
 
 EVENTS: tuple[Event, ...] = get_args(Event)
 # The shortest way to each state from a new connection.
@@ -226,6 +229,19 @@ async def test_a_trio_connection_goes_away_closes_once_and_is_released() -> None
         await owner.closed.wait()
         assert conn.state.state is Lifecycle.CLOSED
         assert conn.going_away  # its calls, cut off, still go elsewhere
+
+
+def test_a_thread_driven_connection_told_go_away_stays_so_once_closed() -> None:
+    server = RemotingServer()
+    install_standard_processors(server)
+    with server, RemotingClient(ClientConfig(io="threads")) as client:
+        assert client.invoke_sync(server.addr, req(ECHO), 5).code == ResponseCode.SUCCESS
+        conn = client._threads.channels.live(server.addr)
+        assert conn is not None and not conn.going_away
+        assert conn.go_away() and conn.going_away and not conn.state.takes_calls
+        conn.close("drained")
+        assert conn.closed and conn.close_reason == "drained"
+        assert conn.going_away  # as the trio face's: a call waiting for room goes elsewhere
 
 
 async def test_a_trio_connection_ended_by_shutdown_closes_with_no_reason() -> None:

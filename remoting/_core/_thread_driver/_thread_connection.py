@@ -190,8 +190,10 @@ class ThreadConnection:
 
     @property
     def going_away(self) -> bool:
-        """True once the peer answered GO_AWAY (no new call goes there)."""
-        return self.state.going_away
+        """True once the peer answered GO_AWAY here, also after it closed, as on the trio
+        face's `Connection`: no new call goes there, and a call that waited for room on it
+        takes another connection rather than failing on a closed one."""
+        return self.state.told_go_away
 
     @property
     def close_reason(self) -> str | None:

@@ -710,8 +710,8 @@ class ThreadDriver:
     def _settle(self, conn: ThreadConnection) -> None:
         """Close ``conn`` (told GO_AWAY) once no call is left on it, none of the server's
         requests is in processing and its queue has left."""
-        if not conn.going_away or conn.processing or conn.outbound:
-            return
+        if not conn.state.going_away or conn.processing or conn.outbound:
+            return  # (closed already, or calls and work still on it)
         with self._lock:
             if any(f.conn is conn for f in self.table.entries.values()):
                 return
