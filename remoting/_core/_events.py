@@ -80,7 +80,8 @@ class EventDispatcher:
             self._queue.put_nowait((_METHODS[kind], remote_addr, channel))
         except queue.Full:
             self.dropped += 1
-            log.warning("event.dropped", kind=kind, peer=remote_addr, dropped=self.dropped)
+            if self.dropped & (self.dropped - 1) == 0:  # 1, 2, 4, 8...: never a flood
+                log.warning("event.dropped", kind=kind, peer=remote_addr, dropped=self.dropped)
 
     def _deliver(self) -> None:
         while not self._abandoned:

@@ -77,6 +77,12 @@ def test_closing_with_a_full_queue_and_a_stuck_listener_is_bounded() -> None:
         for _ in range(MAX_QUEUED_EVENTS):
             events.emit("close", "peer:1", None)  # type: ignore[arg-type]
         assert events.dropped == 0
+        with capture_logs() as logs:  # the queue is full: the rest are dropped and counted
+            for _ in range(100):
+                events.emit("close", "peer:1", None)  # type: ignore[arg-type]
+        assert events.dropped == 100
+        assert [e["dropped"] for e in logs if e["event"] == "event.dropped"] == [
+            1, 2, 4, 8, 16, 32, 64]  # a warning at 1, 2, 4, 8...: never one per event
         closer = threading.Thread(target=events.close, args=(0.5,), daemon=True)
         with capture_logs() as logs:
             start = time.monotonic()
