@@ -162,11 +162,14 @@ class ChannelQueue:
         self.expired += dropped
         return dropped
 
-    def skip(self, offset: int) -> None:
-        """Forget a delivery whose message cannot be read (it left the log): as finished."""
+    def skip(self, offset: int) -> bool:
+        """Forget a delivery whose message cannot be read (it left the log): as finished;
+        return False if it was not in flight."""
         entry = self.in_flight.pop(offset, self.in_flight.holder(offset))
-        if entry is not None:
-            self.finished += 1
+        if entry is None:
+            return False
+        self.finished += 1
+        return True
 
     def finish(self, offset: int, consumer: Hashable) -> Outcome:
         """Acknowledge ``offset`` (NSQ's FIN)."""
