@@ -15,8 +15,8 @@ Theory of operation (sync, no I/O):
   credits stay theirs, and delivery goes on once some deliveries end. Nothing is refused:
   a subscription granted more credits than ``limit`` is not an error, it is only never
   handed more than the connection has room for.
-- ``times_at_bound`` counts the times ``held`` reached ``limit``: the caller logs the 1st,
-  2nd, 4th, 8th... (`taken` says when), so a peer cannot flood the log.
+- ``times_at_bound`` counts the times ``held`` reached ``limit`` (`taken` says when): the
+  caller logs the 1st, 2nd, 4th, 8th..., so a peer cannot flood the log.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class ConnectionDeliveries:
 
     def taken(self, count: int) -> bool:
         """Record that the connection's subscriptions were handed ``count`` deliveries;
-        return True if this reached the bound for the 1st, 2nd, 4th, 8th... time (log it).
+        return True if this reached the bound (counted in ``times_at_bound``).
 
         Raises:
             ValueError: ``count`` is negative or more than `room`; nothing changes.
@@ -61,7 +61,7 @@ class ConnectionDeliveries:
         if count == 0 or self.held < self.limit:
             return False
         self.times_at_bound += 1
-        return self.times_at_bound & (self.times_at_bound - 1) == 0
+        return True
 
     def ended(self, count: int) -> None:
         """Record that ``count`` of the connection's deliveries ended.
