@@ -162,10 +162,11 @@ class ChannelQueue:
         self.expired += dropped
         return dropped
 
-    def skip(self, offset: int) -> bool:
-        """Forget a delivery whose message cannot be read (it left the log): as finished;
-        return False if it was not in flight."""
-        entry = self.in_flight.pop(offset, self.in_flight.holder(offset))
+    def skip(self, offset: int, consumer: Hashable) -> bool:
+        """Forget ``consumer``'s delivery of a message that cannot be read (it left the
+        log): as finished; return False if ``consumer`` does not hold it (it timed out
+        meanwhile: whoever takes it next skips it so)."""
+        entry = self.in_flight.pop(offset, consumer)
         if entry is None:
             return False
         self.finished += 1

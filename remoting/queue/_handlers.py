@@ -442,7 +442,7 @@ class Subscribe(StreamProcessor):
                 for offset in offsets[:covered]:
                     record = records.get(offset)
                     if record is None:  # let go of meanwhile (a corrupt segment's gap)
-                        if queue.skip(offset):
+                        if queue.skip(offset, consumer.id):
                             subscriber.ended(1)
                         continue
                     batch.append(record)

@@ -104,10 +104,12 @@ class OneConnection(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def skip(self, data: st.DataObject) -> None:
-        held = [(queue, offset) for queue in self.queues for offset in queue.in_flight.entries]
+        held = [(queue, offset, entry.consumer) for queue in self.queues
+                for offset, entry in queue.in_flight.entries.items()]
         if held:
-            queue, offset = data.draw(st.sampled_from(held))
-            assert queue.skip(offset)
+            queue, offset, cid = data.draw(st.sampled_from(held))
+            assert not queue.skip(offset, object())  # another's delivery: left alone
+            assert queue.skip(offset, cid)
             self.deliveries.ended(1)
 
     @rule(seconds=st.floats(0.0, 2 * TIMEOUT))
