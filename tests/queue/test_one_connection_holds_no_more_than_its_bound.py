@@ -218,6 +218,27 @@ async def test_another_connection_is_not_slowed_by_one_at_its_bound(
         hostile.cancel_scope.cancel()
 
 
+async def test_timeouts_and_requeues_give_the_connection_room_again(
+        nursery: trio.Nursery) -> None:
+    service = QueueService(msg_timeout=0.3, max_in_flight_per_connection=5)
+    addr = await _serve(nursery, service)
+    q = await _client(nursery)
+    await q.publish_many(addr, TOPIC, [b"%d" % i for i in range(20)])
+    async with q.subscribe(addr, TOPIC, "c", credits=100, ack_window=0.01) as sub:
+        with trio.fail_after(10):
+            first = [await sub.receive() for _ in range(5)]  # the bound; none acknowledged
+            again = [await sub.receive() for _ in range(5)]  # each came back at its timeout
+        assert [m.offset for m in first if m] == [m.offset for m in again if m] == [0, 1, 2, 3, 4]
+        assert all(m is not None and m.attempts == 2 for m in again)
+        assert service.statistics().topics[TOPIC].channels["c"].timed_out == 5
+        assert again[0] is not None
+        await again[0].requeue()  # room for one more: it comes again (or, should the
+        with trio.fail_after(10):  # others time out first, one of them)
+            after = await sub.receive()
+        assert after is not None and after.offset in range(5) and after.attempts == 3
+        assert max(_held_by_connection(service)) <= 5
+
+
 @pytest.fixture
 def bounded_server() -> Iterator[tuple[QueueService, RemotingServer]]:
     service = QueueService(msg_timeout=60.0, max_in_flight_per_connection=1)
