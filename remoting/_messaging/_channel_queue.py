@@ -162,11 +162,15 @@ class ChannelQueue:
         self.expired += dropped
         return dropped
 
-    def skip(self, offset: int) -> None:
-        """Forget a delivery whose message cannot be read (it left the log): as finished."""
-        entry = self.in_flight.pop(offset, self.in_flight.holder(offset))
-        if entry is not None:
-            self.finished += 1
+    def skip(self, offset: int, consumer: Hashable) -> bool:
+        """Forget ``consumer``'s delivery of a message that cannot be read (it left the
+        log): as finished; return False if ``consumer`` does not hold it (it timed out
+        meanwhile: whoever takes it next skips it so)."""
+        entry = self.in_flight.pop(offset, consumer)
+        if entry is None:
+            return False
+        self.finished += 1
+        return True
 
     def finish(self, offset: int, consumer: Hashable) -> Outcome:
         """Acknowledge ``offset`` (NSQ's FIN)."""

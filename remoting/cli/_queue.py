@@ -46,6 +46,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="topics the service holds at most (default 10,000)")
     parser.add_argument("--max-channels", type=count, default=1_000,
                         help="channels, and groups, of a topic at most (default 1,000)")
+    parser.add_argument("--max-in-flight-per-connection", type=count, default=65_536,
+                        help="deliveries one connection's subscriptions hold unacknowledged "
+                             "at most, together (default 65,536)")
     parser.add_argument("--retention-bytes", type=count, default=None,
                         help="delete a topic's oldest segment files while it holds more than "
                              "this many bytes, consumed or not (default: no bound)")
@@ -66,7 +69,8 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                                segment_bytes=args.segment_bytes,
                                retention=args.retention,
                                retention_bytes=args.retention_bytes,
-                               max_topics=args.max_topics, max_channels=args.max_channels)
+                               max_topics=args.max_topics, max_channels=args.max_channels,
+                               max_in_flight_per_connection=args.max_in_flight_per_connection)
     except (OSError, ValueError) as exc:
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2

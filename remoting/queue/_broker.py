@@ -15,7 +15,9 @@ Theory of operation:
   acknowledgement (publishes arriving meanwhile share one fsync), ``"interval"`` every
   ``fsync_interval`` seconds, ``"never"`` when the kernel decides.
 - Subscriptions are credit-based streams: a subscriber's credits bound the deliveries it
-  holds (NSQ's RDY); its acknowledgements give them back (`Consumer`).
+  holds (NSQ's RDY); its acknowledgements give them back (`Consumer`). A connection's
+  subscriptions together hold at most ``max_in_flight_per_connection`` (`Subscriber`, NSQ's
+  ``--max-rdy-count``): at it, they pause (parked) until some of its deliveries end.
 - Pulls with nothing to read are held (`HeldRequests`, keyed by topic) and woken by a
   publish, or a deferred message coming due.
 - With a data directory, every topic's records, group offsets and channel positions are
@@ -37,6 +39,7 @@ import trio
 
 from .._core._receiving._held import HeldRequests
 from .._log import log
+from .._messaging._connection_deliveries import ConnectionDeliveries
 from .._messaging._credits import MAX_CREDITS
 from .._messaging._records import record_fields
 from ._messages import Message
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from ._segments import Problem
     from ._topic import Channel
 
-__all__ = ["Broker", "Consumer", "FsyncPolicy"]
+__all__ = ["Broker", "Consumer", "FsyncPolicy", "Subscriber"]
 
 FsyncPolicy = Literal["always", "interval", "never"]
 HOUSEKEEPING_SECONDS: Final = 1.0  # retention, key expiry, offsets to disk (and fsync)
@@ -76,20 +79,65 @@ READ_THREADS: Final = 4  # segment reads that wait for the disk at once, in work
 # out of file descriptors (often 1,024 at most).
 MAX_OPEN_APPENDS: Final = 256
 OFFSETS_FILE: Final = "offsets.json"
+# Deliveries in flight one connection's subscriptions hold at most, together (NSQ bounds a
+# connection's RDY at 2,500 by default). One subscription's largest window, so a connection
+# with one subscription is never slowed by it; and a client's connection (one per server,
+# shared by all its subscriptions) fits 1,024 subscriptions, the most streams a connection
+# may open, at the default 64 credits. Without it one connection could hold 1,024 x 65,536.
+DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: Final = MAX_CREDITS
+
+
+class Subscriber:
+    """One connection that subscribes: its deliveries in flight against the service's bound
+    (`ConnectionDeliveries`), and its subscriptions paused at that bound.
+
+    Paused subscriptions are woken one at a time (a baton): when deliveries end with room
+    left, one wakes; having taken what it could, it wakes the next if room is left. A
+    connection acknowledging one delivery at a time so wakes one task per acknowledgement,
+    not all of its (up to 1,024) subscriptions.
+    """
+
+    __slots__ = ("deliveries", "paused", "peer", "subscriptions")
+
+    def __init__(self, limit: int, peer: str) -> None:
+        self.deliveries = ConnectionDeliveries(limit)
+        self.paused = trio.lowlevel.ParkingLot()
+        self.peer = peer
+        self.subscriptions = 0
+
+    def ended(self, count: int) -> None:
+        """``count`` of the connection's deliveries ended: wake a paused subscription if
+        there is room now."""
+        self.deliveries.ended(count)
+        self.pass_on()
+
+    def pass_on(self) -> None:
+        """Wake one paused subscription if the connection has room for it."""
+        if self.paused and self.deliveries.room > 0:
+            self.paused.unpark()
 
 
 class Consumer:
-    """One subscription: which channel it reads, and the stream it is sent on."""
+    """One subscription: which channel it reads, the stream it is sent on, and its
+    connection's `Subscriber`."""
 
-    __slots__ = ("channel", "id", "key", "stream", "topic")
+    __slots__ = ("channel", "id", "key", "stream", "subscriber", "topic")
 
     def __init__(self, consumer_id: int, topic: Topic, channel: Channel,
-                 stream: ServerStream, key: tuple[object, int]) -> None:
+                 stream: ServerStream, key: tuple[object, int],
+                 subscriber: Subscriber) -> None:
         self.id = consumer_id
         self.topic = topic
         self.channel = channel
         self.stream = stream
         self.key = key  # (the connection's channel handle, the stream's id)
+        self.subscriber = subscriber
+
+    def ended(self, count: int) -> None:
+        """``count`` of its deliveries ended (finished, requeued, timed out): give their
+        credits back, and their room on the connection."""
+        self.give_back(count)
+        self.subscriber.ended(count)
 
     def give_back(self, credits: int) -> None:
         """Give ``credits`` back (deliveries ended), never past `MAX_CREDITS` available: a
@@ -113,7 +161,9 @@ class Broker:
                  dedup_window: float, retention: float | None = None,
                  retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
                  max_channels: int = DEFAULT_MAX_CHANNELS,
-                 memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+                 memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                 max_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION
+                 ) -> None:
         self.data_dir = data_dir
         self.memory_messages = memory_messages
         self.memory_bytes = memory_bytes
@@ -128,6 +178,7 @@ class Broker:
         self.retention_bytes = retention_bytes
         self.max_topics = max_topics
         self.max_channels = max_channels
+        self.max_in_flight_per_connection = max_in_flight_per_connection
         self.topics: dict[str, Topic] = {}
         self.problems: list[Problem] = []
         self.holds = HeldRequests()
@@ -140,6 +191,9 @@ class Broker:
         self._appending: OrderedDict[str, SegmentLog] = OrderedDict()
         self.consumers: dict[int, Consumer] = {}
         self.by_stream: dict[tuple[object, int], Consumer] = {}
+        # connections with a subscription open, by their channel handle
+        self.subscribers: dict[object, Subscriber] = {}
+        self.times_at_bound = 0  # a connection's deliveries reached the bound, since start
         self.acks_refused: dict[tuple[str, str], int] = {}
         self._ids = itertools.count(1)
         self._timer_scope: trio.CancelScope | None = None
@@ -324,7 +378,7 @@ class Broker:
                 for returned in queue.expire(now):
                     consumer = self.consumers.get(returned.consumer)  # type: ignore[call-overload]
                     if consumer is not None:
-                        consumer.give_back(1)
+                        consumer.ended(1)
                     if returned.dead:
                         self.dead(topic, channel, returned.offset, returned.attempts)
                 if queue.has_ready(now, topic.end):
@@ -496,10 +550,16 @@ class Broker:
         return topic is not None and topic.groups.pop(group, None) is not None
 
     def add_consumer(self, topic: Topic, channel: Channel, stream: ServerStream,
-                     handle: object) -> Consumer:
+                     handle: object, peer: str) -> Consumer:
         """Register a subscription (its deliveries are acknowledged through ``handle``, the
-        connection's channel, and the stream's id)."""
-        consumer = Consumer(next(self._ids), topic, channel, stream, (handle, stream.stream_id))
+        connection's channel, and the stream's id; ``peer`` is its address, for logs)."""
+        subscriber = self.subscribers.get(handle)
+        if subscriber is None:
+            subscriber = self.subscribers[handle] = Subscriber(
+                self.max_in_flight_per_connection, peer)
+        subscriber.subscriptions += 1
+        consumer = Consumer(next(self._ids), topic, channel, stream, (handle, stream.stream_id),
+                            subscriber)
         self.consumers[consumer.id] = consumer
         self.by_stream[consumer.key] = consumer
         channel.consumers.add(consumer.id)
@@ -516,6 +576,15 @@ class Broker:
         channel = consumer.channel
         channel.consumers.discard(consumer.id)
         returned = channel.queue.consumer_gone(consumer.id)
+        subscriber = consumer.subscriber
+        subscriber.subscriptions -= 1
+        # its room goes back to the connection; and if it was woken to take its turn, the
+        # turn passes to another paused subscription (`ended` wakes one if there is room)
+        subscriber.ended(len(returned))
+        if not subscriber.subscriptions:
+            handle = consumer.key[0]
+            if self.subscribers.get(handle) is subscriber:
+                del self.subscribers[handle]
         for item in returned:
             if item.dead:
                 self.dead(consumer.topic, channel, item.offset, item.attempts)
@@ -546,6 +615,11 @@ class Broker:
 
     # ------------------------------------------------------------------ statistics
 
+    def connections_at_bound(self) -> int:
+        """Connections whose subscriptions hold ``max_in_flight_per_connection`` deliveries
+        (delivery to them is paused until some end)."""
+        return sum(1 for s in list(self.subscribers.values()) if s.deliveries.room == 0)
+
     def statistics(self) -> QueueStatistics:
         """Return a snapshot (on the loop thread, or once it has stopped)."""
         topics = {}
@@ -568,6 +642,8 @@ class Broker:
                 published=topic.published, duplicates=topic.duplicates, channels=channels,
                 groups=groups)
         return QueueStatistics(topics=topics, held_pulls=len(self.holds),
+                               connections_at_bound=self.connections_at_bound(),
+                               times_at_bound=self.times_at_bound,
                                problems=[str(p) for p in self.problems]
                                + list(self._disk_failing.values()))
 

@@ -944,8 +944,10 @@ class TrioQueueClient(QueueClient):
         try:
             yield sub
         finally:
-            await sub.aclose()
-            await stream_context.__aexit__(None, None, None)
+            try:
+                await sub.aclose()
+            finally:  # cancelled while sending its last acknowledgements: still closed
+                await stream_context.__aexit__(None, None, None)
 
     async def pull(self, addr: str | None, topic: str, group: str | None = None,
                    max_messages: int = 32, max_wait: float = 15.0, *,

@@ -17,6 +17,7 @@ from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, StreamProcessor
 
 from .._hooks import AbortProcessError
+from .._log import log
 from .._messaging._acks import ACK_BYTES, AckOp, unpack_acks
 from .._messaging._channel_queue import Outcome
 from .._messaging._codes import STREAM_ID, QueueCode
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 
     from .._faces._blocking_server import RemotingServer
     from .._faces._trio import TrioRemotingServer
-    from ._broker import Broker, Consumer
+    from ._broker import Broker, Consumer, Subscriber
     from ._topic import Topic
 
 __all__ = ["register_handlers"]
@@ -248,7 +249,7 @@ class _Handlers:
             refused = [offset for offset, _ in queue.finish_many(
                 [offset for _, offset, _ in acks], cid)]
             if len(refused) < len(acks):
-                consumer.give_back(len(acks) - len(refused))
+                consumer.ended(len(acks) - len(refused))
             return refused
         returned = 0
         refused = []
@@ -272,7 +273,7 @@ class _Handlers:
             elif op is not AckOp.TOUCH:
                 returned += 1
         if returned:
-            consumer.give_back(returned)
+            consumer.ended(returned)
         if requeued:
             consumer.topic.waiting.unpark_all()
         return refused
@@ -393,7 +394,7 @@ class Subscribe(StreamProcessor):
             too_many = _too_many("channels", topic.name, broker.max_channels)
             raise AbortProcessError(too_many.code, too_many.remark)
         channel = topic.channel(channel_name)
-        consumer = broker.add_consumer(topic, channel, stream, ctx.channel)
+        consumer = broker.add_consumer(topic, channel, stream, ctx.channel, ctx.remote_addr)
         try:
             await self._deliver(consumer, stream)
         finally:
@@ -403,17 +404,27 @@ class Subscribe(StreamProcessor):
         broker = self.broker
         topic = consumer.topic
         queue = consumer.channel.queue
+        subscriber = consumer.subscriber
+        deliveries = subscriber.deliveries
         while True:
             credits = await stream.wait_credits()
+            room = deliveries.room
+            if not room:  # the connection holds its most: wait until some deliveries end
+                await subscriber.paused.park()
+                continue
             now = trio.current_time()
             later = queue.waiting_later
-            taken = queue.take(consumer.id, min(credits, MAX_BATCH), now, topic.end,
+            taken = queue.take(consumer.id, min(credits, MAX_BATCH, room), now, topic.end,
                                topic.deferred)
             if queue.waiting_later > later:
                 broker.arm(queue.next_deadline() or now)
             if not taken:
+                subscriber.pass_on()  # the room this one was woken for is another's turn
                 await topic.waiting.park()
                 continue
+            if deliveries.taken(len(taken)):
+                self._reached_bound(subscriber)
+            subscriber.pass_on()
             broker.arm(now + queue.msg_timeout)
             offsets = [offset for offset, _ in taken]
             attempts = {offset: attempt for offset, attempt in taken if attempt > 1}
@@ -431,7 +442,8 @@ class Subscribe(StreamProcessor):
                 for offset in offsets[:covered]:
                     record = records.get(offset)
                     if record is None:  # let go of meanwhile (a corrupt segment's gap)
-                        queue.skip(offset)
+                        if queue.skip(offset, consumer.id):
+                            subscriber.ended(1)
                         continue
                     batch.append(record)
                     if attempts and offset in attempts:
@@ -439,6 +451,15 @@ class Subscribe(StreamProcessor):
                 del offsets[:covered]
                 if batch:
                     await _send(stream, batch, retries)
+
+
+    def _reached_bound(self, subscriber: Subscriber) -> None:
+        broker = self.broker
+        broker.times_at_bound += 1
+        times = subscriber.deliveries.times_at_bound
+        if times & (times - 1) == 0:  # 1, 2, 4, 8...: a peer cannot flood the log
+            log.warning("queue.deliveries_paused", peer=subscriber.peer,
+                        in_flight=subscriber.deliveries.limit, paused_on_connection=times)
 
 
 async def _send(stream: ServerStream, batch: list[bytes], retries: list[tuple[int, int]]

@@ -56,17 +56,27 @@ def install_metrics(broker: Broker, endpoint: Endpoint) -> bool:
                 for topic in list(broker.topics.values())
                 for group, offset in list(topic.groups.items())]
 
-    gauges: list[tuple[str, str, Any]] = [
-        ("remoting.queue.depth", "Messages of a channel waiting for a delivery.",
+    def whole(read: Callable[[], int]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(read())]
+        return observe
+
+    gauges: list[tuple[str, str, str, Any]] = [
+        ("remoting.queue.depth", "{message}", "Messages of a channel waiting for a delivery.",
          per_channel(lambda t, c: c.queue.depth(t.end))),
-        ("remoting.queue.in_flight", "Deliveries of a channel not yet acknowledged.",
+        ("remoting.queue.in_flight", "{message}",
+         "Deliveries of a channel not yet acknowledged.",
          per_channel(lambda t, c: len(c.queue.in_flight))),
-        ("remoting.queue.held", "Messages a topic holds (earliest to end).",
+        ("remoting.queue.held", "{message}", "Messages a topic holds (earliest to end).",
          per_topic(lambda t: t.store.retained)),
-        ("remoting.queue.group.lag", "Messages between a group's offset and the end.", lag),
+        ("remoting.queue.group.lag", "{message}",
+         "Messages between a group's offset and the end.", lag),
+        ("remoting.queue.connections_at_bound", "{connection}",
+         "Connections holding max_in_flight_per_connection deliveries (delivery paused).",
+         whole(broker.connections_at_bound)),
     ]
-    for name, description, callback in gauges:
-        meter.create_observable_gauge(name, [callback], "{message}", description)
+    for name, unit, description, callback in gauges:
+        meter.create_observable_gauge(name, [callback], unit, description)
     counters: list[tuple[str, str, Any]] = [
         ("remoting.queue.published", "Messages appended to a topic.",
          per_topic(lambda t: t.published)),
@@ -81,4 +91,7 @@ def install_metrics(broker: Broker, endpoint: Endpoint) -> bool:
     ]
     for name, description, callback in counters:
         meter.create_observable_counter(name, [callback], "{message}", description)
+    meter.create_observable_counter(
+        "remoting.queue.times_at_bound", [whole(lambda: broker.times_at_bound)], "{event}",
+        "Times a connection reached max_in_flight_per_connection deliveries in flight.")
     return True

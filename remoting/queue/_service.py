@@ -12,6 +12,7 @@ from .._checks import seconds
 from ._broker import (
     DEFAULT_DEDUP_WINDOW,
     DEFAULT_MAX_CHANNELS,
+    DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
     DEFAULT_MAX_TOPICS,
     DEFAULT_MEMORY_BYTES,
     DEFAULT_SEGMENT_BYTES,
@@ -71,6 +72,12 @@ class QueueService:
         max_channels: channels, and groups, a topic has at most (each): a subscription
             or commit that would make one more is refused (NO_PERMISSION); see
             `delete_channel`, `delete_group`.
+        max_in_flight_per_connection: deliveries one connection's subscriptions hold
+            unacknowledged at most, together (NSQ's ``--max-rdy-count``). At it, the
+            connection's subscriptions are handed nothing more until some of its deliveries
+            end (finished, requeued, timed out, or returned with their subscription): their
+            credits stay theirs, nothing is refused. Default 65,536: one subscription's most
+            credits, and 1,024 subscriptions (a connection's most streams) at the default 64.
 
     Raises:
         TypeError, ValueError: a setting out of range, or a retention without
@@ -87,7 +94,9 @@ class QueueService:
                  dedup_window: float = DEFAULT_DEDUP_WINDOW, retention: float | None = None,
                  retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
                  max_channels: int = DEFAULT_MAX_CHANNELS,
-                 memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+                 memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                 max_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+                 ) -> None:
         if dead_letter is not None and not callable(dead_letter):
             raise TypeError(f"dead_letter must be a function of (channel, message), got "
                             f"{dead_letter!r}")
@@ -111,7 +120,9 @@ class QueueService:
                 "retention_bytes", retention_bytes, 1),
             max_topics=_count("max_topics", max_topics, 1),
             max_channels=_count("max_channels", max_channels, 1),
-            memory_bytes=_count("memory_bytes", memory_bytes, 1))
+            memory_bytes=_count("memory_bytes", memory_bytes, 1),
+            max_in_flight_per_connection=_count("max_in_flight_per_connection",
+                                                max_in_flight_per_connection, 1))
         self._endpoint: Endpoint | None = None
 
     @property

@@ -77,11 +77,20 @@ class TopicStatistics:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueStatistics:
-    """A queue service at one instant: its topics, its held pulls, what recovery found."""
+    """A queue service at one instant: its topics, its held pulls, what recovery found.
+
+    Attributes:
+        connections_at_bound: connections whose subscriptions hold
+            ``max_in_flight_per_connection`` deliveries now: delivery to them is paused
+            until some of those end.
+        times_at_bound: times a connection reached that bound, since the service started.
+    """
 
     topics: dict[str, TopicStatistics] = field(default_factory=dict)
     held_pulls: int = 0
     problems: list[str] = field(default_factory=list)
+    connections_at_bound: int = 0
+    times_at_bound: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,4 +125,7 @@ def statistics_from_json(data: bytes) -> QueueStatistics:
             groups={g: GroupStatistics(**v) for g, v in t["groups"].items()})
         for name, t in raw["topics"].items()}
     return QueueStatistics(topics=topics, held_pulls=raw["held_pulls"],
-                           problems=list(raw["problems"]))
+                           problems=list(raw["problems"]),
+                           # absent from a service of a version before the bound
+                           connections_at_bound=raw.get("connections_at_bound", 0),
+                           times_at_bound=raw.get("times_at_bound", 0))

@@ -33,7 +33,8 @@ def test_a_port_in_use_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("args", [["--fsync", "sometimes"], ["--memory-messages", "0"],
-                                  ["--msg-timeout", "-1"], ["--port", "70000"]])
+                                  ["--msg-timeout", "-1"], ["--port", "70000"],
+                                  ["--max-in-flight-per-connection", "0"]])
 def test_bad_options_are_refused_by_the_parser(args: list[str],
                                                capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
@@ -48,3 +49,21 @@ def test_the_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
         pass
     assert service.stop().count("Traceback") == 0
     assert service.proc.popen.returncode == 0
+
+
+def test_the_command_bounds_what_one_connection_holds_in_flight() -> None:
+    from remoting import RemotingClient
+    from remoting.queue import QueueClient
+
+    service = QueueProcess("--max-in-flight-per-connection", "3")
+    try:
+        with RemotingClient() as client:
+            q = QueueClient(client)
+            q.publish_many(service.addr, "t", [b"x"] * 10)
+            with q.subscribe(service.addr, "t", "a", credits=5) as sub:
+                assert all(sub.receive(10) is not None for _ in range(3))
+                stats = q.statistics(service.addr)  # what the service handed: its bound
+                assert stats.topics["t"].channels["a"].in_flight == 3
+                assert (stats.connections_at_bound, stats.times_at_bound) == (1, 1)
+    finally:
+        service.stop()
