@@ -513,6 +513,7 @@ class ThreadConnection:
         together, and the peer gets them together; the background reader sends it
         `DEFER_SECONDS` later at the latest."""
         out = self.outbound
+        first = False
         with self._mutex:
             if not self.state.usable:
                 return False
@@ -521,12 +522,12 @@ class ThreadConnection:
                 queued = out.add(frame, on_sent)
                 first = not self._deferred
                 self._deferred = True
-                if queued < FLUSH_FRAMES:
-                    if first:
-                        self._owner.flush_soon(self)
-                    return True
-                self._flushing = _CALLER
                 direct = False
+                if queued >= FLUSH_FRAMES:
+                    self._flushing = _CALLER
+                    first = False  # sent now, below
+                elif not first:
+                    return True
             elif self._flushing is not None or not out.idle or (
                     self._holds and not self._budget):
                 queued = out.add(frame, on_sent)
@@ -549,6 +550,11 @@ class ThreadConnection:
                             on_sent = None
                         self._flushing = _CALLER
                         rest = rest or [b""]
+        if first:  # the timer, set outside the mutex: it may wake the background reader
+            # (a pipe write, which lets go of the GIL: threads sending meanwhile would queue
+            # up on the mutex behind it)
+            self._owner.flush_soon(self)
+            return True
         if not direct:
             self._flush()
         elif error is not None:
