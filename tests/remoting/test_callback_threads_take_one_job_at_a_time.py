@@ -144,3 +144,20 @@ def test_close_called_from_a_job_does_not_wait_for_its_own_thread() -> None:
 
     runner.submit(close_here)
     assert returned.wait(WAIT), "close() in a job waited for its own thread"
+
+
+def test_a_job_runs_in_the_submitting_thread_when_no_callback_thread_can_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = CallbackRunner("test-callback", 2, owner=object())
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    where: list[str] = []
+    with capture_logs() as events:
+        runner.submit(lambda: where.append(threading.current_thread().name))
+    monkeypatch.undo()
+    runner.close()
+    assert where == [threading.current_thread().name]
+    assert [e["event"] for e in events] == ["callback_thread.start_failed"]

@@ -216,10 +216,17 @@ class CallbackRunner:
                 self._jobs.append((fn, args))
                 if self._idle:
                     self._idle.pop().release()
-                elif len(self._workers) < self._threads:
-                    self._start_worker()
-                return
-        self._run_after_close(fn, args)
+                    return
+                if len(self._workers) >= self._threads or self._start_worker():
+                    return
+                if self._workers:  # no thread more: the running ones take it
+                    return
+                left = list(self._jobs)  # no thread at all: they run here
+                self._jobs.clear()
+            else:
+                left = [(fn, args)]
+        for job, job_args in left:
+            self._run_after_close(job, job_args)
 
     def _run_after_close(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
         if threading.get_ident() == self.loop_thread_id:
@@ -227,13 +234,19 @@ class CallbackRunner:
         else:
             _run_job(fn, args)
 
-    def _start_worker(self) -> None:
-        """Start one more thread (under ``_lock``)."""
+    def _start_worker(self) -> bool:
+        """Start one more thread (under ``_lock``); False if the system refused it."""
         worker = threading.Thread(target=self._work, name=f"{self._name}_{self._started}",
                                   daemon=True)
         self._started += 1
+        try:
+            worker.start()
+        except RuntimeError as exc:  # can't start new thread (a limit of the system's)
+            log.warning("callback_thread.start_failed", threads=len(self._workers),
+                        error=str(exc))
+            return False
         self._workers.append(worker)
-        worker.start()
+        return True
 
     def _work(self) -> None:
         mark_own_thread(self._owner)
