@@ -225,8 +225,6 @@ class ResponseFuture:
             return True
 
     def _remove_thread_waiter(self, waiter: ThreadWaiter) -> None:
-        if self._done:  # completion takes the waiters out (no hold of the process-wide lock
-            return  # for each of the threads one read woke together)
         with _LOCK:
             waiters = self._waiters
             if waiters is not None and waiter in waiters:
