@@ -6,6 +6,7 @@ same outcomes hold."""
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -183,3 +184,45 @@ def test_a_reader_hands_reading_only_to_a_thread_whose_answer_it_did_not_read(
     # a round's answers come in one read or a few: a hand-over per read at most, not one per
     # thread it answered (that handed it on 2 to 8 times a round)
     assert len(handed) < 2 * ROUNDS, f"the read role was handed on {len(handed)} times"
+
+
+class _CountingLock:
+    """A connection's mutex that counts the holds taken from one method (the same lock
+    underneath: its condition still works)."""
+
+    def __init__(self, lock: threading.Lock, method: str) -> None:
+        self._lock = lock
+        self._method = method
+        self.holds = 0
+
+    def __enter__(self) -> bool:
+        if sys._getframe(1).f_code.co_name == self._method:
+            self.holds += 1
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.__exit__(*exc)
+
+
+@pytest.mark.usefixtures("no_sweep")
+def test_threads_one_read_answered_stop_following_without_the_connections_mutex() -> None:
+    """The threads one read answered wake together; each leaves the queue of followers
+    without the connection's mutex (they queued up on it, each losing the GIL while it
+    held it). Only a follower the role was handed to looks under the mutex."""
+    with _server() as server, RemotingClient(ClientConfig(io="threads")) as client:
+        server.register_processor(GATHERED, Gathered())
+        client.invoke_sync(server.addr, req(SCRAMBLED), 5)
+        assert client._threads is not None
+        (conn,) = client._threads.connections
+        counting = _CountingLock(conn._mutex, "_stop_following")
+        conn._mutex = counting  # type: ignore[assignment]
+        with ThreadPoolExecutor(GATHER) as pool:
+            for _ in range(ROUNDS):
+                codes = list(pool.map(
+                    lambda _: client.invoke_sync(server.addr, req(GATHERED), 10).code,
+                    range(GATHER)))
+                assert codes == [ResponseCode.SUCCESS] * GATHER
+        stats = client.statistics()
+    assert stats.in_flight == 0 and stats.orphaned_responses == 0
+    # before: one hold per follower woken (about GATHER - 1 a round); now one per hand-over
+    assert counting.holds < 2 * ROUNDS, f"{counting.holds} holds to stop following"

@@ -15,7 +15,8 @@ Theory of operation:
   creation, or on a lazily made `threading.Event`; a thread of the thread driver sleeps on its
   `ThreadWaiter`, which completion wakes, and reads for everyone meanwhile (``_driver``).
   `_LOCK` orders completion against waiters and callbacks registered from other threads.
-- User callbacks run on the callback executor, never on the event loop.
+- User callbacks run on the callback threads (`CallbackRunner`), never on the event loop nor
+  on the thread that read the answer (once the endpoint has shut down: where they complete).
 - Its underscore methods (`ResponseFuture._complete`, `ResponseFuture._fail`,
   `ResponseFuture._fail_send`, `ResponseFuture._fail_timeout`) are the core's, not the user's:
   whoever removes a call from its table (`Invoker`, `Deadlines`, `GoAway`, `ThreadCalls`, the

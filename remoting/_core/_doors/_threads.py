@@ -16,7 +16,7 @@ Theory of operation (the concurrency model, docs/architecture.md):
   item's ``refuse`` runs in the thread that finds the loop gone (a call fails its future), so
   no post is lost when threads post while the loop ends.
 - What leaves the loop for other threads: completed futures (a lock a waiting thread blocks on,
-  see `_future`), user callbacks (the `CallbackRunner`'s executor), channel events (`_events`).
+  see `_future`), user callbacks (the `CallbackRunner`'s threads), channel events (`_events`).
 - `mark_own_thread` labels the threads an endpoint starts (pool and callback threads): a
   shutdown called from one of them must not wait for itself.
 - Calls from threads handed to the loop go through `_thread_calls`. The one shortcut, a pool
@@ -30,7 +30,7 @@ from __future__ import annotations
 import _thread
 import threading
 from collections import deque
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..._log import log
@@ -165,95 +165,131 @@ class Inbox:
                           exc_info=True)
 
 
-def _run_into(future: Future[Any], fn: Any, args: Any, kwargs: Any) -> None:
+def _run_job(fn: Callable[..., object], args: tuple[Any, ...]) -> None:
     try:
-        future.set_result(fn(*args, **kwargs))
-    except BaseException as exc:
-        future.set_exception(exc)
+        fn(*args)
+    except BaseException:  # (a user callback's errors are logged by `_future`, its own)
+        _job_failed(fn)
 
 
-class _InlineExecutor(Executor):
-    """Runs a callback at once in the calling thread (once the endpoint has stopped)."""
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        _run_into(future, fn, args, kwargs)
-        return future
+def _job_failed(fn: Callable[..., object]) -> None:
+    log.error("callback_job.failed", job=getattr(fn, "__qualname__", type(fn).__name__),
+              exc_info=True)
 
 
-class _LateExecutor(Executor):
-    """Runs a callback on a thread of its own (completed on the loop thread after the
-    executor closed: a callback must never run on, or block, the event loop)."""
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        threading.Thread(target=_run_into, args=(future, fn, args, kwargs),
-                         name="remoting-late-callback", daemon=True).start()
-        return future
-
-
-_INLINE: Final = _InlineExecutor()
-_LATE: Final = _LateExecutor()
+def _run_late(fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+    """Run ``fn(*args)`` on a thread of its own (a callback completed on the loop thread after
+    the runner closed: a callback must never run on, or block, the event loop)."""
+    threading.Thread(target=_run_job, args=(fn, args), name="remoting-late-callback",
+                     daemon=True).start()
 
 
 class CallbackRunner:
-    """The executor that runs user callbacks, never on the event loop (RocketMQ's
-    ``callbackExecutor``): made on first use, with ``threads`` threads."""
+    """The threads that run user callbacks, never on the event loop nor on the thread that
+    read their answer (RocketMQ's ``callbackExecutor``): up to ``threads`` daemon threads,
+    started as callbacks come and none is idle.
+
+    A job costs one hold of ``_lock`` to queue it (and to wake a sleeping thread, if one
+    sleeps) and a lock-free pop to take it: nothing is made per job but its tuple (no
+    `concurrent.futures.Future`, no condition). Threads take one job at a time, so a callback
+    that blocks holds up only its own thread. After `close`, jobs run in the thread that
+    submits them (on a thread of their own if that is the loop's).
+    """
 
     def __init__(self, name: str, threads: int, owner: object) -> None:
         self._name = name
         self._threads = threads
         self._owner = owner
-        self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._jobs: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
+        self._idle: list[_thread.LockType] = []  # the wake-up locks of sleeping threads
+        self._workers: list[threading.Thread] = []
+        self._started = 0  # threads started (their names' numbers)
         self._closed = False
         self.loop_thread_id: int | None = None  # set by the endpoint: never run callbacks there
 
-    def executor(self) -> Executor:
-        """Return the executor (after `close`, one that runs callbacks in the calling thread,
-        or on a thread of their own if that is the loop's)."""
-        executor = self._executor
-        if executor is not None:
-            return executor
-        with self._lock:
-            if self._closed:
-                return self._after_close()
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(
-                    self._threads, thread_name_prefix=self._name,
-                    initializer=mark_own_thread, initargs=(self._owner,),
-                )
-            return self._executor
-
     def submit(self, fn: Callable[..., object], *args: Any) -> None:
-        """Run ``fn(*args)`` on the executor; here, if it has just been shut down (the endpoint
-        stopped between the lookup and the submit: later callbacks run here anyway)."""
+        """Run ``fn(*args)`` on a callback thread; after `close`, here (on a thread of its
+        own if here is the loop thread). Exceptions are logged, never raised."""
+        with self._lock:
+            if not self._closed:
+                self._jobs.append((fn, args))
+                if self._idle:
+                    self._idle.pop().release()
+                    return
+                if len(self._workers) >= self._threads or self._start_worker():
+                    return
+                if self._workers:  # no thread more: the running ones take it
+                    return
+                left = list(self._jobs)  # no thread at all: they run here
+                self._jobs.clear()
+            else:
+                left = [(fn, args)]
+        for job, job_args in left:
+            self._run_after_close(job, job_args)
+
+    def _run_after_close(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+        if threading.get_ident() == self.loop_thread_id:
+            _run_late(fn, args)
+        else:
+            _run_job(fn, args)
+
+    def _start_worker(self) -> bool:
+        """Start one more thread (under ``_lock``); False if the system refused it."""
+        worker = threading.Thread(target=self._work, name=f"{self._name}_{self._started}",
+                                  daemon=True)
+        self._started += 1
         try:
-            self.executor().submit(fn, *args)
-        except RuntimeError:  # cannot schedule new futures after shutdown
-            self._after_close().submit(fn, *args)
+            worker.start()
+        except RuntimeError as exc:  # can't start new thread (a limit of the system's)
+            log.warning("callback_thread.start_failed", threads=len(self._workers),
+                        error=str(exc))
+            return False
+        self._workers.append(worker)
+        return True
 
-    def _after_close(self) -> Executor:
-        """Where callbacks run once the executor is closed: here, unless here is the loop."""
-        return _LATE if threading.get_ident() == self.loop_thread_id else _INLINE
+    def _work(self) -> None:
+        mark_own_thread(self._owner)
+        wake = _thread.allocate_lock()
+        wake.acquire()  # held while nothing woke this thread
+        jobs, lock, idle = self._jobs, self._lock, self._idle
+        while True:
+            try:
+                fn, args = jobs.popleft()  # (thread-safe: CPython's deque guarantee)
+            except IndexError:
+                with lock:
+                    if jobs:  # queued since the pop
+                        continue
+                    if self._closed:  # nothing left: the thread ends
+                        return
+                    idle.append(wake)
+                wake.acquire()  # released by whoever pops ``wake`` from ``idle``
+                continue
+            try:
+                fn(*args)
+            except BaseException:  # (a user callback's errors are logged by `_future`)
+                _job_failed(fn)
+            del fn, args  # the job's references go now, not at the next job
 
-    def close(self, final: bool = True, timeout: float = CALLBACKS_CLOSE_SECONDS) -> None:
+    def close(self, timeout: float = CALLBACKS_CLOSE_SECONDS) -> None:
         """Run the callbacks still queued, then stop the threads; wait ``timeout`` seconds at
         most for that (a callback that never returns must not hang shutdown: its thread is
-        left to finish, logged as ``callbacks.still_running``).
-
-        With ``final=False`` a new executor is made on next use; otherwise later callbacks run
-        at once in the thread that completes or registers them.
-        """
+        left to finish, logged as ``callbacks.still_running``). Later callbacks run at once
+        in the thread that completes or registers them."""
         with self._lock:
-            executor, self._executor = self._executor, None
-            self._closed = final
-        if executor is None:
-            return
-        closer = threading.Thread(target=executor.shutdown, name=f"{self._name}-close",
-                                  daemon=True)
-        closer.start()
-        closer.join(timeout)
-        if closer.is_alive():
+            if self._closed:
+                return
+            self._closed = True
+            idle = self._idle[:]  # (emptied in place: the threads hold the list)
+            self._idle.clear()
+            workers = list(self._workers)
+        for wake in idle:  # each finds the queue empty and `_closed` set, and ends
+            wake.release()
+        deadline = monotonic() + timeout
+        me = threading.current_thread()
+        for worker in workers:
+            if worker is not me:  # (a callback shutting its client down)
+                worker.join(max(0.0, deadline - monotonic()))
+        if any(w.is_alive() for w in workers if w is not me):
             log.warning("callbacks.still_running", seconds=timeout,
                         hint="a callback has not returned; shutdown goes on without it")

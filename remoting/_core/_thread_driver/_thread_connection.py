@@ -16,9 +16,11 @@ Theory of operation (httpcore's ``_sync`` model: whoever waits reads):
   does not take is left to the background reader, which sends it as the socket drains
   (no thread ever waits to write while nobody reads). A caller waits for room below the
   high water mark before it queues (`wait_for_room`), within its deadline.
-- ``_mutex`` guards the roles, the followers, the queue and the lifecycle state
+- ``_mutex`` guards the roles, joining the followers, the queue and the lifecycle state
   (`ConnectionState`), and is held only around bookkeeping, never across a wait or a
-  socket call. Completing calls and handing requests over happen outside it.
+  socket call. A follower leaves the queue without it (`_stop_following`: the pop is the
+  claim, which a reader handing the role on makes the same way). Completing calls and
+  handing requests over happen outside it.
 - Closing (`close`, from any thread) shuts the socket, which wakes a reader waiting on it;
   the socket is released (and the owner told, which fails the calls on it) only once no
   thread reads or sends on it, by the last to leave, so a file descriptor is never reused
@@ -291,12 +293,18 @@ class ThreadConnection:
             return False
 
     def _stop_following(self, waiter: ThreadWaiter) -> bool:
-        """Stop following; True if the role was handed to this thread meanwhile."""
-        with self._mutex:
-            if self._reader is waiter:
-                return True
-            self._followers.pop(waiter, None)
+        """Stop following; True if the role was handed to this thread meanwhile.
+
+        A follower leaves without the mutex when it takes itself out of the queue: threads
+        that one read woke together would otherwise queue up on the mutex as they leave,
+        each losing the GIL while it holds it. Taking a follower out of the queue is the
+        claim: one `dict.pop` (atomic under the GIL), made the same way by a leader handing
+        the role on (`_next_reader`), so exactly one of them wins. If the leader did, it
+        makes this thread the reader within the same hold of the mutex."""
+        if self._followers.pop(waiter, None) is not None:
             return False
+        with self._mutex:
+            return self._reader is waiter
 
     def _leave(self) -> None:
         """Give up the read role: to the first follower still waiting, else free (see the
@@ -324,9 +332,10 @@ class ThreadConnection:
         Those done already are woken by their completion and leave by themselves: handing
         them the role would only pass it on, one thread switch each, while nobody reads."""
         followers = self._followers
-        for waiter, call in followers.items():
-            if not call.done():
-                del followers[waiter]
+        # a copy: followers leave the queue without the mutex (`_stop_following`), so the
+        # claim is the pop, and one may be gone by the time it is looked at
+        for waiter, call in list(followers.items()):
+            if not call.done() and followers.pop(waiter, None) is not None:
                 return waiter
         return None
 
@@ -506,6 +515,7 @@ class ThreadConnection:
         together, and the peer gets them together; the background reader sends it
         `DEFER_SECONDS` later at the latest."""
         out = self.outbound
+        first = False
         with self._mutex:
             if not self.state.usable:
                 return False
@@ -514,12 +524,12 @@ class ThreadConnection:
                 queued = out.add(frame, on_sent)
                 first = not self._deferred
                 self._deferred = True
-                if queued < FLUSH_FRAMES:
-                    if first:
-                        self._owner.flush_soon(self)
-                    return True
-                self._flushing = _CALLER
                 direct = False
+                if queued >= FLUSH_FRAMES:
+                    self._flushing = _CALLER
+                    first = False  # sent now, below
+                elif not first:
+                    return True
             elif self._flushing is not None or not out.idle or (
                     self._holds and not self._budget):
                 queued = out.add(frame, on_sent)
@@ -542,6 +552,11 @@ class ThreadConnection:
                             on_sent = None
                         self._flushing = _CALLER
                         rest = rest or [b""]
+        if first:  # the timer, set outside the mutex: it may wake the background reader
+            # (a pipe write, which lets go of the GIL: threads sending meanwhile would queue
+            # up on the mutex behind it)
+            self._owner.flush_soon(self)
+            return True
         if not direct:
             self._flush()
         elif error is not None:
