@@ -86,6 +86,11 @@ SWEEP_SECONDS: Final = 1.0  # how often idle, stalled and drained connections ar
 # Extra seconds a thread waits past its call's deadline for the job resending it (GO_AWAY),
 # which ends it by that deadline itself, before it ends the call.
 RESEND_WAIT_SLACK: Final = 5.0
+# A connection nobody reads is looked at (a zero-wait poll: has the server closed it?) before
+# a call uses it, unless something was read from it this recently: the server was alive then,
+# and a close in between is a race no look can win anyway. Back-to-back calls (every call
+# reads its answer) so save a system call each; a connection left alone longer is looked at.
+PEEK_AFTER_SECONDS: Final = 0.01
 
 
 class ThreadHost(Protocol):
@@ -238,7 +243,8 @@ class ThreadDriver:
             raise RemotingError("the client is shut down", target_addr(target))
         conn = self.channels.live(target)
         if conn is not None and not conn.background_events and conn.claim_read():
-            conn.peek()  # nobody reads it: the server may have closed it meanwhile
+            if monotonic() - conn.last_read >= PEEK_AFTER_SECONDS:
+                conn.peek()  # nobody read it lately: the server may have closed it meanwhile
             if conn.state.takes_calls and keep_reading:
                 return conn, True
             conn.release_read()
