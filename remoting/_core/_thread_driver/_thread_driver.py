@@ -156,18 +156,22 @@ class ThreadDriver:
 
     def call_sync(self, call: ClientCall) -> RemotingCommand:
         """Send and wait, driving the connection meanwhile (see `RemotingClient.invoke_sync`)."""
-        request, timeout = call.request, call.timeout
+        return self.invoke(call.target, call.request, call.timeout,  # type: ignore[arg-type]
+                           call.retry_busy)
+
+    def invoke(self, target: ThreadTarget, request: RemotingCommand, timeout: float,
+               retry_busy: bool) -> RemotingCommand:
+        """`call_sync` of checked arguments (`Caller`'s direct path takes this door too)."""
         deadline = monotonic() + timeout
         attempt = 0
         while True:
-            fut, reading = self._start(call.target, request, timeout, deadline,  # type: ignore[arg-type]
-                                       "sync", None)
+            fut, reading = self._start(target, request, timeout, deadline, "sync", None)
             if reading:  # this thread holds the read role of its connection: it reads next
                 fut.conn.wait(fut, deadline + self._grace, reading=True)
             if not fut._done:
                 self._await(fut, deadline + self._grace, expire=True)
             response = fut._outcome()
-            if not call.retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
+            if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
                 return response
             attempt += 1
             pause = busy_backoff(attempt)
@@ -179,14 +183,22 @@ class ThreadDriver:
 
     def call_async(self, call: ClientCall) -> ResponseFuture:
         """Send; return the future at once (see `RemotingClient.invoke_async`)."""
-        timeout = call.timeout
-        return self._start(call.target, call.request, timeout,  # type: ignore[arg-type]
-                           monotonic() + timeout, "async", call.callback)[0]
+        return self.start_call(call.target, call.request, call.timeout,  # type: ignore[arg-type]
+                               call.callback)
+
+    def start_call(self, target: ThreadTarget, request: RemotingCommand, timeout: float,
+                   callback: Callable[[ResponseFuture], object] | None) -> ResponseFuture:
+        """`call_async` of checked arguments (`Caller`'s direct path takes this door too)."""
+        return self._start(target, request, timeout, monotonic() + timeout, "async",
+                           callback)[0]
 
     def call_oneway(self, call: ClientCall) -> None:
         """Queue a oneway request and return (see `RemotingClient.invoke_oneway`)."""
-        request, timeout = call.request, call.timeout
-        target: ThreadTarget = call.target  # type: ignore[assignment]
+        self.invoke_oneway(call.target, call.request, call.timeout)  # type: ignore[arg-type]
+
+    def invoke_oneway(self, target: ThreadTarget, request: RemotingCommand, timeout: float
+                      ) -> None:
+        """`call_oneway` of checked arguments (`Caller`'s direct path takes this door too)."""
         deadline = monotonic() + timeout
         conn = self.connection(target, deadline, timeout)
         if timeout <= 0:
