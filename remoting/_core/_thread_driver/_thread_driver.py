@@ -398,11 +398,11 @@ class ThreadDriver:
 
     def send_batch(self, conn: ThreadConnection, futs: list[ThreadCall], *, elsewhere: bool
                    ) -> bool:
-        """Register ``futs`` (requests of one batch, whose permits the batch holds) and send
-        them on ``conn`` together: encoded first, registered under one hold of the lock,
-        queued and handed to the socket at once. A request that cannot be encoded fails
-        alone; otherwise as `send` (``elsewhere``: False, nothing done, if ``conn`` was told
-        GO_AWAY since the caller took it)."""
+        """Register ``futs`` (requests of one batch made for ``conn``, whose permits the
+        batch holds) and send them on ``conn`` together: encoded first, registered under one
+        hold of the lock, queued and handed to the socket at once. A request that cannot be
+        encoded fails alone; otherwise as `send` (``elsewhere``: False, nothing done, if
+        ``conn`` was told GO_AWAY since the caller took it)."""
         max_frame, max_header = self.max_frame, self.max_header
         addr = conn.remote_addr
         frames: list[EncodedFrame] = []
@@ -410,9 +410,7 @@ class ThreadDriver:
         codes: dict[int, int] = {}
         code = count = 0
         for fut in futs:  # outside the lock: it is held only for the table
-            fut.conn = conn
-            fut.addr = addr
-            request = fut.request
+            request = fut.request  # (its conn and addr are set: the batch made it for conn)
             try:
                 frames.append(encode_frame_parts(request, max_frame, max_header))
             except Exception as exc:
@@ -585,21 +583,23 @@ class ThreadDriver:
         batch = None
         futs: list[ThreadCall] = []
         answers: list[RemotingCommand] = []
+        sent_by = math.nan  # the deadline of the run's calls: theirs differ if sent apart
         with self._lock:
             for response in responses:
-                fut = entries.get(response.opaque)
+                fut = entries.pop(response.opaque, None)
                 if fut is None or fut.conn is not conn:
+                    if fut is not None:  # (rare) another connection's call: it stays
+                        entries[response.opaque] = fut
                     orphans.append(response)  # counted below, while it is open
                     continue
-                del entries[response.opaque]
                 if fut.unattended:
                     fut.unattended = False
                     conn.unattended -= 1
-                start = fut.deadline - fut.timeout
-                if start != started or fut.request.code != code:
+                if fut.deadline != sent_by or fut.request.code != code:
                     if run:
                         self._record_latency(code, read_at - started, run)
-                    code, started, run = fut.request.code, start, 0
+                    sent_by = fut.deadline
+                    code, started, run = fut.request.code, sent_by - fut.timeout, 0
                 run += 1
                 group = fut.batch
                 if group is None or response.code == _GO_AWAY:
