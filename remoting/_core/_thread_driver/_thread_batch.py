@@ -37,11 +37,10 @@ __all__ = ["GROUP_FRAMES", "BatchDriver", "ThreadBatch"]
 
 # The most requests one group of a batch's window holds. A refill (after a read of answers)
 # is one group up to this: each group costs a hold of the driver's lock, a queueing and a
-# send (system call) of its own. Against groups of `FLUSH_FRAMES` (16), an ``invoke_many`` of
-# 64 took 4% less client CPU per request in-process, 9% less against a pool server and the
-# same against an async one (bench/blocking.py), at the same rate: the peer has the rest of
-# the window to work on while a group is encoded. It bounds how far a group may take the
-# queue past the high water mark (checked before each group).
+# send (system call) of its own. Groups of `FLUSH_FRAMES` (16) took more client CPU per
+# request of an ``invoke_many`` of 64 (bench/blocking.py --modes many64) at no gain in rate:
+# the peer has the rest of the window to work on while a group is encoded. It bounds how far
+# a group may take the queue past the high water mark (checked before each group).
 GROUP_FRAMES: Final = 64
 
 
