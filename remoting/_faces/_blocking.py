@@ -191,7 +191,7 @@ class RemotingClient(BlockingFace):
         if self.config.io == "threads":
             self._requests = requests = RequestLoop(endpoint)
             self._threads = ThreadDriver(endpoint, self.config, requests)
-            self._caller.use(self._threads, ToThreadDriver(self._threads))
+            self._caller.use(self._threads, ToThreadDriver(self._threads), self._threads)
             endpoint.threads = self._threads
 
     def start(self) -> Self:

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from ..._interceptors import CallKind, ClientCall
     from ._future import ResponseFuture
 
-__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "ToThreadDriver", "TrioDriver",
-           "check_many_options"]
+__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "DirectDriver", "ToThreadDriver",
+           "TrioDriver", "check_many_options"]
 
 
 class BlockingDriver(Protocol):
@@ -55,6 +55,19 @@ class BlockingDriver(Protocol):
     def call_oneway(self, call: ClientCall) -> None: ...
 
     def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]: ...
+
+
+class DirectDriver(Protocol):
+    """A blocking driver's methods for a call no interceptor and no RPC hook sees, taking
+    its checked arguments instead of a `ClientCall` (`Caller._direct_blocking`)."""
+
+    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
+               retry_busy: bool) -> RemotingCommand: ...
+
+    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
+                   callback: Callable[[ResponseFuture], object] | None) -> ResponseFuture: ...
+
+    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float) -> None: ...
 
 
 class TrioDriver(Protocol):

@@ -14,12 +14,13 @@ The drivers do the I/O, one method per kind: the blocking face's (`ThreadCalls`,
 to the loop thread; or the thread driver of a `RemotingClient` with ``io="threads"``) and the
 trio face's (the `Invoker`).
 
-One shortcut: on the trio face, a sync, async or oneway call that no interceptor and no RPC
-hook will see needs no `ClientCall`: its arguments, checked by the same `_checks` functions
-as its kind's row, go straight to the `Invoker`'s own method (`_direct`). The object, the
-row's indirections and their frames cost about 1.7 µs of a 64-task call's 12 (16% of its
-rate; `bench/ab.py`'s trio client rows), so the shortcut stays while it wins that much
-(docs/architecture.md, Calls).
+One shortcut: a sync, async or oneway call that no interceptor and no RPC hook will see needs
+no `ClientCall`: its arguments, checked by the same `_checks` functions as its kind's row, go
+straight to the driver's own method (`_direct`: the trio face's `Invoker`; `_direct_blocking`:
+the blocking face's thread driver, `DirectDriver`). The object, the row's indirections and
+their frames cost about 1.7 µs of a 64-task trio call's 12 (16% of its rate; `bench/ab.py`'s
+trio client rows), so the shortcut stays while it wins that much (docs/architecture.md,
+Calls).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from codec import FLAG_RESPONSE
 
 from ..._checks import batch_limit, call_timeout, callback_of, requests_of, the_request
 from ..._interceptors import ClientCall, chain, chain_async
-from ._call_kinds import KINDS, check_many_options
+from ._call_kinds import KINDS, DirectDriver, check_many_options
 from ._invoker import Invoker
 
 if TYPE_CHECKING:
@@ -62,19 +63,28 @@ class Caller:
         self._async_chain: Callable[[ClientCall], Awaitable[Any]] = self._aend
         self._drive: dict[CallKind, Callable[[ClientCall], Any]] = {}
         self._adrive: dict[CallKind, Callable[[ClientCall], Awaitable[Any]]] = {}
+        self._direct_driver: DirectDriver | None = None
         self.use(blocking, trio)
 
-    def use(self, blocking: BlockingDriver, trio: TrioDriver) -> None:
-        """Drive calls with ``blocking`` (blocking face) and ``trio`` (trio face)."""
+    def use(self, blocking: BlockingDriver, trio: TrioDriver,
+            direct: DirectDriver | None = None) -> None:
+        """Drive calls with ``blocking`` (blocking face) and ``trio`` (trio face);
+        ``direct``: ``blocking``'s methods for calls that skip their `ClientCall`, if it has
+        them (the thread driver)."""
         self._drive = {kind: getattr(blocking, row.method) for kind, row in KINDS.items()}
         self._adrive = {kind: getattr(trio, row.method) for kind, row in KINDS.items()}
         # the Invoker, when it drives the trio face (not a blocking client's ToThreadDriver)
         self._invoker = trio if isinstance(trio, Invoker) else None
+        self._direct_driver = direct
 
     def _direct(self) -> Invoker | None:
         """The `Invoker`, when a trio call may skip its `ClientCall` (see the module
         docstring): nothing would see the call but the Invoker."""
         return None if self.interceptors or self._hooks else self._invoker
+
+    def _direct_blocking(self) -> DirectDriver | None:
+        """The thread driver, when a blocking call may skip its `ClientCall` (as `_direct`)."""
+        return None if self.interceptors or self._hooks else self._direct_driver
 
     def add(self, interceptor: ClientInterceptor, *, innermost: bool = False) -> None:
         """Add ``interceptor`` inside those registered before (once); rebuild the chains.
@@ -113,6 +123,9 @@ class Caller:
     def invoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
                     timeout: float, retry_busy: bool = False) -> RemotingCommand:
         """`call` of a sync call (see `RemotingClient.invoke_sync`)."""
+        if (driver := self._direct_blocking()) is not None:
+            return driver.invoke(target, the_request(request), call_timeout(timeout),
+                                 retry_busy)
         return self.call("sync", target, addr, request, timeout,  # type: ignore[no-any-return]
                          retry_busy=retry_busy)
 
@@ -120,12 +133,19 @@ class Caller:
                      timeout: float, callback: Callable[[ResponseFuture], object] | None
                      ) -> ResponseFuture:
         """`call` of an async call (see `RemotingClient.invoke_async`)."""
+        if (driver := self._direct_blocking()) is not None:
+            return driver.start_call(target, the_request(request), call_timeout(timeout),
+                                     callback_of(callback))
         return self.call("async", target, addr, request, timeout,  # type: ignore[no-any-return]
                          callback=callback)
 
     def invoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
                       timeout: float) -> None:
         """`call` of a oneway call (see `RemotingClient.invoke_oneway`)."""
+        if (driver := self._direct_blocking()) is not None:
+            driver.invoke_oneway(target, the_request(request, FLAG_RESPONSE),
+                                 call_timeout(timeout))
+            return
         self.call("oneway", target, addr, request, timeout)
 
     def invoke_many(self, target: Target, addr: str | None,

@@ -86,6 +86,11 @@ SWEEP_SECONDS: Final = 1.0  # how often idle, stalled and drained connections ar
 # Extra seconds a thread waits past its call's deadline for the job resending it (GO_AWAY),
 # which ends it by that deadline itself, before it ends the call.
 RESEND_WAIT_SLACK: Final = 5.0
+# A connection nobody reads is looked at (a zero-wait poll: has the server closed it?) before
+# a call uses it, unless something was read from it this recently: the server was alive then,
+# and a close in between is a race no look can win anyway. Back-to-back calls (every call
+# reads its answer) so save a system call each; a connection left alone longer is looked at.
+PEEK_AFTER_SECONDS: Final = 0.01
 
 
 class ThreadHost(Protocol):
@@ -151,18 +156,22 @@ class ThreadDriver:
 
     def call_sync(self, call: ClientCall) -> RemotingCommand:
         """Send and wait, driving the connection meanwhile (see `RemotingClient.invoke_sync`)."""
-        request, timeout = call.request, call.timeout
+        return self.invoke(call.target, call.request, call.timeout,  # type: ignore[arg-type]
+                           call.retry_busy)
+
+    def invoke(self, target: ThreadTarget, request: RemotingCommand, timeout: float,
+               retry_busy: bool) -> RemotingCommand:
+        """`call_sync` of checked arguments (`Caller`'s direct path takes this door too)."""
         deadline = monotonic() + timeout
         attempt = 0
         while True:
-            fut, reading = self._start(call.target, request, timeout, deadline,  # type: ignore[arg-type]
-                                       "sync", None)
+            fut, reading = self._start(target, request, timeout, deadline, "sync", None)
             if reading:  # this thread holds the read role of its connection: it reads next
                 fut.conn.wait(fut, deadline + self._grace, reading=True)
             if not fut._done:
                 self._await(fut, deadline + self._grace, expire=True)
             response = fut._outcome()
-            if not call.retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
+            if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
                 return response
             attempt += 1
             pause = busy_backoff(attempt)
@@ -174,14 +183,22 @@ class ThreadDriver:
 
     def call_async(self, call: ClientCall) -> ResponseFuture:
         """Send; return the future at once (see `RemotingClient.invoke_async`)."""
-        timeout = call.timeout
-        return self._start(call.target, call.request, timeout,  # type: ignore[arg-type]
-                           monotonic() + timeout, "async", call.callback)[0]
+        return self.start_call(call.target, call.request, call.timeout,  # type: ignore[arg-type]
+                               call.callback)
+
+    def start_call(self, target: ThreadTarget, request: RemotingCommand, timeout: float,
+                   callback: Callable[[ResponseFuture], object] | None) -> ResponseFuture:
+        """`call_async` of checked arguments (`Caller`'s direct path takes this door too)."""
+        return self._start(target, request, timeout, monotonic() + timeout, "async",
+                           callback)[0]
 
     def call_oneway(self, call: ClientCall) -> None:
         """Queue a oneway request and return (see `RemotingClient.invoke_oneway`)."""
-        request, timeout = call.request, call.timeout
-        target: ThreadTarget = call.target  # type: ignore[assignment]
+        self.invoke_oneway(call.target, call.request, call.timeout)  # type: ignore[arg-type]
+
+    def invoke_oneway(self, target: ThreadTarget, request: RemotingCommand, timeout: float
+                      ) -> None:
+        """`call_oneway` of checked arguments (`Caller`'s direct path takes this door too)."""
         deadline = monotonic() + timeout
         conn = self.connection(target, deadline, timeout)
         if timeout <= 0:
@@ -238,7 +255,8 @@ class ThreadDriver:
             raise RemotingError("the client is shut down", target_addr(target))
         conn = self.channels.live(target)
         if conn is not None and not conn.background_events and conn.claim_read():
-            conn.peek()  # nobody reads it: the server may have closed it meanwhile
+            if monotonic() - conn.last_read >= PEEK_AFTER_SECONDS:
+                conn.peek()  # nobody read it lately: the server may have closed it meanwhile
             if conn.state.takes_calls and keep_reading:
                 return conn, True
             conn.release_read()
@@ -380,11 +398,11 @@ class ThreadDriver:
 
     def send_batch(self, conn: ThreadConnection, futs: list[ThreadCall], *, elsewhere: bool
                    ) -> bool:
-        """Register ``futs`` (requests of one batch, whose permits the batch holds) and send
-        them on ``conn`` together: encoded first, registered under one hold of the lock,
-        queued and handed to the socket at once. A request that cannot be encoded fails
-        alone; otherwise as `send` (``elsewhere``: False, nothing done, if ``conn`` was told
-        GO_AWAY since the caller took it)."""
+        """Register ``futs`` (requests of one batch made for ``conn``, whose permits the
+        batch holds) and send them on ``conn`` together: encoded first, registered under one
+        hold of the lock, queued and handed to the socket at once. A request that cannot be
+        encoded fails alone; otherwise as `send` (``elsewhere``: False, nothing done, if
+        ``conn`` was told GO_AWAY since the caller took it)."""
         max_frame, max_header = self.max_frame, self.max_header
         addr = conn.remote_addr
         frames: list[EncodedFrame] = []
@@ -392,9 +410,7 @@ class ThreadDriver:
         codes: dict[int, int] = {}
         code = count = 0
         for fut in futs:  # outside the lock: it is held only for the table
-            fut.conn = conn
-            fut.addr = addr
-            request = fut.request
+            request = fut.request  # (its conn and addr are set: the batch made it for conn)
             try:
                 frames.append(encode_frame_parts(request, max_frame, max_header))
             except Exception as exc:
@@ -567,21 +583,23 @@ class ThreadDriver:
         batch = None
         futs: list[ThreadCall] = []
         answers: list[RemotingCommand] = []
+        sent_by = math.nan  # the deadline of the run's calls: theirs differ if sent apart
         with self._lock:
             for response in responses:
-                fut = entries.get(response.opaque)
+                fut = entries.pop(response.opaque, None)
                 if fut is None or fut.conn is not conn:
+                    if fut is not None:  # (rare) another connection's call: it stays
+                        entries[response.opaque] = fut
                     orphans.append(response)  # counted below, while it is open
                     continue
-                del entries[response.opaque]
                 if fut.unattended:
                     fut.unattended = False
                     conn.unattended -= 1
-                start = fut.deadline - fut.timeout
-                if start != started or fut.request.code != code:
+                if fut.deadline != sent_by or fut.request.code != code:
                     if run:
                         self._record_latency(code, read_at - started, run)
-                    code, started, run = fut.request.code, start, 0
+                    sent_by = fut.deadline
+                    code, started, run = fut.request.code, sent_by - fut.timeout, 0
                 run += 1
                 group = fut.batch
                 if group is None or response.code == _GO_AWAY:
