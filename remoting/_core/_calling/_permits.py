@@ -84,6 +84,16 @@ class ThreadPermits:
                 return True
             return False
 
+    def try_take_many(self, wanted: int) -> int:
+        """Take up to ``wanted`` free permits at once if nobody waits for one; return how
+        many were taken (a batch's window: one lock hold, not one per request)."""
+        with self._ready:
+            if self.waiting or wanted <= 0:
+                return 0
+            taken = min(wanted, self._free)
+            self._free -= taken
+            return taken
+
     def take(self, deadline: float) -> bool:
         """Take a permit, waiting until ``deadline`` (`time.monotonic`) at most; True if taken."""
         with self._ready:
@@ -110,3 +120,12 @@ class ThreadPermits:
             self._free += 1
             if self.waiting:
                 self._ready.notify()
+
+    def give_many(self, count: int) -> None:
+        """Give ``count`` permits back at once (any thread; a batch's spare ones)."""
+        if count <= 0:
+            return
+        with self._ready:
+            self._free += count
+            if self.waiting:
+                self._ready.notify(count)

@@ -252,10 +252,7 @@ class ThreadBatch:
 
     def _take_permits(self, wanted: int) -> int:
         """Take up to ``wanted`` more in-flight permits without waiting; return how many."""
-        permits = self._driver.async_permits
-        taken = 0
-        while taken < wanted and permits.try_take():
-            taken += 1
+        taken = self._driver.async_permits.try_take_many(wanted)
         self._held += taken
         return taken
 
@@ -315,11 +312,10 @@ class ThreadBatch:
     def _give_back_spare(self) -> None:
         """Give back the permits no request of this batch will use any more."""
         with self._lock:
-            permits = self._driver.async_permits
-            while self._held > len(self._in_flight) and (
-                    self._next == len(self._requests) or not self._in_flight):
-                self._held -= 1
-                permits.give()
+            spare = self._held - len(self._in_flight)
+            if spare > 0 and (self._next == len(self._requests) or not self._in_flight):
+                self._held -= spare
+                self._driver.async_permits.give_many(spare)
 
     def _call_owner(self) -> None:
         self._needs_owner = True
