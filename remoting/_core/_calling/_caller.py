@@ -213,8 +213,9 @@ class Caller:
         row = KINDS[call.kind]
         if self.interceptors:  # they may have changed the call: check it again
             row.check(call)
-        hooks = self._hooks
-        if hooks:
+        hooks: Sequence[RPCHook] = self._hooks
+        if hooks:  # this call's hooks: one registered while it is in flight waits for the next
+            hooks = tuple(hooks)
             row.before(hooks, call)
         outcome = self._drive[call.kind](call)
         if hooks:
@@ -238,8 +239,9 @@ class Caller:
         row = KINDS[call.kind]
         if self.interceptors:
             row.check(call)
-        hooks = self._hooks
-        if hooks:
+        hooks: Sequence[RPCHook] = self._hooks
+        if hooks:  # this call's hooks (see _end)
+            hooks = tuple(hooks)
             row.before(hooks, call)
         outcome = await self._adrive[call.kind](call)
         if hooks:
