@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import trio
@@ -17,10 +18,9 @@ from remoting import (
 from remoting.queue import BlockingQueueClient, QueueClient, QueueService, TrioQueueClient
 
 
-@pytest.fixture
-def queue_server() -> Iterator[tuple[QueueService, RemotingServer]]:
-    """A blocking server with an in-memory queue service (msg_timeout 30 s)."""
-    service = QueueService(msg_timeout=30.0)
+@contextmanager
+def serving(service: QueueService) -> Iterator[tuple[QueueService, RemotingServer]]:
+    """``service`` attached to a started blocking server, shut down on exit."""
     server = RemotingServer(ServerConfig())
     service.attach(server)
     server.start()
@@ -28,6 +28,13 @@ def queue_server() -> Iterator[tuple[QueueService, RemotingServer]]:
         yield service, server
     finally:
         server.shutdown()
+
+
+@pytest.fixture
+def queue_server() -> Iterator[tuple[QueueService, RemotingServer]]:
+    """A blocking server with an in-memory queue service (msg_timeout 30 s)."""
+    with serving(QueueService(msg_timeout=30.0)) as served:
+        yield served
 
 
 @pytest.fixture

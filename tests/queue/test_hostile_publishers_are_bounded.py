@@ -18,6 +18,7 @@ from remoting import RemotingClient, RemotingServer, ServerConfig
 from remoting.queue import BlockingQueueClient, QueueClient, QueueCode, QueueError, QueueService
 from remoting.queue._wire import MAX_PUBLISH
 
+from .conftest import serving
 from .service_process import QueueProcess
 
 
@@ -51,14 +52,8 @@ def test_a_publish_of_too_many_messages_is_refused_before_it_is_read(
 @pytest.fixture
 def bounded() -> Iterator[tuple[QueueService, RemotingServer]]:
     """An in-memory service with 3 topics and 2 channels (and groups) a topic at most."""
-    service = QueueService(max_topics=3, max_channels=2)
-    server = RemotingServer(ServerConfig())
-    service.attach(server)
-    server.start()
-    try:
-        yield service, server
-    finally:
-        server.shutdown()
+    with serving(QueueService(max_topics=3, max_channels=2)) as served:
+        yield served
 
 
 def test_a_flood_of_topics_channels_and_groups_stops_at_the_limits(

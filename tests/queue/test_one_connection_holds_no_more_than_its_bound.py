@@ -29,6 +29,7 @@ from remoting.queue import (
 )
 
 from ..logs import capture_logs
+from .conftest import serving
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -241,14 +242,8 @@ async def test_timeouts_and_requeues_give_the_connection_room_again(
 
 @pytest.fixture
 def bounded_server() -> Iterator[tuple[QueueService, RemotingServer]]:
-    service = QueueService(msg_timeout=60.0, max_in_flight_per_connection=1)
-    server = RemotingServer(ServerConfig())
-    service.attach(server)
-    server.start()
-    try:
-        yield service, server
-    finally:
-        server.shutdown()
+    with serving(QueueService(msg_timeout=60.0, max_in_flight_per_connection=1)) as served:
+        yield served
 
 
 def test_credits_above_the_bound_are_not_an_error_and_the_pause_is_logged_sparingly(
