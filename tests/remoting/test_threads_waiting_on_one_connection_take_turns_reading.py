@@ -53,6 +53,16 @@ class Delayed(AsyncRequestProcessor):
         return RemotingCommand.create_response(ResponseCode.SUCCESS, "late")
 
 
+
+def gather_in_rounds(client: RemotingClient, addr: str) -> None:
+    """`ROUNDS` rounds of `GATHER` threads calling at once, each answered only once all
+    of its round have arrived (`Gathered`): one read then answers many waiting threads."""
+    with ThreadPoolExecutor(GATHER) as pool:
+        for _ in range(ROUNDS):
+            codes = list(pool.map(lambda _: client.invoke_sync(addr, req(GATHERED), 10).code,
+                                  range(GATHER)))
+            assert codes == [ResponseCode.SUCCESS] * GATHER
+
 def _server() -> RemotingServer:
     server = RemotingServer()
     server.register_processor(SCRAMBLED, Scrambled())
@@ -175,12 +185,7 @@ def test_a_reader_hands_reading_only_to_a_thread_whose_answer_it_did_not_read(
     with _server() as server, RemotingClient(ClientConfig(io="threads")) as client:
         server.register_processor(GATHERED, Gathered())
         client.invoke_sync(server.addr, req(SCRAMBLED), 5)
-        with ThreadPoolExecutor(GATHER) as pool:
-            for _ in range(ROUNDS):
-                codes = list(pool.map(
-                    lambda _: client.invoke_sync(server.addr, req(GATHERED), 10).code,
-                    range(GATHER)))
-                assert codes == [ResponseCode.SUCCESS] * GATHER
+        gather_in_rounds(client, server.addr)
     # a round's answers come in one read or a few: a hand-over per read at most, not one per
     # thread it answered (that handed it on 2 to 8 times a round)
     assert len(handed) < 2 * ROUNDS, f"the read role was handed on {len(handed)} times"
@@ -216,12 +221,7 @@ def test_threads_one_read_answered_stop_following_without_the_connections_mutex(
         (conn,) = client._threads.connections
         counting = _CountingLock(conn._mutex, "_stop_following")
         conn._mutex = counting  # type: ignore[assignment]
-        with ThreadPoolExecutor(GATHER) as pool:
-            for _ in range(ROUNDS):
-                codes = list(pool.map(
-                    lambda _: client.invoke_sync(server.addr, req(GATHERED), 10).code,
-                    range(GATHER)))
-                assert codes == [ResponseCode.SUCCESS] * GATHER
+        gather_in_rounds(client, server.addr)
         stats = client.statistics()
     assert stats.in_flight == 0 and stats.orphaned_responses == 0
     # before: one hold per follower woken (about GATHER - 1 a round); now one per hand-over
