@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import trio
@@ -205,7 +206,7 @@ class _CountingLock:
             self.holds += 1
         return self._lock.__enter__()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._lock.__exit__(*exc)
 
 
