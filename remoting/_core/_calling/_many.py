@@ -121,8 +121,8 @@ class Batch:
         return conn
 
     def _wait_in_task(self, wait: Callable[[], Awaitable[None]]) -> None:
-        """Run ``wait`` (connect, or wait for room, then pump) in a task; the batch fails as
-        shut down if the loop is ending (no nursery, or a closed one)."""
+        """Run ``wait`` (connect, or wait for room or a permit, then pump) in a task; the
+        batch fails as shut down if the loop is ending (no nursery, or a closed one)."""
         try:
             if self._nursery is None:
                 raise RuntimeError(_SHUT_DOWN)
@@ -147,6 +147,23 @@ class Batch:
                 f"the peer did not drain its connection within {self.timeout}s",
                 conn.remote_addr))
             return
+        self._pump()
+
+    async def _wait_for_permit_then_pump(self) -> None:
+        """Nothing of the batch is in flight and other calls hold every permit: wait for one
+        within the request timeout (RocketMQ's ``semaphoreAsync.tryAcquire(timeout)``), then
+        pump; past it, the rest fails as too many requests."""
+        invoker = self._invoker
+        try:
+            taken = await invoker.async_permits.take(invoker.now() + self.timeout)
+        except BaseException:
+            self._fail_rest(RemotingError(_SHUT_DOWN))
+            raise
+        self._waiting = False
+        if not taken:
+            self._fail_rest(_no_permit(self.timeout, self._conn))
+            return
+        self._held += 1
         self._pump()
 
     def _fail_rest(self, exc: RemotingError) -> None:
@@ -200,14 +217,9 @@ class Batch:
                         self._held += 1
                     elif self._in_flight:  # one of ours frees a permit soon and pumps again
                         break
-                    else:
-                        # nothing of ours in flight that would pump again: fail this request
-                        # now rather than stall the batch
-                        self._next += 1
-                        self._record(i, RemotingTooManyRequestsError(
-                            "no in-flight permit for a batch request; other calls hold them "
-                            "all", conn.remote_addr))
-                        continue
+                    else:  # nothing of ours in flight would pump again: wait for a permit
+                        self._wait_in_task(self._wait_for_permit_then_pump)
+                        break
                 self._next += 1
                 self._in_flight += 1
                 invoker.send(conn, _BatchFuture(self, i, requests[i], conn), now + self.timeout,
@@ -279,3 +291,11 @@ class _BatchFuture(ResponseFuture):
         self.cause = cause
         self._batch.done_one(self._index, response if cause is None else cause)  # its permit
         return True
+
+
+def _no_permit(timeout: float, conn: Connection | None) -> RemotingTooManyRequestsError:
+    """The error of batch requests that got no in-flight permit within ``timeout``."""
+    return RemotingTooManyRequestsError(
+        f"no in-flight permit within {timeout}s for a batch request: other calls hold them "
+        "all; slow down or raise client_async_semaphore_value",
+        None if conn is None else conn.remote_addr)

@@ -90,6 +90,7 @@ class ThreadBatch:
         self._held = 0  # permits held: at least len(_in_flight)
         self._completed = 0
         self._needs_owner = False  # the calling thread has to wait for room or move off
+        self._needs_permit = False  # ... or for a permit: nothing of the batch is in flight
         self._sleeping = False  # the calling thread sleeps until a completion (`_sleep`)
 
     # ------------------------------------------------------------------ waited for (Awaited)
@@ -146,6 +147,9 @@ class ThreadBatch:
                         self._fail_rest(exc)
                         continue
                 self._pump()
+                if self._needs_permit:
+                    self._wait_for_permit()
+                    continue
                 if self._completed == n or self._needs_owner:
                     continue
                 until = min(driver.next_deadline(), monotonic() + self.timeout)
@@ -159,6 +163,21 @@ class ThreadBatch:
         finally:
             self._give_back_spare()
         return self.results
+
+    def _wait_for_permit(self) -> None:
+        """Nothing of the batch is in flight and other calls hold every permit: wait for one
+        within the request timeout (RocketMQ's ``semaphoreAsync.tryAcquire(timeout)``); past
+        it, the rest fails as too many requests."""
+        with self._lock:
+            self._needs_permit = False
+        if self._driver.async_permits.take(monotonic() + self.timeout):
+            with self._lock:
+                self._held += 1
+            return
+        addr = self.conn.remote_addr if self.conn is not None else None
+        self._fail_rest(RemotingTooManyRequestsError(
+            f"no in-flight permit within {self.timeout}s for a batch request: other calls "
+            "hold them all; slow down or raise client_async_semaphore_value", addr))
 
     def _sleep(self, until: float) -> None:
         waiter = thread_waiter()
@@ -225,14 +244,10 @@ class ThreadBatch:
             if spare < room:
                 spare += self._take_permits(room - spare)
                 if not spare:
-                    if in_flight:  # one of ours frees a permit soon and pumps again
-                        return
-                    i = self._next
-                    self._next += 1
-                    self._record(i, RemotingTooManyRequestsError(
-                        "no in-flight permit for a batch request; other calls hold them all",
-                        conn.remote_addr))
-                    continue
+                    if not in_flight:  # nothing of ours would pump again: the owner waits
+                        self._needs_permit = True  # for a permit (see run)
+                        self._call_owner()
+                    return  # (else one of ours frees a permit soon and pumps again)
                 room = min(room, spare)
             first = self._next
             deadline = monotonic() + self.timeout
