@@ -18,6 +18,7 @@ from processors import RequestContext, RequestProcessor
 from remoting import (
     ClientConfig,
     RemotingClient,
+    RemotingError,
     RemotingServer,
     RemotingTooManyRequestsError,
     TrioRemotingClient,
@@ -71,7 +72,7 @@ def test_batches_and_async_calls_sharing_few_permits_all_finish_and_give_them_ba
     # or given back twice would show in the count after
     config = ClientConfig(client_async_semaphore_value=8)  # io: both, by conftest
     with server, RemotingClient(config) as client:
-        answers: list[list[object]] = []
+        answers: list[list[RemotingCommand | RemotingError]] = []
         futures = [client.invoke_async(server.addr, RemotingCommand.create_request(ECHO), 10)
                    for _ in range(4)]
 
@@ -130,7 +131,7 @@ async def test_trio_batches_sharing_few_permits_wait_for_them(
         server: TrioRemotingServer, nursery: trio.Nursery) -> None:
     client = TrioRemotingClient(ClientConfig(client_async_semaphore_value=8))
     await nursery.start(client.serve)
-    answers: list[list[object]] = []
+    answers: list[list[RemotingCommand | RemotingError]] = []
 
     async def batch() -> None:
         answers.append(await client.invoke_many(
