@@ -19,6 +19,7 @@ import trio
 
 from ..._errors import RemotingError, RemotingTooManyRequestsError
 from ._future import ResponseFuture
+from ._permits import batch_got_no_permit
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -161,7 +162,8 @@ class Batch:
             raise
         self._waiting = False
         if not taken:
-            self._fail_rest(_no_permit(self.timeout, self._conn))
+            self._fail_rest(batch_got_no_permit(
+                self.timeout, None if self._conn is None else self._conn.remote_addr))
             return
         self._held += 1
         self._pump()
@@ -292,10 +294,3 @@ class _BatchFuture(ResponseFuture):
         self._batch.done_one(self._index, response if cause is None else cause)  # its permit
         return True
 
-
-def _no_permit(timeout: float, conn: Connection | None) -> RemotingTooManyRequestsError:
-    """The error of batch requests that got no in-flight permit within ``timeout``."""
-    return RemotingTooManyRequestsError(
-        f"no in-flight permit within {timeout}s for a batch request: other calls hold them "
-        "all; slow down or raise client_async_semaphore_value",
-        None if conn is None else conn.remote_addr)

@@ -13,7 +13,9 @@ from time import monotonic
 
 import trio
 
-__all__ = ["Permits", "ThreadPermits"]
+from ..._errors import RemotingTooManyRequestsError
+
+__all__ = ["Permits", "ThreadPermits", "batch_got_no_permit"]
 
 
 class Permits:
@@ -129,3 +131,11 @@ class ThreadPermits:
             self._free += count
             if self.waiting:
                 self._ready.notify(count)
+
+
+def batch_got_no_permit(timeout: float, addr: str | None) -> RemotingTooManyRequestsError:
+    """The error of an ``invoke_many``'s requests that got no in-flight permit within
+    ``timeout`` (either driver)."""
+    return RemotingTooManyRequestsError(
+        f"no in-flight permit within {timeout}s for a batch request: other calls hold them "
+        "all; slow down or raise client_async_semaphore_value", addr)

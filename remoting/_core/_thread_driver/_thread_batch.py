@@ -20,8 +20,9 @@ import threading
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from ..._errors import RemotingError, RemotingTimeoutError, RemotingTooManyRequestsError
+from ..._errors import RemotingError, RemotingTimeoutError
 from .._calling._future import ThreadCall, thread_waiter
+from .._calling._permits import batch_got_no_permit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -174,10 +175,8 @@ class ThreadBatch:
             with self._lock:
                 self._held += 1
             return
-        addr = self.conn.remote_addr if self.conn is not None else None
-        self._fail_rest(RemotingTooManyRequestsError(
-            f"no in-flight permit within {self.timeout}s for a batch request: other calls "
-            "hold them all; slow down or raise client_async_semaphore_value", addr))
+        self._fail_rest(batch_got_no_permit(
+            self.timeout, None if self.conn is None else self.conn.remote_addr))
 
     def _sleep(self, until: float) -> None:
         waiter = thread_waiter()

@@ -583,7 +583,6 @@ class ThreadDriver:
         batch = None
         futs: list[ThreadCall] = []
         answers: list[RemotingCommand] = []
-        sent_by = math.nan  # the deadline of the run's calls: theirs differ if sent apart
         with self._lock:
             for response in responses:
                 fut = entries.pop(response.opaque, None)
@@ -595,11 +594,11 @@ class ThreadDriver:
                 if fut.unattended:
                     fut.unattended = False
                     conn.unattended -= 1
-                if fut.deadline != sent_by or fut.request.code != code:
+                start = fut.deadline - fut.timeout  # (calls of one deadline may differ)
+                if start != started or fut.request.code != code:
                     if run:
                         self._record_latency(code, read_at - started, run)
-                    sent_by = fut.deadline
-                    code, started, run = fut.request.code, sent_by - fut.timeout, 0
+                    code, started, run = fut.request.code, start, 0
                 run += 1
                 group = fut.batch
                 if group is None or response.code == _GO_AWAY:
