@@ -251,10 +251,12 @@ class Broker:
                 if problem.kind == "corrupt":
                     log.error("queue.segment_corrupt", topic=directory.name,
                               file=str(problem.path), position=problem.position,
-                              reason=problem.reason, set_aside=str(problem.set_aside))
+                              reason=problem.reason, set_aside=str(problem.set_aside),
+                              kept=problem.kept)
                 else:
                     log.warning("queue.segment_truncated", topic=directory.name,
-                                file=str(problem.path), position=problem.position)
+                                file=str(problem.path), position=problem.position,
+                                reason=problem.reason, kept=problem.kept)
             window_ms = self.dedup_window * 1000
             self._keys_wall[directory.name] = [
                 item for item in recovered.keys if now_ms - item[3] <= window_ms]

@@ -117,8 +117,11 @@ class Topic:
         """Append one publish's messages; return the first offset."""
         first = self.store.end
         deliver_at = now_ms + int(defer * 1000) if defer > 0 else 0
+        last = len(contents) - 1  # every record but the last says more follow: a publish
+        # cut short by a crash is found whole or dropped at recovery (`scan`)
         records = [build_record(first + i, now_ms, deliver_at, content,
-                                key if i == 0 else None, len(contents) if i == 0 else 0)
+                                key if i == 0 else None, len(contents) if i == 0 else 0,
+                                i < last)
                    for i, content in enumerate(contents)]
         self.store.append(records)
         if defer > 0:
