@@ -48,6 +48,12 @@ class KeyWindow:
         if len(self._keys) > self.max_keys:
             self._keys.popitem(last=False)
 
+    def next_expiry(self) -> float | None:
+        """Return when `expire` next forgets a key (None: no key is remembered)."""
+        for _, _, seen in self._keys.values():  # the oldest: keys are kept in time order
+            return seen + self.window
+        return None
+
     def expire(self, now: float) -> int:
         """Forget the keys older than the window; return how many."""
         keys = self._keys

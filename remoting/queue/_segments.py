@@ -520,6 +520,11 @@ class SegmentLog:
             gone += 1
         return gone
 
+    def oldest_deletable_written(self) -> float | None:
+        """When the oldest segment retention may delete was last written (wall clock; None:
+        there is none, the newest is never deleted)."""
+        return self._segments[0].modified if len(self._segments) > 1 else None
+
     def delete_expired(self, written_before: float | None, max_bytes: int | None) -> int:
         """Delete the oldest segments (never the newest) last written before
         ``written_before`` (wall clock), and those that make the log larger than
