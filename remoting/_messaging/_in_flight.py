@@ -13,7 +13,9 @@ Theory of operation (sync, takes ``now``, no I/O):
   over every delivery of the channel: a connection closing with a thousand subscriptions
   would otherwise walk the channel's table a thousand times.
 - Deadlines sit in a `LazyDeadlines` heap of ``(deadline, offset)``: an entry touched or
-  removed leaves a stale pair, skipped when met and dropped when the heap is rebuilt.
+  removed leaves a stale pair, skipped when met and dropped when the heap is rebuilt (checked
+  whenever entries are added, touched or removed in a batch, so a consumer that leaves with
+  thousands does not leave them for one `next_deadline` to pop one by one).
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ class InFlight:
                 refused.append(offset)
         if not mine:
             del self.by_consumer[consumer]
+        self._compact()
         return refused
 
     def pop(self, offset: int, consumer: Hashable) -> InFlightEntry | None:
@@ -160,7 +163,9 @@ class InFlight:
         if not mine:
             return []
         entries = self.entries
-        return [entries.pop(offset) for offset in sorted(mine)]
+        gone = [entries.pop(offset) for offset in sorted(mine)]
+        self._compact()  # their heap pairs are stale: never more than the live ones by much
+        return gone
 
     def _take(self, offset: int, deadline: float) -> InFlightEntry | None:
         entry = self.entries.get(offset)

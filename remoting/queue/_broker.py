@@ -235,6 +235,8 @@ class Broker:
         self.timers = DeadlineHeap()
         self._timed: dict[int, Channel | Topic] = {}
         self._dirty: set[str] = set()  # topics changed since housekeeping last ran
+        self._untrimmed: set[str] = set()  # ...and since `trim_changed` last ran
+        self._names: list[str] = []  # the topics' names, sorted: pages of statistics
         # topics holding messages in memory with a data directory, least recently written
         # first: the first to give memory back when the service is past its total
         self._cached: OrderedDict[str, Topic] = OrderedDict()
@@ -280,6 +282,7 @@ class Broker:
             log_ = None if self.data_dir is None else SegmentLog(
                 self.data_dir / "topics" / name, self.segment_bytes)
             found = self.topics[name] = self._topic(name, log_)
+            bisect.insort(self._names, name)
         return found
 
     def _topic(self, name: str, segments: SegmentLog | None) -> Topic:
@@ -325,6 +328,7 @@ class Broker:
         """Note that ``topic``'s offsets, channels or groups changed: housekeeping visits
         it (its retention, trimming and offsets) at its next run."""
         self._dirty.add(topic.name)
+        self._untrimmed.add(topic.name)
 
     def _recover(self, data_dir: Path) -> None:
         root = data_dir / "topics"
@@ -340,6 +344,7 @@ class Broker:
                 log.warning("queue.file_ignored", file=str(path),
                             reason="not named as a segment (20 digits and .log)")
             topic = self.topics[directory.name] = self._topic(directory.name, segments)
+            bisect.insort(self._names, directory.name)
             recovered = segments.recovered
             for problem in recovered.problems:
                 self.problems.append(problem)
@@ -404,7 +409,7 @@ class Broker:
         for name, keys in self._keys_wall.items():
             topic = self.topics[name]
             for key, first, count, stamp_ms in keys:
-                topic.keys.add(key, first, count, now - (wall_ms - stamp_ms) / 1000)
+                topic.remember(key, first, count, now - (wall_ms - stamp_ms) / 1000)
         self._deferred_wall.clear()
         self._keys_wall.clear()
         for topic in self.topics.values():  # what recovery brought back is timed from now
@@ -524,7 +529,7 @@ class Broker:
             return
         for first, count in topic.release_due(now):
             self.wake_pulls(topic, first, count)
-        topic.keys.expire(now)
+        topic.forget_keys(now)
         self.schedule(topic, topic.next_due())
         segments = topic.store.log
         if self.retention is not None and segments is not None:
@@ -558,6 +563,7 @@ class Broker:
         """Apply retention, trim, and save the offsets of the topics changed since the last
         run (and of those whose disk work failed then: tried again)."""
         dirty, self._dirty = self._dirty, set()
+        self._untrimmed.clear()  # trimmed below
         wall = time.time()
         written_before = None if self.retention is None else wall - self.retention
         visit = [self.topics[name] for name in sorted(dirty) if name in self.topics]
@@ -575,6 +581,16 @@ class Broker:
         for name in list(self._incarnations_unsaved):
             if name in self.topics:
                 self._save_incarnation(name, self.topics[name].incarnation)
+
+    def trim_changed(self) -> None:
+        """Let go now of what no channel or group needs in the topics changed since
+        housekeeping last ran (a publish past the service's memory total, without a data
+        directory, needs the room before the next run)."""
+        untrimmed, self._untrimmed = self._untrimmed, set()  # each change is trimmed once
+        for name in untrimmed:
+            topic = self.topics.get(name)
+            if topic is not None and topic.store.log is None:
+                topic.trim()
 
     def written(self, topic: Topic) -> None:
         """Note that ``topic`` was just appended to: close the append descriptor of the
@@ -603,6 +619,8 @@ class Broker:
             if oldest.store.in_memory:
                 break  # it gave back enough
             del cached[name]
+        if budget.over > 0:  # its idempotence keys, then: its oldest go early
+            topic.forget_keys(trio.current_time(), budget.over)
 
     # ------------------------------------------------------------------ reading
 
@@ -845,7 +863,7 @@ class Broker:
             if found is not None:
                 topics[topic] = self._topic_statistics(found, detail=True)
         elif limit is not None:
-            names = sorted(self.topics)
+            names = self._names
             start = 0 if after is None else bisect.bisect_right(names, after)
             page = names[start:start + limit]
             topics = {name: self._topic_statistics(self.topics[name], detail=False)

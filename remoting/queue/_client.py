@@ -799,16 +799,19 @@ class BlockingQueueClient(QueueClient):
 
     def pull(self, addr: str | None, topic: str, group: str | None = None,
              max_messages: int = 32, max_wait: float = 15.0, *, offset: int | None = None,
-             timeout: float | None = None) -> list[Message]:
+             incarnation: str | None = None, timeout: float | None = None) -> list[Message]:
         """Return up to ``max_messages`` messages from ``offset``, or from ``group``'s
         committed offset (the earliest held if it never committed), waiting up to
         ``max_wait`` seconds for one if there are none (the service holds the request).
-        The group's offset does not move: `commit` it.
+        The group's offset does not move: `commit` it. With ``incarnation`` (from
+        `offsets`), only from that log of the topic.
 
         Raises:
-            QueueError: the topic does not exist, or the offset is past its end.
+            QueueError: the topic does not exist, the offset is past its end, or the topic
+                is another log than ``incarnation`` (``PULL_OFFSET_MOVED``: the service
+                started it afresh; read its offsets again).
         """
-        request = pull_request(topic, group, offset, max_messages, max_wait)
+        request = pull_request(topic, group, offset, max_messages, max_wait, incarnation)
         reply = self._call(addr, request, max_wait + PULL_SLACK if timeout is None
                            else timeout)
         return messages_of(topic, reply.body)
@@ -820,8 +823,10 @@ class BlockingQueueClient(QueueClient):
 
     def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
                 timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
-        """Return ``topic``'s earliest and end offsets, its groups' offsets, and how far a
-        pull from ``offset`` (default: the earliest) reads now (``readable``)."""
+        """Return ``topic``'s earliest and end offsets, its groups' offsets, how far a pull
+        from ``offset`` (default: the earliest) reads now (``readable``), and the id of its
+        log (``incarnation``: another one after a service without a data directory
+        restarted)."""
         return offsets_of(addr, self.client.invoke_sync(addr, offsets_request(topic, offset),
                                                         timeout))
 
@@ -1043,9 +1048,10 @@ class TrioQueueClient(QueueClient):
 
     async def pull(self, addr: str | None, topic: str, group: str | None = None,
                    max_messages: int = 32, max_wait: float = 15.0, *,
-                   offset: int | None = None, timeout: float | None = None) -> list[Message]:
+                   offset: int | None = None, incarnation: str | None = None,
+                   timeout: float | None = None) -> list[Message]:
         """See `BlockingQueueClient.pull`."""
-        request = pull_request(topic, group, offset, max_messages, max_wait)
+        request = pull_request(topic, group, offset, max_messages, max_wait, incarnation)
         reply = await self._call(addr, request, max_wait + PULL_SLACK if timeout is None
                                  else timeout)
         return messages_of(topic, reply.body)

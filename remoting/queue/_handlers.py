@@ -22,6 +22,7 @@ from .._messaging._acks import ACK_BYTES, AckOp, unpack_acks
 from .._messaging._channel_queue import Outcome
 from .._messaging._codes import STREAM_ID, QueueCode
 from .._messaging._credits import MAX_CREDITS
+from .._messaging._dedup import KEY_OVERHEAD
 from .._messaging._records import (
     FIXED_BYTES,
     RecordError,
@@ -203,8 +204,12 @@ class _Handlers:
                 return _ok(**{OFFSET: seen[0], COUNT: seen[1], DUPLICATE: "true"})
         store = topic.store
         size = sum(map(len, contents)) + FIXED_BYTES * len(contents)  # as records
+        if key is not None:  # and its key, remembered for the window
+            size += len(key) + KEY_OVERHEAD
         if not store.has_room(len(contents), size):
             topic.trim()
+            if not store.budget.fits(size):  # the service's total: what others let go of
+                broker.trim_changed()
             if not store.has_room(len(contents), size):
                 raise _full(topic, size)
         try:
@@ -377,14 +382,16 @@ class _Handlers:
                 return None
             if body is None and not expired:
                 broker.pulls_rewaited += 1
-                topic.held_at.add(start)  # still waits there
+                topic.held_at.add(max(start, topic.store.earliest))  # still waits there
                 return None
             return _answer(body)  # type: ignore[arg-type]
 
-        # held where it reads from: a publish there, or that deferred message coming due,
-        # wakes it (`Broker.wake_pulls`), and nothing else does
-        topic.held_at.add(start)
-        broker.holds.hold(ctx, request, key=(topic.name, start), timeout=wait_ms / 1000,
+        # held where it reads from (the earliest held, if its offset was let go): a publish
+        # there, or that deferred message coming due, wakes it (`Broker.wake_pulls`), and
+        # nothing else does
+        waits_at = max(start, topic.store.earliest)
+        topic.held_at.add(waits_at)
+        broker.holds.hold(ctx, request, key=(topic.name, waits_at), timeout=wait_ms / 1000,
                           wake=wake)
         return None
 

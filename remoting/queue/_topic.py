@@ -155,11 +155,29 @@ class Topic:
         if defer > 0:
             self.deferred.add(first, len(records), now + defer)
         if key is not None:
-            self.keys.add(key, first, len(records), now)
+            self.remember(key, first, len(records), now)
         self.published += len(records)
         self.changes += 1
         self.waiting.unpark_all()
         return first
+
+    def remember(self, key: str, first: int, count: int, now: float) -> None:
+        """Remember a publish's key (`KeyWindow.add`), its cost counted in the service's
+        memory total."""
+        keys = self.keys
+        before = keys.bytes
+        keys.add(key, first, count, now)
+        self.store.budget.used += keys.bytes - before
+
+    def forget_keys(self, now: float, excess: int = 0) -> None:
+        """Forget the keys past their window, and the oldest until ``excess`` bytes are
+        freed (the service is past its memory total), counted in that total."""
+        keys = self.keys
+        before = keys.bytes
+        keys.expire(now)
+        if excess > 0:
+            keys.shed(excess)
+        self.store.budget.used -= before - keys.bytes
 
     def visible_end(self, now: float, start: int = 0) -> int:
         """The offset a pull from ``start`` may read up to: the first deferred message from

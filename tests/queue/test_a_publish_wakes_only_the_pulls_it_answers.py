@@ -116,3 +116,25 @@ async def test_the_service_holds_at_most_max_held_pulls_in_all(
         assert (await q.statistics(addr)).pulls_refused == 1
         await q.publish(addr, "t", b"x")
     assert len(answers) == 50
+
+
+async def test_a_pull_from_an_offset_let_go_of_waits_at_the_earliest_held(
+        nursery: trio.Nursery) -> None:
+    service = QueueService(msg_timeout=30.0)
+    addr, _, q = await _serving(nursery, service)
+    await q.publish_many(addr, "t", [b"a", b"b", b"c"])
+    await q.commit(addr, "t", "g", 3)
+    service.broker.topics["t"].trim()  # nobody needs 0-2 any more: let go of (this loop's)
+    got: list[bytes] = []
+
+    async def pull() -> None:
+        got.extend(m.body for m in await q.pull(addr, "t", offset=0, max_wait=30.0))
+
+    async with trio.open_nursery() as pulls:
+        pulls.start_soon(pull)
+        with trio.fail_after(10):
+            while not len(service.broker.holds):  # noqa: ASYNC110 - bounded poll
+                await trio.sleep(0.01)
+        await q.publish(addr, "t", b"d")  # at 3, where it reads from: it is woken
+    assert got == [b"d"]
+    assert service.broker.pulls_woken == 1
