@@ -172,12 +172,14 @@ async def _make_channels(addr: str, topics: int, per_topic: int) -> float:
             await q.create_topic(addr, f"t{t}")
 
             async def one(name: str, topic: str = f"t{t}") -> None:
-                async with q.subscribe(addr, topic, name, credits=1):
+                # a long timeout: a service that stalls makes this slow, not failed
+                async with q.subscribe(addr, topic, name, credits=1, timeout=300.0):
                     pass
 
-            async with trio.open_nursery() as batch:
-                for c in range(per_topic):
-                    batch.start_soon(one, f"c{c}")
+            for first in range(0, per_topic, 250):  # 250 subscriptions at once
+                async with trio.open_nursery() as batch:
+                    for c in range(first, min(first + 250, per_topic)):
+                        batch.start_soon(one, f"c{c}")
         made = time.monotonic() - began
         nursery.cancel_scope.cancel()
     return made
@@ -189,8 +191,6 @@ def channels(root: Path, topics: int = 120, per_topic: int = 1_000) -> dict[str,
     try:
         made = trio.run(_make_channels, service.addr, topics, per_topic)
         with RemotingClient() as client:
-            q = QueueClient(client)
-            count = q.statistics(service.addr).channel_count  # 0 from a service without it
             victim = Victim(service.addr)
             idle_began = time.monotonic()
             time.sleep(6.0)  # idle: what housekeeping and the timer cost the victim
@@ -204,7 +204,7 @@ def channels(root: Path, topics: int = 120, per_topic: int = 1_000) -> dict[str,
             victim.close()  # its last ping answered: a wait still going on is counted
             idle_wait = victim.longest(idle_began, idle_ended)
             stats_wait = victim.longest(began, ended)
-        return {"channels": count or total, "made in s": round(made, 1),
+        return {"channels": total, "made in s": round(made, 1),
                 "victim longest wait idle ms": round(idle_wait * 1000, 1),
                 "STATS bytes (each)": sizes[0], "5 STATS s": round(stats_seconds, 2),
                 "victim longest wait during STATS ms": round(stats_wait * 1000, 1),

@@ -96,12 +96,13 @@ class InFlight:
         mine = self.by_consumer.get(consumer)
         if mine is None:
             mine = self.by_consumer[consumer] = set()
+        hold = mine.add
         try:
             for offset, attempts in deliveries:
                 if offset in entries:
                     raise ValueError(f"offset {offset} is already in flight")
                 entries[offset] = InFlightEntry(offset, consumer, deadline, attempts)
-                mine.add(offset)
+                hold(offset)
                 push(heap, (deadline, offset))
         finally:
             if not mine:
@@ -116,12 +117,14 @@ class InFlight:
         if mine is None:
             return list(offsets)
         refused: list[int] = []
+        forget = mine.remove
         for offset in offsets:
-            if offset in mine:
-                mine.remove(offset)
-                del entries[offset]
-            else:
+            try:
+                forget(offset)  # one set operation: the usual case is held
+            except KeyError:
                 refused.append(offset)
+            else:
+                del entries[offset]
         if not mine:
             del self.by_consumer[consumer]
         self._compact()

@@ -9,28 +9,17 @@ next start sets the bytes aside as usual. Nothing is deleted, nothing acknowledg
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from codec import ResponseCode
-from remoting import RemotingClient
 from remoting._messaging._records import build_record, encode_content
-from remoting.queue import BlockingQueueClient, QueueClient, QueueError
+from remoting.queue import BlockingQueueClient, QueueError
 
 from .service_process import QueueProcess
 
 pytestmark = pytest.mark.default_io
-
-
-@pytest.fixture
-def q() -> Iterator[BlockingQueueClient]:
-    client = RemotingClient().start()
-    try:
-        yield QueueClient(client)
-    finally:
-        client.shutdown()
 
 
 def _records(offsets: range) -> bytes:

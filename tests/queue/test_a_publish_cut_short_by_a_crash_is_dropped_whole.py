@@ -17,14 +17,13 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from codec import RemotingCommand
-from remoting import RemotingClient, RemotingError
-from remoting.queue import BlockingQueueClient, QueueClient
+from remoting import RemotingError
+from remoting.queue import BlockingQueueClient
 from remoting.queue._client import publish_request, published_offsets
 from remoting.queue._wire import DUPLICATE
 
@@ -36,15 +35,6 @@ ROUNDS = 3
 MESSAGES = 16_000  # one publish: about 14 MB, well under the 16 MiB frame
 BODY = 880
 TOPIC = "t"
-
-
-@pytest.fixture
-def q() -> Iterator[BlockingQueueClient]:
-    client = RemotingClient().start()
-    try:
-        yield QueueClient(client)
-    finally:
-        client.shutdown()
 
 
 def _bodies(batch: int) -> list[bytes]:

@@ -10,43 +10,19 @@ Counted, not timed: the calls to `Topic.pull_body` a held pull's wake makes (one
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 import trio
 
 from codec import RemotingCommand, ResponseCode
-from remoting import RemotingError, ServerConfig, TrioRemotingClient, TrioRemotingServer
-from remoting.queue import QueueClient, QueueError, QueueService, TrioQueueClient
+from remoting import RemotingError, TrioRemotingClient
+from remoting.queue import QueueError, QueueService
 from remoting.queue._client import pull_request
 from remoting.queue._topic import Topic
 
+from .counted import counting, serve_trio
+
 HELD = 300
 PUBLISHES = 20
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> Callable[[], int]:
-    """Count the calls of ``cls.name`` from now on; return a function reading the count."""
-    calls = [0]
-    real = getattr(cls, name)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(cls, name, counted)
-    return lambda: calls[0]
-
-
-async def _serving(nursery: trio.Nursery, service: QueueService
-                   ) -> tuple[str, TrioRemotingClient, TrioQueueClient]:
-    server = TrioRemotingServer(ServerConfig())
-    service.attach(server)
-    port = await nursery.start(server.serve)
-    client = TrioRemotingClient()
-    await nursery.start(client.serve)
-    return f"127.0.0.1:{port}", client, QueueClient(client)
 
 
 async def _hold(nursery: trio.Nursery, client: TrioRemotingClient, addr: str,
@@ -68,12 +44,12 @@ async def _hold(nursery: trio.Nursery, client: TrioRemotingClient, addr: str,
 async def test_publishes_after_a_deferred_message_wake_none_of_the_pulls_held_behind_it(
         nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
     service = QueueService(msg_timeout=30.0)
-    addr, client, q = await _serving(nursery, service)
+    addr, client, q = await serve_trio(nursery, service)
     await q.publish(addr, "t", b"later", defer=1.0)  # offset 0: a pull from 0 waits for it
     behind: list[RemotingCommand | RemotingError] = []
     async with trio.open_nursery() as pulls:
         await _hold(pulls, client, addr, service, 0, HELD, behind)
-        reads = _counting(monkeypatch, Topic, "pull_body")
+        reads = counting(monkeypatch, Topic, "pull_body")
         for i in range(PUBLISHES):
             await q.publish(addr, "t", b"now %d" % i)
         await q.statistics(addr)  # answered after every publish's wake-ups ran
@@ -88,12 +64,12 @@ async def test_publishes_after_a_deferred_message_wake_none_of_the_pulls_held_be
 async def test_a_publish_wakes_the_pulls_held_at_the_end_once_each(
         nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
     service = QueueService(msg_timeout=30.0)
-    addr, client, q = await _serving(nursery, service)
+    addr, client, q = await serve_trio(nursery, service)
     await q.publish(addr, "t", b"first")
     answers: list[RemotingCommand | RemotingError] = []
     async with trio.open_nursery() as pulls:
         await _hold(pulls, client, addr, service, 1, HELD, answers)
-        reads = _counting(monkeypatch, Topic, "pull_body")
+        reads = counting(monkeypatch, Topic, "pull_body")
         await q.publish(addr, "t", b"second")
     assert reads() == HELD  # one read each (the records are joined once: the pull cache)
     assert service.broker.pulls_woken == HELD and service.broker.pulls_rewaited == 0
@@ -104,7 +80,7 @@ async def test_a_publish_wakes_the_pulls_held_at_the_end_once_each(
 async def test_the_service_holds_at_most_max_held_pulls_in_all(
         nursery: trio.Nursery) -> None:
     service = QueueService(msg_timeout=30.0, max_held_pulls=50)
-    addr, client, q = await _serving(nursery, service)
+    addr, client, q = await serve_trio(nursery, service)
     await q.create_topic(addr, "t")
     answers: list[RemotingCommand | RemotingError] = []
     async with trio.open_nursery() as pulls:
@@ -121,7 +97,7 @@ async def test_the_service_holds_at_most_max_held_pulls_in_all(
 async def test_a_pull_from_an_offset_let_go_of_waits_at_the_earliest_held(
         nursery: trio.Nursery) -> None:
     service = QueueService(msg_timeout=30.0)
-    addr, _, q = await _serving(nursery, service)
+    addr, _, q = await serve_trio(nursery, service)
     await q.publish_many(addr, "t", [b"a", b"b", b"c"])
     await q.commit(addr, "t", "g", 3)
     service.broker.topics["t"].trim()  # nobody needs 0-2 any more: let go of (this loop's)

@@ -8,6 +8,8 @@ to the channel."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import trio
 
@@ -27,33 +29,40 @@ from ..logs import capture_logs
 COUNT = 20
 
 
-def test_blocking_acknowledgements_after_a_drain_are_counted_refused() -> None:
+@pytest.fixture
+def served() -> Iterator[tuple[QueueService, RemotingServer, RemotingClient]]:
+    """A queue service on a blocking server, and a blocking client."""
     service = QueueService(msg_timeout=30.0)
     server = RemotingServer(ServerConfig())
     service.attach(server)
     server.start()
     try:
         with RemotingClient() as client:
-            q = QueueClient(client)
-            q.publish_many(server.addr, "t", [b"%d" % i for i in range(COUNT)])
-            with capture_logs() as events, q.subscribe(server.addr, "t", "c",
-                                                       credits=COUNT) as sub:
-                held = [sub.receive(10) for _ in range(COUNT)]
-                server.drain()
-                with pytest.raises(RemotingStreamError) as ended:
-                    sub.receive(10)
-                assert ended.value.code == ResponseCode.GO_AWAY
-                for msg in held:
-                    assert msg is not None
-                    msg.ack()
-                sub.flush()
-            assert (sub.acked, sub.refused) == (COUNT, COUNT)  # was (20, 0)
-            assert any(e["event"] == "queue.ack_refused" and e["log_level"] == "warning"
-                       for e in events)
-            channel = service.statistics("t").topics["t"].channels["c"]
-            assert (channel.finished, channel.in_flight, channel.depth) == (0, 0, COUNT)
+            yield service, server, client
     finally:
         server.shutdown()
+
+
+def test_blocking_acknowledgements_after_a_drain_are_counted_refused(
+        served: tuple[QueueService, RemotingServer, RemotingClient]) -> None:
+    service, server, client = served
+    q = QueueClient(client)
+    q.publish_many(server.addr, "t", [b"%d" % i for i in range(COUNT)])
+    with capture_logs() as events, q.subscribe(server.addr, "t", "c", credits=COUNT) as sub:
+        held = [sub.receive(10) for _ in range(COUNT)]
+        server.drain()
+        with pytest.raises(RemotingStreamError) as ended:
+            sub.receive(10)
+        assert ended.value.code == ResponseCode.GO_AWAY
+        for msg in held:
+            assert msg is not None
+            msg.ack()
+        sub.flush()
+    assert (sub.acked, sub.refused) == (COUNT, COUNT)  # was (20, 0)
+    assert any(e["event"] == "queue.ack_refused" and e["log_level"] == "warning"
+               for e in events)
+    channel = service.statistics("t").topics["t"].channels["c"]
+    assert (channel.finished, channel.in_flight, channel.depth) == (0, 0, COUNT)
 
 
 async def test_trio_acknowledgements_after_a_drain_are_counted_refused(
@@ -81,48 +90,36 @@ async def test_trio_acknowledgements_after_a_drain_are_counted_refused(
     assert (channel.finished, channel.depth) == (0, COUNT)
 
 
-def test_an_answer_that_is_not_success_counts_its_acknowledgements() -> None:
-    service = QueueService(msg_timeout=30.0)
-    server = RemotingServer(ServerConfig())
-    service.attach(server)
-    server.start()
-    try:
-        with RemotingClient() as client:
-            q = QueueClient(client)
-            q.publish_many(server.addr, "t", [b"a", b"b", b"c"])
-            with q.subscribe(server.addr, "t", "c", credits=3) as sub:
-                held = [sub.receive(10) for _ in range(3)]
-                # the service forgets the subscription (as when its stream ended on its
-                # side first): its ACK is answered SUBSCRIPTION_NOT_EXIST
-                service.broker.by_stream.clear()
-                for msg in held:
-                    assert msg is not None
-                    msg.ack()
-                sub.flush()
-                sub._acks.sent[-1][0].result(10)  # its answer is in
-                sub.flush()  # ...and read
-                assert sub.refused == 3
-    finally:
-        server.shutdown()
+def test_an_answer_that_is_not_success_counts_its_acknowledgements(
+        served: tuple[QueueService, RemotingServer, RemotingClient]) -> None:
+    service, server, client = served
+    q = QueueClient(client)
+    q.publish_many(server.addr, "t", [b"a", b"b", b"c"])
+    with q.subscribe(server.addr, "t", "c", credits=3) as sub:
+        held = [sub.receive(10) for _ in range(3)]
+        # the service forgets the subscription (as when its stream ended on its side
+        # first): its ACK is answered SUBSCRIPTION_NOT_EXIST
+        service.broker.by_stream.clear()
+        for msg in held:
+            assert msg is not None
+            msg.ack()
+        sub.flush()
+        sub._acks.sent[-1][0].result(10)  # its answer is in
+        sub.flush()  # ...and read
+        assert sub.refused == 3
 
 
-def test_an_acknowledgement_after_close_of_one_made_already_says_so() -> None:
-    service = QueueService(msg_timeout=30.0)
-    server = RemotingServer(ServerConfig())
-    service.attach(server)
-    server.start()
-    try:
-        with RemotingClient() as client:
-            q = QueueClient(client)
-            q.publish_many(server.addr, "t", [b"a", b"b"])
-            with q.subscribe(server.addr, "t", "c", credits=2) as sub:
-                done, kept = sub.receive(10), sub.receive(10)
-                assert done is not None and kept is not None
-                done.ack()
-            with pytest.raises(QueueError, match="t@0 was finished or requeued already") as e:
-                done.ack()
-            assert "went back to the channel" not in str(e.value)
-            with pytest.raises(QueueError, match="t@1 went back to the channel"):
-                kept.ack()
-    finally:
-        server.shutdown()
+def test_an_acknowledgement_after_close_of_one_made_already_says_so(
+        served: tuple[QueueService, RemotingServer, RemotingClient]) -> None:
+    _, server, client = served
+    q = QueueClient(client)
+    q.publish_many(server.addr, "t", [b"a", b"b"])
+    with q.subscribe(server.addr, "t", "c", credits=2) as sub:
+        done, kept = sub.receive(10), sub.receive(10)
+        assert done is not None and kept is not None
+        done.ack()
+    with pytest.raises(QueueError, match="t@0 was finished or requeued already") as said:
+        done.ack()
+    assert "went back to the channel" not in str(said.value)
+    with pytest.raises(QueueError, match="t@1 went back to the channel"):
+        kept.ack()

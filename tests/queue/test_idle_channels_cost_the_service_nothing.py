@@ -12,44 +12,19 @@ computed every channel's floor twice, and STATS answered every channel (45 MB at
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 import trio
 
 from codec import ResponseCode
-from remoting import ServerConfig, TrioRemotingClient, TrioRemotingServer
 from remoting._messaging._channel_queue import ChannelQueue
-from remoting.queue import QueueClient, QueueError, QueueService, TrioQueueClient
+from remoting.queue import QueueError, QueueService, TrioQueueClient
 from remoting.queue._broker import Broker
 from remoting.queue._client import stats_request
 
 from ..logs import capture_logs
+from .counted import counting, serve_trio
 
 IDLE = 2_000
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> Callable[[], int]:
-    calls = [0]
-    real = getattr(cls, name)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(cls, name, counted)
-    return lambda: calls[0]
-
-
-async def _serving(nursery: trio.Nursery, service: QueueService
-                   ) -> tuple[str, TrioRemotingClient, TrioQueueClient]:
-    server = TrioRemotingServer(ServerConfig())
-    service.attach(server)
-    port = await nursery.start(server.serve)
-    client = TrioRemotingClient()
-    await nursery.start(client.serve)
-    return f"127.0.0.1:{port}", client, QueueClient(client)
 
 
 async def _idle_channels(service: QueueService, q: TrioQueueClient, addr: str) -> None:
@@ -65,10 +40,10 @@ async def _idle_channels(service: QueueService, q: TrioQueueClient, addr: str) -
 async def test_the_timer_visits_only_the_channel_whose_deadline_came(
         nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
     service = QueueService(msg_timeout=0.2, max_channels=IDLE)
-    addr, _, q = await _serving(nursery, service)
+    addr, _, q = await serve_trio(nursery, service)
     await _idle_channels(service, q, addr)
     await q.publish(addr, "busy", b"not acknowledged in time")
-    expired = _counting(monkeypatch, ChannelQueue, "expire")
+    expired = counting(monkeypatch, ChannelQueue, "expire")
     async with q.subscribe(addr, "busy", "c", credits=1) as sub:
         first = await sub.receive()
         again = await sub.receive()  # redelivered once its deadline passed
@@ -80,13 +55,13 @@ async def test_the_timer_visits_only_the_channel_whose_deadline_came(
 async def test_housekeeping_visits_only_the_topics_that_changed(
         nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
     service = QueueService(msg_timeout=30.0, max_channels=IDLE)
-    addr, _, q = await _serving(nursery, service)
+    addr, _, q = await serve_trio(nursery, service)
     await _idle_channels(service, q, addr)
-    runs = _counting(monkeypatch, Broker, "_save_offsets")  # once per housekeeping run
+    runs = counting(monkeypatch, Broker, "_save_offsets")  # once per housekeeping run
     with trio.fail_after(10):
         while runs() < 1:  # noqa: ASYNC110 - a bounded wait for the first run
             await trio.sleep(0.05)
-    floors = _counting(monkeypatch, ChannelQueue, "floor")
+    floors = counting(monkeypatch, ChannelQueue, "floor")
     with trio.fail_after(10):
         while runs() < 3:  # noqa: ASYNC110 - two whole runs with nothing changed
             await trio.sleep(0.05)
@@ -96,7 +71,7 @@ async def test_housekeeping_visits_only_the_topics_that_changed(
 async def test_stats_answers_totals_and_pages_and_stays_small(
         nursery: trio.Nursery) -> None:
     service = QueueService(msg_timeout=30.0, max_channels=IDLE)
-    addr, client, q = await _serving(nursery, service)
+    addr, client, q = await serve_trio(nursery, service)
     await _idle_channels(service, q, addr)
     summary = await client.invoke_sync(addr, stats_request(None, None, None), 10.0)
     assert summary.body is not None and len(summary.body) < 2_000  # was 322,125 bytes
@@ -120,7 +95,7 @@ async def test_stats_answers_totals_and_pages_and_stays_small(
 
 async def test_channels_and_groups_are_bounded_in_all(nursery: trio.Nursery) -> None:
     service = QueueService(msg_timeout=30.0, max_total_channels=3, max_total_groups=2)
-    addr, _, q = await _serving(nursery, service)
+    addr, _, q = await serve_trio(nursery, service)
     for topic, channel in (("a", "c1"), ("a", "c2"), ("b", "c1")):
         await q.publish(addr, topic, b"x")
         async with q.subscribe(addr, topic, channel) as sub:
@@ -145,7 +120,7 @@ async def test_channels_and_groups_are_bounded_in_all(nursery: trio.Nursery) -> 
 async def test_a_channel_without_subscribers_for_channel_idle_timeout_goes_away(
         nursery: trio.Nursery) -> None:
     service = QueueService(msg_timeout=30.0, channel_idle_timeout=0.2)
-    addr, _, q = await _serving(nursery, service)
+    addr, _, q = await serve_trio(nursery, service)
     await q.publish_many(addr, "t", [b"a", b"b"])
     with capture_logs() as events:
         async with q.subscribe(addr, "t", "passing", credits=1) as sub:

@@ -7,26 +7,16 @@ memory back (their messages are read from their segments). Each topic's own boun
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from codec import ResponseCode
-from remoting import RemotingClient, RemotingServer, ServerConfig
-from remoting.queue import BlockingQueueClient, QueueClient, QueueFullError, QueueService
+from remoting import RemotingServer, ServerConfig
+from remoting.queue import BlockingQueueClient, QueueFullError, QueueService
 
 BODY = b"x" * 100_000
 TOTAL = 1_000_000
-
-
-@pytest.fixture
-def q() -> Iterator[BlockingQueueClient]:
-    client = RemotingClient().start()
-    try:
-        yield QueueClient(client)
-    finally:
-        client.shutdown()
 
 
 def _serve(service: QueueService) -> RemotingServer:
@@ -84,7 +74,7 @@ def test_idempotence_keys_count_in_the_total_and_the_oldest_go_early(
     server = _serve(service)
     try:
         for i in range(2_000):  # 2,000 keys of 1 KiB on 40 topics: about 2.4 MB of keys
-            q.publish(server.addr, f"k{i % 40}", b"m", key="%04d" % i + "k" * 1_020)
+            q.publish(server.addr, f"k{i % 40}", b"m", key=f"{i:04d}" + "k" * 1_020)
         stats = q.statistics(server.addr)
         assert stats.memory_bytes <= TOTAL + 1_300  # within one key of the total
         remembered = sum(len(t.keys) for t in service.broker.topics.values())
