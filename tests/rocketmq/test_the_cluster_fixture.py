@@ -1,0 +1,85 @@
+"""The cluster fixtures start a real name server and brokers, create topics the name server
+routes, and stop brokers the way failover tests need."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .cluster import RocketMQCluster
+
+
+def _queues(route: dict[str, Any], broker: str) -> dict[str, Any]:
+    [data] = [q for q in route["queueDatas"] if q["brokerName"] == broker]
+    return dict(data)
+
+
+def _brokers(route: dict[str, Any] | None) -> dict[str, str]:
+    """{broker name: master address} of a route."""
+    return {} if route is None else {
+        b["brokerName"]: b["brokerAddrs"]["0"] for b in route["brokerDatas"]}
+
+
+def test_a_new_topic_is_routed_to_the_broker_with_its_queues(
+        rocketmq_cluster: RocketMQCluster) -> None:
+    [broker] = rocketmq_cluster.brokers
+    assert broker.name == "broker-a" and broker.alive() and broker.pid > 0
+    topic = rocketmq_cluster.new_topic("fixture", queues=3)
+    route = rocketmq_cluster.route(topic)
+    assert route is not None
+    assert _brokers(route) == {"broker-a": broker.addr}
+    queues = _queues(route, "broker-a")
+    assert (queues["readQueueNums"], queues["writeQueueNums"], queues["perm"]) == (3, 3, 6)
+    assert rocketmq_cluster.namesrv_addr == ";".join(rocketmq_cluster.name_servers)
+    assert (rocketmq_cluster.run_dir / "broker-0.pid").read_text().strip() == str(broker.pid)
+
+
+def test_names_are_new_each_time_and_unknown_topics_have_no_route(
+        rocketmq_cluster: RocketMQCluster) -> None:
+    groups = {rocketmq_cluster.new_group() for _ in range(50)}
+    assert len(groups) == 50 and all(g.startswith("g-") for g in groups)
+    assert rocketmq_cluster.route(rocketmq_cluster.new_group("never-created")) is None
+    with pytest.raises(ValueError, match="letters, digits"):
+        rocketmq_cluster.new_topic("no spaces")
+
+
+def test_two_brokers_both_appear_in_a_route(rocketmq_two_brokers: RocketMQCluster) -> None:
+    a, b = rocketmq_two_brokers.brokers
+    assert (a.name, b.name) == ("broker-a", "broker-b") and a.addr != b.addr
+    topic = rocketmq_two_brokers.new_topic()
+    route = rocketmq_two_brokers.route(topic)
+    assert _brokers(route) == {"broker-a": a.addr, "broker-b": b.addr}
+    assert route is not None and _queues(route, "broker-b")["writeQueueNums"] == 4
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_stopped_or_killed_broker_is_gone_from_the_route_until_restarted(
+        rocketmq_two_brokers: RocketMQCluster, how: str) -> None:
+    cluster = rocketmq_two_brokers
+    topic = cluster.new_topic()
+    b = cluster.broker("broker-b")
+    try:
+        getattr(b, how)()
+        assert not b.alive() and b.pid == 0
+        assert not (cluster.run_dir / "broker-1.pid").exists()
+        with pytest.raises(ConnectionRefusedError), socket.create_connection(
+                ("127.0.0.1", b.port), timeout=5):
+            pass
+        # stop: the broker unregisters itself; kill: the name server drops it when its
+        # connection closes. Both at once, but the second by a thread of the name server.
+        _wait_for(lambda: set(_brokers(cluster.route(topic))) == {"broker-a"})
+    finally:
+        b.restart()
+    assert b.alive()
+    _wait_for(lambda: set(_brokers(cluster.route(topic))) == {"broker-a", "broker-b"})
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)  # polling the name server's state, another process's
