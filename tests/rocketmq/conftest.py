@@ -7,6 +7,8 @@ none (unit tests) stay in ``make test``.
 - ``rocketmq_cluster`` (session): a name server and one broker, ``broker-a``.
 - ``rocketmq_two_brokers`` (module): a fresh cluster of ``broker-a`` and ``broker-b``, for
   tests that stop or kill a broker.
+- ``java_peer`` (session): Java's own 4.9.8 client (`tests.rocketmq.java_peer.JavaPeer`):
+  ``produce``, ``consume`` / ``start_consume``, ``pull``, ``bench``, each run a JVM.
 
 Each is a `RocketMQCluster`: ``name_servers``, ``namesrv_addr``, ``run_dir``, ``brokers``
 (each a `Broker`: ``name``, ``addr``, ``pid``, ``stop()``, ``kill()``, ``alive()``,
@@ -23,9 +25,10 @@ from pathlib import Path
 import pytest
 
 from .cluster import RocketMQCluster
+from .java_peer import JavaPeer, java_peer_in
 
-# The fixtures that need a broker: a test using one is marked ``rocketmq``.
-BROKER_FIXTURES = frozenset({"rocketmq_cluster", "rocketmq_two_brokers"})
+# The fixtures that need a broker (or its jars): a test using one is marked ``rocketmq``.
+BROKER_FIXTURES = frozenset({"rocketmq_cluster", "rocketmq_two_brokers", "java_peer"})
 HERE = Path(__file__).parent
 
 
@@ -48,3 +51,9 @@ def rocketmq_two_brokers(tmp_path_factory: pytest.TempPathFactory
     with RocketMQCluster(brokers=2,
                          run_dir=tmp_path_factory.mktemp("rocketmq-two")) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def java_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaPeer]:
+    with java_peer_in(tmp_path_factory.mktemp("java-peer")) as peer:
+        yield peer
