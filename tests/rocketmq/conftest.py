@@ -7,6 +7,11 @@ none (unit tests) stay in ``make test``.
 - ``rocketmq_cluster`` (session): a name server and one broker, ``broker-a``.
 - ``rocketmq_two_brokers`` (module): a fresh cluster of ``broker-a`` and ``broker-b``, for
   tests that stop or kill a broker.
+- ``rocketmq_acl_cluster`` (module): ``aclEnable=true``, an admin account (``access_key``,
+  ``secret_key``) and a restricted one (``restricted_access_key``, ``restricted_secret_key``,
+  allowed what ``restricted_topics`` and ``restricted_groups`` say): `RocketMQAclCluster`.
+- ``rocketmq_tls_cluster`` (module): name server and broker on TLS only (``enforcing``),
+  ``ca_path`` to verify them, a client certificate too: `RocketMQTlsCluster`.
 - ``java_peer`` (session): Java's own 4.9.8 client (`tests.rocketmq.java_peer.JavaPeer`):
   ``produce``, ``consume`` / ``start_consume``, ``pull``, ``bench``, each run a JVM.
 
@@ -24,11 +29,12 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import RocketMQCluster
+from .cluster import RocketMQAclCluster, RocketMQCluster, RocketMQTlsCluster
 from .java_peer import JavaPeer, java_peer_in
 
 # The fixtures that need a broker (or its jars): a test using one is marked ``rocketmq``.
-BROKER_FIXTURES = frozenset({"rocketmq_cluster", "rocketmq_two_brokers", "java_peer"})
+BROKER_FIXTURES = frozenset({"rocketmq_cluster", "rocketmq_two_brokers",
+                             "rocketmq_acl_cluster", "rocketmq_tls_cluster", "java_peer"})
 HERE = Path(__file__).parent
 
 
@@ -50,6 +56,20 @@ def rocketmq_two_brokers(tmp_path_factory: pytest.TempPathFactory
                          ) -> Iterator[RocketMQCluster]:
     with RocketMQCluster(brokers=2,
                          run_dir=tmp_path_factory.mktemp("rocketmq-two")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def rocketmq_acl_cluster(tmp_path_factory: pytest.TempPathFactory
+                         ) -> Iterator[RocketMQAclCluster]:
+    with RocketMQAclCluster(run_dir=tmp_path_factory.mktemp("rocketmq-acl")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def rocketmq_tls_cluster(tmp_path_factory: pytest.TempPathFactory
+                         ) -> Iterator[RocketMQTlsCluster]:
+    with RocketMQTlsCluster(run_dir=tmp_path_factory.mktemp("rocketmq-tls")) as cluster:
         yield cluster
 
 

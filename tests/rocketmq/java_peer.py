@@ -12,7 +12,8 @@ received one also ``reconsume_times``, ``born_timestamp``, ``store_timestamp``, 
 returned). Bodies are `peer_body` (``run_id``, index, size).
 
 Connection options of every method: ``access_key`` and ``secret_key`` (Java's
-AclClientRPCHook), ``tls_ca_path`` (TLS, the server verified against that CA).
+AclClientRPCHook), ``tls_ca_path`` (TLS, the server verified against that CA), and
+``tls_cert_path`` / ``tls_key_path`` (a client certificate).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ SOURCE = Path(__file__).resolve().parent / "java" / "RmqPeer.java"
 CACHE = ROOT / ".cache" / "rmq-peer"
 CLIENT_JVM = ("-Xms64m", "-Xmx256m")  # roundtrip.sh's
 RUN_TIMEOUT = 300.0
+CONNECTION_OPTIONS = ("access_key", "secret_key", "tls_ca_path", "tls_cert_path",
+                      "tls_key_path")
 
 NameServers = str | Sequence[str]
 
@@ -182,6 +185,8 @@ class JavaPeer:
     def command(self, mode: str, options: Mapping[str, object], *,
                 access_key: str | None = None, secret_key: str | None = None,
                 tls_ca_path: str | os.PathLike[str] | None = None,
+                tls_cert_path: str | os.PathLike[str] | None = None,
+                tls_key_path: str | os.PathLike[str] | None = None,
                 jvm_options: Sequence[str] = ()) -> list[str]:
         """Return the java command line of one run."""
         jvm = [*self.jvm_options, *jvm_options, f"-Duser.home={self.work_dir / 'home'}",
@@ -189,6 +194,9 @@ class JavaPeer:
         if tls_ca_path is not None:
             jvm += ["-Dtls.enable=true", "-Dtls.test.mode.enable=false",
                     "-Dtls.client.authServer=true", f"-Dtls.client.trustCertPath={tls_ca_path}"]
+            if tls_cert_path is not None:
+                jvm += [f"-Dtls.client.certPath={tls_cert_path}",
+                        f"-Dtls.client.keyPath={tls_key_path}"]
         args = [mode]
         if access_key is not None:
             if secret_key is None:
@@ -303,10 +311,9 @@ class JavaPeer:
         ``bench-send-batch``, ``bench-consume``, ``bench-latency``); return its ``result``.
 
         ``options``: ``warmup``, ``size``, ``in_flight``, ``batch``, ``group``,
-        ``timeout_ms``, ``access_key``/``secret_key``/``tls_ca_path``.
+        ``timeout_ms``, and the connection options.
         """
-        connection = {k: options.pop(k) for k in ("access_key", "secret_key", "tls_ca_path")
-                      if k in options}
+        connection = {k: options.pop(k) for k in CONNECTION_OPTIONS if k in options}
         args = {"ns": _ns(name_servers), "topic": topic, "n": n,
                 **{k.replace("_", "-"): v for k, v in options.items()}}
         records = self.run(mode, args, timeout=timeout, cpus=cpus, jvm_options=jvm_options,

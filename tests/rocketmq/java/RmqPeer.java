@@ -94,16 +94,24 @@ public class RmqPeer {
             opts.put(args[i].substring(2), args[i + 1]);
         }
         String mode = args[0];
-        switch (mode) {
-            case "produce": produce(); break;
-            case "consume": consume(); break;
-            case "pull": pull(); break;
-            case "bench-send-sync": benchSend("sync"); break;
-            case "bench-send-async": benchSend("async"); break;
-            case "bench-send-batch": benchSend("batch"); break;
-            case "bench-consume": benchConsume(); break;
-            case "bench-latency": benchLatency(); break;
-            default: throw new IllegalArgumentException("unknown mode " + mode);
+        try {
+            switch (mode) {
+                case "produce": produce(); break;
+                case "consume": consume(); break;
+                case "pull": pull(); break;
+                case "bench-send-sync": benchSend("sync"); break;
+                case "bench-send-async": benchSend("async"); break;
+                case "bench-send-batch": benchSend("batch"); break;
+                case "bench-consume": benchConsume(); break;
+                case "bench-latency": benchLatency(); break;
+                default: throw new IllegalArgumentException("unknown mode " + mode);
+            }
+        } catch (Throwable e) {
+            // the client's threads are not daemons: exit, or the JVM stays
+            synchronized (out) { out.flush(); }
+            e.printStackTrace();
+            System.err.flush();
+            System.exit(1);
         }
         synchronized (out) { out.flush(); }
         System.exit(0);
