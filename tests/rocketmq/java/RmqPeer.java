@@ -532,7 +532,9 @@ public class RmqPeer {
         }
         double[] lat = new double[n];
         int lost = 0;
+        long c0 = 0;
         for (int i = -warmup; i < n; i++) {
+            if (i == 0) c0 = cpuNanos();
             Message m = benchMessage(topic, b);
             m.putUserProperty("seq", Long.toString(++seq));
             long t0 = System.nanoTime();
@@ -543,6 +545,7 @@ public class RmqPeer {
             if (got == null) lost++;
             if (i >= 0) lat[i] = (t1 - t0) / 1e6;
         }
+        long c1 = cpuNanos();
         p.shutdown();
         c.shutdown();
         Arrays.sort(lat);
@@ -555,6 +558,7 @@ public class RmqPeer {
         r.put("max_ms", lat[n - 1]);
         r.put("mean_ms", Arrays.stream(lat).average().orElse(0));
         r.put("lost", lost);
+        r.put("cpu_seconds", (c1 - c0) / 1e9);
         emit(r);
         emit(event("done"));
     }
