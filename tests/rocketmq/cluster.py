@@ -423,6 +423,7 @@ class RocketMQCluster:
         if not 1 <= brokers <= 26:
             raise ValueError("brokers: 1 to 26 (broker-a to broker-z)")
         self.home = home or rocketmq_home()
+        self._own_run_dir = run_dir is None  # removed at close, logs and all
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="rocketmq-run-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.acl = acl
@@ -569,7 +570,8 @@ class RocketMQCluster:
 
     def close(self) -> None:
         """Stop the brokers, then the name server (SIGTERM, SIGKILL after 30 s); remove the
-        stores (the logs stay in `run_dir`). Safe to call twice."""
+        stores (the logs stay in a `run_dir` given to us; one we made is removed). Safe to
+        call twice."""
         if self._closed:
             return
         self._closed = True
@@ -577,7 +579,9 @@ class RocketMQCluster:
         for broker in reversed(self.brokers):
             broker.stop()
         self._namesrv.stop()
-        if not self._keep_store:
+        if self._own_run_dir and not self._keep_store:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        elif not self._keep_store:
             for store in self.run_dir.glob("store-broker-*"):
                 shutil.rmtree(store, ignore_errors=True)
 
@@ -772,9 +776,10 @@ class RocketMQTlsCluster(RocketMQCluster):
 
 def main() -> None:
     """``python -m tests.rocketmq.cluster [BROKERS]``: start a cluster, print where, wait
-    for Ctrl-C, stop it."""
+    for Ctrl-C (or SIGTERM), stop it."""
     import sys
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # unwinds through close()
     brokers = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     t0 = time.monotonic()
     with RocketMQCluster(brokers=brokers) as cluster:
