@@ -2,11 +2,12 @@
 
 A test that uses one of them is marked ``rocketmq``: ``make test-rocketmq`` runs those
 (after ``install-deps.sh``), ``make test`` leaves them out. Tests of tests/rocketmq/ that use
-none (unit tests) stay in ``make test``.
+none (unit tests) stay in ``make test``; one that starts a cluster itself says
+``@pytest.mark.rocketmq``.
 
 - ``rocketmq_cluster`` (session): a name server and one broker, ``broker-a``.
 - ``rocketmq_two_brokers`` (module): a fresh cluster of ``broker-a`` and ``broker-b``, for
-  tests that stop or kill a broker.
+  tests that stop or kill a broker (and `Broker.restart` it, for the module's next tests).
 - ``rocketmq_acl_cluster`` (module): ``aclEnable=true``, an admin account (``access_key``,
   ``secret_key``) and a restricted one (``restricted_access_key``, ``restricted_secret_key``,
   allowed what ``restricted_topics`` and ``restricted_groups`` say): `RocketMQAclCluster`.

@@ -7,10 +7,12 @@ import hashlib
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from . import cluster as cluster_module
 from .cluster import RocketMQCluster
 from .java_peer import JavaPeer, peer_body
 
@@ -134,3 +136,30 @@ def test_java_sends_to_both_brokers_and_consumes_from_both(
     assert {r["broker"] for r in sent} == {"broker-a", "broker-b"}
     got = java_peer.consume(cluster.name_servers, topic, cluster.new_group(), 16)
     assert {r["msg_id"] for r in got} == {r["msg_id"] for r in sent}
+
+
+@pytest.mark.rocketmq  # a cluster of its own, not a fixture's
+def test_a_broker_whose_port_was_taken_starts_again_on_other_ports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # another process takes the broker's VIP port (port-2) between our check and its bind
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    vip = taken.getsockname()[1]
+    first = True
+    real = cluster_module.free_port
+
+    def racy(offsets: tuple[int, ...] = (0,)) -> int:
+        nonlocal first
+        if offsets == (-2, 0, 1) and first:
+            first = False
+            return vip + 2
+        return real(offsets)
+
+    monkeypatch.setattr(cluster_module, "free_port", racy)
+    with taken, RocketMQCluster(run_dir=tmp_path) as cluster:
+        [broker] = cluster.brokers
+        assert not first and broker.port != vip + 2 and broker.alive()
+        assert "Address already in use" not in (tmp_path / "broker-0.out").read_text()
+        assert _brokers(cluster.route(cluster.new_topic())) == {"broker-a": broker.addr}
+    assert not broker.alive() and not list(tmp_path.glob("store-*"))
