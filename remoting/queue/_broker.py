@@ -231,7 +231,7 @@ class Broker:
         self.pulls_rewaited = 0  # ...of which held again: what they wait for was not there
         self.pulls_refused = 0  # answered POLLING_FULL: max_held_pulls were held
         self.channels_expired = 0  # deleted after channel_idle_timeout without subscribers
-        # the service's timers: a channel's or a topic's `timer` key -> the channel or topic
+        # the service's timers: each channel's and topic's timer key -> the channel or topic
         self.timers = DeadlineHeap()
         self._timed: dict[int, Channel | Topic] = {}
         self._dirty: set[str] = set()  # topics changed since housekeeping last ran
