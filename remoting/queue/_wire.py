@@ -17,6 +17,7 @@ from codec import RemotingCommand, ResponseCode
 from .._messaging._records import MAX_KEY_BYTES
 
 __all__ = [
+    "AFTER",
     "ATTEMPTS",
     "CHANNEL",
     "COUNT",
@@ -24,7 +25,9 @@ __all__ = [
     "DUPLICATE",
     "END",
     "GROUP",
+    "INCARNATION",
     "KEY",
+    "LIMIT",
     "MAX",
     "MAX_PUBLISH",
     "MAX_PULL",
@@ -57,6 +60,9 @@ MAX_WAIT_MS: Final = "maxWaitMs"  # PULL: how long to hold it while there are no
 END: Final = "end"  # CREATE_TOPIC's answer: the topic's end offset
 ATTEMPTS: Final = "attempts"  # a delivery: "offset:attempt,..." for redeliveries only
 REFUSED: Final = "refused"  # ACK's answer: how many acknowledgements were refused
+INCARNATION: Final = "incarnation"  # PULL: the id of the log the offset is of (optional)
+AFTER: Final = "after"  # STATS: a page of topics named after this one
+LIMIT: Final = "limit"  # STATS: a page of this many topics at most
 
 MAX_PULL: Final = 4096  # messages one pull may ask for
 # Messages in one publish at most: it is appended in one step of the service's loop (about
