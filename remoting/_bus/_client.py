@@ -21,7 +21,7 @@ from codec import ResponseCode
 from processors import AsyncRequestProcessor
 
 from .._errors import RemotingError, RemotingTimeoutError
-from .._log import log
+from .._log import FirstOfEach, log
 from ._consumer import Consumer, check_callback, check_handler
 from ._failure import ReplyFailure
 from ._interceptors import add_interceptor
@@ -79,6 +79,7 @@ class ClientHub(AsyncRequestProcessor):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._consumers: dict[int, tuple[Consumer, Replier]] = {}
+        self._refusals = FirstOfEach()  # bad pushes logged, per server and reason
 
     @classmethod
     def of(cls, client: RemotingClient | TrioRemotingClient) -> ClientHub:
@@ -103,8 +104,9 @@ class ClientHub(AsyncRequestProcessor):
         try:
             push = deliver_of(request)
         except BadBusRequest as exc:
-            log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
-                        reason=str(exc))
+            if self._refusals.first(ctx.remote_addr, exc.field or str(exc)):
+                log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
+                            reason=str(exc))
             return bad_request_response(exc)
         with self._lock:
             found = self._consumers.get(push.consumer_id)

@@ -43,7 +43,7 @@ from codec import ResponseCode
 from processors import AsyncRequestProcessor
 
 from .._errors import RemotingCommandError, RemotingError, RemotingTimeoutError
-from .._log import log
+from .._log import FirstOfEach, log
 from ._failure import ReplyFailure
 from ._node import consumer_full, deadline_after, no_handlers, receipt_failure
 from ._outlet import Budget, Outlet
@@ -141,7 +141,7 @@ class BusServer(AsyncRequestProcessor):
         self._limits = limits
         self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
         self._budgets: dict[ChannelHandle, Budget] = {}  # one per connection with consumers
-        self._refused: dict[ChannelHandle, int] = {}  # bad requests, per connection (logs)
+        self._refusals = FirstOfEach()  # bad requests logged, per connection and reason
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
                                         Awaitable[RemotingCommand | None]]] = {
             BusCode.REGISTER: self._register, BusCode.UNREGISTER: self._unregister,
@@ -156,12 +156,9 @@ class BusServer(AsyncRequestProcessor):
         try:
             return await self._serve[request.code](ctx, request)
         except BadBusRequest as exc:
-            channel: ChannelHandle = ctx.channel  # type: ignore[assignment]
-            with self._node.lock:
-                refused = self._refused[channel] = self._refused.get(channel, 0) + 1
-            if refused & (refused - 1) == 0:  # the 1st, 2nd, 4th, 8th...: never a flood
+            if self._refusals.first(ctx.channel, (request.code, exc.field or str(exc))):
                 log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
-                            reason=str(exc), refused_on_connection=refused)
+                            reason=str(exc))
             return bad_request_response(exc)
 
     async def _register(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -544,7 +541,7 @@ class BusServer(AsyncRequestProcessor):
         with node.lock:
             targets = list(self._remote.pop(channel, {}).values())
             self._budgets.pop(channel, None)
-            self._refused.pop(channel, None)
+        self._refusals.forget(channel)
         waiting = [pending for target in targets for pending in self._remove(target)]
         with node.lock:
             requested, held = node.replies.drop_peer(channel)
