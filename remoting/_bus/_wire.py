@@ -23,16 +23,17 @@ if TYPE_CHECKING:
     from codec import ExtFields
 
 __all__ = [
-    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_CONSUMERS", "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_BYTES",
-    "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "HEARTBEAT_SECONDS",
-    "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW", "TRANSPORT_MARGIN",
-    "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Kind", "Register", "Reply",
-    "ReplyKind", "Send", "address_of", "bad_request_response", "body_of", "consumer_id_of",
-    "credit_command", "credits_of", "deliver_command", "deliver_of", "failure_of",
-    "failure_response", "headers_in", "headers_of", "heartbeat_command", "max_buffered_of",
-    "not_registered_response", "ok_response", "register_command", "register_of",
-    "reply_command", "reply_in", "reply_of", "reply_response", "send_command", "send_of",
-    "timeout_of", "unregister_command", "window_command", "window_of",
+    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_BUFFERED_BYTES", "DEFAULT_MAX_CONSUMERS",
+    "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_BYTES", "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT",
+    "HEARTBEAT_SECONDS", "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW",
+    "TRANSPORT_MARGIN", "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Forbidden", "Kind",
+    "Register", "Reply", "ReplyKind", "Send", "address_of", "bad_request_response", "body_of",
+    "count_of", "consumer_id_of", "credit_command", "credits_of", "deliver_command", "deliver_of",
+    "failure_of", "failure_response", "forbidden_response", "headers_in", "headers_of",
+    "heartbeat_command", "max_buffered_bytes_of", "max_buffered_of", "not_registered_response",
+    "ok_response", "register_command", "register_of", "reply_command", "reply_in", "reply_of",
+    "reply_response", "send_command", "send_of", "size_of", "timeout_of", "unregister_command",
+    "window_command", "window_of",
 ]
 
 
@@ -61,6 +62,9 @@ class FailureCode(IntEnum):
 
 DEFAULT_TIMEOUT: Final = 30.0  # seconds; Vert.x DeliveryOptions.DEFAULT_TIMEOUT
 DEFAULT_MAX_BUFFERED: Final = 1000  # Vert.x MessageConsumer.DEFAULT_MAX_BUFFERED_MESSAGES
+# a consumer's bytes held (bodies and headers): what its server holds at most for one client
+# connection's consumers (DEFAULT_MAX_HELD_BYTES), room for four messages of the largest frame
+DEFAULT_MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_MAX_QUEUED: Final = 1000  # messages a bus server holds for one full remote consumer
 # what a bus server keeps for its clients: remote consumers (about 2-3 kB each), and the
 # messages held for one connection's consumers together (a few hundred bytes each beside
@@ -87,6 +91,23 @@ Kind = Literal["send", "publish", "request"]
 ReplyKind = Literal["reply", "request", "fail"]
 _KINDS: Final = ("send", "publish", "request")
 _REPLY_KINDS: Final = ("reply", "request", "fail")
+
+
+class Forbidden(Exception):
+    """A client's bus request that its access key may not make (answered NO_PERMISSION).
+
+    Attributes:
+        operation: ``"consume"`` or ``"send"``.
+        access_key: the key that signed the request (None: none).
+        address: the address it named.
+    """
+
+    def __init__(self, message: str, operation: str, access_key: str | None,
+                 address: str) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.access_key = access_key
+        self.address = address
 
 
 class BadBusRequest(Exception):
@@ -173,18 +194,44 @@ def timeout_of(timeout: object) -> float:
     return float(timeout)
 
 
+def count_of(name: str, value: object, low: int, high: int | None = None) -> int:
+    """Return ``value`` if it is an int from ``low`` (to ``high``): a count a caller sets.
+
+    Raises:
+        TypeError: not an int (a bool is not a count).
+        ValueError: out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if high is not None and not low <= value <= high:
+        raise ValueError(f"{name} must be from {low} to {high}, got {value}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return value
+
+
 def max_buffered_of(max_buffered: object) -> int:
     """Return a consumer's ``max_buffered``: an int from 1 to `MAX_WINDOW`.
 
     Raises:
-        TypeError: not an int.
-        ValueError: out of range.
+        TypeError, ValueError: it is not.
     """
-    if isinstance(max_buffered, bool) or not isinstance(max_buffered, int):
-        raise TypeError(f"max_buffered must be an int, got {max_buffered!r}")
-    if not 1 <= max_buffered <= MAX_WINDOW:
-        raise ValueError(f"max_buffered must be from 1 to {MAX_WINDOW}, got {max_buffered}")
-    return max_buffered
+    return count_of("max_buffered", max_buffered, 1, MAX_WINDOW)
+
+
+def max_buffered_bytes_of(max_buffered_bytes: object) -> int:
+    """Return a consumer's ``max_buffered_bytes``: an int >= 1.
+
+    Raises:
+        TypeError, ValueError: it is not.
+    """
+    return count_of("max_buffered_bytes", max_buffered_bytes, 1)
+
+
+def size_of(body: bytes, headers: dict[str, str]) -> int:
+    """What a message counts in a bound of bytes: its body and its headers (a message of
+    an empty body and 64 KiB of headers is no small one)."""
+    return len(body) + sum(len(k) + len(v) for k, v in headers.items())
 
 
 # ------------------------------------------------------------------ building commands
@@ -297,6 +344,11 @@ def bad_request_response(problem: BadBusRequest) -> RemotingCommand:
     """Return the answer to a bus request that lacks a field or carries a wrong one."""
     return RemotingCommand.create_response(ResponseCode.INVALID_PARAMETER,
                                            f"bad bus request: {problem}")
+
+
+def forbidden_response(problem: Forbidden) -> RemotingCommand:
+    """Return the answer to a bus request its access key may not make."""
+    return RemotingCommand.create_response(ResponseCode.NO_PERMISSION, f"[bus] {problem}")
 
 
 def not_registered_response() -> RemotingCommand:
