@@ -72,6 +72,7 @@ from ._wire import (
     OFFSET,
     REFUSED,
     TOPIC,
+    answered_int,
     parse_attempts,
 )
 
@@ -194,14 +195,12 @@ def checked(addr: str | None, reply: RemotingCommand) -> RemotingCommand:
     return reply
 
 
-def _field(reply: RemotingCommand, name: str) -> int:
-    return int((reply.ext_fields or {}).get(name) or 0)
 
 
 def published_offsets(addr: str | None, reply: RemotingCommand) -> list[int]:
     """Return the offsets a PUBLISH's reply gave its messages."""
-    first = _field(checked(addr, reply), OFFSET)
-    return list(range(first, first + _field(reply, COUNT)))
+    first = answered_int(addr, checked(addr, reply).ext_fields, OFFSET)
+    return list(range(first, first + answered_int(addr, reply.ext_fields, COUNT)))
 
 
 def offsets_of(addr: str | None, reply: RemotingCommand) -> TopicOffsets:
@@ -476,7 +475,7 @@ class _Acks:
             if reply.code != ResponseCode.SUCCESS:
                 self.unsent(count, f"its ACK was answered code {reply.code}: {reply.remark}")
                 continue
-            refused = int((reply.ext_fields or {}).get(REFUSED) or 0)
+            refused = answered_int(self.addr, reply.ext_fields, REFUSED)
             if refused:
                 self.note_refused(refused, reply.code)
 
@@ -494,9 +493,12 @@ def _deliveries(item: RemotingCommand, acks: _Acks) -> list[tuple[Fields, int]]:
     ext = item.ext_fields or {}
     refused = ext.get(REFUSED)
     if refused is not None:
-        acks.note_refused(int(refused), None)
+        acks.note_refused(answered_int(acks.addr, ext, REFUSED), None)
         return []
-    tries = parse_attempts(ext.get(ATTEMPTS))
+    try:
+        tries = parse_attempts(ext.get(ATTEMPTS))
+    except ValueError as exc:
+        raise QueueError(acks.addr, None, f"the service sent bad {ATTEMPTS}: {exc}") from None
     fields = record_fields(item.body or b"")
     if not tries:
         return [(f, 1) for f in fields]

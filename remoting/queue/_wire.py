@@ -10,11 +10,16 @@ answers with; the client builds the same fields.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from codec import RemotingCommand, ResponseCode
+from codec._header_numbers import header_int
 
 from .._messaging._records import MAX_KEY_BYTES
+from ._errors import QueueError
+
+if TYPE_CHECKING:
+    from codec import ExtFields
 
 __all__ = [
     "AFTER",
@@ -36,6 +41,7 @@ __all__ = [
     "REFUSED",
     "TOPIC",
     "Refusal",
+    "answered_int",
     "format_attempts",
     "is_name",
     "key_of",
@@ -119,14 +125,9 @@ def optional_int(request: RemotingCommand, field: str, low: int, high: int) -> i
     if value is None:
         return None
     try:
-        number = int(value)
-    except ValueError:
-        raise Refusal(ResponseCode.INVALID_PARAMETER,
-                      f"{field} must be an int from {low} to {high}") from None
-    if not low <= number <= high:
-        raise Refusal(ResponseCode.INVALID_PARAMETER,
-                      f"{field} must be from {low} to {high}, got {number}")
-    return number
+        return header_int(field, value, low, high)
+    except ValueError as exc:
+        raise Refusal(ResponseCode.INVALID_PARAMETER, str(exc)) from None
 
 
 def required_int(request: RemotingCommand, field: str, low: int, high: int) -> int:
@@ -160,8 +161,25 @@ def format_attempts(attempts: list[tuple[int, int]]) -> str:
 
 
 def parse_attempts(text: str | None) -> dict[int, int]:
-    """Return the redeliveries' attempts by offset (others are first attempts)."""
+    """Return the redeliveries' attempts by offset (others are first attempts).
+
+    Raises:
+        ValueError: not ``"offset:attempt,..."`` of ints >= 0 (a broken service).
+    """
     if not text:
         return {}
-    pairs = (item.split(":") for item in text.split(","))
-    return {int(offset): int(attempt) for offset, attempt in pairs}
+    pairs = (item.partition(":") for item in text.split(","))
+    return {header_int(ATTEMPTS, offset, 0): header_int(ATTEMPTS, attempt, 0)
+            for offset, _, attempt in pairs}
+
+
+def answered_int(addr: str | None, fields: ExtFields | None, name: str) -> int:
+    """Return the count or offset a service answered in ``name`` (0 if absent).
+
+    Raises:
+        QueueError: not an int from 0 to 2**63 - 1 (a broken service).
+    """
+    try:
+        return header_int(name, (fields or {}).get(name) or "0", 0)
+    except ValueError as exc:
+        raise QueueError(addr, None, f"the service answered a bad {name}: {exc}") from None
