@@ -370,18 +370,21 @@ class Tls:
     """TLS on the name server and brokers, in ``mode`` (TlsMode: ``enforcing`` refuses
     plain connections, ``permissive`` takes both), with this certificate and key (PEM, key
     in PKCS#8 as Netty reads it). ``client_auth``: ``none``, ``optional`` or ``require``
-    (verified against ``ca_path``)."""
+    (verified against ``ca_path``); the client certificate, if any, is what the brokers
+    show the name server and what `RocketMQCluster.request` shows."""
 
     mode: str
     ca_path: Path
     cert_path: Path
     key_path: Path
     client_auth: str = "none"
+    client_cert_path: Path | None = None
+    client_key_path: Path | None = None
 
     def properties(self) -> str:
         """Return the ``tls.properties`` the JVMs read (the brokers' client side, to the
         name servers, verifies them against ``ca_path``)."""
-        return "".join(f"{k}={v}\n" for k, v in {
+        props: dict[str, object] = {
             "tls.test.mode.enable": "false",
             "tls.server.need.client.auth": self.client_auth,
             "tls.server.certPath": self.cert_path,
@@ -389,7 +392,11 @@ class Tls:
             "tls.server.trustCertPath": self.ca_path,
             "tls.client.authServer": "true",
             "tls.client.trustCertPath": self.ca_path,
-        }.items())
+        }
+        if self.client_cert_path is not None:
+            props["tls.client.certPath"] = self.client_cert_path
+            props["tls.client.keyPath"] = self.client_key_path
+        return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 class RocketMQCluster:
@@ -416,6 +423,7 @@ class RocketMQCluster:
         if not 1 <= brokers <= 26:
             raise ValueError("brokers: 1 to 26 (broker-a to broker-z)")
         self.home = home or rocketmq_home()
+        self._own_run_dir = run_dir is None  # removed at close, logs and all
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="rocketmq-run-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.acl = acl
@@ -432,8 +440,6 @@ class RocketMQCluster:
         self._admin_hook = (AclClientRPCHook(acl.admin.access_key, acl.admin.secret_key)
                             if acl is not None else None)
         self._ssl: ssl.SSLContext | None = None
-        if tls is not None:
-            self._ssl = ssl.create_default_context(cafile=str(tls.ca_path))
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -473,6 +479,9 @@ class RocketMQCluster:
         rmq_home = self._rocketmq_home_dir()
         tls_opts = []
         if self.tls is not None:
+            self._ssl = ssl.create_default_context(cafile=str(self.tls.ca_path))
+            if self.tls.client_cert_path is not None:
+                self._ssl.load_cert_chain(self.tls.client_cert_path, self.tls.client_key_path)
             (rmq_home / "tls.properties").write_text(self.tls.properties())
             # TlsSystemConfig reads the mode and tls.enable from system properties only
             tls_opts = [f"-Dtls.server.mode={self.tls.mode}", "-Dtls.enable=true",
@@ -561,7 +570,8 @@ class RocketMQCluster:
 
     def close(self) -> None:
         """Stop the brokers, then the name server (SIGTERM, SIGKILL after 30 s); remove the
-        stores (the logs stay in `run_dir`). Safe to call twice."""
+        stores (the logs stay in a `run_dir` given to us; one we made is removed). Safe to
+        call twice."""
         if self._closed:
             return
         self._closed = True
@@ -569,7 +579,9 @@ class RocketMQCluster:
         for broker in reversed(self.brokers):
             broker.stop()
         self._namesrv.stop()
-        if not self._keep_store:
+        if self._own_run_dir and not self._keep_store:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        elif not self._keep_store:
             for store in self.run_dir.glob("store-broker-*"):
                 shutil.rmtree(store, ignore_errors=True)
 
@@ -637,19 +649,22 @@ class RocketMQCluster:
         return route
 
     def request(self, addr: str, code: int, ext_fields: Mapping[str, str],
-                body: bytes | None = None, timeout: float = 10.0) -> RemotingCommand:
+                body: bytes | None = None, timeout: float = 10.0, *,
+                credentials: tuple[str, str] | None = None) -> RemotingCommand:
         """Send one request to ``addr`` on a connection of its own and return the reply.
 
-        Signed by the admin account under ACL; over TLS (verified against the CA) when the
-        cluster has it.
+        Signed with ``credentials`` (access key, secret key), else by the admin account
+        under ACL; over TLS (verified against the CA) when the cluster has it.
         """
         cmd = RemotingCommand.create_request(code, dict(ext_fields), body)
-        if self._admin_hook is not None:
-            self._admin_hook.do_before_request(addr, cmd)
+        hook = (AclClientRPCHook(*credentials) if credentials is not None
+                else self._admin_hook)
+        if hook is not None:
+            hook.do_before_request(addr, cmd)
         host, port = addr.rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout) as raw:
-            sock = (self._ssl.wrap_socket(raw, server_hostname=host) if self._ssl is not None
-                    else raw)
+        with socket.create_connection((host, int(port)), timeout) as raw, (
+                self._ssl.wrap_socket(raw, server_hostname=host) if self._ssl is not None
+                else raw) as sock:
             sock.sendall(encode_command(cmd))
             decoder = FrameDecoder()
             while (reply := decoder.next_command()) is None:
@@ -675,11 +690,96 @@ class RocketMQCluster:
         yield f"run dir {self.run_dir}"
 
 
+class RocketMQAclCluster(RocketMQCluster):
+    """A cluster with ``aclEnable=true`` and two accounts in its ``plain_acl.yml``.
+
+    Attributes:
+        access_key, secret_key: the admin account (``admin: true``: everything).
+        restricted_access_key, restricted_secret_key: an account that may do only what
+            ``restricted_topics`` and ``restricted_groups`` say ({name: perm}, perm ``PUB``,
+            ``SUB``, ``PUB|SUB`` or ``DENY``); ``DENY`` for every other topic and group, and
+            no admin request (creating a topic, ...). Its topics exist (created at start):
+            ``open_topic`` (PUB|SUB), ``pub_topic`` (PUB), ``sub_topic`` (SUB),
+            ``denied_topic`` (DENY); its groups: ``restricted_group`` (SUB: consuming needs
+            SUB on the group, which stands for its ``%RETRY%`` topic), ``denied_group``.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.open_topic, self.pub_topic, self.sub_topic, self.denied_topic = (
+            f"acl-{what}-{tag}" for what in ("open", "pub", "sub", "denied"))
+        self.restricted_group, self.denied_group = f"acl-group-{tag}", f"acl-denied-{tag}"
+        self.restricted_topics = {self.open_topic: "PUB|SUB", self.pub_topic: "PUB",
+                                  self.sub_topic: "SUB", self.denied_topic: "DENY"}
+        self.restricted_groups = {self.restricted_group: "SUB", self.denied_group: "DENY"}
+        admin = AclAccount(access_key="RocketMQAdmin", secret_key=uuid.uuid4().hex,
+                           admin=True)
+        restricted = AclAccount(access_key="RocketMQRestricted", secret_key=uuid.uuid4().hex,
+                                topic_perms=self.restricted_topics,
+                                group_perms=self.restricted_groups)
+        super().__init__(acl=Acl(admin=admin, others=[restricted]), **options)
+        self.access_key, self.secret_key = admin.access_key, admin.secret_key
+        self.restricted_access_key = restricted.access_key
+        self.restricted_secret_key = restricted.secret_key
+
+    def _start(self) -> None:
+        super()._start()
+        for topic in self.restricted_topics:
+            self.create_topic(topic)
+
+
+class RocketMQTlsCluster(RocketMQCluster):
+    """A cluster whose name server and brokers speak TLS (``tls.server.mode`` ``enforcing``:
+    plain connections are refused; or ``permissive``: both), with a certificate for
+    127.0.0.1 and localhost from a throwaway CA (trustme), written under ``run_dir/tls``.
+
+    Attributes:
+        ca_path: the CA certificate a client verifies them with.
+        cert_path, key_path: the servers' certificate and key (PKCS#8).
+        client_cert_path, client_key_path: a client certificate of the same CA
+            (``client_auth="require"`` asks for one).
+        tls_properties_path: the ``tls.properties`` the JVMs read (``-Dtls.config.file``).
+        tls_mode: the mode.
+    """
+
+    def __init__(self, *, tls_mode: str = "enforcing", client_auth: str = "none",
+                 **options: Any) -> None:
+        import trustme
+        from cryptography.hazmat.primitives import serialization
+
+        super().__init__(**options)
+        pki = self.run_dir / "tls"
+        pki.mkdir(exist_ok=True)
+        ca = trustme.CA()
+        server = ca.issue_cert("127.0.0.1", "localhost")
+        client = ca.issue_cert("client.example", common_name="client.example")
+        self.ca_path = pki / "ca.pem"
+        self.cert_path, self.key_path = pki / "server.pem", pki / "server.key"
+        self.client_cert_path, self.client_key_path = pki / "client.pem", pki / "client.key"
+        ca.cert_pem.write_to_path(str(self.ca_path))
+        for leaf, cert, key in ((server, self.cert_path, self.key_path),
+                                (client, self.client_cert_path, self.client_key_path)):
+            leaf.cert_chain_pems[0].write_to_path(str(cert))
+            # Netty reads PKCS#8 keys (trustme writes SEC1 "EC PRIVATE KEY")
+            pem = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
+            key.write_bytes(pem.private_bytes(serialization.Encoding.PEM,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+        self.tls = Tls(mode=tls_mode, ca_path=self.ca_path, cert_path=self.cert_path,
+                       key_path=self.key_path, client_auth=client_auth,
+                       client_cert_path=self.client_cert_path,
+                       client_key_path=self.client_key_path)
+        self.tls_mode = tls_mode
+        self.tls_properties_path = self.run_dir / "rocketmq-home" / "tls.properties"
+
+
+
 def main() -> None:
     """``python -m tests.rocketmq.cluster [BROKERS]``: start a cluster, print where, wait
-    for Ctrl-C, stop it."""
+    for Ctrl-C (or SIGTERM), stop it."""
     import sys
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # unwinds through close()
     brokers = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     t0 = time.monotonic()
     with RocketMQCluster(brokers=brokers) as cluster:

@@ -3,14 +3,18 @@ routes, and stop brokers the way failover tests need."""
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from . import cluster as cluster_module
 from .cluster import RocketMQCluster
+from .java_peer import JavaPeer, peer_body
 
 
 def _queues(route: dict[str, Any], broker: str) -> dict[str, Any]:
@@ -83,3 +87,79 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)  # polling the name server's state, another process's
+
+
+def test_java_produces_and_consumes_through_the_cluster(
+        rocketmq_cluster: RocketMQCluster, java_peer: JavaPeer) -> None:
+    topic = rocketmq_cluster.new_topic("java")
+    sent = java_peer.produce(rocketmq_cluster.name_servers, topic, 12, sizes=(100, 5000),
+                             tags=("a", "b", ""), key_prefix="k", keys_per_message=2,
+                             properties={"color": "blue", "größe": "ß"}, run_id="fixture")
+    assert [r["status"] for r in sent] == ["SEND_OK"] * 12
+    assert sent[1]["body_sha256"] == hashlib.sha256(peer_body("fixture", 1, 5000)).hexdigest()
+    got = java_peer.consume(rocketmq_cluster.name_servers, topic,
+                            rocketmq_cluster.new_group(), 12)
+    by_id = {r["msg_id"]: r for r in got}
+    assert len(by_id) == 12 == len(got)  # each message once
+    for s in sent:
+        r = by_id[s["msg_id"]]
+        for field in ("topic", "broker", "queue_id", "queue_offset", "tags", "keys",
+                      "user_properties", "body_sha256", "body_length"):
+            assert r[field] == s[field], field
+        assert r["reconsume_times"] == 0 and r["store_timestamp"] >= r["born_timestamp"] > 0
+        assert r["keys"] == f"k-{s['index']} k-{s['index']}-1"
+        # 4 KiB and more: compressed by Java's producer (COMPRESSED_FLAG, zlib type bits)
+        assert r["sys_flag"] & 1 == (s["body_length"] >= 4096)
+    assert {r["tags"] for r in got} == {"a", "b", None}
+    assert all(r["user_properties"] == {"color": "blue", "größe": "ß"} for r in got)
+
+
+def test_java_pulls_an_offset_range_of_each_queue(
+        rocketmq_cluster: RocketMQCluster, java_peer: JavaPeer) -> None:
+    topic = rocketmq_cluster.new_topic("pull", queues=2)
+    sent = java_peer.produce(rocketmq_cluster.name_servers, topic, 10)
+    pulled = java_peer.pull(rocketmq_cluster.name_servers, topic,
+                            start={("broker-a", 0): 1, ("broker-a", 1): 2},
+                            end={("broker-a", 0): 3, ("broker-a", 1): 4})
+    assert sorted((r["queue_id"], r["queue_offset"]) for r in pulled) == [
+        (0, 1), (0, 2), (1, 2), (1, 3)]
+    ids = {(r["queue_id"], r["queue_offset"]): r["msg_id"] for r in sent}
+    assert all(ids[(r["queue_id"], r["queue_offset"])] == r["msg_id"] for r in pulled)
+    assert len(java_peer.pull(rocketmq_cluster.name_servers, topic, 10)) == 10
+
+
+def test_java_sends_to_both_brokers_and_consumes_from_both(
+        rocketmq_two_brokers: RocketMQCluster, java_peer: JavaPeer) -> None:
+    cluster = rocketmq_two_brokers
+    topic = cluster.new_topic()
+    sent = java_peer.produce(cluster.name_servers, topic, 16)
+    assert {r["broker"] for r in sent} == {"broker-a", "broker-b"}
+    got = java_peer.consume(cluster.name_servers, topic, cluster.new_group(), 16)
+    assert {r["msg_id"] for r in got} == {r["msg_id"] for r in sent}
+
+
+@pytest.mark.rocketmq  # a cluster of its own, not a fixture's
+def test_a_broker_whose_port_was_taken_starts_again_on_other_ports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # another process takes the broker's VIP port (port-2) between our check and its bind
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    vip = taken.getsockname()[1]
+    first = True
+    real = cluster_module.free_port
+
+    def racy(offsets: tuple[int, ...] = (0,)) -> int:
+        nonlocal first
+        if offsets == (-2, 0, 1) and first:
+            first = False
+            return vip + 2
+        return real(offsets)
+
+    monkeypatch.setattr(cluster_module, "free_port", racy)
+    with taken, RocketMQCluster(run_dir=tmp_path) as cluster:
+        [broker] = cluster.brokers
+        assert not first and broker.port != vip + 2 and broker.alive()
+        assert "Address already in use" not in (tmp_path / "broker-0.out").read_text()
+        assert _brokers(cluster.route(cluster.new_topic())) == {"broker-a": broker.addr}
+    assert not broker.alive() and not list(tmp_path.glob("store-*"))
