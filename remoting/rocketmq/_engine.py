@@ -463,7 +463,8 @@ class Engine:
         qs = self.assigned.pop(queue, None)
         if qs is None:
             return
-        qs.scope.cancel()
+        # its held pull is left to end by itself (its answer is then dropped): cancelling it
+        # would leave the broker's answer to arrive for no call (response.orphaned)
         if self.settings.orderly:
             with trio.move_on_after(1):  # let a running handler end (Java: tryLock 1 s)
                 async with qs.consuming:
@@ -692,8 +693,7 @@ class Engine:
     async def _send_back(self, message: Message, delay_level: int) -> bool:
         """Send a failed message back to the broker's retry topic; return whether it took it."""
         try:
-            addr = self._broker(message.queue) if not message.store_host else (
-                self.state.master(message.broker_name) or message.store_host)
+            addr = self._broker(message.queue)  # the broker that stored it (Java: storeHost)
             request = send_back_request(
                 group=self.group, commit_log_offset=message.commit_log_offset,
                 delay_level=delay_level, origin_msg_id=message.msg_id,

@@ -28,7 +28,7 @@ from .._observability._w3c import extract, inject
 from .._version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from types import TracebackType
 
     from opentelemetry.metrics import Counter, Histogram
@@ -158,6 +158,30 @@ class OtelTelemetry:
                                               attributes=attributes)
             span = trace.use_span(started, end_on_exit=True)
         return _Sending(span, counter, topic, messages)
+
+    def started(self, topic: str, messages: int, operation: str
+                ) -> Callable[[BaseException | None], None]:
+        span = None
+        if self._tracer is not None:
+            attributes: dict[str, Any] = {
+                "messaging.system": SYSTEM, "messaging.operation.type": "send",
+                "messaging.operation.name": operation, "messaging.destination.name": topic}
+            span = self._tracer.start_span(f"{operation} {topic}", kind=SpanKind.PRODUCER,
+                                           attributes=attributes)
+        counter = self._instruments.sent if self._instruments is not None else None
+
+        def end(error: BaseException | None) -> None:
+            if counter is not None:
+                attributes = {"messaging.system": SYSTEM, "messaging.destination.name": topic}
+                if error is not None:
+                    attributes["error.type"] = type(error).__qualname__
+                counter.add(messages, attributes)
+            if span is not None:
+                if error is not None:
+                    span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
+                span.end()
+
+        return end
 
     def processing(self, message: Message, group: str) -> AbstractContextManager[object]:
         histogram = (self._instruments.process_duration if self._instruments is not None

@@ -308,11 +308,12 @@ class Producer:
         future = SendFuture()
         if callback is not None:
             future.add_done_callback(_guarded(callback))
-        span = self._core.sending(prepared, "send")
-        span.__enter__()
+        telemetry = self._core.telemetry
+        ended = telemetry.started(topic, 1, "send") if telemetry is not None else None
 
         def done(result: SendResult | None, error: BaseException | None) -> None:
-            span.__exit__(type(error) if error else None, error, None)
+            if ended is not None:
+                ended(error)
             if error is not None:
                 future.set_exception(error)
             else:

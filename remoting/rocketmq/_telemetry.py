@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from .._observability._otel_setup import otel_available
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from contextlib import AbstractContextManager
 
     from .._config import ClientConfig
@@ -46,6 +46,12 @@ class RocketMQTelemetry(Protocol):
     def sending(self, topic: str, messages: int, operation: str
                 ) -> AbstractContextManager[object]:
         """A PRODUCER span while a send (of ``messages`` messages) runs; counts it."""
+        ...
+
+    def started(self, topic: str, messages: int, operation: str
+                ) -> Callable[[BaseException | None], None]:
+        """Start a PRODUCER span for a send that ends elsewhere (``send_async``: in a
+        callback thread); return the function that ends it, with its error or None."""
         ...
 
     def processing(self, message: Message, group: str) -> AbstractContextManager[object]:
