@@ -28,11 +28,10 @@ from .._observability._w3c import extract, inject
 from .._version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
     from types import TracebackType
 
     from opentelemetry.metrics import Counter, Histogram
-    from opentelemetry.trace import Tracer
+    from opentelemetry.trace import Span, Tracer
 
     from .._config import ClientConfig
     from ._message import Message
@@ -74,32 +73,46 @@ def _instruments_of(meter_provider: Any) -> _Instruments:
         return found
 
 
-class _Sending:
-    """A send's span (if any), and its count by outcome on the way out."""
+class _Send:
+    """A send's PRODUCER span (if any) and its count by outcome (`SendTelemetry`)."""
 
-    __slots__ = ("_attributes", "_counter", "_messages", "_span")
+    __slots__ = ("_attributes", "_counter", "_current", "_messages", "_span")
 
-    def __init__(self, span: AbstractContextManager[object], counter: Counter | None,
-                 topic: str, messages: int) -> None:
+    def __init__(self, span: Span | None, counter: Counter | None, topic: str,
+                 messages: int) -> None:
         self._span = span
         self._counter = counter
         self._messages = messages
         self._attributes = {"messaging.system": SYSTEM, "messaging.destination.name": topic}
+        self._current: AbstractContextManager[object] = _NOTHING
+
+    def fields(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self._span is not None:
+            inject(out, self._span)  # type: ignore[arg-type]
+        return out
 
     def __enter__(self) -> object:
-        return self._span.__enter__()
+        if self._span is not None:
+            self._current = trace.use_span(self._span, end_on_exit=False)
+        return self._current.__enter__()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool | None:
+        self._current.__exit__(exc_type, exc, tb)
+        self.end(exc)
+        return None
+
+    def end(self, error: BaseException | None) -> None:
         if self._counter is not None:
             attributes = dict(self._attributes)
-            if exc_type is not None:
-                attributes["error.type"] = exc_type.__qualname__
+            if error is not None:
+                attributes["error.type"] = type(error).__qualname__
             self._counter.add(self._messages, attributes)
-        if exc is not None:
-            span = trace.get_current_span()
-            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
-        return self._span.__exit__(exc_type, exc, tb)
+        if self._span is not None:
+            if error is not None:
+                self._span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
+            self._span.end()
 
 
 class _Processing:
@@ -136,52 +149,18 @@ class OtelTelemetry:
         self._skip_unsampled = tracer is not None and follows_parent(tracer)
         self._instruments = instruments
 
-    def inject(self, properties: Mapping[str, str] | None) -> dict[str, str]:
-        out = dict(properties or {})
-        if self._tracer is not None:
-            span = trace.get_current_span()
-            if span.get_span_context().is_valid:
-                inject(out, span)  # type: ignore[arg-type]
-        return out
-
-    def sending(self, topic: str, messages: int, operation: str
-                ) -> AbstractContextManager[object]:
-        counter = self._instruments.sent if self._instruments is not None else None
-        span: AbstractContextManager[object] = _NOTHING
+    def sending(self, topic: str, messages: int, operation: str) -> _Send:
+        span = None
         if self._tracer is not None:
             attributes: dict[str, Any] = {
                 "messaging.system": SYSTEM, "messaging.operation.type": "send",
                 "messaging.operation.name": operation, "messaging.destination.name": topic}
             if messages > 1:
                 attributes["messaging.batch.message_count"] = messages
-            started = self._tracer.start_span(f"{operation} {topic}", kind=SpanKind.PRODUCER,
-                                              attributes=attributes)
-            span = trace.use_span(started, end_on_exit=True)
-        return _Sending(span, counter, topic, messages)
-
-    def started(self, topic: str, messages: int, operation: str
-                ) -> Callable[[BaseException | None], None]:
-        span = None
-        if self._tracer is not None:
-            attributes: dict[str, Any] = {
-                "messaging.system": SYSTEM, "messaging.operation.type": "send",
-                "messaging.operation.name": operation, "messaging.destination.name": topic}
             span = self._tracer.start_span(f"{operation} {topic}", kind=SpanKind.PRODUCER,
                                            attributes=attributes)
         counter = self._instruments.sent if self._instruments is not None else None
-
-        def end(error: BaseException | None) -> None:
-            if counter is not None:
-                attributes = {"messaging.system": SYSTEM, "messaging.destination.name": topic}
-                if error is not None:
-                    attributes["error.type"] = type(error).__qualname__
-                counter.add(messages, attributes)
-            if span is not None:
-                if error is not None:
-                    span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
-                span.end()
-
-        return end
+        return _Send(span, counter, topic, messages)
 
     def processing(self, message: Message, group: str) -> AbstractContextManager[object]:
         histogram = (self._instruments.process_duration if self._instruments is not None

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from ._flows import Flow
     from ._message import SendResult
-    from ._telemetry import RocketMQTelemetry
+    from ._telemetry import RocketMQTelemetry, SendTelemetry
 
 __all__ = ["Producer", "SendFuture", "TrioProducer", "open_producer"]
 
@@ -93,29 +93,42 @@ class _ProducerCore:
             client.register_rpc_hook(AclClientRPCHook(*self.credentials))
 
     def one(self, topic: str, body: object, tags: str | None, keys: str | list[str] | None,
-            properties: Mapping[str, str] | None, sharding_key: str | None) -> Prepared:
-        if self.telemetry is not None:
-            properties = self.telemetry.inject(properties)
-        return prepare(self.options, topic, body, tags=tags, keys=keys, properties=properties,
-                       sharding_key=sharding_key)
+            properties: Mapping[str, str] | None, sharding_key: str | None
+            ) -> tuple[Prepared, SendTelemetry]:
+        """Return a message ready to send and its send's telemetry (its trace context added
+        to the message's properties)."""
+        prepared = prepare(self.options, topic, body, tags=tags, keys=keys,
+                           properties=properties, sharding_key=sharding_key)
+        if self.telemetry is None:
+            return prepared, NO_SPAN
+        send = self.telemetry.sending(topic, 1, "send")
+        fields = send.fields()
+        if fields:
+            prepared.properties += "".join(f"\x02{k}\x01{v}" for k, v in fields.items())
+        return prepared, send
 
     def batch(self, topic: str, bodies: Iterable[bytes | Outgoing], tags: str | None,
-              keys: str | list[str] | None, properties: Mapping[str, str] | None) -> Prepared:
-        if self.telemetry is not None:
-            properties = self.telemetry.inject(properties)
-        return prepare_batch(self.options, topic, bodies, tags=tags, keys=keys,
-                             properties=properties)
+              keys: str | list[str] | None, properties: Mapping[str, str] | None
+              ) -> tuple[Prepared, SendTelemetry]:
+        """As `one`, for a batch (each message carries the batch span's context)."""
+        if self.telemetry is None:
+            return prepare_batch(self.options, topic, bodies, tags=tags, keys=keys,
+                                 properties=properties), NO_SPAN
+        items = list(bodies)
+        send = self.telemetry.sending(topic, len(items), "send")
+        try:
+            prepared = prepare_batch(self.options, topic, items, tags=tags, keys=keys,
+                                     properties={**(properties or {}), **send.fields()})
+        except BaseException as exc:
+            send.end(exc)
+            raise
+        return prepared, send
 
     def job(self, name: str) -> Flow[object]:
         """Return the flow of a periodic job (`ClientState.due`)."""
         if name == "routes":
             return refresh_routes(self.state, list(self.state.publish), producer=True)
         return heartbeat(self.state)
-
-    def sending(self, prepared: Prepared, operation: str) -> Any:
-        if self.telemetry is None:
-            return NO_SPAN
-        return self.telemetry.sending(prepared.topic, len(prepared.ids), operation)
 
 
 class Producer:
@@ -244,9 +257,9 @@ class Producer:
             RocketMQError: the producer is not running.
             TypeError, ValueError: a bad argument (nothing sent).
         """
-        prepared = self._core.one(topic, body, tags, keys, properties, sharding_key)
         client = self._running()
-        with self._core.sending(prepared, "send"):
+        prepared, tele = self._core.one(topic, body, tags, keys, properties, sharding_key)
+        with tele:
             result = run_blocking(send(self._core.state, self._core.options, prepared,
                                        timeout=timeout), client)
         assert result is not None
@@ -264,9 +277,9 @@ class Producer:
         Raises:
             as `send`.
         """
-        prepared = self._core.batch(topic, bodies, tags, keys, properties)
         client = self._running()
-        with self._core.sending(prepared, "send"):
+        prepared, tele = self._core.batch(topic, bodies, tags, keys, properties)
+        with tele:
             result = run_blocking(send(self._core.state, self._core.options, prepared,
                                        timeout=timeout), client)
         assert result is not None
@@ -282,9 +295,9 @@ class Producer:
             SendFailedError: it could not be written.
             TopicRouteError, RocketMQError, TypeError, ValueError: as `send`.
         """
-        prepared = self._core.one(topic, body, tags, keys, properties, sharding_key)
         client = self._running()
-        with self._core.sending(prepared, "send"):
+        prepared, tele = self._core.one(topic, body, tags, keys, properties, sharding_key)
+        with tele:
             run_blocking(send(self._core.state, self._core.options, prepared, oneway=True),
                          client)
 
@@ -303,17 +316,13 @@ class Producer:
         Raises:
             RocketMQError, TypeError, ValueError: at once, nothing sent.
         """
-        prepared = self._core.one(topic, body, tags, keys, properties, sharding_key)
         client = self._running()
+        prepared, tele = self._core.one(topic, body, tags, keys, properties, sharding_key)
         future = SendFuture()
         if callback is not None:
             future.add_done_callback(_guarded(callback))
-        telemetry = self._core.telemetry
-        ended = telemetry.started(topic, 1, "send") if telemetry is not None else None
-
         def done(result: SendResult | None, error: BaseException | None) -> None:
-            if ended is not None:
-                ended(error)
+            tele.end(error)
             if error is not None:
                 future.set_exception(error)
             else:
@@ -365,9 +374,9 @@ class TrioProducer:
                    sharding_key: str | None = None, timeout: float | None = None
                    ) -> SendResult:
         """As `Producer.send`, awaited."""
-        prepared = self._core.one(topic, body, tags, keys, properties, sharding_key)
         client = self._running()
-        with self._core.sending(prepared, "send"):
+        prepared, tele = self._core.one(topic, body, tags, keys, properties, sharding_key)
+        with tele:
             result = await run_trio(send(self._core.state, self._core.options, prepared,
                                          timeout=timeout), client)
         assert result is not None
@@ -378,9 +387,9 @@ class TrioProducer:
                          properties: Mapping[str, str] | None = None,
                          timeout: float | None = None) -> SendResult:
         """As `Producer.send_batch`, awaited."""
-        prepared = self._core.batch(topic, bodies, tags, keys, properties)
         client = self._running()
-        with self._core.sending(prepared, "send"):
+        prepared, tele = self._core.batch(topic, bodies, tags, keys, properties)
+        with tele:
             result = await run_trio(send(self._core.state, self._core.options, prepared,
                                          timeout=timeout), client)
         assert result is not None
@@ -391,9 +400,9 @@ class TrioProducer:
                           properties: Mapping[str, str] | None = None,
                           sharding_key: str | None = None) -> None:
         """As `Producer.send_oneway`, awaited."""
-        prepared = self._core.one(topic, body, tags, keys, properties, sharding_key)
         client = self._running()
-        with self._core.sending(prepared, "send"):
+        prepared, tele = self._core.one(topic, body, tags, keys, properties, sharding_key)
+        with tele:
             await run_trio(send(self._core.state, self._core.options, prepared, oneway=True),
                            client)
 
@@ -405,13 +414,13 @@ class TrioProducer:
                          timeout: float | None = None) -> SendFuture:
         """As `Producer.send_async`: the send runs as a task of the producer's block;
         ``callback`` runs in a worker thread, never on the event loop."""
-        prepared = self._core.one(topic, body, tags, keys, properties, sharding_key)
         client = self._running()
+        prepared, tele = self._core.one(topic, body, tags, keys, properties, sharding_key)
         future = SendFuture()
 
         async def run() -> None:
             try:
-                with self._core.sending(prepared, "send"):
+                with tele:
                     result = await run_trio(send(self._core.state, self._core.options,
                                                  prepared, timeout=timeout), client)
             except Exception as exc:

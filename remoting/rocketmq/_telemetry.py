@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Protocol
 from .._observability._otel_setup import otel_available
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
     from contextlib import AbstractContextManager
+    from types import TracebackType
 
     from .._config import ClientConfig
     from ._message import Message
 
-__all__ = ["NO_SPAN", "RocketMQTelemetry", "telemetry_of"]
+__all__ = ["NO_SPAN", "RocketMQTelemetry", "SendTelemetry", "telemetry_of"]
 
 
 class _NoSpan:
-    """What a client without telemetry enters around a send or a handler run."""
+    """What a client without telemetry has for a send or a handler run."""
 
     def __enter__(self) -> None:
         return None
@@ -32,26 +32,39 @@ class _NoSpan:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    def fields(self) -> dict[str, str]:
+        return {}
+
+    def end(self, error: BaseException | None) -> None:
+        return None
+
 
 NO_SPAN = _NoSpan()
+
+
+class SendTelemetry(Protocol):
+    """One send's span and count: entered around a send that waits (its span current), or
+    ended by `end` (``send_async``: in a callback thread; never made current)."""
+
+    def fields(self) -> dict[str, str]:
+        """Return the trace context of the send's span, for the message's properties."""
+        ...
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool | None: ...
+
+    def end(self, error: BaseException | None) -> None:
+        """End the send's span (and count it) with its error, or None."""
+        ...
 
 
 class RocketMQTelemetry(Protocol):
     """Spans around sends and handler runs; counters of messages."""
 
-    def inject(self, properties: Mapping[str, str] | None) -> dict[str, str]:
-        """Return ``properties`` with the current trace context added (``traceparent``)."""
-        ...
-
-    def sending(self, topic: str, messages: int, operation: str
-                ) -> AbstractContextManager[object]:
-        """A PRODUCER span while a send (of ``messages`` messages) runs; counts it."""
-        ...
-
-    def started(self, topic: str, messages: int, operation: str
-                ) -> Callable[[BaseException | None], None]:
-        """Start a PRODUCER span for a send that ends elsewhere (``send_async``: in a
-        callback thread); return the function that ends it, with its error or None."""
+    def sending(self, topic: str, messages: int, operation: str) -> SendTelemetry:
+        """Start a PRODUCER span for a send of ``messages`` messages (not yet current)."""
         ...
 
     def processing(self, message: Message, group: str) -> AbstractContextManager[object]:
