@@ -26,6 +26,7 @@ from ._protocol import (
     PULL_LITE,
     PULL_SUBSCRIPTION,
     PULL_SUSPEND,
+    SERIALIZE_TYPE,
     Code,
     PullStatus,
 )
@@ -80,6 +81,7 @@ def pull_request(group: str, queue: MessageQueue, offset: int, subscription: Sub
         "subscription": subscription.expression, "subVersion": str(subscription.version),
         "expressionType": "TAG"}
     cmd.version = CLIENT_VERSION
+    cmd.serialize_type = SERIALIZE_TYPE
     return cmd
 
 

@@ -35,7 +35,14 @@ from ._message import (
     property_map,
 )
 from ._message_codec import COMPRESSED, ZLIB_TYPE, compress, encode_batch, properties_string
-from ._protocol import AUTO_CREATE_TOPIC, CLIENT_VERSION, DEFAULT_TOPIC_QUEUES, RETRY_PREFIX, Code
+from ._protocol import (
+    AUTO_CREATE_TOPIC,
+    CLIENT_VERSION,
+    DEFAULT_TOPIC_QUEUES,
+    RETRY_PREFIX,
+    SERIALIZE_TYPE,
+    Code,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -218,6 +225,7 @@ def send_request(options: SendOptions, message: Prepared, broker_name: str, queu
         Code.SEND_BATCH_MESSAGE if message.batch else Code.SEND_MESSAGE_V2, body=message.body)
     cmd.ext_fields = fields
     cmd.version = CLIENT_VERSION
+    cmd.serialize_type = SERIALIZE_TYPE
     return cmd
 
 
