@@ -82,7 +82,8 @@ if TYPE_CHECKING:
     from ._message import Message, MessageQueue
     from ._telemetry import RocketMQTelemetry
 
-__all__ = ["ConsumeFrom", "ConsumerSettings", "Engine", "PollBuffer", "QueueState"]
+__all__ = ["ConsumeFrom", "ConsumerSettings", "ConsumerStatistics", "Engine", "PollBuffer",
+           "QueueState", "statistics_of"]
 
 ConsumeFrom = Literal["first", "last"] | int
 PULL_RETRY_DELAY: Final = 1.0  # ClientConfig.pullTimeDelayMillsWhenException
@@ -299,6 +300,8 @@ class Engine:
                              queues=len(self.assigned))
                     await self._serve()
                     pulls.cancel_scope.cancel()
+                for qs in self.assigned.values():
+                    qs.work.set()  # orderly tasks waiting for messages end now
                 with trio.move_on_after(self.settings.shutdown_timeout) as waited:
                     await self._wait_jobs()
                 if waited.cancelled_caught:
@@ -630,8 +633,11 @@ class Engine:
                     self._handler_failed(message, exc)
                     failed.append(message)
             return failed
+        # abandoned if shutdown gives up on it (a handler stuck past shutdown_timeout): its
+        # thread finishes alone, its messages' offsets are not committed (delivered again)
         return await trio.to_thread.run_sync(self._handle_in_thread, handler, messages,
-                                             limiter=self._limiter)
+                                             limiter=self._limiter, abandon_on_cancel=True,
+                                             thread_name=f"rocketmq-handler-{self.group}")
 
     def _handle_in_thread(self, handler: Handler, messages: list[Message]) -> list[Message]:
         failed: list[Message] = []
@@ -719,10 +725,10 @@ class Engine:
     async def _orderly_task(self, qs: QueueState) -> None:
         self._job_started()
         try:
-            while not qs.pq.dropped:
+            while not qs.pq.dropped and not self._stopping:
                 if not qs.pq.has_waiting():
                     qs.work = trio.Event()
-                    if qs.pq.dropped:
+                    if qs.pq.dropped or self._stopping:
                         return
                     await qs.work.wait()
                     continue
@@ -858,6 +864,32 @@ class Engine:
         if route is None:
             raise TopicRouteError(f"no route for topic {topic!r}", topic)
         return route.subscribe_queues(topic)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerStatistics:
+    """A consumer's counters since it started, and the queues it reads now."""
+
+    client_id: str
+    queues: tuple[MessageQueue, ...]
+    pulls: int
+    pulled: int
+    consumed: int
+    failed: int
+    sent_back: int
+    paused: int
+    undecodable: int
+    offsets: dict[MessageQueue, int]
+
+
+def statistics_of(engine: Engine) -> ConsumerStatistics:
+    """Return ``engine``'s statistics (on its loop)."""
+    c = engine.statistics
+    return ConsumerStatistics(
+        client_id=engine.state.client_id, queues=tuple(sorted(engine.assigned)),
+        pulls=c.pulls, pulled=c.pulled, consumed=c.consumed, failed=c.failed,
+        sent_back=c.sent_back, paused=c.paused, undecodable=c.undecodable,
+        offsets=dict(engine.offsets.items()))
 
 
 @dataclass(slots=True)

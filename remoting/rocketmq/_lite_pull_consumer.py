@@ -5,26 +5,21 @@ whose pulled messages wait in a `PollBuffer` for ``poll``."""
 from __future__ import annotations
 
 import math
-import threading
 import time
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._log import log
+from ._blocking_consumer import BlockingConsumer
 from ._drive import run_trio
-from ._engine import Engine, PollBuffer
-from ._errors import RocketMQError
+from ._engine import ConsumerStatistics, Engine, PollBuffer, statistics_of
 from ._flows import query_offset
-from ._loop_thread import EngineThread
-from ._push_consumer import ConsumerStatistics, statistics_of
 from ._setup import ConsumerSetup, consumer_setup, running_engine
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
-    from types import TracebackType
+    from collections.abc import AsyncIterator
 
     from .. import ClientConfig
     from ._message import Message, MessageQueue
@@ -61,7 +56,9 @@ async def _committed(engine: Engine, queue: MessageQueue) -> int:
                           engine.client)
 
 
-class LitePullConsumer:
+class LitePullConsumer(BlockingConsumer):
+    _THREAD = "rocketmq-lite-pull"
+
     """A RocketMQ lite pull consumer, blocking face (Java's ``DefaultLitePullConsumer``).
 
     ``LitePullConsumer(["127.0.0.1:9876"], "reports", "orders")`` shares topic ``orders``'s
@@ -80,73 +77,16 @@ class LitePullConsumer:
                  suspend: float = 15.0, access_key: str | None = None,
                  secret_key: str | None = None, client_config: ClientConfig | None = None,
                  instance_name: str | None = None) -> None:
-        self._setup = _setup(name_servers, group, topic, expression, dict(
+        buffer = PollBuffer()
+        super().__init__(_setup(name_servers, group, topic, expression, dict(
             consume_from=consume_from, auto_commit=auto_commit, pull_batch=pull_batch,
             max_cached_messages=max_cached_messages, suspend=suspend, access_key=access_key,
-            secret_key=secret_key, client_config=client_config, instance_name=instance_name))
+            secret_key=secret_key, client_config=client_config, instance_name=instance_name)),
+            buffer=buffer)
+        self._poll_buffer = buffer
         if not isinstance(max_poll_messages, int) or max_poll_messages < 1:
             raise ValueError(f"max_poll_messages is an int >= 1, got {max_poll_messages!r}")
         self._max_poll = max_poll_messages
-        self._buffer = PollBuffer()
-        self._thread: EngineThread | None = None
-        self._engine: Engine | None = None
-        self._stop: trio.Event | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-
-    @property
-    def group(self) -> str:
-        return self._setup.settings.group
-
-    @property
-    def client_id(self) -> str:
-        return self._setup.state.client_id
-
-    def start(self) -> Self:
-        """Start pulling (idempotent)."""
-        with self._lock:
-            if self._thread is not None:
-                return self
-            if self._closed:
-                raise RocketMQError("the consumer was shut down: make a new one")
-            thread = EngineThread(f"rocketmq-lite-pull-{self.group}", self._main)
-            thread.start()
-            self._thread = thread
-        return self
-
-    async def _main(self, started: Callable[[trio.lowlevel.TrioToken], None]) -> None:
-        async with running_engine(self._setup, buffer=self._buffer) as engine:
-            self._engine = engine
-            self._stop = trio.Event()
-            started(trio.lowlevel.current_trio_token())
-            await self._stop.wait()
-
-    def shutdown(self) -> None:
-        """Stop pulling, commit (with ``auto_commit``) and unregister (idempotent)."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-            self._closed = True
-        if thread is None:
-            return
-        if self._stop is not None:
-            thread.soon(self._stop.set)
-        thread.join()
-        if thread.error is not None:
-            log.warning("rocketmq.consumer_failed", group=self.group, error=repr(thread.error))
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.shutdown()
-
-    def _running(self) -> tuple[EngineThread, Engine]:
-        thread, engine = self._thread, self._engine
-        if thread is None or engine is None:
-            raise RocketMQError("the consumer is not running: call start() or use it in a "
-                                "with block")
-        return thread, engine
 
     def poll(self, timeout: float = 5.0) -> list[Message]:
         """Return the messages pulled and not yet polled (at most ``max_poll_messages``),
@@ -158,14 +98,14 @@ class LitePullConsumer:
         deadline = time.monotonic() + _timeout(timeout)
         thread, engine = self._running()
         while True:
-            taken = self._buffer.take(self._max_poll)
+            taken = self._poll_buffer.take(self._max_poll)
             if taken:
                 thread.soon(partial(engine.polled, taken))
                 return [m for _, part in taken for m in part]
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not thread.alive:
                 return []
-            self._buffer.wait_blocking(min(remaining, 1.0))
+            self._poll_buffer.wait_blocking(min(remaining, 1.0))
 
     def commit(self) -> None:
         """Store, now, the offsets past every message `poll` returned (on the brokers).
@@ -196,11 +136,6 @@ class LitePullConsumer:
         thread, engine = self._running()
         thread.call(engine.seek, queue, offset)
 
-    def assignment(self) -> list[MessageQueue]:
-        """Return the queues this consumer reads now."""
-        thread, engine = self._running()
-        return thread.call_sync(lambda: sorted(engine.assigned))
-
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """Return ``topic``'s readable queues (for `assign`)."""
         thread, engine = self._running()
@@ -210,11 +145,6 @@ class LitePullConsumer:
         """Return the group's offset of ``queue`` stored on its broker (-1: none)."""
         thread, engine = self._running()
         return thread.call(_committed, engine, queue)
-
-    def statistics(self) -> ConsumerStatistics:
-        """Return the consumer's counters and queues."""
-        thread, engine = self._running()
-        return thread.call_sync(statistics_of, engine)
 
 
 class TrioLitePullConsumer:

@@ -13,8 +13,6 @@ handler run in ``messaging.process.duration``.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from contextlib import AbstractContextManager, nullcontext
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
@@ -22,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .._observability._otel_metrics import DURATION_BUCKETS
+from .._observability._otel_metrics import DURATION_BUCKETS, PerProvider
 from .._observability._telemetry import configured, follows_parent
 from .._observability._w3c import extract, inject
 from .._version import __version__
@@ -40,11 +38,6 @@ __all__ = ["OtelTelemetry", "otel_telemetry"]
 
 SYSTEM: Final = "rocketmq"  # messaging.system (OpenTelemetry's registered value)
 _NOTHING: Final = nullcontext()
-_lock = threading.Lock()
-_instruments: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
-_global: _Instruments | None = None
-
-
 class _Instruments:
     def __init__(self, meter_provider: Any) -> None:
         meter = metrics.get_meter("remoting.rocketmq", __version__, meter_provider)
@@ -60,17 +53,7 @@ class _Instruments:
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
 
 
-def _instruments_of(meter_provider: Any) -> _Instruments:
-    global _global
-    with _lock:
-        if meter_provider is None:
-            if _global is None:
-                _global = _Instruments(None)
-            return _global
-        found = _instruments.get(meter_provider)
-        if found is None:
-            found = _instruments[meter_provider] = _Instruments(meter_provider)
-        return found
+_instruments: Final[PerProvider[_Instruments]] = PerProvider(_Instruments)
 
 
 class _Send:
@@ -205,7 +188,7 @@ def otel_telemetry(config: ClientConfig) -> OtelTelemetry | None:
         tracer = trace.get_tracer("remoting.rocketmq", __version__, config.tracer_provider)
     instruments = None
     if config.meter_provider is not None or configured(metrics.get_meter_provider()):
-        instruments = _instruments_of(config.meter_provider)
+        instruments = _instruments.get(config.meter_provider)
     if tracer is None and instruments is None:
         return None
     return OtelTelemetry(tracer, instruments)

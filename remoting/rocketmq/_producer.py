@@ -131,7 +131,23 @@ class _ProducerCore:
         return heartbeat(self.state)
 
 
-class Producer:
+class _ProducerFace:
+    """What both faces show of their producer."""
+
+    _core: _ProducerCore
+
+    @property
+    def group(self) -> str:
+        """The producer group."""
+        return self._core.group
+
+    @property
+    def client_id(self) -> str:
+        """This producer's client id (``ip@pid#n``)."""
+        return self._core.state.client_id
+
+
+class Producer(_ProducerFace):
     """A RocketMQ producer, blocking face (Java's ``DefaultMQProducer``).
 
     ``Producer(["127.0.0.1:9876"], group="orders")`` (or ``"ns1:9876;ns2:9876"``); use it
@@ -167,16 +183,6 @@ class Producer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
-
-    @property
-    def group(self) -> str:
-        """The producer group."""
-        return self._core.group
-
-    @property
-    def client_id(self) -> str:
-        """This producer's client id (``ip@pid#n``)."""
-        return self._core.state.client_id
 
     def start(self) -> Self:
         """Start the producer (idempotent): its client and its timer thread."""
@@ -344,7 +350,7 @@ def _guarded(callback: Callable[[SendFuture], object]) -> Callable[[Any], None]:
     return run
 
 
-class TrioProducer:
+class TrioProducer(_ProducerFace):
     """A RocketMQ producer, trio face: `Producer`'s methods, awaited. Made by
     `open_producer`; use it in that block's tasks."""
 
@@ -354,14 +360,6 @@ class TrioProducer:
         self._client = client
         self._nursery = nursery
         self._closed = False
-
-    @property
-    def group(self) -> str:
-        return self._core.group
-
-    @property
-    def client_id(self) -> str:
-        return self._core.state.client_id
 
     def _running(self) -> TrioRemotingClient:
         if self._closed:

@@ -4,53 +4,21 @@
 from __future__ import annotations
 
 import inspect
-import threading
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
-import trio
-
-from .._log import log
-from ._errors import RocketMQError
-from ._loop_thread import EngineThread
+from ._blocking_consumer import BlockingConsumer
+from ._engine import ConsumerStatistics, statistics_of
 from ._setup import ConsumerSetup, consumer_setup, running_engine
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
-    from types import TracebackType
 
     from .. import ClientConfig
     from ._engine import Engine
     from ._message import Message, MessageQueue
 
 __all__ = ["ConsumerStatistics", "PushConsumer", "TrioPushConsumer", "open_push_consumer"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerStatistics:
-    """A consumer's counters since it started, and the queues it reads now."""
-
-    client_id: str
-    queues: tuple[MessageQueue, ...]
-    pulls: int
-    pulled: int
-    consumed: int
-    failed: int
-    sent_back: int
-    paused: int
-    undecodable: int
-    offsets: dict[MessageQueue, int]
-
-
-def statistics_of(engine: Engine) -> ConsumerStatistics:
-    """Return ``engine``'s statistics (on its loop)."""
-    c = engine.statistics
-    return ConsumerStatistics(
-        client_id=engine.state.client_id, queues=tuple(sorted(engine.assigned)),
-        pulls=c.pulls, pulled=c.pulled, consumed=c.consumed, failed=c.failed,
-        sent_back=c.sent_back, paused=c.paused, undecodable=c.undecodable,
-        offsets=dict(engine.offsets.items()))
 
 
 def _arguments(name_servers: str | list[str], group: str, topic: str, expression: str,
@@ -60,7 +28,7 @@ def _arguments(name_servers: str | list[str], group: str, topic: str, expression
     return consumer_setup(name_servers, group, {topic: expression}, push=True, **options)
 
 
-class PushConsumer:
+class PushConsumer(BlockingConsumer):
     """A RocketMQ push consumer, blocking face (Java's ``DefaultMQPushConsumer``).
 
     ``PushConsumer(["127.0.0.1:9876"], "billing", "orders", "paid || refunded",
@@ -104,91 +72,14 @@ class PushConsumer:
         if inspect.iscoroutinefunction(handler):
             raise TypeError("a blocking PushConsumer's handler is a plain function; an async "
                             "one needs open_push_consumer")
-        self._setup = _arguments(name_servers, group, topic, expression, handler, dict(
+        super().__init__(_arguments(name_servers, group, topic, expression, handler, dict(
             consume_from=consume_from, broadcasting=broadcasting, orderly=orderly,
             max_reconsume_times=max_reconsume_times, retry_delay_level=retry_delay_level,
             consume_threads=consume_threads, pull_batch=pull_batch,
             max_cached_messages=max_cached_messages, suspend=suspend,
             offsets_dir=offsets_dir, shutdown_timeout=shutdown_timeout,
             access_key=access_key, secret_key=secret_key, client_config=client_config,
-            instance_name=instance_name))
-        self._handler = handler
-        self._thread: EngineThread | None = None
-        self._engine: Engine | None = None
-        self._stop: trio.Event | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-
-    @property
-    def group(self) -> str:
-        return self._setup.settings.group
-
-    @property
-    def client_id(self) -> str:
-        """This member's client id (``ip@pid#n``)."""
-        return self._setup.state.client_id
-
-    def start(self) -> Self:
-        """Start consuming (idempotent); return once the first rebalance took queues.
-
-        Raises:
-            TopicRouteError: no name server answered.
-            RocketMQError: the consumer was shut down before.
-        """
-        with self._lock:
-            if self._thread is not None:
-                return self
-            if self._closed:
-                raise RocketMQError("the consumer was shut down: make a new one")
-            thread = EngineThread(f"rocketmq-consumer-{self.group}", self._main)
-            thread.start()
-            self._thread = thread
-        return self
-
-    async def _main(self, started: Callable[[trio.lowlevel.TrioToken], None]) -> None:
-        async with running_engine(self._setup, handler=self._handler) as engine:
-            self._engine = engine
-            self._stop = trio.Event()
-            started(trio.lowlevel.current_trio_token())
-            await self._stop.wait()
-
-    def shutdown(self) -> None:
-        """Stop consuming, store the offsets and unregister (idempotent)."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-            self._closed = True
-        if thread is None:
-            return
-        stop = self._stop
-        if stop is not None:
-            thread.soon(stop.set)
-        thread.join()
-        if thread.error is not None:
-            log.warning("rocketmq.consumer_failed", group=self.group, error=repr(thread.error))
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.shutdown()
-
-    def _running(self) -> tuple[EngineThread, Engine]:
-        thread, engine = self._thread, self._engine
-        if thread is None or engine is None:
-            raise RocketMQError("the consumer is not running: call start() or use it in a "
-                                "with block")
-        return thread, engine
-
-    def assignment(self) -> list[MessageQueue]:
-        """Return the queues this member reads now (its share of the group's)."""
-        thread, engine = self._running()
-        return thread.call_sync(lambda: sorted(engine.assigned))
-
-    def statistics(self) -> ConsumerStatistics:
-        """Return the consumer's counters and queues."""
-        thread, engine = self._running()
-        return thread.call_sync(statistics_of, engine)
+            instance_name=instance_name)), handler=handler)
 
 
 class TrioPushConsumer:

@@ -19,6 +19,7 @@ from ._engine import ConsumeFrom, ConsumerSettings, Engine
 from ._ids import client_id, local_ip
 from ._instance import ClientState, name_server_list
 from ._send import check_topic
+from ._subscription import Subscription
 from ._telemetry import telemetry_of
 
 if TYPE_CHECKING:
@@ -65,8 +66,9 @@ def consumer_setup(name_servers: str | list[str], group: str,
     """
     if not isinstance(group, str) or not group or len(group) > 255:
         raise ValueError(f"a consumer group is a non-empty str, got {group!r}")
-    for topic in subscriptions:
+    for topic, expression in subscriptions.items():
         check_topic(topic)
+        Subscription.parse(topic, expression, 0)  # raises for an expression of no tag
     if (access_key is None) != (secret_key is None):
         raise ValueError("give both access_key and secret_key, or neither")
     if not isinstance(pull_batch, int) or not 1 <= pull_batch <= 1024:

@@ -6,31 +6,18 @@ against a real broker."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from remoting.rocketmq import Message, Producer, PushConsumer
+from remoting.rocketmq import Producer, PushConsumer
 from tests.observability.conftest import Telemetry, otel  # noqa: F401 (the fixture)
 
+from .clients import WAIT, Collector
 from .cluster import RocketMQCluster
 
 pytestmark = pytest.mark.default_io
-WAIT = 60.0
-
-
-class Got:
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.messages: list[Message] = []
-        self.done = threading.Event()
-
-    def __call__(self, message: Message) -> None:
-        self.messages.append(message)
-        if len(self.messages) >= self.n:
-            self.done.set()
 
 
 def test_every_broadcasting_member_gets_every_message_and_resumes_from_its_file(
@@ -40,21 +27,21 @@ def test_every_broadcasting_member_gets_every_message_and_resumes_from_its_file(
     group = rocketmq_cluster.new_group("b")
     with Producer(ns) as producer:
         first = {producer.send(topic, b"%d" % i).msg_id for i in range(10)}
-        a, b = Got(10), Got(10)
+        a, b = Collector(10), Collector(10)
         with PushConsumer(ns, group, topic, handler=a, broadcasting=True, consume_from="first",
                           offsets_dir=str(tmp_path / "a")) as ca, \
                 PushConsumer(ns, group, topic, handler=b, broadcasting=True,
                              consume_from="first", offsets_dir=str(tmp_path / "b")) as cb:
-            assert a.done.wait(WAIT) and b.done.wait(WAIT)
+            assert a.wait() and b.wait()
             assert len(ca.assignment()) == len(cb.assignment()) == 2  # each reads every queue
         assert {m.msg_id for m in a.messages} == {m.msg_id for m in b.messages} == first
         stored = json.loads((tmp_path / "a" / group / "offsets.json").read_text())
         assert sum(e["offset"] for e in stored["offsets"]) == 10
         later = {producer.send(topic, b"later %d" % i).msg_id for i in range(5)}
-    again = Got(5)
+    again = Collector(5)
     with PushConsumer(ns, group, topic, handler=again, broadcasting=True, consume_from="first",
                       offsets_dir=str(tmp_path / "a")):
-        assert again.done.wait(WAIT)
+        again.wait()
         time.sleep(0.5)
     assert {m.msg_id for m in again.messages} == later  # from its file, not from the first
 
@@ -64,13 +51,13 @@ def test_a_send_and_its_handler_are_one_trace_and_are_counted(
     ns = rocketmq_cluster.name_servers
     topic = rocketmq_cluster.new_topic("otel", queues=1)
     config = otel.client_config()
-    got = Got(2)
+    got = Collector(2)
     with Producer(ns, client_config=config) as producer:
         sent = producer.send(topic, b"traced", tags="t")
         producer.send_async(topic, b"async").result(WAIT)
     with PushConsumer(ns, rocketmq_cluster.new_group("o"), topic, handler=got,
                       consume_from="first", client_config=config):
-        assert got.done.wait(WAIT)
+        got.wait()
         time.sleep(0.3)
     producers = [s for s in otel.finished("PRODUCER") if s.name == f"send {topic}"]
     consumers = [s for s in otel.finished("CONSUMER") if s.name == f"process {topic}"]

@@ -4,7 +4,6 @@ pull hands a sent message to a waiting consumer; lite pull commits, seeks and as
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -23,31 +22,11 @@ from remoting.rocketmq import (
     open_push_consumer,
 )
 
+from .clients import WAIT, Collector
 from .cluster import RocketMQCluster
 
 # the clients use the transport's default io (the thread driver) on purpose
 pytestmark = pytest.mark.default_io
-WAIT = 60.0  # generous: the machine is shared
-
-
-class Collector:
-    """A handler that keeps what it gets and says when it has ``n``."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.messages: list[Message] = []
-        self._lock = threading.Lock()
-        self.done = threading.Event()
-
-    def __call__(self, message: Message) -> None:
-        with self._lock:
-            self.messages.append(message)
-            if len(self.messages) >= self.n:
-                self.done.set()
-
-    def wait(self) -> list[Message]:
-        assert self.done.wait(WAIT), f"got {len(self.messages)} of {self.n}"
-        return self.messages
 
 
 def test_every_kind_of_send_reaches_a_push_consumer_once_with_its_fields(
