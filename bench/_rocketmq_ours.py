@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from remoting.rocketmq import Message, Producer, PushConsumer
 
-if TYPE_CHECKING:
-    from rocketmq import CaseParams  # bench/rocketmq.py
+
+class CaseParams(Protocol):
+    """What bench/rocketmq.py's CaseParams gives a case (not imported: it imports us)."""
+
+    name_servers: list[str]
+    topic: str
+    group: str
+    messages: int
+    warmup: int
+    size: int
+    in_flight: int
+    batch: int
 
 __all__ = ["consume", "latency", "send_async", "send_batch", "send_sync"]
 
