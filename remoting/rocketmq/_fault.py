@@ -49,7 +49,12 @@ class FaultTolerance:
         if not self.enabled:
             return
         duration = _not_available_for(FAILURE_LATENCY if failed else latency)
-        self._faults[broker_name] = _Fault(latency, now + duration)
+        fault = self._faults.get(broker_name)
+        if fault is None:
+            self._faults[broker_name] = _Fault(latency, now + duration)
+        else:  # a send per record: update in place
+            fault.latency = latency
+            fault.available_at = now + duration
 
     def available(self, broker_name: str, now: float) -> bool:
         """Return whether ``broker_name`` may be sent to now."""
@@ -72,6 +77,8 @@ class FaultTolerance:
 
 
 def _not_available_for(latency: float) -> float:
+    if latency < _LATENCY_MAX[2]:  # the common case: available at once
+        return 0.0
     for limit, duration in zip(reversed(_LATENCY_MAX), reversed(_NOT_AVAILABLE), strict=True):
         if latency >= limit:
             return duration

@@ -72,6 +72,7 @@ class ClientState:
         self.client_id = client_id
         self.current_name_server = random.randrange(len(name_servers))
         self.routes: dict[str, TopicRoute] = {}
+        self._masters: dict[str, str] = {}  # broker name -> master, from the routes (a cache)
         self.publish: dict[str, PublishQueues] = {}
         self.stale: set[str] = set()  # topics whose route a failure made suspect
         self.faults = FaultTolerance(latency_fault)
@@ -84,6 +85,10 @@ class ClientState:
     def set_route(self, topic: str, route: TopicRoute, publish: PublishQueues | None) -> None:
         """Keep ``topic``'s new route (and the queues to send it to, for a producer)."""
         self.routes[topic] = route
+        for name in route.brokers:
+            addr = route.master(name)
+            if addr is not None:
+                self._masters[name] = addr
         if publish is not None:
             old = self.publish.get(topic)
             if old is None or old.queues != publish.queues:
@@ -92,6 +97,9 @@ class ClientState:
 
     def master(self, broker_name: str) -> str | None:
         """Return the address of ``broker_name``'s master, from any route that names it."""
+        found = self._masters.get(broker_name)
+        if found is not None:
+            return found
         for route in self.routes.values():
             addr = route.master(broker_name)
             if addr is not None:

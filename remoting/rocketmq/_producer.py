@@ -11,11 +11,10 @@ face runs sends in the calling task and its timer as a task.
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 import trio
 
@@ -42,18 +41,97 @@ __all__ = ["Producer", "SendFuture", "TrioProducer", "open_producer"]
 DEFAULT_GROUP = "DEFAULT_PRODUCER"  # MixAll.DEFAULT_PRODUCER_GROUP
 
 
-class SendFuture(concurrent.futures.Future["SendResult"]):
+class SendFuture:
     """The outcome of ``send_async``: ``result(timeout)`` from a thread, ``await wait()``
-    from trio, ``add_done_callback(fn)``."""
+    from trio, ``add_done_callback(fn)``; completed once.
+
+    Lighter than a ``concurrent.futures.Future`` (no condition variable unless a thread
+    waits): one per async send."""
+
+    __slots__ = ("_callbacks", "_done", "_error", "_event", "_lock", "_result")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._result: SendResult | None = None
+        self._error: BaseException | None = None
+        self._event: threading.Event | None = None
+        self._callbacks: list[Callable[[SendFuture], object]] = []
+
+    def done(self) -> bool:
+        """Return whether the send is over."""
+        return self._done
+
+    def _wait(self, timeout: float | None) -> None:
+        if self._done:
+            return
+        with self._lock:
+            if self._done:
+                return
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        if not event.wait(timeout):
+            raise TimeoutError(f"the send is not over after {timeout} s")
+
+    def result(self, timeout: float | None = None) -> SendResult:
+        """Wait up to ``timeout`` seconds (None: as long as it takes) for the send; return
+        its `SendResult` or raise its error (as `Producer.send` would).
+
+        Raises:
+            TimeoutError: the send is not over yet.
+        """
+        self._wait(timeout)
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait as `result` does; return the send's error, or None if it succeeded."""
+        self._wait(timeout)
+        return self._error
+
+    def add_done_callback(self, fn: Callable[[SendFuture], object]) -> None:
+        """Call ``fn(self)`` once the send is over (now, in this thread, if it is)."""
+        with self._lock:
+            if not self._done:
+                self._callbacks.append(fn)
+                return
+        _run_callback(fn, self)
 
     async def wait(self) -> SendResult:
-        """Wait (in trio) until the send is done; return its result or raise its error."""
-        if not self.done():
+        """Wait (in trio) until the send is over; return its result or raise its error."""
+        if not self._done:
             token = trio.lowlevel.current_trio_token()
             event = trio.Event()
             self.add_done_callback(lambda _f: token.run_sync_soon(event.set))
             await event.wait()
         return self.result()
+
+    def set_result(self, result: SendResult) -> None:
+        self._complete(result, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._complete(None, error)
+
+    def _complete(self, result: SendResult | None, error: BaseException | None) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._result, self._error, self._done = result, error, True
+            event, callbacks, self._callbacks = self._event, self._callbacks, []
+        if event is not None:
+            event.set()
+        for fn in callbacks:
+            _run_callback(fn, self)
+
+
+def _run_callback(fn: Callable[[SendFuture], object], future: SendFuture) -> None:
+    try:
+        fn(future)
+    except Exception:
+        log.error("callback.failed", exc_info=True)
 
 
 class _ProducerCore:
@@ -326,7 +404,8 @@ class Producer(_ProducerFace):
         prepared, tele = self._core.one(topic, body, tags, keys, properties, sharding_key)
         future = SendFuture()
         if callback is not None:
-            future.add_done_callback(_guarded(callback))
+            future.add_done_callback(callback)
+
         def done(result: SendResult | None, error: BaseException | None) -> None:
             tele.end(error)
             if error is not None:
@@ -338,16 +417,6 @@ class Producer(_ProducerFace):
         run_callbacks(send(self._core.state, self._core.options, prepared, timeout=timeout),
                       client, done)
         return future
-
-
-def _guarded(callback: Callable[[SendFuture], object]) -> Callable[[Any], None]:
-    def run(future: Any) -> None:
-        try:
-            callback(future)
-        except Exception:
-            log.error("callback.failed", exc_info=True)
-
-    return run
 
 
 class TrioProducer(_ProducerFace):
@@ -427,7 +496,7 @@ class TrioProducer(_ProducerFace):
                 assert result is not None
                 future.set_result(result)
             if callback is not None:
-                await trio.to_thread.run_sync(_guarded(callback), future)
+                await trio.to_thread.run_sync(_run_callback, callback, future)
 
         self._nursery.start_soon(run)
         return future

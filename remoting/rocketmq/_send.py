@@ -282,7 +282,9 @@ def send(state: ClientState, options: SendOptions, message: Prepared, *,
     last_broker: str | None = None
     faults = state.faults
     for _attempt in range(attempts):
-        publish = yield from publish_queues(state, topic)
+        publish = state.publish.get(topic)
+        if publish is None or not publish.queues or topic in state.stale:
+            publish = yield from publish_queues(state, topic)
         now = time.monotonic()
         if message.sharding_key is not None:
             queue = publish.by_key(message.sharding_key)
