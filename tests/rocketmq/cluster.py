@@ -164,10 +164,14 @@ def free_port(offsets: Sequence[int] = (0,)) -> int:
     raise ClusterError(f"found no free port P with P{offsets} free in 200 tries")
 
 
+# looked up here, not in the child: a dlopen between fork and exec could wait forever on a
+# lock another thread held at the fork
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _die_with_parent() -> None:
     """In the child before exec: get SIGTERM when the thread that started us dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def spawn(argv: Sequence[str], *, log: Path | None, cwd: Path,
@@ -194,7 +198,7 @@ def spawn(argv: Sequence[str], *, log: Path | None, cwd: Path,
             list(argv), cwd=cwd, env=dict(env) if env is not None else None,
             stdin=subprocess.DEVNULL, stdout=stdout if stdout is not None else out,
             stderr=out if out is not None else None, start_new_session=True,
-            preexec_fn=before_exec)  # noqa: PLW1509 (no threads of ours touch locks there)
+            preexec_fn=before_exec)
     finally:
         if out is not None:
             out.close()  # the child holds its own copy
@@ -775,12 +779,13 @@ class RocketMQTlsCluster(RocketMQCluster):
 
 
 def main() -> None:
-    """``python -m tests.rocketmq.cluster [BROKERS]``: start a cluster, print where, wait
-    for Ctrl-C (or SIGTERM), stop it."""
+    """``python -m tests.rocketmq.cluster [BROKERS]``: start a cluster of BROKERS brokers
+    (default ``RMQ_BROKERS``, as start.sh, else 1), print where, wait for Ctrl-C (or
+    SIGTERM), stop it."""
     import sys
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # unwinds through close()
-    brokers = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    brokers = int(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("RMQ_BROKERS", "1"))
     t0 = time.monotonic()
     with RocketMQCluster(brokers=brokers) as cluster:
         print(f"started in {time.monotonic() - t0:.1f} s", *cluster.describe(), sep="\n",

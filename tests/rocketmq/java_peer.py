@@ -157,9 +157,17 @@ class PeerProcess:
         """The ``done`` record (after `result`)."""
         return next(r for r in reversed(self.records) if r["event"] == "done")
 
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 10 s."""
-        stop_process(self.proc, 10.0)
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (a consumer shuts down cleanly: offsets committed, its group told), then
+        SIGKILL after ``timeout``."""
+        stop_process(self.proc, timeout)
+        self._reader.join(10)
+
+    def kill(self) -> None:
+        """SIGKILL (a crash: no offsets committed since the last 5-second commit)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
         self._reader.join(10)
 
     def _stderr_tail(self) -> str:

@@ -163,3 +163,18 @@ def test_a_broker_whose_port_was_taken_starts_again_on_other_ports(
         assert "Address already in use" not in (tmp_path / "broker-0.out").read_text()
         assert _brokers(cluster.route(cluster.new_topic())) == {"broker-a": broker.addr}
     assert not broker.alive() and not list(tmp_path.glob("store-*"))
+
+
+def test_a_java_consumer_stopped_by_sigterm_commits_and_its_group_resumes_there(
+        rocketmq_cluster: RocketMQCluster, java_peer: JavaPeer) -> None:
+    c = rocketmq_cluster
+    topic, group = c.new_topic("resume"), c.new_group("resume")
+    first = java_peer.produce(c.name_servers, topic, 8, run_id="before")
+    consumer = java_peer.start_consume(c.name_servers, topic, group, 1000, timeout=300)
+    got = [consumer.wait_for("received", 120) for _ in first]
+    consumer.stop(60)
+    assert {r["msg_id"] for r in got} == {r["msg_id"] for r in first}
+    later = java_peer.produce(c.name_servers, topic, 4, run_id="after")
+    again = java_peer.consume(c.name_servers, topic, group, 4, linger=2.0)
+    # from the committed offsets: a group without them starts at the first message
+    assert {r["msg_id"] for r in again} == {r["msg_id"] for r in later}

@@ -61,7 +61,8 @@ import org.apache.rocketmq.remoting.RPCHook;
  *   consume   --group G --n N [--expression *] [--timeout-ms 60000] [--consume-from first|last|
  *             timestamp:MILLIS] [--broadcasting true] [--orderly true] [--fail-times K]
  *             [--linger-ms 0]: push consumer; one "received" line per delivery; stops once N
- *             distinct messages succeeded (then lingers) or at the timeout
+ *             distinct messages succeeded (then lingers) or at the timeout, or on SIGTERM
+ *             (shut down cleanly: offsets committed)
  *   pull      --n N [--start broker-a:0:OFFSET,...] [--end broker-a:0:OFFSET,...]
  *             [--timeout-ms 60000] [--group G]: DefaultLitePullConsumer assigned every queue
  *             of the topic, from --start (default: each queue's first offset) to --end
@@ -315,6 +316,8 @@ public class RmqPeer {
         }
         long t0 = System.nanoTime();
         c.start();
+        // SIGTERM: shut down as an application does (offsets committed, the group told)
+        Runtime.getRuntime().addShutdownHook(new Thread(c::shutdown));
         Map<String, Object> started = event("started");
         started.put("client_id", c.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId());
         emit(started);
