@@ -2,7 +2,8 @@
 namespace, so later blocks may use what earlier ones defined. A block whose first line is
 ``# not run: <why>`` is a fragment the page says cannot run as shown (it needs certificate
 files of your own, say); such blocks must stay rare. Pages that use Spark run in the ``spark``
-marker's set."""
+marker's set; pages that need a RocketMQ broker (they read ``NAMESRV_ADDR``) run in the
+``rocketmq`` marker's set, against the cluster fixture (tests/rocketmq/)."""
 
 from __future__ import annotations
 
@@ -36,10 +37,15 @@ def blocks(page: Path) -> list[tuple[int, str]]:
     return found
 
 
+def needs_a_broker(page: Path) -> bool:
+    """Whether ``page``'s examples talk to a RocketMQ cluster (tests/rocketmq/ runs them)."""
+    return "os.environ[\"NAMESRV_ADDR\"]" in page.read_text()
+
+
 def pages_with_examples(spark: bool) -> list[Any]:
     chosen = []
     for page in PAGES:
-        if not blocks(page):
+        if not blocks(page) or needs_a_broker(page):
             continue
         uses_spark = "pyspark" in page.read_text()
         if uses_spark == spark:
