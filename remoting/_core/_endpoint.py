@@ -39,17 +39,17 @@ from .._messaging._codes import STREAM_CODES
 from .._observability._statistics import Counters, EndpointStatistics, ReceivingStatistics
 from .._security._tls import client_context, peer_certificate_subject, tls_client_stream
 from ._calling._caller import Caller
-from ._calling._channels import ChannelTable
-from ._calling._invoker import Invoker
 from ._doors._threads import CallbackRunner, Inbox, in_own_thread
 from ._events import EventDispatcher
 from ._receiving._channel_handle import ChannelHandle
 from ._receiving._dispatch import Dispatcher
 from ._receiving._first_step import in_async_processor, mark_reader_task
 from ._receiving._pools import THREAD_JOIN_SECONDS
-from ._socket._connection import Connection
-from ._socket._transport import transport_for
 from ._streams._streams import Streams
+from ._trio_driver._channels import ChannelTable
+from ._trio_driver._connection import Connection
+from ._trio_driver._invoker import Invoker
+from ._trio_driver._transport import transport_for
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -103,7 +103,7 @@ class Endpoint:
         for code in STREAM_CODES:
             self.dispatcher.register_handler(code, self.streams.handle)  # type: ignore[arg-type]
         self.caller = Caller(self.invoker.threads, self.invoker, self.dispatcher.hooks,
-                             run_hooks=role == "client", role=role)
+                             run_hooks=role == "client", role=role, direct_trio=self.invoker)
         # the ConnectionOwner protocol, wired straight to the parts (one call per command)
         self.request_received = self.dispatcher.request_received
         self.response_received = self.invoker.response_received

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, Self, TypeVar
 
 from .._checks import config_of, outside_trio
 from .._config import ClientConfig
-from .._core._calling._call_kinds import ToThreadDriver
+from .._core._loop_thread import JOIN_TIMEOUT, LoopThread
+from .._core._thread_driver._request_loop import RequestLoop
 from .._core._thread_driver._thread_driver import ThreadDriver
+from .._core._thread_driver._to_thread import ToThreadDriver
 from .._errors import RemotingError
 from .._observability._otel_setup import install_telemetry
-from ._loop_thread import JOIN_TIMEOUT, LoopThread
-from ._request_loop import RequestLoop
 from ._streams import BlockingStream, open_blocking_stream
 from ._trio import DEFAULT_TIMEOUT, TrioRemotingClient, TrioRemotingServer, register_interceptor
 
@@ -191,7 +191,7 @@ class RemotingClient(BlockingFace):
         if self.config.io == "threads":
             self._requests = requests = RequestLoop(endpoint)
             self._threads = ThreadDriver(endpoint, self.config, requests)
-            self._caller.use(self._threads, ToThreadDriver(self._threads), self._threads)
+            self._caller.use(self._threads, ToThreadDriver(self._threads), direct=self._threads)
             endpoint.threads = self._threads
 
     def start(self) -> Self:

@@ -15,10 +15,10 @@ from codec import FLAG_RESPONSE
 
 from .._checks import config_of, grace_seconds, outside_trio, the_request
 from .._config import ServerConfig
+from .._core._loop_thread import JOIN_TIMEOUT, LoopThread
 from .._core._receiving._channel_handle import channel_of, channels_of
 from .._errors import RemotingError
 from ._blocking import LOOP_ANSWER_SECONDS, BlockingFace
-from ._loop_thread import JOIN_TIMEOUT, LoopThread
 from ._trio import DEFAULT_TIMEOUT, TrioRemotingServer
 
 if TYPE_CHECKING:

@@ -18,14 +18,9 @@ from hypothesis import strategies as st
 
 from codec import RemotingCommand, ResponseCode
 from remoting import ClientConfig, RemotingClient, RemotingServer, ServerConfig
-from remoting._core._socket._connection import Connection
-from remoting._core._socket._connection_state import (
-    TRANSITIONS,
-    ConnectionState,
-    Event,
-    Lifecycle,
-)
-from remoting._core._socket._transport import transport_for
+from remoting._core._sansio._connection_state import TRANSITIONS, ConnectionState, Event, Lifecycle
+from remoting._core._trio_driver._connection import Connection
+from remoting._core._trio_driver._transport import transport_for
 from remoting._observability._statistics import Counters
 
 from ..factories import req

@@ -19,8 +19,9 @@ import trio.testing
 
 from codec import FrameDecoder, SerializeType, encode_frame
 from remoting import TrioRemotingServer
-from remoting._core._socket import _connection, _receive_buffers
-from remoting._core._socket._receive_buffers import BufferPool
+from remoting._core._sansio import _receive_buffers
+from remoting._core._sansio._receive_buffers import BufferPool
+from remoting._core._trio_driver import _connection
 
 from ..factories import req
 from .conftest import ASYNC_ECHO

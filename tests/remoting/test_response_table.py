@@ -20,8 +20,8 @@ from hypothesis.stateful import (
 
 from codec import RemotingCommand
 from remoting._core._calling._future import ResponseFuture
-from remoting._core._calling._permits import Permits
-from remoting._core._calling._response_table import ResponseTable
+from remoting._core._sansio._response_table import ResponseTable
+from remoting._core._trio_driver._permits import Permits
 
 
 class Conn:

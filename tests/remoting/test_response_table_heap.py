@@ -6,7 +6,7 @@ import sys
 
 from codec import RemotingCommand
 from remoting._core._calling._future import ResponseFuture
-from remoting._core._calling._response_table import ResponseTable
+from remoting._core._sansio._response_table import ResponseTable
 
 
 def test_a_completed_call_is_not_kept_alive_by_the_deadline_heap() -> None:

@@ -23,11 +23,11 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._core._calling._future import ThreadCall
 from remoting._core._doors._threads import Inbox
 from remoting._core._receiving._dispatch import Dispatcher
-from remoting._core._socket._connection import Connection
 from remoting._core._streams._streams import Streams
+from remoting._core._thread_driver._pending_calls import ThreadCall
+from remoting._core._trio_driver._connection import Connection
 from remoting._observability._statistics import Counters
 
 from ..factories import req

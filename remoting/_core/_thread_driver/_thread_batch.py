@@ -21,8 +21,9 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..._errors import RemotingError, RemotingTimeoutError
-from .._calling._future import ThreadCall, thread_waiter
-from .._calling._permits import batch_got_no_permit
+from .._calling._future import thread_waiter
+from .._sansio._permit_errors import batch_got_no_permit
+from ._pending_calls import ThreadCall
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,9 +31,9 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from .._calling._future import ResponseFuture, ThreadWaiter
-    from .._calling._permits import ThreadPermits
     from ._thread_channels import ThreadTarget
     from ._thread_connection import ThreadConnection
+    from ._thread_permits import ThreadPermits
 
 __all__ = ["GROUP_FRAMES", "BatchDriver", "ThreadBatch"]
 

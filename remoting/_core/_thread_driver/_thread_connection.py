@@ -43,15 +43,15 @@ from codec import FLAG_RESPONSE, CodecError, ForeignProtocolError, FrameDecoder
 from ..._errors import RemotingTooManyRequestsError
 from ..._log import log
 from .._calling._future import ThreadWaiter, thread_waiter
-from .._socket._connection_state import (
+from .._sansio._connection_state import (
     CLOSED_AT_ONCE,
     ConnectionState,
     eof_reason,
     next_connection_id,
     note_orphan,
 )
-from .._socket._outbound import FLUSH_FRAMES, Outbound, consume
-from .._socket._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
+from .._sansio._outbound import FLUSH_FRAMES, Outbound, consume
+from .._sansio._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
 from ._socket_io import poll_ms
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from processors import Channel, RequestContext
 
     from ..._config import ConnectionSettings
-    from .._socket._outbound import Piece
+    from .._sansio._outbound import Piece
     from ._socket_io import IO
 
 __all__ = ["BACKGROUND", "Awaited", "ThreadConnection", "ThreadConnectionOwner"]

@@ -23,7 +23,7 @@ Theory of operation (docs/architecture.md, "The thread driver"):
   within its deadline, by a job on the callback executor (it may have to connect), as a call
   nobody waits for: whoever waits for it is woken by its completion.
 - The server's requests on these connections are handed to the `Receiver`, which runs them in
-  order on a loop thread started only then (`_faces._request_loop`); it is told when a
+  order on a loop thread started only then (`_request_loop`); it is told when a
   connection closes (the streams on it end).
 """
 
@@ -49,23 +49,24 @@ from ..._errors import (
     RemotingError,
     RemotingSendRequestError,
     RemotingTimeoutError,
-    RemotingTooManyRequestsError,
     translate,
 )
 from ..._log import log
 from ..._observability._histogram import LatencyHistogram
 from ..._observability._statistics import EndpointStatistics, ReceivingStatistics
 from ..._security._tls import client_context
-from .._calling._deadlines import busy_backoff
-from .._calling._future import ResponseFuture, ThreadCall, thread_waiter
-from .._calling._permits import ThreadPermits
-from .._calling._response_table import ResponseTable
+from .._calling._future import ResponseFuture, thread_waiter
 from .._receiving._channel_handle import ChannelHandle
+from .._sansio._backoff import busy_backoff
+from .._sansio._permit_errors import no_permit
+from .._sansio._response_table import ResponseTable
 from ._background_reader import BackgroundReader
+from ._pending_calls import ThreadCall
 from ._socket_io import TLSIO, SocketIO, dial
 from ._thread_batch import ThreadBatch
 from ._thread_channels import ThreadChannels, ThreadTarget
 from ._thread_connection import DEFER_SECONDS, ThreadConnection
+from ._thread_permits import ThreadPermits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -107,7 +108,7 @@ class ThreadHost(Protocol):
 
 
 class Receiver(Protocol):
-    """Where the server's requests run (`remoting._faces._request_loop.RequestLoop`)."""
+    """Where the server's requests run (`_request_loop.RequestLoop`)."""
 
     def serves(self) -> bool:
         """True if the server's requests are read at any time, not only while a call waits."""
@@ -205,9 +206,7 @@ class ThreadDriver:
             raise RemotingTimeoutError(conn.remote_addr, 0.0, "send")
         permits = self.oneway_permits
         if not permits.take(deadline):
-            raise RemotingTooManyRequestsError(
-                f"no oneway permit within {timeout}s ({permits.waiting} waiting); slow down "
-                "or raise client_oneway_semaphore_value", conn.remote_addr)
+            raise no_permit("oneway", self.role, timeout, permits.waiting, conn.remote_addr)
         try:
             conn = self._room(conn, target, deadline, timeout)
             oneway = request.with_opaque(request.opaque)  # a copy: the caller's stays as is
@@ -295,10 +294,8 @@ class ThreadDriver:
                     permits = self.async_permits
                     if not permits.take(deadline):
                         permits = None
-                        raise RemotingTooManyRequestsError(
-                            f"no in-flight permit within {timeout}s "
-                            f"({self.async_permits.waiting} waiting); slow down or raise "
-                            "client_async_semaphore_value", conn.remote_addr)
+                        raise no_permit("async", self.role, timeout,
+                                        self.async_permits.waiting, conn.remote_addr)
                 if conn.queued_bytes > conn.high_water:
                     if reading:  # waiting for room: others read meanwhile
                         conn.release_read()

@@ -40,7 +40,7 @@ import trio
 from codec import FLAG_RESPONSE, CodecError, ForeignProtocolError, FrameDecoder
 
 from ..._log import log
-from ._connection_state import (
+from .._sansio._connection_state import (
     CLOSED_AT_ONCE,
     ConnectionState,
     described,
@@ -48,7 +48,7 @@ from ._connection_state import (
     next_connection_id,
     note_orphan,
 )
-from ._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
+from .._sansio._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
 from ._sender import Sender
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from .._core._doors._threads import CALLBACKS_CLOSE_SECONDS
-from .._core._events import EVENTS_CLOSE_SECONDS
-from .._core._receiving._pools import THREAD_JOIN_SECONDS
 from .._log import log
+from ._doors._threads import CALLBACKS_CLOSE_SECONDS
+from ._events import EVENTS_CLOSE_SECONDS
+from ._receiving._pools import THREAD_JOIN_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable

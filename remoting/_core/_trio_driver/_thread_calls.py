@@ -24,7 +24,7 @@ from codec import ResponseCode, next_opaque
 
 from ..._errors import RemotingError, translate
 from ..._log import log
-from ._deadlines import busy_backoff
+from .._sansio._backoff import busy_backoff
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from ..._interceptors import ClientCall
+    from .._calling._future import ResponseFuture
     from .._doors._threads import Inbox
-    from .._socket._connection import Connection
-    from ._future import ResponseFuture
+    from ._connection import Connection
 
 __all__ = ["CallStarter", "ThreadCalls"]
 

@@ -35,14 +35,16 @@ from ..._errors import (
 )
 from ..._log import log
 from ..._observability._histogram import LatencyHistogram
-from .._socket._connection import Connection
+from .._calling._future import NotifyingFuture, ResponseFuture
+from .._sansio._backoff import busy_backoff
+from .._sansio._permit_errors import no_permit
+from .._sansio._response_table import ResponseTable
 from ._channels import target_addr
-from ._deadlines import Deadlines, busy_backoff
-from ._future import NotifyingFuture, ResponseFuture
+from ._connection import Connection
+from ._deadlines import Deadlines
 from ._go_away import GoAway
 from ._many import Batch
 from ._permits import Permits
-from ._response_table import ResponseTable
 from ._thread_calls import ThreadCalls
 
 if TYPE_CHECKING:
@@ -51,9 +53,9 @@ if TYPE_CHECKING:
     from ..._config import ClientConfig, ServerConfig
     from ..._interceptors import ClientCall, RequestKind
     from ..._observability._statistics import Counters
+    from .._calling._future import GivesBack
     from .._doors._threads import CallbackRunner, Inbox
     from ._channels import ChannelTable, Target
-    from ._future import GivesBack
 
 __all__ = ["Invoker"]
 
@@ -248,9 +250,8 @@ class Invoker:
         """
         conn = await self.channels.resolve(target, deadline, timeout)
         if not await permits.take(deadline):
-            raise RemotingTooManyRequestsError(
-                f"no in-flight permit within {timeout}s ({permits.waiting} waiting); "
-                "slow down or raise the *_semaphore_value setting", conn.remote_addr)
+            raise no_permit("oneway" if permits is self.oneway_permits else "async",
+                            self.role, timeout, permits.waiting, conn.remote_addr)
         try:
             if conn.queued_bytes > conn.high_water:
                 with trio.move_on_at(deadline):

@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-import trio
-
 from codec import FLAG_RESPONSE
 
 from ..._checks import batch_limit, call_timeout, callback_of, requests_of, the_request
@@ -32,16 +30,16 @@ from ..._hooks import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Sequence
 
     from codec import RemotingCommand
 
     from ..._errors import RemotingError
     from ..._hooks import RPCHook
     from ..._interceptors import CallKind, ClientCall
-    from ._future import ResponseFuture
+    from .._calling._future import ResponseFuture
 
-__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "DirectDriver", "ToThreadDriver",
+__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "DirectDriver", "DirectTrioDriver",
            "TrioDriver", "check_many_options"]
 
 
@@ -68,6 +66,22 @@ class DirectDriver(Protocol):
                    callback: Callable[[ResponseFuture], object] | None) -> ResponseFuture: ...
 
     def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float) -> None: ...
+
+
+class DirectTrioDriver(Protocol):
+    """A trio driver's methods for a call no interceptor and no RPC hook sees, taking its
+    checked arguments instead of a `ClientCall` (`Caller._direct`), each returning the
+    coroutine to await."""
+
+    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
+               retry_busy: bool = False) -> Coroutine[Any, Any, RemotingCommand]: ...
+
+    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
+                   callback: Callable[[ResponseFuture], object] | None = None
+                   ) -> Coroutine[Any, Any, ResponseFuture]: ...
+
+    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float
+                      ) -> Coroutine[Any, Any, None]: ...
 
 
 class TrioDriver(Protocol):
@@ -157,25 +171,3 @@ KINDS: Final[dict[CallKind, CallKindRow]] = {
     "oneway": CallKindRow("call_oneway", _check_oneway, _before_one, _no_after),
     "many": CallKindRow("call_many", _check_many, _before_many, _after_results),
 }
-
-
-class ToThreadDriver:
-    """The trio face's driver over a blocking one: each call runs on a worker thread
-    (``trio.to_thread``), for async processors of a thread-driven client that call the
-    server back. Cancelling the awaiting task does not end the call: it ends by its
-    deadline, as a thread's call does."""
-
-    def __init__(self, blocking: BlockingDriver) -> None:
-        self._blocking = blocking
-
-    async def call_sync(self, call: ClientCall) -> RemotingCommand:
-        return await trio.to_thread.run_sync(self._blocking.call_sync, call)
-
-    async def call_async(self, call: ClientCall) -> ResponseFuture:
-        return await trio.to_thread.run_sync(self._blocking.call_async, call)
-
-    async def call_oneway(self, call: ClientCall) -> None:
-        await trio.to_thread.run_sync(self._blocking.call_oneway, call)
-
-    async def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]:
-        return await trio.to_thread.run_sync(self._blocking.call_many, call)

@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from ..._observability._statistics import Counters
-    from .._socket._connection import Connection
+    from .._calling._future import GivesBack, ResponseFuture
+    from .._sansio._response_table import ResponseTable
     from ._channels import ChannelTable, Target
-    from ._future import GivesBack, ResponseFuture
-    from ._response_table import ResponseTable
+    from ._connection import Connection
 
 __all__ = ["GoAway", "Resender"]
 

@@ -18,7 +18,7 @@ import heapq
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from ._future import ResponseFuture
+    from .._calling._future import ResponseFuture
 
 __all__ = ["ResponseTable"]
 
