@@ -231,7 +231,7 @@ def test_a_thread_driven_connection_told_go_away_stays_so_once_closed() -> None:
     install_standard_processors(server)
     with server, RemotingClient(ClientConfig(io="threads")) as client:
         assert client.invoke_sync(server.addr, req(ECHO), 5).code == ResponseCode.SUCCESS
-        conn = client._threads.channels.live(server.addr)
+        conn = client._io.driver.channels.live(server.addr)
         assert conn is not None and not conn.going_away
         assert conn.go_away() and conn.going_away and not conn.state.takes_calls
         conn.close("drained")

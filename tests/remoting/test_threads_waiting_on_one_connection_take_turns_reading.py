@@ -218,8 +218,8 @@ def test_threads_one_read_answered_stop_following_without_the_connections_mutex(
     with _server() as server, RemotingClient(ClientConfig(io="threads")) as client:
         server.register_processor(GATHERED, Gathered())
         client.invoke_sync(server.addr, req(SCRAMBLED), 5)
-        assert client._threads is not None
-        (conn,) = client._threads.connections
+        assert client._io.driver is not None
+        (conn,) = client._io.driver.connections
         counting = _CountingLock(conn._mutex, "_stop_following")
         conn._mutex = counting  # type: ignore[assignment]
         gather_in_rounds(client, server.addr)
