@@ -35,7 +35,7 @@ def sansio_modules() -> list[str]:
 
 def test_the_shared_parts_are_all_in_one_folder() -> None:
     names = {n.rsplit(".", 1)[1] for n in sansio_modules()}
-    assert {"_response_table", "_addresses", "_connection_state",
+    assert {"_response_table", "_addresses", "_connection_state", "_connection_core",
             "_outbound", "_receive_buffers", "_backoff", "_call_kinds"} <= names
 
 

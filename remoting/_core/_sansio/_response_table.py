@@ -1,11 +1,19 @@
 """`ResponseTable`: pending requests by opaque, with their deadlines.
 
-Sync bookkeeping with an injected ``now``, on the loop thread only; it never does I/O and
-never completes a future itself: it returns the entries it removed, and the caller completes
-them. Invariants:
-- an opaque is in ``entries`` at most once; removing it (``pop_for``, ``expire``,
-  ``pop_connection``, ``pop_all``) is the only way to own its completion, so each entry
-  completes exactly once;
+Sync bookkeeping with an injected ``now``, used by one driver at a time under its own rule (the
+trio driver's loop thread; the thread driver's lock); it never does I/O and never completes a
+future itself: it returns the entries it removed, and the caller completes them.
+
+Theory of operation:
+- The table owns its entries: they are added and removed only by its methods. `register`
+  (`register_all` for a batch's group) is the one way in; it gives a call whose opaque is
+  pending already a copy of its request with an opaque of its own (the same command sent
+  twice at once: the caller's command is never changed). The ways out: `pop_for` (an answer,
+  a failed send, a cancelled wait, a deadline the caller watched), `take_answers` (one read's
+  answers together), `expire`, `pop_connection`, `pop_all`.
+- An opaque is in the table at most once, and removing it is the only way to own its
+  completion: each entry completes exactly once. An answer is taken only by the connection
+  its call was sent on: an opaque of another connection's call stays where it is.
 - ``_heap`` may hold entries already removed (lazy deletion); it is rebuilt when it grows to
   more than twice the live entries plus `_COMPACT_SLACK`. It holds (deadline, opaque) only,
   never the future: a completed call (its response body included) must not stay alive until
@@ -17,7 +25,13 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
+from codec import next_opaque
+
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from codec import RemotingCommand
+
     from .._calling._future import ResponseFuture
 
 __all__ = ["ResponseTable"]
@@ -31,71 +45,106 @@ _push = heapq.heappush
 class ResponseTable(Generic[F]):
     """Pending `ResponseFuture` objects (of one driver's class) by opaque."""
 
-    __slots__ = ("_heap", "entries")
+    __slots__ = ("_entries", "_heap")
 
     def __init__(self) -> None:
-        # pending futures by opaque: hot paths may read it directly (a dict lookup is cheaper
-        # than a method call); change it only through the methods below
-        self.entries: dict[int, F] = {}
+        self._entries: dict[int, F] = {}  # pending futures by opaque (see the module docstring)
         self._heap: list[tuple[float, int]] = []
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self._entries)
 
     def __contains__(self, opaque: int) -> bool:
-        return opaque in self.entries
+        return opaque in self._entries
 
     @property
     def deadline_entries(self) -> int:
         """Entries in the deadline heap, removed ones included (bounded by compaction)."""
         return len(self._heap)
 
-    def add(self, fut: F) -> None:
-        """Register ``fut`` under its opaque.
+    def get(self, opaque: int) -> F | None:
+        """Return the pending entry for ``opaque``, if any (it stays in the table)."""
+        return self._entries.get(opaque)
 
-        Raises:
-            ValueError: the opaque is already pending.
-        """
-        entries = self.entries
-        if fut.opaque in entries:
-            raise ValueError(f"opaque {fut.opaque} is already pending")
-        entries[fut.opaque] = fut
+    def on_connection(self, conn: object) -> list[F]:
+        """Return the entries pending on ``conn`` (they stay in the table)."""
+        return [f for f in self._entries.values() if f.conn is conn]
+
+    # ------------------------------------------------------------------ in
+
+    def register(self, fut: F) -> None:
+        """Register ``fut`` under its request's opaque (``fut.opaque`` is set to it); if that
+        opaque is pending already, ``fut.request`` becomes a copy with a new opaque first."""
+        entries = self._entries
+        request = fut.request
+        opaque = request.opaque
+        if opaque in entries:  # the same command in flight twice: a copy goes out
+            request = fut.request = request.with_opaque(next_opaque())
+            opaque = request.opaque
+        fut.opaque = opaque
+        entries[opaque] = fut
         heap = self._heap
-        _push(heap, (fut.deadline, fut.opaque))
+        _push(heap, (fut.deadline, opaque))
         if len(heap) > 2 * len(entries) + _COMPACT_SLACK:
-            self._heap = [(f.deadline, o) for o, f in entries.items()]
-            heapq.heapify(self._heap)
+            self._compact()
 
-    def add_all(self, futs: list[F], start: int = 0) -> int:
-        """Register ``futs[start:]`` under their opaques, in order (as `add`, for a batch at
-        once), up to the first whose opaque is already pending; return how many were."""
-        entries = self.entries
+    def register_all(self, futs: Sequence[F]) -> list[int]:
+        """`register` each of ``futs`` in order (a batch's group, at once); return the
+        indexes of those given a copy with a new opaque (their frames, encoded before, must
+        be encoded again)."""
+        entries = self._entries
         heap = self._heap
-        added = 0
-        for fut in futs[start:] if start else futs:
-            opaque = fut.opaque
+        copied: list[int] = []
+        for i, fut in enumerate(futs):
+            opaque = fut.request.opaque
             if opaque in entries:
-                break
+                request: RemotingCommand = fut.request.with_opaque(next_opaque())
+                fut.request = request
+                opaque = request.opaque
+                copied.append(i)
+            fut.opaque = opaque
             entries[opaque] = fut
             _push(heap, (fut.deadline, opaque))
-            added += 1
         if len(heap) > 2 * len(entries) + _COMPACT_SLACK:
-            self._heap = [(f.deadline, o) for o, f in entries.items()]
-            heapq.heapify(self._heap)
-        return added
+            self._compact()
+        return copied
+
+    def _compact(self) -> None:
+        self._heap = [(f.deadline, o) for o, f in self._entries.items()]
+        heapq.heapify(self._heap)
+
+    # ------------------------------------------------------------------ out
 
     def pop_for(self, opaque: int, conn: object) -> F | None:
         """Remove and return the entry for ``opaque`` only if it was sent on ``conn``."""
-        fut = self.entries.get(opaque)
+        fut = self._entries.get(opaque)
         if fut is None or fut.conn is not conn:
             return None
-        del self.entries[opaque]
+        del self._entries[opaque]
         return fut
+
+    def take_answers(self, conn: object, answers: Sequence[RemotingCommand]
+                     ) -> list[F | None]:
+        """Remove and return the entry each of ``answers`` (one read's, from ``conn``)
+        answers, in order: None for an answer that matches no call sent on ``conn`` (an
+        orphan; a call of another connection with that opaque stays pending)."""
+        entries = self._entries
+        get = entries.get
+        taken: list[F | None] = []
+        for answer in answers:
+            opaque = answer.opaque
+            fut = get(opaque)
+            if fut is not None and fut.conn is conn:
+                del entries[opaque]
+                taken.append(fut)
+            else:
+                taken.append(None)
+        return taken
 
     def expire(self, now: float) -> list[F]:
         """Remove and return every entry whose deadline is at or before ``now``."""
         heap = self._heap
-        entries = self.entries
+        entries = self._entries
         expired: list[F] = []
         while heap and heap[0][0] <= now:
             deadline, opaque = heapq.heappop(heap)
@@ -108,7 +157,7 @@ class ResponseTable(Generic[F]):
     def next_deadline(self) -> float | None:
         """Return the earliest deadline still pending, or None."""
         heap = self._heap
-        entries = self.entries
+        entries = self._entries
         while heap:
             deadline, opaque = heap[0]
             fut = entries.get(opaque)
@@ -119,14 +168,14 @@ class ResponseTable(Generic[F]):
 
     def pop_connection(self, conn: object) -> list[F]:
         """Remove and return every entry sent on ``conn``."""
-        gone = [f for f in self.entries.values() if f.conn is conn]
+        gone = [f for f in self._entries.values() if f.conn is conn]
         for fut in gone:
-            del self.entries[fut.opaque]
+            del self._entries[fut.opaque]
         return gone
 
     def pop_all(self) -> list[F]:
         """Remove and return every entry."""
-        gone = list(self.entries.values())
-        self.entries.clear()
+        gone = list(self._entries.values())
+        self._entries.clear()
         self._heap.clear()
         return gone

@@ -25,9 +25,10 @@ Theory of operation (httpcore's ``_sync`` model: whoever waits reads):
   the socket is released (and the owner told, which fails the calls on it) only once no
   thread reads or sends on it, by the last to leave, so a file descriptor is never reused
   under a thread still using it.
-- A frame still incomplete ``partial_frame_timeout`` seconds after it began closes the
-  connection, as on the trio driver; so do a codec error and responses nobody asked for
-  (`note_orphan`).
+- It is a `ConnectionCore` (shared with the trio driver: the lifecycle, the decoder and the
+  frame in progress, the bounds on the peer: a frame still incomplete
+  ``partial_frame_timeout`` seconds after it began, a codec error and responses nobody asked
+  for close it) driven by the threads holding its roles.
 """
 
 from __future__ import annotations
@@ -36,29 +37,21 @@ import math
 import select
 import threading
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from codec import FLAG_RESPONSE, CodecError, ForeignProtocolError, FrameDecoder
+from codec import FLAG_RESPONSE, CodecError
 
 from ..._errors import RemotingTooManyRequestsError
 from ..._log import log
 from .._calling._future import ThreadWaiter, thread_waiter
-from .._sansio._connection_state import (
-    CLOSED_AT_ONCE,
-    ConnectionState,
-    eof_reason,
-    next_connection_id,
-    note_orphan,
-)
+from .._sansio._connection_core import RECEIVE_BYTES, ConnectionCore
 from .._sansio._outbound import FLUSH_FRAMES, Outbound, consume
-from .._sansio._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
 from ._socket_io import poll_ms
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from codec import EncodedFrame, RemotingCommand
-    from processors import Channel, RequestContext
 
     from ..._config import ConnectionSettings
     from .._sansio._outbound import Piece
@@ -66,8 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BACKGROUND", "Awaited", "ThreadConnection", "ThreadConnectionOwner"]
 
-RECEIVE_BYTES: Final = 64 * 1024  # as the trio driver's (below glibc's mmap threshold)
-RECEIVE_INTO_MIN_BYTES: Final = 64 * 1024
 # A request queued for the reader (`send`'s ``defer``) leaves after the reader's next read,
 # or this long after it was queued at the latest (the background reader's timer).
 DEFER_SECONDS: Final = 0.001
@@ -123,33 +114,20 @@ class ThreadConnectionOwner(Protocol):
         ...
 
 
-class ThreadConnection:
+class ThreadConnection(ConnectionCore):
     """A connection driven by the threads that use it (see the module docstring)."""
-
-    channel: Channel  # set by the owner: how processors and listeners see the connection
-    ctx: RequestContext  # set by the owner: what its processors receive
-    role: Literal["client"] = "client"
 
     def __init__(self, io: IO, remote_addr: str, owner: ThreadConnectionOwner,
                  config: ConnectionSettings, *, addr_key: str | None = None) -> None:
-        self.id = next_connection_id()
-        self.remote_addr = remote_addr
-        self.addr_key = addr_key  # the "host:port" dialled
-        self.attributes: dict[str, Any] = {}
-        self.state = ConnectionState()
-        self.processing = 0  # the server's requests in processing here (the loop's count)
-        self.max_processing = 0  # a client never pauses its reads
-        self.abandoned = 0  # calls on it given up (timed out): late answers are expected
-        self.orphans = 0  # responses on it that matched no call
-        self.overloaded = 0  # the server's requests refused with SYSTEM_BUSY
-        self.dropped = 0  # the server's requests dropped unanswered (it did not read)
+        # a client's connection: it never pauses its reads (max_processing 0)
+        super().__init__(remote_addr, config, monotonic(), role="client", addr_key=addr_key,
+                         max_processing=0)
         self.unattended = 0  # calls on it no thread waits for (the owner counts them)
         # the latest deadline of such a call sent on it (the owner sets it): the background
         # reader keeps polling it until then, answered or not, so that the next call nobody
         # waits for need not wake it (a window of `invoke_async` calls refilled by their
         # callbacks drains to none in flight between reads, again and again)
         self.unattended_until = -math.inf
-        self.high_water = config.write_buffer_high_water_mark
         self.low_water = config.write_buffer_low_water_mark
         self.outbound = Outbound()
         self.background_events = 0  # what the background reader polls it for
@@ -159,7 +137,7 @@ class ThreadConnection:
         self.bytes_written = 0
         self.writes = 0
         self.frames_written = 0
-        self.last_read = self.last_sent = monotonic()
+        self.last_sent = self.last_read
         self._io = io
         self.fileno = io.sock.fileno()
         self._owner = owner
@@ -174,33 +152,11 @@ class ThreadConnection:
         self.calls = 0  # calls pending on it (the driver counts them, under its lock)
         self._deferred = False  # frames wait in the queue for the reader (`send`'s ``defer``)
         self._budget = False  # a held burst may still send its first frame straight away
-        self._decoder = FrameDecoder(config.max_frame_bytes, config.max_header_bytes)
-        self._partial_frame_timeout = config.partial_frame_timeout
-        self._partial_since: float | None = None
-        self._lent: bytearray | None = None
-        self._got_data = False
         self._read_poll = select.poll()  # used by the read role's holder only
         self._read_poll.register(self.fileno, _READ_EVENTS)
 
     def __repr__(self) -> str:
         return f"<ThreadConnection #{self.id} {self.remote_addr} {self.state.state.value}>"
-
-    @property
-    def closed(self) -> bool:
-        """True once it is closing or closed."""
-        return self.state.closed
-
-    @property
-    def going_away(self) -> bool:
-        """True once the peer answered GO_AWAY here, also after it closed, as on the trio
-        face's `Connection`: no new call goes there, and a call that waited for room on it
-        takes another connection rather than failing on a closed one."""
-        return self.state.told_go_away
-
-    @property
-    def close_reason(self) -> str | None:
-        """Why it closed."""
-        return self.state.reason
 
     @property
     def tls_version(self) -> str | None:
@@ -378,14 +334,12 @@ class ThreadConnection:
         io = self._io
         if not io.buffered():
             timeout = until - monotonic()
-            since = self._partial_since
-            if since is not None and self._partial_frame_timeout:
-                stall_at = since + self._partial_frame_timeout
-                if stall_at <= until:
-                    timeout = stall_at - monotonic()
-                    if timeout <= 0:
-                        self._stalled()
-                        return
+            stall_at = self.stall_at()
+            if stall_at is not None and stall_at <= until:
+                timeout = stall_at - monotonic()
+                if timeout <= 0:
+                    self.stalled()
+                    return
             poll = self._read_poll
             if self._flushing is _PARKED:
                 poll.modify(self.fileno, _READ_EVENTS | select.POLLOUT)
@@ -402,22 +356,19 @@ class ThreadConnection:
         try:
             count = self._receive()
         except OSError as exc:
-            self._failed("read", exc)
+            self.failed("read", exc)
             return
         if count is None:
             return
         if not count:
-            self.close(eof_reason(mid_frame=bool(self._decoder.buffered_bytes),
-                                  got_data=self._got_data, client=True,
-                                  tls=self.tls_version is not None))
+            self.close(self.eof_reason())
             return
-        self._got_data = True
         self.bytes_read += count
-        self.last_read = monotonic()
+        self.received(monotonic())
         try:
             self._dispatch()
         except CodecError as exc:
-            self._codec_failed(exc)
+            self.codec_failed(exc)
             return
         if self._deferred:
             self.send_queued()
@@ -427,14 +378,12 @@ class ThreadConnection:
         chunk. Return the count (0: end of stream; None: nothing there)."""
         decoder = self._decoder
         io = self._io
-        if self._lent is not None or (io.receives_into
-                                      and decoder.missing_bytes >= RECEIVE_INTO_MIN_BYTES):
-            into, self._lent = memory_for_rest(decoder, self._lent, RECEIVE_INTO_MIN_BYTES)
-            if into is not None:
-                count = io.recv_into(into)
-                if count:
-                    decoder.buffer_updated(count)
-                return count
+        into = self.receive_buffer(io.receives_into)
+        if into is not None:
+            count = io.recv_into(into)
+            if count:
+                decoder.buffer_updated(count)
+            return count
         data = io.recv(RECEIVE_BYTES)
         if data:
             decoder.feed(data)
@@ -467,17 +416,7 @@ class ThreadConnection:
                     owner.requests_received(self, requests)
                 if held:
                     self.flush_held()
-                if self._lent is not None and not decoder.holds_buffer:
-                    RECEIVE_BUFFERS.give(self._lent)  # its frame was decoded
-                    self._lent = None
-                if not decoder.buffered_bytes:
-                    self._partial_since = None
-                elif responses or requests or self._partial_since is None:
-                    self._partial_since = self.last_read  # a new frame began in this read
-
-    def orphaned(self, response: RemotingCommand) -> None:
-        """A response read here matched no call (see `note_orphan`)."""
-        note_orphan(self, response)
+                self.read_handled(bool(responses or requests))
 
     # ------------------------------------------------------------------ sending: the send role
 
@@ -560,7 +499,7 @@ class ThreadConnection:
         if not direct:
             self._flush()
         elif error is not None:
-            self._failed("write", error)
+            self.failed("write", error)
             if on_sent is not None:
                 on_sent()
         elif rest:
@@ -665,7 +604,7 @@ class ThreadConnection:
             except OSError as exc:
                 with self._mutex:
                     self._flushing = None
-                self._failed("write", exc)
+                self.failed("write", exc)
                 self._release_if_unused()
                 return
             callbacks = None
@@ -729,57 +668,32 @@ class ThreadConnection:
         self._release_if_unused()
 
     def _release_if_unused(self) -> None:
-        """Release a closing connection once no thread reads or sends on it (each holder of
-        a role calls this as it drops the role; the release happens once)."""
+        """Release a closing connection once no thread reads or sends on it: let go of the
+        socket and tell the owner. Each holder of a role calls this as it drops the role;
+        whoever finds it unused first releases it (the state's move to CLOSED, under the
+        mutex, is the claim), so it happens once."""
+        state = self.state
         with self._mutex:
-            unused = (not self.state.usable and self._reader is None
-                      and self._flushing is None)
-        if unused:
-            self._release()
-
-    def _release(self) -> None:
-        """Release the socket and tell the owner (once: by whoever left it last)."""
-        with self._mutex:
-            if not self.state.handle("released"):
+            if (state.usable or state.released or self._reader is not None
+                    or self._flushing is not None):
                 return
+            state.handle("released")
             callbacks = self.outbound.clear()
             self._followers.clear()  # their calls fail below (connection_closed)
         self._io.close()
-        self._lent = None  # a lent buffer the decoder may still hold: never given back
+        self.forget_lent()
         for fn in callbacks:
             fn()
         self._owner.connection_closed(self)
         log.info("connection.closed", conn_id=self.id, peer=self.remote_addr, role="client",
                  reason=self.state.reason or "shut down")
 
-    def _failed(self, what: str, exc: BaseException) -> None:
-        if not self.closed:
-            log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
-                     during=what, error=repr(exc))
-        hint = CLOSED_AT_ONCE[True] if (what == "read" and not self._got_data
-                                        and self.tls_version is not None) else ""
-        self.close(f"{what} failed: {exc!r}{hint}", broken=True)
-
-    def _codec_failed(self, exc: CodecError) -> None:
-        foreign = {"protocol": exc.protocol} if isinstance(exc, ForeignProtocolError) else {}
-        log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
-                    error=str(exc), **foreign)
-        self.close(f"not our protocol: {foreign['protocol']}" if foreign
-                   else f"codec error: {exc}", broken=True)
-
-    def _stalled(self) -> None:
-        log.warning("connection.stalled", conn_id=self.id, peer=self.remote_addr,
-                    buffered_bytes=self._decoder.buffered_bytes,
-                    timeout=self._partial_frame_timeout)
-        self.close(f"partial frame not completed within {self._partial_frame_timeout}s")
-
     def check_stalled(self, now: float) -> None:
         """Close if a frame began ``partial_frame_timeout`` ago and is still incomplete
         (the background reader's sweep; a racy read of when it began is enough)."""
-        since = self._partial_since
-        if (since is not None and self._partial_frame_timeout
-                and now >= since + self._partial_frame_timeout and self._reader is None):
-            self._stalled()
+        stall_at = self.stall_at()
+        if stall_at is not None and now >= stall_at and self._reader is None:
+            self.stalled()
 
     def is_idle(self, now: float, idle_seconds: float) -> bool:
         """True if nothing was read or sent for ``idle_seconds`` and nothing is in

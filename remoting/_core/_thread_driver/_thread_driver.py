@@ -351,24 +351,22 @@ class ThreadDriver:
         takes before it counts the calls left on such a connection: a call is either counted
         there (it finishes there) or goes elsewhere, never sent on a connection closing
         under it."""
-        request = fut.request
-        entries = self.table.entries
+        table = self.table
         with self._lock:
             if elsewhere and not conn.state.takes_calls:
                 return False
             fut._permits = permits
             fut.conn = conn
             fut.addr = conn.remote_addr
-            if request.opaque in entries:  # the same command in flight twice: a copy goes out
-                request = fut.request = request.with_opaque(next_opaque())
+            table.register(fut)  # (a copy with an opaque of its own if its opaque is in flight)
+            request = fut.request
             try:
                 frame = encode_frame_parts(request, self.max_frame, self.max_header)
             except Exception as exc:
+                table.pop_for(fut.opaque, conn)
                 error: BaseException | None = exc
             else:
                 error = None
-                fut.opaque = request.opaque
-                self.table.add(fut)
                 conn.calls += 1
                 code = request.code
                 self._sent[code] = self._sent.get(code, 0) + 1
@@ -423,18 +421,11 @@ class ThreadDriver:
         if failed:  # (rare) those go no further
             futs = [fut for fut in futs if all(fut is not f for f, _ in failed)]
         table = self.table
-        copies: list[int] = []
         with self._lock:
             if elsewhere and not conn.state.takes_calls:
                 return False
             n = len(futs)
-            i = table.add_all(futs)
-            while i < n:  # the same command in flight twice: a copy goes out
-                fut = futs[i]
-                fut.request = fut.request.with_opaque(next_opaque())
-                fut.opaque = fut.request.opaque
-                copies.append(i)
-                i += table.add_all(futs, i)
+            copies = table.register_all(futs)  # (copies: their opaque was in flight)
             sent = self._sent
             for code, count in codes.items():
                 sent[code] = sent.get(code, 0) + count
@@ -547,7 +538,7 @@ class ThreadDriver:
         with self._lock:
             for fut in futs:
                 if (isinstance(fut, ThreadCall) and not fut.unattended
-                        and self.table.entries.get(fut.opaque) is fut):
+                        and self.table.get(fut.opaque) is fut):
                     fut.unattended = True
                     conn.unattended += 1
                     latest = max(latest, fut.deadline)
@@ -567,7 +558,6 @@ class ThreadDriver:
         """Complete the calls ``responses`` (one read's) answer, on the thread that read
         them: all taken out of the table at once, then completed one by one, except a
         batch's, handed to their batch together (it sends its next requests once)."""
-        entries = self.table.entries
         read_at = conn.last_read
         # round trips are recorded per run of answers sent together (a batch's group
         # shares its send time, so its answers in one read share one duration)
@@ -581,11 +571,9 @@ class ThreadDriver:
         futs: list[ThreadCall] = []
         answers: list[RemotingCommand] = []
         with self._lock:
-            for response in responses:
-                fut = entries.pop(response.opaque, None)
-                if fut is None or fut.conn is not conn:
-                    if fut is not None:  # (rare) another connection's call: it stays
-                        entries[response.opaque] = fut
+            taken = self.table.take_answers(conn, responses)
+            for fut, response in zip(taken, responses, strict=True):
+                if fut is None:
                     orphans.append(response)  # counted below, while it is open
                     continue
                 if fut.unattended:
@@ -727,7 +715,7 @@ class ThreadDriver:
         if not conn.state.going_away or conn.processing or conn.outbound:
             return  # (closed already, or calls and work still on it)
         with self._lock:
-            if any(f.conn is conn for f in self.table.entries.values()):
+            if self.table.on_connection(conn):
                 return
         conn.close("the peer is shutting down (GO_AWAY) and no call is left on it")
 
