@@ -6,7 +6,7 @@ its own answers (`ThreadConnection.wait`), keeps the window full without a hand-
 completion read by another thread pumps the window from there (sends never wait). What a
 completion cannot do (wait for room below the high water mark, connect elsewhere after
 GO_AWAY) wakes the calling thread, which does it. Every request has its own deadline; a
-failed request fails alone; one answered GO_AWAY is resent once (`ThreadDriver._resend`).
+failed request fails alone; one answered GO_AWAY is resent once (`ThreadGoAway`).
 The batch holds the in-flight permits of its window (taken as it grows, passed from a
 finished request to the next, given back when nothing is left to send).
 
