@@ -43,7 +43,7 @@ from ._doors._threads import CallbackRunner, Inbox, in_own_thread
 from ._events import EventDispatcher
 from ._receiving._channel_handle import ChannelHandle
 from ._receiving._dispatch import Dispatcher
-from ._receiving._first_step import in_async_processor, mark_reader_task
+from ._receiving._first_step import check_first_step, in_async_processor, mark_reader_task
 from ._receiving._pools import THREAD_JOIN_SECONDS
 from ._streams._streams import Streams
 from ._trio_driver._channels import ChannelTable
@@ -134,6 +134,7 @@ class Endpoint:
         self.inbox.open(trio.lowlevel.current_trio_token())
         self.loop_thread_id = self.callbacks.loop_thread_id = threading.get_ident()
         try:
+            await check_first_step()  # once per process: async processors' shortcut, or not
             async with trio.open_nursery() as nursery:
                 self._nursery = self.streams.outgoing.nursery = nursery
                 await nursery.start(self.invoker.run)
