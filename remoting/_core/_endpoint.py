@@ -52,14 +52,20 @@ from ._trio_driver._invoker import Invoker
 from ._trio_driver._transport import transport_for
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Iterator
+    from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
     from codec import RemotingCommand
 
     from .._config import ServerConfig
-    from ._thread_driver._thread_connection import ThreadConnection
 
-__all__ = ["Endpoint", "ThreadSide"]
+__all__ = ["Endpoint", "LiveConnection", "ThreadSide"]
+
+
+class LiveConnection(Protocol):
+    """What an endpoint's statistics read of a live connection of either driver."""
+
+    @property
+    def queued_bytes(self) -> int: ...
 
 
 class ThreadSide(Protocol):
@@ -67,7 +73,12 @@ class ThreadSide(Protocol):
 
     def in_flight(self) -> int: ...
 
-    def live_connections(self) -> list[ThreadConnection]: ...
+    def live_connections(self) -> Sequence[LiveConnection]: ...
+
+    def unfolded_bytes(self) -> tuple[int, int]:
+        """Bytes read and written on its live connections (folded into the counters when
+        each closes)."""
+        ...
 
 
 class Endpoint:
@@ -378,9 +389,9 @@ class Endpoint:
         threads = self.threads
         return len(self.invoker.table) + (0 if threads is None else threads.in_flight())
 
-    def live_connections(self) -> list[Connection | ThreadConnection]:
+    def live_connections(self) -> list[LiveConnection]:
         """The connections open now (either driver's)."""
-        conns: list[Connection | ThreadConnection] = list(self.connections)
+        conns: list[LiveConnection] = list(self.connections)
         if self.threads is not None:
             conns += self.threads.live_connections()
         return conns
@@ -390,14 +401,12 @@ class Endpoint:
         sends, folded in when their connection closes)."""
         written = sum(conn.sender.bytes_sent_by_threads for conn in list(self.connections))
         if self.threads is not None:
-            written += sum(conn.bytes_written for conn in self.threads.live_connections())
+            written += self.threads.unfolded_bytes()[1]
         return written
 
     def unfolded_bytes_read(self) -> int:
         """Bytes read on live connections of the thread driver, not in ``counters`` yet."""
-        if self.threads is None:
-            return 0
-        return sum(conn.bytes_read for conn in self.threads.live_connections())
+        return 0 if self.threads is None else self.threads.unfolded_bytes()[0]
 
     def statistics(self) -> EndpointStatistics:
         """Return a snapshot of the counters (on the loop thread, or once it has stopped)."""

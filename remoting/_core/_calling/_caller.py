@@ -25,13 +25,13 @@ Calls).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from codec import FLAG_RESPONSE
 
 from ..._checks import batch_limit, call_timeout, callback_of, requests_of, the_request
 from ..._interceptors import ClientCall, chain, chain_async
-from .._sansio._call_kinds import KINDS, DirectDriver, check_many_options
+from .._sansio._call_kinds import KINDS, check_many_options
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -41,10 +41,64 @@ if TYPE_CHECKING:
     from ..._errors import RemotingError
     from ..._hooks import RPCHook
     from ..._interceptors import CallKind, ClientInterceptor
-    from .._sansio._call_kinds import BlockingDriver, DirectTrioDriver, TrioDriver
     from ._future import ResponseFuture
 
-__all__ = ["Caller"]
+__all__ = ["BlockingDriver", "Caller", "DirectDriver", "DirectTrioDriver", "TrioDriver"]
+
+
+class BlockingDriver(Protocol):
+    """What runs a call on the blocking face, one method per kind (on the calling thread)."""
+
+    def call_sync(self, call: ClientCall) -> RemotingCommand: ...
+
+    def call_async(self, call: ClientCall) -> ResponseFuture: ...
+
+    def call_oneway(self, call: ClientCall) -> None: ...
+
+    def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]: ...
+
+
+class DirectDriver(Protocol):
+    """A blocking driver's methods for a call no interceptor and no RPC hook sees, taking
+    its checked arguments instead of a `ClientCall` (`Caller._direct_blocking`)."""
+
+    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
+               retry_busy: bool) -> RemotingCommand: ...
+
+    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
+                   callback: Callable[[ResponseFuture], object] | None) -> ResponseFuture: ...
+
+    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float) -> None: ...
+
+
+class DirectTrioDriver(Protocol):
+    """A trio driver's methods for a call no interceptor and no RPC hook sees, taking its
+    checked arguments instead of a `ClientCall` (`Caller._direct`), each returning the
+    coroutine to await."""
+
+    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
+               retry_busy: bool = False) -> Coroutine[Any, Any, RemotingCommand]: ...
+
+    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
+                   callback: Callable[[ResponseFuture], object] | None = None
+                   ) -> Coroutine[Any, Any, ResponseFuture]: ...
+
+    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float
+                      ) -> Coroutine[Any, Any, None]: ...
+
+
+class TrioDriver(Protocol):
+    """What runs a call on the trio face, one method per kind (awaited in the calling task).
+    A method may be a plain function returning the coroutine to await: one frame less for
+    every suspension and resumption of the call (`Invoker`)."""
+
+    def call_sync(self, call: ClientCall) -> Awaitable[RemotingCommand]: ...
+
+    def call_async(self, call: ClientCall) -> Awaitable[ResponseFuture]: ...
+
+    def call_oneway(self, call: ClientCall) -> Awaitable[None]: ...
+
+    def call_many(self, call: ClientCall) -> Awaitable[list[RemotingCommand | RemotingError]]: ...
 
 
 class Caller:

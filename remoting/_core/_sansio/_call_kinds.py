@@ -16,7 +16,7 @@ and the one method per kind that each driver has (`BlockingDriver`, `TrioDriver`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from codec import FLAG_RESPONSE
 
@@ -30,72 +30,12 @@ from ..._hooks import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Sequence
+    from collections.abc import Callable, Sequence
 
-    from codec import RemotingCommand
-
-    from ..._errors import RemotingError
     from ..._hooks import RPCHook
     from ..._interceptors import CallKind, ClientCall
-    from .._calling._future import ResponseFuture
 
-__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "DirectDriver", "DirectTrioDriver",
-           "TrioDriver", "check_many_options"]
-
-
-class BlockingDriver(Protocol):
-    """What runs a call on the blocking face, one method per kind (on the calling thread)."""
-
-    def call_sync(self, call: ClientCall) -> RemotingCommand: ...
-
-    def call_async(self, call: ClientCall) -> ResponseFuture: ...
-
-    def call_oneway(self, call: ClientCall) -> None: ...
-
-    def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]: ...
-
-
-class DirectDriver(Protocol):
-    """A blocking driver's methods for a call no interceptor and no RPC hook sees, taking
-    its checked arguments instead of a `ClientCall` (`Caller._direct_blocking`)."""
-
-    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
-               retry_busy: bool) -> RemotingCommand: ...
-
-    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
-                   callback: Callable[[ResponseFuture], object] | None) -> ResponseFuture: ...
-
-    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float) -> None: ...
-
-
-class DirectTrioDriver(Protocol):
-    """A trio driver's methods for a call no interceptor and no RPC hook sees, taking its
-    checked arguments instead of a `ClientCall` (`Caller._direct`), each returning the
-    coroutine to await."""
-
-    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
-               retry_busy: bool = False) -> Coroutine[Any, Any, RemotingCommand]: ...
-
-    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
-                   callback: Callable[[ResponseFuture], object] | None = None
-                   ) -> Coroutine[Any, Any, ResponseFuture]: ...
-
-    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float
-                      ) -> Coroutine[Any, Any, None]: ...
-
-
-class TrioDriver(Protocol):
-    """What runs a call on the trio face, one method per kind (awaited in the calling task).
-    A method may be a plain function returning the coroutine to await: one frame less for
-    every suspension and resumption of the call (`Invoker`)."""
-
-    def call_sync(self, call: ClientCall) -> Awaitable[RemotingCommand]: ...
-
-    def call_async(self, call: ClientCall) -> Awaitable[ResponseFuture]: ...
-
-    def call_oneway(self, call: ClientCall) -> Awaitable[None]: ...
-
-    def call_many(self, call: ClientCall) -> Awaitable[list[RemotingCommand | RemotingError]]: ...
+__all__ = ["KINDS", "CallKindRow", "check_many_options"]
 
 
 @dataclass(frozen=True, slots=True)

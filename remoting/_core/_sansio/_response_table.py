@@ -23,27 +23,33 @@ Theory of operation:
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
-from codec import next_opaque
+from codec import RemotingCommand, next_opaque
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from codec import RemotingCommand
+__all__ = ["Entry", "ResponseTable"]
 
-    from .._calling._future import ResponseFuture
 
-__all__ = ["ResponseTable"]
+class Entry(Protocol):
+    """What the table reads and sets of a call (a driver's `ResponseFuture`)."""
 
-F = TypeVar("F", bound="ResponseFuture")
+    request: RemotingCommand
+    opaque: int
+    deadline: float
+    conn: Any  # the connection it was sent on
+
+
+F = TypeVar("F", bound=Entry)
 
 _COMPACT_SLACK: Final = 1024
 _push = heapq.heappush
 
 
 class ResponseTable(Generic[F]):
-    """Pending `ResponseFuture` objects (of one driver's class) by opaque."""
+    """Pending calls (`Entry`: one driver's `ResponseFuture` objects) by opaque."""
 
     __slots__ = ("_entries", "_heap")
 
@@ -98,7 +104,7 @@ class ResponseTable(Generic[F]):
         for i, fut in enumerate(futs):
             opaque = fut.request.opaque
             if opaque in entries:
-                request: RemotingCommand = fut.request.with_opaque(next_opaque())
+                request = fut.request.with_opaque(next_opaque())
                 fut.request = request
                 opaque = request.opaque
                 copied.append(i)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import select
 import threading
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from codec import ResponseCode, encode_frame_parts
 
@@ -41,10 +41,9 @@ if TYPE_CHECKING:
     from ..._observability._statistics import Counters
     from .._calling._future import GivesBack
     from ._background_reader import BackgroundReader
-    from ._thread_batch import ThreadBatch
     from ._thread_connection import ThreadConnection
 
-__all__ = ["Answered", "PendingCalls", "ThreadCall"]
+__all__ = ["Answered", "Batch", "PendingCalls", "ThreadCall"]
 
 _GO_AWAY: Final = int(ResponseCode.GO_AWAY)
 
@@ -63,6 +62,12 @@ class ThreadCall(ResponseFuture):
         self.batch: Any = None
 
 
+class Batch(Protocol):
+    """A batch a call belongs to (`ThreadBatch`): what one read's answers to it do."""
+
+    def answered(self, futs: list[Any], answers: list[RemotingCommand]) -> None: ...
+
+
 class Answered:
     """What one read's answers were to (`PendingCalls.answered`), to complete outside the
     lock: single calls (and batch requests answered GO_AWAY), each batch's together, and the
@@ -72,7 +77,7 @@ class Answered:
 
     def __init__(self) -> None:
         self.singles: list[tuple[ThreadCall, RemotingCommand]] = []
-        self.batches: dict[ThreadBatch, tuple[list[ThreadCall], list[RemotingCommand]]] = {}
+        self.batches: dict[Batch, tuple[list[ThreadCall], list[RemotingCommand]]] = {}
         self.orphans: list[RemotingCommand] = []
 
 

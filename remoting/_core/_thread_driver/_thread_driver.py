@@ -413,7 +413,7 @@ class ThreadDriver:
                 if conn.going_away:
                     go_away.settle(conn)
         for batch, (futs, answers) in answered.batches.items():
-            batch.answered(futs, answers)  # type: ignore[arg-type]  # (its entries)
+            batch.answered(futs, answers)
             if conn.going_away:
                 go_away.settle(conn)
         for response in answered.orphans:
@@ -534,6 +534,13 @@ class ThreadDriver:
         """The connections open now."""
         with self._lock:
             return list(self.connections)
+
+    def unfolded_bytes(self) -> tuple[int, int]:
+        """Bytes read and written on the connections open now (each closing connection's
+        are folded into the counters)."""
+        conns = self.live_connections()
+        return (sum(conn.bytes_read for conn in conns),
+                sum(conn.bytes_written for conn in conns))
 
     def watch_all(self) -> None:
         """Read every connection when nobody waits (a processor was registered: the

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
 
     from ..._errors import RemotingError
     from ..._interceptors import ClientCall
+    from .._calling._caller import BlockingDriver
     from .._calling._future import ResponseFuture
-    from .._sansio._call_kinds import BlockingDriver
 
 __all__ = ["ToThreadDriver"]
 

@@ -9,7 +9,7 @@ Theory of operation:
   ``invoke_many`` batch at once.
 - The calling thread then blocks on the call's future (a lock released at completion, see
   `_future`); the loop's deadline timer ends the call at its deadline, on the loop's clock.
-- ``call_*`` are the blocking face's driver (`_call_kinds.BlockingDriver`): one method per
+- ``call_*`` are the blocking face's driver (`_caller.BlockingDriver`): one method per
   kind of call.
 """
 
