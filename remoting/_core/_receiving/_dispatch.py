@@ -42,7 +42,7 @@ from ..._log import log
 from ..._messaging._codes import STREAM_CODES
 from .._doors._threads import mark_own_thread
 from . import _first_step
-from ._first_step import Suspended, Whole
+from ._first_step import WHOLE, Suspended
 from ._pools import ExecutorPool, ProcessorPool
 from ._processing import run_async_request, run_sync_request, serve_async, serve_sync
 from ._replies import FAILURES, encode_reply, error_reply, failure
@@ -319,7 +319,7 @@ class Dispatcher:
     # ------------------------------------------------------------------ acting on it
 
     def request_received(self, conn: Served, request: RemotingCommand
-                         ) -> Suspended | Whole | None:
+                         ) -> Suspended | None:
         """Process ``request`` (see the module docstring); return a suspended async processor
         that the calling task must finish."""
         received = self._counters.received
@@ -392,7 +392,7 @@ class Dispatcher:
                          encode_reply(request, response, self._max_frame, self._max_header))
 
     def _run_async(self, conn: Served, request: RemotingCommand,
-                   processor: AsyncRequestProcessor) -> Suspended | Whole | None:
+                   processor: AsyncRequestProcessor) -> Suspended | None:
         self.processing += 1
         conn.processing += 1
         context = copy_context()
@@ -405,8 +405,9 @@ class Dispatcher:
                                    self._max_frame, self._max_header))
         wrapped = serve is not None  # run_async_request's coroutine: its value is the reply
         if not _first_step.first_step_usable():  # this trio changed what it relies on
-            return Whole(request, coro, wrapped=wrapped, limit=self._max_frame,
-                         header_limit=self._max_header, done=partial(self._processed, conn))
+            return Suspended(request, coro, WHOLE, context, wrapped=wrapped,
+                             limit=self._max_frame, header_limit=self._max_header,
+                             done=partial(self._processed, conn))
         try:
             trap = context.run(coro.send, None)
         except StopIteration as finished:

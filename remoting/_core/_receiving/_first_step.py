@@ -19,9 +19,9 @@ Theory of operation (loop thread only):
   suspends, is cancelled and resumed, and reads its context and task). A trio release that
   changed the protocol fails the probe: the shortcut is then off for the process
   (`first_step_usable` is False), which is logged once (``first_step.disabled``), and every
-  async processor takes the public path instead: `Whole`, a suspension from its start,
-  which the reader runs to its end the ordinary way (``await``) while a new task takes over
-  reading, so each request still runs in a context of its own (the task that runs it ends
+  async processor takes the public path instead: a `Suspended` from its start (``trap``
+  `WHOLE`), which the reader runs to its end the ordinary way (``await``) while a new task
+  takes over reading, so each request still runs in a context of its own (the task that runs it ends
   with it), begins in the order read and is cancelled with its connection.
 - `mark_reader_task` labels a reader task; `in_async_processor` tells whether the calling task
   runs an async processor now (a processor waiting for the endpoint's processing to end
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from ._replies import Reply
 
-__all__ = ["Suspended", "Whole", "check_first_step", "first_step_usable", "in_async_processor",
+__all__ = ["WHOLE", "Suspended", "check_first_step", "first_step_usable", "in_async_processor",
            "mark_reader_task", "resume_suspended"]
 
 T = TypeVar("T")
@@ -103,9 +103,15 @@ def resume_suspended(coro: Coroutine[Any, Any, T], trap: Any, context: Context
                 raise RuntimeError("the processor raised GeneratorExit") from own
 
 
+WHOLE: Final = object()  # the ``trap`` of a processor not stepped by hand (the public path)
+
+
 class Suspended:
-    """An async processor that suspended in its first step: finished by the task that ran
-    that step (see `resume_suspended`), then ``done(code, reply)``."""
+    """An async processor the reader hands over, then ``done(code, reply)``: one that
+    suspended in its first step, run by hand, which the task that ran that step finishes
+    (see `resume_suspended`); or, with the shortcut off (`check_first_step`), one not
+    stepped at all (``trap`` is `WHOLE`), which that task awaits whole, the ordinary way,
+    while a new task reads on."""
 
     __slots__ = ("_context", "_coro", "_done", "_header_limit", "_limit", "_request", "_trap",
                  "_wrapped")
@@ -125,41 +131,11 @@ class Suspended:
     async def finish(self) -> None:
         """Run the processor to the end and reply."""
         request = self._request
+        coro = self._coro
         reply: Reply | None = None
         try:
-            result = await resume_suspended(self._coro, self._trap, self._context)
-            reply = result if self._wrapped or result is None else encode_reply(
-                request, result, self._limit, self._header_limit)
-        except FAILURES as exc:  # a hook-less processor's own failure
-            reply = encode_reply(request, failure(request, exc), self._limit,
-                                 self._header_limit)
-        finally:
-            self._done(request.code, reply)
-
-
-class Whole:
-    """An async processor run the public way (the shortcut is off: `check_first_step`): a
-    suspension from its start, which the reader awaits whole while a new task reads on, then
-    ``done(code, reply)``."""
-
-    __slots__ = ("_coro", "_done", "_header_limit", "_limit", "_request", "_wrapped")
-
-    def __init__(self, request: RemotingCommand, coro: Coroutine[Any, Any, Any], *,
-                 wrapped: bool, limit: int, header_limit: int,
-                 done: Callable[[int, Reply | None], None]) -> None:
-        self._request = request
-        self._coro = coro
-        self._wrapped = wrapped
-        self._limit = limit
-        self._header_limit = header_limit
-        self._done = done
-
-    async def finish(self) -> None:
-        """Run the processor and reply."""
-        request = self._request
-        reply: Reply | None = None
-        try:
-            result = await self._coro
+            result = await (coro if self._trap is WHOLE
+                            else resume_suspended(coro, self._trap, self._context))
             reply = result if self._wrapped or result is None else encode_reply(
                 request, result, self._limit, self._header_limit)
         except FAILURES as exc:  # a hook-less processor's own failure
@@ -232,7 +208,7 @@ CHECK_SECONDS: Final = 5.0  # the probe checkpoints only: it ends at once unless
 async def check_first_step() -> bool:
     """Check, once per process and from a trio task, that the shortcut works with the trio
     in use; return whether it does. If it does not, log ``first_step.disabled`` (once) and
-    leave it off: every async processor then runs the public way (`Whole`)."""
+    leave it off: every async processor then runs the public way (`WHOLE`)."""
     if _Checked.usable is not None:
         return _Checked.usable
     try:
