@@ -34,7 +34,7 @@ class Suspends(AsyncRequestProcessor):
 @pytest.fixture
 def unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in a fresh process: the shortcut not checked yet (restored after)."""
-    monkeypatch.setattr(_first_step._Checked, "usable", None)
+    monkeypatch.setattr(_first_step.SelfCheck, "usable", None)
 
 
 async def test_the_shortcut_works_with_the_trio_installed(unchecked: None) -> None:

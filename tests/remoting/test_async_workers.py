@@ -22,7 +22,7 @@ def async_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Each test runs both ways an async processor may run: its first step in the reader
     (the shortcut), and the public path a trio that broke the shortcut falls back to."""
     if request.param == "a task per request":
-        monkeypatch.setattr(_first_step._Checked, "usable", False)
+        monkeypatch.setattr(_first_step.SelfCheck, "usable", False)
 
 
 STEPS = 50

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 
     from ._replies import Reply
 
-__all__ = ["WHOLE", "Suspended", "check_first_step", "first_step_usable", "in_async_processor",
-           "mark_reader_task", "resume_suspended"]
+__all__ = ["WHOLE", "SelfCheck", "Suspended", "check_first_step", "first_step_usable",
+           "in_async_processor", "mark_reader_task", "resume_suspended"]
 
 T = TypeVar("T")
 
@@ -147,7 +147,7 @@ class Suspended:
 
 # ------------------------------------------------------------------ the self-check
 
-class _Checked:
+class SelfCheck:
     """Whether the shortcut works with the trio in use: None until checked (once per
     process), then True or False."""
 
@@ -161,7 +161,7 @@ _PROBE_ANSWER: Final = "finished"
 
 def first_step_usable() -> bool:
     """True once the self-check found the shortcut works (`check_first_step`)."""
-    return _Checked.usable is True
+    return SelfCheck.usable is True
 
 
 async def _probe() -> str:
@@ -209,8 +209,8 @@ async def check_first_step() -> bool:
     """Check, once per process and from a trio task, that the shortcut works with the trio
     in use; return whether it does. If it does not, log ``first_step.disabled`` (once) and
     leave it off: every async processor then runs the public way (`WHOLE`)."""
-    if _Checked.usable is not None:
-        return _Checked.usable
+    if SelfCheck.usable is not None:
+        return SelfCheck.usable
     try:
         await _run_probe()
     except trio.Cancelled:
@@ -219,11 +219,11 @@ async def check_first_step() -> bool:
         error: Exception | None = exc
     else:
         error = None
-    with _Checked.lock:
-        first = _Checked.usable is None
+    with SelfCheck.lock:
+        first = SelfCheck.usable is None
         if first:
-            _Checked.usable = error is None
+            SelfCheck.usable = error is None
     if first and error is not None:
         log.warning("first_step.disabled", trio=trio.__version__, error=repr(error),
                     instead="a task per request (the public path)")
-    return _Checked.usable is True
+    return SelfCheck.usable is True
