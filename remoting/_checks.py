@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Final, TypeVar
-
-import trio
 
 from codec import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from processors import RequestProcessor
@@ -57,7 +56,10 @@ def outside_trio(call: str, instead: str = "remoting.open_client() and "
         RuntimeError: this thread runs trio (any ``trio.run``, the endpoint's own or not);
             the message names ``instead``, what to use there.
     """
-    if trio.lowlevel.in_trio_run():
+    # trio not imported: no thread runs it (and the sans-I/O core that checks calls need not
+    # import it)
+    trio = sys.modules.get("trio")
+    if trio is not None and trio.lowlevel.in_trio_run():
         raise RuntimeError(
             f"{call} blocks, and this thread runs a trio event loop, which it would stall "
             f"until the call's timeout: in trio code use {instead}, or make the blocking call "

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 from codec import RemotingCommand, ResponseCode, SerializeType, next_opaque
 
 from .._checks import request_code, seconds
-from .._core._calling._channels import split_addr
+from .._core._sansio._addresses import split_addr
 from .._errors import (
     RemotingConnectError,
     RemotingError,

@@ -278,7 +278,7 @@ async def test_a_client_that_stops_reading_does_not_hurt_other_clients(
         # The stuck connection stayed stuck, and bounded: the server read no more requests from
         # it and queued nothing more for it. (How much more the flooder could push into the
         # kernel's socket buffers is the kernel's business: it grows them over time.)
-        from remoting._core._socket._connection import RECEIVE_BYTES
+        from remoting._core._sansio._connection_core import RECEIVE_BYTES
 
         assert server.statistics().requests_received[FLOOD] == read_at_stall
         assert conn.queued_bytes == queued_at_stall

@@ -24,7 +24,7 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._core._calling._permits import ThreadPermits
+from remoting._core._thread_driver._thread_permits import ThreadPermits
 
 from .conftest import ECHO, addr_of, install_standard_processors
 

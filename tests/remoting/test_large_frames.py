@@ -17,8 +17,8 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._core._socket._connection import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES
-from remoting._core._socket._receive_buffers import BufferPool
+from remoting._core._sansio._connection_core import RECEIVE_BYTES, RECEIVE_INTO_MIN_BYTES
+from remoting._core._sansio._receive_buffers import BufferPool
 
 from ..factories import req
 from ..logs import capture_logs

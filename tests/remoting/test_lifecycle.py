@@ -228,7 +228,7 @@ async def test_server_stops_reading_from_a_client_that_does_not_drain_responses(
     server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
     await nursery.start(server.serve)
     from codec import encode_frame
-    from remoting._core._socket._connection import RECEIVE_BYTES
+    from remoting._core._sansio._connection_core import RECEIVE_BYTES
 
     frame = encode_frame(req(ASYNC_ECHO, bytes(range(256)) * (body_bytes // 256)))
     async with stalled_flood(server, frame) as channel:

@@ -179,8 +179,8 @@ def test_a_reader_hands_reading_only_to_a_thread_whose_answer_it_did_not_read(
 
     def counted_leave(conn: _thread_connection.ThreadConnection) -> None:
         leave(conn)
-        if isinstance(conn._reader, ThreadWaiter):
-            handed.append(conn._reader)
+        if isinstance(conn._read.holder, ThreadWaiter):
+            handed.append(conn._read.holder)
 
     monkeypatch.setattr(_thread_connection.ThreadConnection, "_leave", counted_leave)
     with _server() as server, RemotingClient(ClientConfig(io="threads")) as client:
@@ -218,10 +218,10 @@ def test_threads_one_read_answered_stop_following_without_the_connections_mutex(
     with _server() as server, RemotingClient(ClientConfig(io="threads")) as client:
         server.register_processor(GATHERED, Gathered())
         client.invoke_sync(server.addr, req(SCRAMBLED), 5)
-        assert client._threads is not None
-        (conn,) = client._threads.connections
-        counting = _CountingLock(conn._mutex, "_stop_following")
-        conn._mutex = counting  # type: ignore[assignment]
+        assert client._io.driver is not None
+        (conn,) = client._io.driver.connections
+        counting = _CountingLock(conn._read._mutex, "stop_following")
+        conn._read._mutex = counting  # type: ignore[assignment]
         gather_in_rounds(client, server.addr)
         stats = client.statistics()
     assert stats.in_flight == 0 and stats.orphaned_responses == 0

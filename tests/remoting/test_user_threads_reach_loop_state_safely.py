@@ -23,11 +23,11 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting._core._calling._future import ThreadCall
 from remoting._core._doors._threads import Inbox
 from remoting._core._receiving._dispatch import Dispatcher
-from remoting._core._socket._connection import Connection
 from remoting._core._streams._streams import Streams
+from remoting._core._thread_driver._pending_calls import ThreadCall
+from remoting._core._trio_driver._connection import Connection
 from remoting._observability._statistics import Counters
 
 from ..factories import req
@@ -147,7 +147,7 @@ def test_a_threads_call_is_refused_by_a_connection_told_go_away(
             in_flight = client.statistics().in_flight
             late = ThreadCall(req(ASYNC_ECHO), addr, 10, driver)
             late.deadline = time.monotonic() + 10
-            assert not driver.send(conn, late, None, unattended=True, elsewhere=True)
+            assert not driver.pending.send(conn, late, None, unattended=True, elsewhere=True)
             assert late.conn is None and not late.done()  # nothing registered: it moves on
             assert client.statistics().in_flight == in_flight
             assert conn.send(reply)  # a reply (no call) still goes out
