@@ -25,6 +25,8 @@ from hypothesis import HealthCheck, settings
 
 from remoting import ClientConfig, RemotingClient
 
+from . import progress
+
 # How a RemotingClient drives its connections (ClientConfig.io): every test that makes a
 # blocking client runs on each while both exist.
 CLIENT_IO = ("threads", "loop")
@@ -43,6 +45,20 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    progress.install(config)  # a line per finished test file (tests/progress.py)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the tests that use the SparkSession in one xdist group: under ``make test``
+    (``-n 2 --dist loadgroup``) they run in one worker, which starts one session (a JVM of
+    its own, seconds to start, ~1 GB), while the other worker runs the rest."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None or "spark" in getattr(
+                item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(autouse=True)
