@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Final, Self
 
+from .._checks import blocking_call
 from .._errors import RemotingError, RemotingTimeoutError
 from .._faces._blocking import RemotingClient
 from ._client import BusClientBase, Keeper, transport_timeout
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
     from ._message import Message
 
 __all__ = ["BusClient"]
+
+# What a blocking call of this module names as the way to do it in trio code.
+_TRIO_BUS: Final = ("TrioBusClient(client, addr) over a TrioRemotingClient "
+                    "(remoting.open_client()), whose methods are awaited")
 
 
 class BusClient(BusClientBase):
@@ -76,6 +81,7 @@ class BusClient(BusClientBase):
 
     # ------------------------------------------------------------------ consumers
 
+    @blocking_call("BusClient.consumer", _TRIO_BUS)
     def consumer(self, address: str, handler: Callable[[Message], object], *,
                  max_buffered: int = DEFAULT_MAX_BUFFERED,
                  on_discard: Callable[[Message], object] | None = None,
@@ -173,6 +179,7 @@ class BusClient(BusClientBase):
 
     # ------------------------------------------------------------------ messages
 
+    @blocking_call("BusClient.send", _TRIO_BUS)
     def send(self, address: str, body: bytes | None = None,
              headers: dict[str, str] | None = None, *,
              timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -197,6 +204,7 @@ class BusClient(BusClientBase):
             self._call(send_command("send", message.address, message.body, message.headers,
                                     timeout), timeout, message.address)
 
+    @blocking_call("BusClient.publish", _TRIO_BUS)
     def publish(self, address: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None, *,
                 timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -217,6 +225,7 @@ class BusClient(BusClientBase):
             self._call(send_command("publish", message.address, message.body,
                                     message.headers, None), timeout, message.address)
 
+    @blocking_call("BusClient.request", _TRIO_BUS)
     def request(self, address: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None, *,
                 timeout: float = DEFAULT_TIMEOUT) -> Message:
@@ -265,6 +274,7 @@ class BusClient(BusClientBase):
             self._blocking.invoke_async(self._addr, self._reply_command(message, failure, None),
                                         DEFAULT_TIMEOUT)
 
+    @blocking_call("Message.reply_and_request", _TRIO_BUS)
     def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
                           timeout: float) -> Message:
         """Answer a message the server delivered, and wait for the answer to that."""

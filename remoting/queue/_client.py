@@ -39,7 +39,7 @@ import trio
 
 from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
 
-from .._checks import seconds
+from .._checks import blocking_call, seconds
 from .._errors import RemotingError, RemotingStreamError
 from .._faces._blocking import RemotingClient
 from .._faces._streams import open_trio_stream
@@ -78,6 +78,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BlockingQueueClient", "BlockingSubscription", "Delivery", "QueueClient",
            "TrioDelivery", "TrioQueueClient", "TrioSubscription"]
+
+# What a blocking call of this module names as the way to do it in trio code.
+_TRIO_QUEUE: Final = ("QueueClient(client) over a TrioRemotingClient (remoting.open_client()), "
+                      "whose methods are awaited")
 
 DEFAULT_TIMEOUT: Final = 3.0
 DEFAULT_ACK_WINDOW: Final = 0.05  # seconds; Pulsar's client groups acknowledgements 100 ms
@@ -534,6 +538,7 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
     def __repr__(self) -> str:
         return f"<BlockingSubscription {self.topic}/{self.channel} from {self._stream.addr}>"
 
+    @blocking_call("BlockingSubscription.receive", _TRIO_QUEUE)
     def receive(self, timeout: float | None = None) -> Delivery | None:
         """Return the next delivery, waiting up to ``timeout`` seconds (None: for ever);
         None once the subscription has ended.
@@ -599,6 +604,7 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
     def __iter__(self) -> Self:
         return self
 
+    @blocking_call("BlockingSubscription.__next__ (for msg in sub)", _TRIO_QUEUE)
     def __next__(self) -> Delivery:
         delivery = self.receive()
         if delivery is None:
@@ -627,6 +633,7 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
             log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
                       error=str(exc))
 
+    @blocking_call("BlockingSubscription.close", _TRIO_QUEUE)
     def close(self) -> None:
         """Send the pending acknowledgements, wait for their answers, and end the
         subscription: the deliveries not finished go back to the channel (idempotent)."""
@@ -669,6 +676,7 @@ class BlockingQueueClient(QueueClient):
               ) -> RemotingCommand:
         return checked(addr, self.client.invoke_sync(addr, request, timeout))
 
+    @blocking_call("QueueClient.publish", _TRIO_QUEUE)
     def publish(self, addr: str | None, topic: str, body: bytes,
                 headers: Mapping[str, str] | None = None, defer: float = 0.0, *,
                 key: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
@@ -687,6 +695,7 @@ class BlockingQueueClient(QueueClient):
         request, _ = publish_request(topic, [(body, headers or {})], defer, key)
         return published_offsets(addr, self.client.invoke_sync(addr, request, timeout))[0]
 
+    @blocking_call("QueueClient.publish_many", _TRIO_QUEUE)
     def publish_many(self, addr: str | None, topic: str, bodies: Iterable[Body], *,
                      defer: float = 0.0, key: str | None = None,
                      timeout: float = DEFAULT_TIMEOUT) -> list[int]:
@@ -700,6 +709,7 @@ class BlockingQueueClient(QueueClient):
         request, _ = publish_request(topic, bodies, defer, key)
         return published_offsets(addr, self.client.invoke_sync(addr, request, timeout))
 
+    @blocking_call("QueueClient.subscribe", _TRIO_QUEUE)
     def subscribe(self, addr: str | None, topic: str, channel: str, credits: int = 64, *,
                   ack_window: float = DEFAULT_ACK_WINDOW, timeout: float = DEFAULT_TIMEOUT
                   ) -> BlockingSubscription:
@@ -724,6 +734,7 @@ class BlockingQueueClient(QueueClient):
         return BlockingSubscription(self.client, stream, topic, channel, credits, window,
                                     timeout, addr)
 
+    @blocking_call("QueueClient.pull", _TRIO_QUEUE)
     def pull(self, addr: str | None, topic: str, group: str | None = None,
              max_messages: int = 32, max_wait: float = 15.0, *, offset: int | None = None,
              timeout: float | None = None) -> list[Message]:
@@ -740,11 +751,13 @@ class BlockingQueueClient(QueueClient):
                            else timeout)
         return messages_of(topic, reply.body)
 
+    @blocking_call("QueueClient.commit", _TRIO_QUEUE)
     def commit(self, addr: str | None, topic: str, group: str, offset: int, *,
                timeout: float = DEFAULT_TIMEOUT) -> None:
         """Set ``group``'s offset: the next message it reads (the last it processed + 1)."""
         self._call(addr, commit_request(topic, group, offset), timeout)
 
+    @blocking_call("QueueClient.offsets", _TRIO_QUEUE)
     def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
                 timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
         """Return ``topic``'s earliest and end offsets, its groups' offsets, and how far a
@@ -752,12 +765,14 @@ class BlockingQueueClient(QueueClient):
         return offsets_of(addr, self.client.invoke_sync(addr, offsets_request(topic, offset),
                                                         timeout))
 
+    @blocking_call("QueueClient.create_topic", _TRIO_QUEUE)
     def create_topic(self, addr: str | None, topic: str, *,
                      timeout: float = DEFAULT_TIMEOUT) -> None:
         """Make ``topic`` if it does not exist (subscriptions and pulls need it)."""
         self._call(addr, _request(QueueCode.CREATE_TOPIC, {TOPIC: _name("topic", topic)}),
                    timeout)
 
+    @blocking_call("QueueClient.statistics", _TRIO_QUEUE)
     def statistics(self, addr: str | None, *, timeout: float = DEFAULT_TIMEOUT
                    ) -> QueueStatistics:
         """Return the service's statistics per topic, channel and group."""
