@@ -52,12 +52,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the tests that use the SparkSession in one xdist group: under ``make test``
-    (``-n 2 --dist loadgroup``) they run in one worker, which starts one session (a JVM of
-    its own, seconds to start, ~1 GB), while the other worker runs the rest."""
+    """Put the tests that use the session's SparkSession (the ``spark`` fixture) in one
+    xdist group: under ``make test`` (``-n 2 --dist loadgroup``) they run in one worker,
+    which starts one session (a JVM of its own, seconds to start, ~1 GB), while the other
+    worker runs the rest. Spark tests that start their own (a job in a subprocess: the
+    demo, tracing) go to either worker."""
     for item in items:
-        if item.get_closest_marker("spark") is not None or "spark" in getattr(
-                item, "fixturenames", ()):
+        if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark"))
 
 

@@ -81,7 +81,9 @@ def examples(spark: bool) -> list[Any]:
     for page in PAGES:
         for chain in chains(page):
             if _uses_spark(chain) == spark:
-                marks = [pytest.mark.spark] if spark else []
+                # with the tests of the session's SparkSession (tests/conftest.py), whose
+                # session getOrCreate() then returns
+                marks = [pytest.mark.spark, pytest.mark.xdist_group("spark")] if spark else []
                 chosen.append(pytest.param(chain, id=chain[0].where, marks=marks))
     return chosen
 

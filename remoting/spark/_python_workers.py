@@ -72,7 +72,7 @@ def check_python_workers(sc: SparkContext) -> None:
     """Make sure the Python workers of ``sc`` can import this package.
 
     On a local master (``local``, ``local[N]``...) whose workers' interpreter cannot, the
-    workers are pointed at this interpreter (``sc.pythonExec``, which `PYSPARK_PYTHON` sets),
+    workers are pointed at this interpreter (``sc.pythonExec``, which ``PYSPARK_PYTHON`` sets),
     logged as ``spark.python_workers_set``: what is registered or made afterwards (the data
     source, UDFs) runs there.
 
