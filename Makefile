@@ -32,7 +32,8 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
 	@touch $@
 
 # Two worker processes (pytest-xdist; the tests that share the SparkSession run in one of
-# them), a line per finished test file, and the slowest tests at the end.
+# them; TEST_WORKERS=0 runs them in this process), a line per finished test file, and the
+# slowest tests at the end.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not slow and not cluster" -q -n $(TEST_WORKERS) --dist loadgroup \
