@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # shows each step (and its download bars on a terminal).
 PIP := $(PY) -m pip install --disable-pip-version-check
 
-.PHONY: test test-cluster test-all demo lint docs wheel-check bench charts clean
+.PHONY: test test-cluster test-rocketmq test-all demo lint docs wheel-check bench charts clean
 
 $(VENV)/.created:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -36,13 +36,29 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
 # slowest tests at the end.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest -m "not slow and not cluster" -q -n $(TEST_WORKERS) --dist loadgroup \
-		--durations=15
+	$(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q -n $(TEST_WORKERS) \
+		--dist loadgroup --durations=15
 
 # A Spark standalone cluster (Master + Worker JVMs) calling fleets of servers, with the
 # death tests; the first run also builds the executors' packed virtualenv (~40 s).
 test-cluster: $(VENV)/.installed-dev
 	$(PY) -m pytest -m cluster -q
+
+# A real RocketMQ 4.9.8 cluster (name server + brokers, JVMs on free ports) and Java's own
+# client from its jar (tests/rocketmq/). RMQ_HOME: the broker folder (README.md), by default
+# ../shared/rocketmq-broker beside this checkout (or beside the main one, for a worktree),
+# whose install-deps.sh installs the Debian jars it runs on (idempotent; retried while
+# another apt-get holds the lock).
+RMQ_HOME ?= $(abspath $(firstword $(wildcard ../shared/rocketmq-broker \
+	$(shell git rev-parse --git-common-dir 2>/dev/null)/../../shared/rocketmq-broker) \
+	../shared/rocketmq-broker))
+
+test-rocketmq: $(VENV)/.installed-dev
+	@if [ -x "$(RMQ_HOME)/install-deps.sh" ]; then \
+	  for i in 1 2 3 4 5 6; do "$(RMQ_HOME)/install-deps.sh" && break; \
+	    [ $$i = 6 ] && exit 1; echo "== install-deps.sh failed (apt busy?): again in 20 s"; \
+	    sleep 20; done; fi
+	RMQ_HOME="$(RMQ_HOME)" $(PY) -m pytest -m rocketmq -q
 
 test-all: $(VENV)/.installed-dev
 	$(PY) -m pytest -q

@@ -4,10 +4,11 @@ a wall-clock bound.
 A machine that other processes keep busy runs everything later, so a bound on how long
 something took (``assert elapsed < 0.1``) fails there while the code is right. A test of the
 default suite asserts counts, CPU time (``time.process_time``, a thread's or a process's
-CPU), or the order of events instead; a timing that matters goes to the ``slow`` set (the
-``slow`` or ``cluster`` marker) or to a benchmark in ``bench/``. The one kind of wall-clock
-assertion a loaded machine cannot break is a lower bound (a deadline was honoured *at least*
-this long: load only makes it later), and such a line says so with a comment::
+CPU), or the order of events instead; a timing that matters goes to a set outside it (the
+``slow``, ``cluster`` or ``rocketmq`` marker) or to a benchmark in ``bench/``. The one kind
+of wall-clock assertion a loaded machine cannot break is a lower bound (a deadline was
+honoured *at least* this long: load only makes it later), and such a line says so with a
+comment::
 
     assert waited >= 0.5  # wall-clock: a lower bound (the hold lasted its max_wait)
 
@@ -34,8 +35,9 @@ CLOCKS: Final = frozenset({
     "time.time", "time.time_ns", "trio.current_time", "monotonic", "perf_counter",
     "current_time", "datetime.now", "datetime.datetime.now",
 })
-# Markers whose tests are outside the default suite (Makefile: ``-m "not slow and not cluster"``).
-OUTSIDE_DEFAULT: Final = frozenset({"slow", "cluster"})
+# Markers whose tests are outside the default suite (Makefile: ``-m "not slow and not cluster
+# and not rocketmq"``).
+OUTSIDE_DEFAULT: Final = frozenset({"slow", "cluster", "rocketmq"})
 # Fixtures under which trio's clock is virtual.
 VIRTUAL_CLOCK_FIXTURES: Final = frozenset({"autojump_clock", "mock_clock"})
 # The comment that marks an allowed line, and what must follow it.
