@@ -8,19 +8,18 @@ a field that fails to parse, we raise `HeaderFieldError` naming the field.
 from __future__ import annotations
 
 import dataclasses
-import re
 import types
 import typing
 from typing import Any, Final, TypeVar
 
 from ._errors import HeaderFieldError
+from ._header_numbers import header_int
 
 __all__ = ["decode_custom_header", "pack_custom_header"]
 
 T = TypeVar("T")
 
 _SCALARS: Final = (str, int, float, bool)
-_INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")
 
 
 def _wire_str(value: object) -> str:
@@ -80,12 +79,14 @@ def _parse(header: str, name: str, tp: type, raw: str) -> object:
         if low in ("true", "false"):
             return low == "true"
         raise HeaderFieldError(header, name, f"expected 'true' or 'false', got {raw!r}")
-    # Java's Integer.parseInt / Double.parseDouble refuse what Python's int() and float()
-    # take besides: underscores ("4_2"), and for an int spaces and non-ASCII digits.
-    if "_" in raw or (tp is int and not _INT_TEXT.fullmatch(raw)):
-        raise HeaderFieldError(header, name, f"expected {tp.__name__}, got {raw!r}")
+    # Java's Long.parseLong / Double.parseDouble refuse what Python's int() and float() take
+    # besides: underscores ("4_2"), non-ASCII digits, and for an int spaces (header_int)
     try:
-        return tp(raw)
+        if tp is int:
+            return header_int(name, raw)
+        if "_" in raw or not raw.isascii():
+            raise ValueError(raw)
+        return float(raw)
     except ValueError:
         raise HeaderFieldError(header, name, f"expected {tp.__name__}, got {raw!r}") from None
 

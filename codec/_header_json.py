@@ -25,6 +25,7 @@ from ._codes import (
 )
 from ._command import RemotingCommand, new_command, next_opaque
 from ._errors import InvalidCommandError, MalformedFrameError
+from ._header_numbers import header_int
 from ._lenient_json import lenient_loads
 
 if TYPE_CHECKING:
@@ -210,12 +211,12 @@ def _as_int(obj: dict[str, object], key: str, default: int | None) -> int | None
     if type(value) is int:
         result = value
     elif isinstance(value, str):
+        # a number sent as a string (fastjson reads one); surrounding spaces are forgiven,
+        # anything else but an optional "-" and ASCII digits is not (header_int)
         try:
-            result = int(value.strip())
-        except ValueError:
-            raise MalformedFrameError(
-                f"JSON header field {key!r} is not a number: {value[:40]!r}"
-            ) from None
+            result = header_int(key, value.strip(), INT32_MIN, INT32_MAX)
+        except ValueError as exc:
+            raise MalformedFrameError(f"JSON header field {exc}") from None
     elif isinstance(value, float) and value.is_integer():
         result = int(value)
     else:

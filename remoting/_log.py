@@ -14,11 +14,12 @@ receives it as a structured event, and a plain ``logging.Formatter`` prints it a
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Final
 
 from structlog.contextvars import get_contextvars
 
-__all__ = ["Event", "Logger", "get_logger", "log"]
+__all__ = ["Event", "FirstOfEach", "Logger", "get_logger", "log"]
 
 _DEBUG: Final = logging.DEBUG
 _INFO: Final = logging.INFO
@@ -93,3 +94,39 @@ def get_logger(name: str = "remoting") -> Logger:
 
 
 log: Final = get_logger("remoting")
+
+
+class FirstOfEach:
+    """Tell the first time a peer gives each reason apart from its repeats, so that a
+    misbehaving peer is logged once per reason, however often it repeats itself (every
+    repeat is still answered; only the log is spared).
+
+    ``peer`` and ``reason`` are any hashable values. Keys are kept for at most ``max_peers``
+    peers (connections, or addresses); beyond, it starts over rather than grow, so a peer
+    may then be logged once more. Thread-safe.
+    """
+
+    __slots__ = ("_lock", "_max_peers", "_seen")
+
+    def __init__(self, max_peers: int = 4096) -> None:
+        self._max_peers = max_peers
+        self._seen: dict[object, set[object]] = {}
+        self._lock = threading.Lock()
+
+    def first(self, peer: object, reason: object) -> bool:
+        """True the first time ``peer`` gives ``reason`` (then log it); False for a repeat."""
+        with self._lock:
+            reasons = self._seen.get(peer)
+            if reasons is None:
+                if len(self._seen) >= self._max_peers:
+                    self._seen.clear()
+                reasons = self._seen[peer] = set()
+            elif reason in reasons:
+                return False
+            reasons.add(reason)
+            return True
+
+    def forget(self, peer: object) -> None:
+        """``peer`` is gone (its connection closed): drop what was seen of it."""
+        with self._lock:
+            self._seen.pop(peer, None)

@@ -13,14 +13,17 @@ from codec._module_metadata import fixup_module_metadata as _fixup_module_metada
 from ._bus._blocking_client import BusClient as BusClient
 from ._bus._consumer import Consumer as Consumer
 from ._bus._event_bus import EventBus as EventBus
+from ._bus._failure import BusPermissionError as BusPermissionError
 from ._bus._failure import FailureKind as FailureKind
 from ._bus._failure import ReplyFailure as ReplyFailure
 from ._bus._interceptors import BusInterceptor as BusInterceptor
 from ._bus._message import Message as Message
 from ._bus._message import OutboundMessage as OutboundMessage
+from ._bus._permissions import AddressPermissions as AddressPermissions
 from ._bus._statistics import BusStatistics as BusStatistics
 from ._bus._trio_client import TrioBusClient as TrioBusClient
 from ._bus._wire import DEFAULT_MAX_BUFFERED as DEFAULT_MAX_BUFFERED
+from ._bus._wire import DEFAULT_MAX_BUFFERED_BYTES as DEFAULT_MAX_BUFFERED_BYTES
 from ._bus._wire import DEFAULT_MAX_CONSUMERS as DEFAULT_MAX_CONSUMERS
 from ._bus._wire import DEFAULT_MAX_HELD as DEFAULT_MAX_HELD
 from ._bus._wire import DEFAULT_MAX_HELD_BYTES as DEFAULT_MAX_HELD_BYTES
@@ -31,15 +34,18 @@ from ._bus._wire import BusCode as BusCode
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED",
+    "DEFAULT_MAX_BUFFERED_BYTES",
     "DEFAULT_MAX_CONSUMERS",
     "DEFAULT_MAX_HELD",
     "DEFAULT_MAX_HELD_BYTES",
     "DEFAULT_MAX_QUEUED",
     "DEFAULT_TIMEOUT",
     "MAX_ADDRESS_BYTES",
+    "AddressPermissions",
     "BusClient",
     "BusCode",
     "BusInterceptor",
+    "BusPermissionError",
     "BusStatistics",
     "Consumer",
     "EventBus",

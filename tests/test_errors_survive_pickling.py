@@ -35,7 +35,7 @@ from remoting import (
     RemotingTimeoutError,
     RemotingTooManyRequestsError,
 )
-from remoting.bus import ReplyFailure
+from remoting.bus import BusPermissionError, ReplyFailure
 from remoting.spark import RemoteCallError
 
 ERRORS: list[BaseException] = [
@@ -54,6 +54,8 @@ ERRORS: list[BaseException] = [
     AbortProcessError(16, "no permission"),
     ReplyFailure("RECIPIENT_FAILURE", "out of stock", address="orders", code=42),
     ReplyFailure("TIMEOUT", "timed out waiting for a reply"),
+    BusPermissionError("[bus] AccessKey 'x' may not consume at address 'price'",
+                       "127.0.0.1:9877", address="price"),
     CodecError("bad bytes"),
     FrameTooLargeError(20_000_000, 16_777_216),
     MalformedFrameError("truncated header"),

@@ -15,36 +15,46 @@ import itertools
 import math
 import threading
 import weakref
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from codec import ResponseCode
 from processors import AsyncRequestProcessor
 
 from .._errors import RemotingError, RemotingTimeoutError
-from .._log import log
+from .._log import FirstOfEach, log
+from .._steps import Call, Oneway
 from ._consumer import Consumer, check_callback, check_handler
-from ._failure import ReplyFailure
+from ._failure import BusPermissionError, ReplyFailure
 from ._interceptors import add_interceptor
 from ._message import Message
-from ._node import BusNode, consumer_full
+from ._node import BusNode, consumer_full, deadline_after
 from ._telemetry import NO_TELEMETRY, telemetry_for
+from ._waiter import RUNG
 from ._wire import (
+    DEFAULT_TIMEOUT,
     HEARTBEAT_SECONDS,
     TRANSPORT_MARGIN,
     BadBusRequest,
     BusCode,
     address_of,
     bad_request_response,
+    credit_command,
     deliver_of,
     failure_of,
     failure_response,
     headers_in,
+    heartbeat_command,
+    max_buffered_bytes_of,
     max_buffered_of,
     not_registered_response,
     ok_response,
     register_command,
     reply_command,
     reply_in,
+    send_command,
+    timeout_of,
+    unregister_command,
+    window_command,
 )
 
 if TYPE_CHECKING:
@@ -55,12 +65,13 @@ if TYPE_CHECKING:
 
     from .._faces._blocking import RemotingClient
     from .._faces._trio import TrioRemotingClient
+    from .._steps import Steps
     from ._interceptors import BusInterceptor
     from ._message import OutboundMessage, Replier
     from ._reply_table import PendingReply
     from ._runners import Runner
     from ._statistics import BusStatistics
-    from ._waiter import Waiter
+    from ._waiter import TaskWaiter, ThreadWaiter, Waiter
 
 __all__ = ["FIRST_PAUSE", "MAX_PAUSE", "BusClientBase", "ClientHub", "ConnectionWatch",
            "Keeper", "transport_timeout"]
@@ -79,6 +90,7 @@ class ClientHub(AsyncRequestProcessor):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._consumers: dict[int, tuple[Consumer, Replier]] = {}
+        self._refusals = FirstOfEach()  # bad pushes logged, per server and reason
 
     @classmethod
     def of(cls, client: RemotingClient | TrioRemotingClient) -> ClientHub:
@@ -103,8 +115,9 @@ class ClientHub(AsyncRequestProcessor):
         try:
             push = deliver_of(request)
         except BadBusRequest as exc:
-            log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
-                        reason=str(exc))
+            if self._refusals.first(ctx.remote_addr, exc.field or str(exc)):
+                log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
+                            reason=str(exc))
             return bad_request_response(exc)
         with self._lock:
             found = self._consumers.get(push.consumer_id)
@@ -160,15 +173,26 @@ class Keeper:
 
 
 class BusClientBase:
-    """What both bus clients share: the node, the hub, local routing, reading answers."""
+    """What both bus clients share: everything but where they wait.
 
-    _runner: Runner
+    Each public call is written once here, as steps (remoting/_steps.py): `BusClient` drives
+    them in the calling thread, `TrioBusClient` in the calling task. A face gives its
+    ``runner`` (where handlers run) and ``waiter`` class (what its steps wait with), how it
+    starts the keeper (`_start_keeper`) and how it sends a request without waiting for it
+    (`_tell`).
+    """
 
-    def __init__(self, client: RemotingClient | TrioRemotingClient, addr: str) -> None:
+    # what a face says when a handler calls the other face's reply_and_request
+    _wrong_face = "use the reply_and_request of this bus client's face"
+
+    def __init__(self, client: RemotingClient | TrioRemotingClient, addr: str,
+                 runner: Runner, waiter: type[ThreadWaiter] | type[TaskWaiter]) -> None:
         if not isinstance(addr, str) or ":" not in addr:
             raise TypeError(f"addr must be a 'host:port' str, got {addr!r}")
         self._client = client
         self._addr = addr
+        self._runner = runner
+        self._waiter = waiter
         self._node = BusNode(NO_TELEMETRY, reply_prefix="local.")
         self._node.telemetry = telemetry_for(client.config, self._node, "client")
         self._node.on_remote_removed = self._remote_removed
@@ -177,6 +201,8 @@ class BusClientBase:
         self._closed = False
         self._lost = False  # the server forgot the consumers: register them again
         self._keeper_started = False
+        self._alarm: Waiter | None = None  # what the keeper sleeps on, while it sleeps
+        self._rung = False  # the keeper was woken while awake: it does not sleep next time
         client.register_channel_event_listener(ConnectionWatch(self))
 
     @property
@@ -197,8 +223,27 @@ class BusClientBase:
         """Return a snapshot of this bus client's counters."""
         return self._node.statistics()
 
-    def _remote_removed(self, consumer: Consumer) -> None:
+    def _start_keeper(self) -> None:
         raise NotImplementedError
+
+    def _tell(self, command: RemotingCommand, then: Callable[[], object] | None = None
+              ) -> None:
+        """Send ``command`` to the bus server in the background (its answer does not
+        matter: a lost connection made the server forget what it was about); ``then()``
+        runs once it ended, whichever way."""
+        raise NotImplementedError
+
+    def _closing(self) -> None:
+        """Mark the bus client closed and unregister its consumers (the server is told in
+        the background)."""
+        with self._node.lock:
+            self._closed = True
+            consumers = [*self._node.local.handlers(), *self._remote]
+        self._ring()
+        for consumer in consumers:
+            consumer.unregister()
+
+    # ------------------------------------------------------------------ keeping registered
 
     def connection_lost(self) -> None:
         """The connection to the bus server closed, and the server forgot this client's
@@ -208,13 +253,59 @@ class BusClientBase:
             if self._closed or not self._remote:
                 return
             self._lost = True
-        self._wake_keeper()
+        self._ring()
 
-    def _wake_keeper(self) -> None:
-        raise NotImplementedError
+    def _ring(self) -> None:
+        """Wake the keeper at once (any thread)."""
+        with self._node.lock:
+            self._rung = True
+            alarm, self._alarm = self._alarm, None
+            if alarm is not None:
+                alarm.complete(RUNG)
 
-    def _start_keeper(self) -> None:
-        raise NotImplementedError
+    def _nap(self, seconds: float) -> Steps[None]:
+        """Sleep ``seconds``, or until `_ring` (the keeper's steps)."""
+        waiter = self._waiter()
+        with self._node.lock:
+            if self._rung:  # rung while awake: not a moment's sleep
+                self._rung = False
+                return
+            self._alarm = waiter
+        yield waiter.until(deadline_after(seconds))
+        with self._node.lock:
+            if self._alarm is waiter:  # its time passed
+                self._alarm = None
+            else:  # rung: that ring was for this nap
+                self._rung = False
+
+    def _serving(self) -> bool:
+        """False once the transport client stopped (the keeper then ends)."""
+        return True
+
+    def _keep(self) -> Steps[None]:
+        """Keep the consumers registered at the bus server (the keeper's steps; `Keeper`
+        says when), until the bus client closes or its transport client stops."""
+        keeper = Keeper()
+        while True:
+            yield from self._nap(keeper.wait)
+            if self._closed or not self._serving():
+                return
+            lost, consumers = self._keeping()
+            failure = None
+            try:
+                if lost:
+                    for consumer in consumers:
+                        response = yield Call(self._client, self._addr,
+                                              self._registration(consumer), DEFAULT_TIMEOUT)
+                        self._check(response, consumer.address)
+                        owed = self._owed_after_registration(consumer)
+                        if owed:
+                            yield from self.credit(consumer, owed)
+                elif consumers:
+                    yield Oneway(self._client, self._addr, heartbeat_command(), DEFAULT_TIMEOUT)
+            except RemotingError as exc:  # the server cannot be reached yet
+                failure = exc
+            self._kept(keeper, lost, consumers, failure)
 
     def _keeping(self) -> tuple[bool, list[Consumer]]:
         """Return (whether the consumers must be registered again, those still registered),
@@ -237,6 +328,8 @@ class BusClientBase:
             log.warning("bus.registration_lost", addr=self._addr, consumers=len(consumers),
                         error=type(failure).__name__)
 
+    # ------------------------------------------------------------------ consumers
+
     def _check_open(self) -> None:
         """Raises:
             RemotingError: the bus client is closed.
@@ -245,20 +338,41 @@ class BusClientBase:
             raise RemotingError(f"{type(self).__name__} is closed", self._addr)
 
     def _new_consumer(self, address: str, handler: Callable[[Message], object],
-                      max_buffered: int, on_discard: Callable[[Message], object] | None, *,
-                      local: bool) -> Consumer:
+                      max_buffered: int, max_buffered_bytes: int,
+                      on_discard: Callable[[Message], object] | None, *, local: bool
+                      ) -> Consumer:
         self._check_open()
         address = address_of(address)
         check_handler(handler, self._runner.blocking)
         consumer = Consumer(self._node, self._runner, address, handler,
-                            max_buffered=max_buffered_of(max_buffered), local=local,
+                            max_buffered=max_buffered_of(max_buffered),
+                            max_buffered_bytes=max_buffered_bytes_of(max_buffered_bytes),
+                            local=local,
                             on_discard=check_callback(on_discard, self._runner.blocking),
                             consumer_id=0 if local else next(_consumer_ids),
-                            credits=None if local else self)  # type: ignore[arg-type]
+                            credits=None if local else self)
         if local:
             self._node.add_consumer(consumer, shared=False)
         else:
-            self._hub.add(consumer, self)  # type: ignore[arg-type]
+            self._hub.add(consumer, self)
+        return consumer
+
+    def _register(self, address: str, handler: Callable[[Message], object],
+                  max_buffered: int, max_buffered_bytes: int,
+                  on_discard: Callable[[Message], object] | None, timeout: float
+                  ) -> Steps[Consumer]:
+        """Register a consumer at the bus server; return it once registered (steps)."""
+        consumer = self._new_consumer(address, handler, max_buffered, max_buffered_bytes,
+                                      on_discard, local=False)
+        try:
+            response = yield Call(self._client, self._addr, self._registration(consumer),
+                                  timeout_of(timeout))
+            self._check(response, consumer.address)
+        except BaseException:
+            self._unhooked(consumer)
+            raise
+        self._owed_after_registration(consumer)  # none: it held nothing yet
+        self._registered(consumer)
         return consumer
 
     def _registration(self, consumer: Consumer) -> RemotingCommand:
@@ -285,6 +399,101 @@ class BusClientBase:
         with self._node.lock:
             self._remote.discard(consumer)
         self._hub.remove(consumer)
+
+    def _remote_removed(self, consumer: Consumer) -> None:
+        """A remote consumer was unregistered: tell the server, in the background."""
+        self._unhooked(consumer)
+        self._tell(unregister_command(consumer.consumer_id))
+
+    def credit(self, consumer: Consumer, credits: int) -> Steps[None]:
+        """`Credits`: tell the server ``consumer`` finished ``credits`` messages (steps)."""
+        try:
+            yield Oneway(self._client, self._addr, credit_command(consumer.consumer_id, credits),
+                         DEFAULT_TIMEOUT)
+        except RemotingError:  # the connection is gone, and the registration with it
+            pass
+
+    def resize(self, consumer: Consumer, window: int, credits: int,
+               applied: Callable[[], object]) -> None:
+        """`Credits`: tell the server ``consumer``'s new window, in the background."""
+        self._tell(window_command(consumer.consumer_id, window, credits), applied)
+
+    # ------------------------------------------------------------------ messages
+
+    def _send(self, kind: Literal["send", "publish"], address: str, body: object,
+              headers: object, timeout: float) -> Steps[None]:
+        self._check_open()
+        timeout = timeout_of(timeout)
+        node = self._node
+        message = node.outbound(kind, address, body, headers)
+        with node.telemetry.sending(message):
+            if kind == "publish":  # the local consumers, and the server's
+                self._publish_locally(message)
+            elif self._send_locally(message):
+                return
+            command = send_command(kind, message.address, message.body, message.headers,
+                                   timeout if kind == "send" else None)
+            yield from self._call(command, timeout, message.address)
+
+    def _request(self, address: str, body: object, headers: object, timeout: float
+                 ) -> Steps[Message]:
+        self._check_open()
+        waiter = self._waiter()
+        timeout = timeout_of(timeout)
+        node = self._node
+        message = node.outbound("request", address, body, headers)
+        with node.telemetry.sending(message):
+            entry = self._request_locally(message, waiter, deadline_after(timeout))
+            if entry is not None:
+                return (yield from node.wait_reply(waiter, entry))
+            response = yield from self._call(send_command("request", message.address,
+                                                          message.body, message.headers,
+                                                          timeout),
+                                             timeout, message.address, check=False)
+            return self._reply_of(response, message.address)
+
+    def _call(self, command: RemotingCommand, timeout: float, address: str | None, *,
+              check: bool = True) -> Steps[RemotingCommand]:
+        """Call the bus server with ``command`` (steps); return its answer.
+
+        Raises:
+            ReplyFailure: TIMEOUT (no answer in time), or what the answer says (``check``).
+            RemotingError: as `_check`, and the transport's.
+        """
+        try:
+            response: RemotingCommand = yield Call(self._client, self._addr, command,
+                                                   transport_timeout(timeout))
+        except RemotingTimeoutError as exc:
+            raise self._timed_out(address, exc) from exc
+        if check:
+            self._check(response, address)
+        return response
+
+    # ------------------------------------------------------------------ Replier
+
+    def send_reply(self, reply_address: str, body: bytes, headers: dict[str, str],
+                   failure: tuple[int, str] | None) -> None:
+        """Answer a message the server delivered (never waits: sent in the background)."""
+        message = self._node.outbound("fail" if failure else "reply", reply_address, body,
+                                      headers)
+        with self._node.telemetry.sending(message):
+            self._tell(self._reply_command(message, failure, None))
+
+    def replying(self, reply_address: str, body: bytes, headers: dict[str, str],
+                 timeout: float, *, blocking: bool) -> Steps[Message]:
+        """Answer a message the server delivered, and wait for the answer to that (steps).
+
+        Raises:
+            RuntimeError: driven by the other face (a thread in a trio bus client's
+                handler, or the reverse).
+        """
+        if blocking != self._runner.blocking:
+            raise RuntimeError(self._wrong_face)
+        message = self._node.outbound("reply", reply_address, body, headers)
+        with self._node.telemetry.sending(message):
+            response = yield from self._call(self._reply_command(message, None, timeout),
+                                             timeout, None, check=False)
+            return self._reply_of(response, None)
 
     # ------------------------------------------------------------------ local routing
 
@@ -353,6 +562,7 @@ class BusClientBase:
 
         Raises:
             ReplyFailure: a bus failure.
+            BusPermissionError: the access key may not do that (NO_PERMISSION).
             RemotingError: the server serves no bus, or refused the request.
         """
         code = response.code
@@ -364,6 +574,9 @@ class BusClientBase:
         if code == ResponseCode.INVALID_PARAMETER:
             raise RemotingError(f"the bus server refused the request: {response.remark}",
                                 self._addr)
+        if code == ResponseCode.NO_PERMISSION:  # the bus's permissions, or the ACL's
+            raise BusPermissionError(response.remark or "no permission", self._addr,
+                                     address=address)
         failure = failure_of(response, address)
         assert failure is not None
         raise self._counted(failure)
@@ -378,8 +591,7 @@ class BusClientBase:
         sent_to, reply_address = reply_in(response)
         return Message(address=sent_to or address or "", body=response.body or b"",
                        headers=headers_in(response.ext_fields), kind="reply",
-                       reply_address=reply_address,
-                       replier=self)  # type: ignore[arg-type]
+                       reply_address=reply_address, replier=self)
 
     def _timed_out(self, address: str | None, exc: RemotingTimeoutError) -> ReplyFailure:
         failure = self._counted(ReplyFailure("TIMEOUT", "the bus server did not answer in "

@@ -12,13 +12,15 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from .._steps import Await
 from ._mailbox import Mailbox
-from ._wire import max_buffered_of
+from ._wire import max_buffered_bytes_of, max_buffered_of, size_of
 
 if TYPE_CHECKING:
     import threading
     from collections.abc import Callable
 
+    from .._steps import Steps
     from ._message import Message
     from ._runners import Runner
     from ._telemetry import BusTelemetry
@@ -62,9 +64,9 @@ class ConsumerOwner(Protocol):
 class Credits(Protocol):
     """Where a remote consumer's credits and window go: its bus server, through the client."""
 
-    def credit(self, consumer: Consumer, credits: int) -> None: ...
-
-    async def credit_async(self, consumer: Consumer, credits: int) -> None: ...
+    def credit(self, consumer: Consumer, credits: int) -> Steps[None]:
+        """Tell the server ``consumer`` finished ``credits`` messages (steps)."""
+        ...
 
     def resize(self, consumer: Consumer, window: int, credits: int,
                applied: Callable[[], object]) -> None:
@@ -78,10 +80,13 @@ class Consumer:
     """A handler registered at an address; ``unregister()`` removes it.
 
     Messages reach the handler one at a time and in order. The consumer holds at most
-    ``max_buffered`` messages, the one its handler runs included; one more is discarded
-    (counted in ``discarded``, passed to ``on_discard``). A remote consumer (a `BusClient`'s
-    ``consumer``) tells its bus server how many it may hold, and the server sends no more
-    than that: its senders wait, then fail (docs/bus.md, back-pressure).
+    ``max_buffered`` messages, the one its handler runs included, and at most
+    ``max_buffered_bytes`` of their bodies and headers (one larger message is taken when it
+    holds nothing, alone); one more is discarded (counted in ``discarded``, passed to
+    ``on_discard``). A remote consumer (a `BusClient`'s ``consumer``) tells its bus server
+    how many messages it may hold, and the server sends no more than that: its senders wait,
+    then fail (docs/bus.md, back-pressure); the server does not know its bytes, so beyond
+    them the consumer discards what was sent.
 
     Attributes:
         address: where it is registered.
@@ -90,7 +95,8 @@ class Consumer:
     """
 
     def __init__(self, owner: ConsumerOwner, runner: Runner, address: str,
-                 handler: Callable[[Message], object], *, max_buffered: int, local: bool,
+                 handler: Callable[[Message], object], *, max_buffered: int,
+                 max_buffered_bytes: int, local: bool,
                  on_discard: Callable[[Message], object] | None = None,
                  consumer_id: int = 0, credits: Credits | None = None) -> None:
         self.address = address
@@ -103,7 +109,7 @@ class Consumer:
         self._runner = runner
         self._handler = handler
         self._credits = credits
-        self._mailbox: Mailbox[Message] = Mailbox(max_buffered)
+        self._mailbox: Mailbox[Message] = Mailbox(max_buffered, max_buffered_bytes)
         self._registered = True
         self._discarded = 0
         self._uncredited = 0  # finished messages not yet credited back (remote consumers)
@@ -147,6 +153,31 @@ class Consumer:
             resize = self._resizes
             owed, self._uncredited = self._uncredited, 0  # the server needs them to move
         link.resize(self, value, owed, lambda: self._resized(resize))
+
+    @property
+    def max_buffered_bytes(self) -> int:
+        """How many bytes of messages (bodies and headers) the consumer may hold, the one
+        its handler runs included; one larger message is taken when it holds nothing. Set
+        it at any time, from any thread or task: a smaller bound keeps what is held (none is
+        dropped) and takes new messages once under it.
+
+        Raises:
+            TypeError, ValueError: not an int >= 1.
+        """
+        return self._mailbox.max_bytes
+
+    @max_buffered_bytes.setter
+    def max_buffered_bytes(self, value: int) -> None:
+        value = max_buffered_bytes_of(value)
+        with self._owner.lock:
+            self._mailbox.max_bytes = value
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of the messages the consumer holds (bodies and headers), the one its
+        handler runs included."""
+        with self._owner.lock:
+            return self._mailbox.held_bytes
 
     def _resized(self, resize: int) -> None:
         """The server has the window of update number ``resize``: the consumer's bound
@@ -231,7 +262,7 @@ class Consumer:
         with self._owner.lock:
             if not self._registered:
                 return "gone"
-            taken = self._mailbox.offer(message)
+            taken = self._mailbox.offer(message, size_of(message.body, message.headers))
             if taken == "full":
                 self._discarded += 1
                 self._uncredited += self._credits is not None  # its window slot comes back
@@ -247,44 +278,34 @@ class Consumer:
             return "full"
         return "accepted"
 
-    def drain_in_thread(self) -> None:
+    def drain(self) -> Steps[None]:
         """Run the handler on the messages waiting, in order, until none is left or the
-        consumer is paused (a job of a `ThreadRunner`)."""
-        lock = self._owner.lock
+        consumer is paused (steps: a job of its runner, in a thread or a trio task)."""
+        owner = self._owner
+        lock = owner.lock
         mailbox = self._mailbox
+        link = self._credits
         while True:
             with lock:
                 message = mailbox.take()
                 credit = self._credit_due()
-            if credit:
-                self._send_credit(credit)
+            if credit and link is not None and self._registered:
+                yield from link.credit(self, credit)
             if message is None:
                 return
             try:
-                self._handle(message)
+                with owner.telemetry.processing(message):
+                    owner.inbound(message)
+                    result = self._handler(message)
+                    if inspect.isawaitable(result):
+                        yield Await(result, "a blocking bus runs plain functions: this handler "
+                                    "returned an awaitable (use a trio bus for async handlers)")
+            except Exception as exc:
+                owner.handler_failed(self, message, exc)
             finally:
                 with lock:
                     mailbox.done()
-                    self._uncredited += self._credits is not None
-
-    async def drain_in_task(self) -> None:
-        """`drain_in_thread` as a trio task (a job of a `TaskRunner`)."""
-        lock = self._owner.lock
-        mailbox = self._mailbox
-        while True:
-            with lock:
-                message = mailbox.take()
-                credit = self._credit_due()
-            if credit:
-                await self._send_credit_async(credit)
-            if message is None:
-                return
-            try:
-                await self._handle_async(message)
-            finally:
-                with lock:
-                    mailbox.done()
-                    self._uncredited += self._credits is not None
+                    self._uncredited += link is not None
 
     def _credit_due(self) -> int:
         """Return the credits to send now (under the lock): every quarter window. Those
@@ -295,40 +316,6 @@ class Consumer:
             self._uncredited = 0
             return owed
         return 0
-
-    def _send_credit(self, credits: int) -> None:
-        if self._credits is not None and self._registered:
-            self._credits.credit(self, credits)
-
-    async def _send_credit_async(self, credits: int) -> None:
-        if self._credits is not None and self._registered:
-            await self._credits.credit_async(self, credits)
-
-    def _handle(self, message: Message) -> None:
-        owner = self._owner
-        try:
-            with owner.telemetry.processing(message):
-                owner.inbound(message)
-                result = self._handler(message)
-                if inspect.isawaitable(result):
-                    if inspect.iscoroutine(result):
-                        result.close()  # never awaited: no warning about it
-                    raise TypeError("a blocking bus runs plain functions: this handler "
-                                    "returned an awaitable (use a trio bus for async handlers)")
-        except Exception as exc:
-            owner.handler_failed(self, message, exc)
-
-    async def _handle_async(self, message: Message) -> None:
-        owner = self._owner
-        try:
-            with owner.telemetry.processing(message):
-                owner.inbound(message)
-                result = self._handler(message)
-                if inspect.isawaitable(result):
-                    await result
-        except Exception as exc:
-            owner.handler_failed(self, message, exc)
-
 
 def check_handler(handler: object, blocking: bool, name: str = "handler") -> None:
     """Check a handler (or ``on_discard``): callable, and a plain function for a blocking bus.

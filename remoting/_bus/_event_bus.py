@@ -7,35 +7,43 @@ from typing import TYPE_CHECKING, Self
 
 from .._faces._blocking_server import RemotingServer
 from .._faces._trio import TrioRemotingServer
+from .._steps import drive, drive_async
 from ._consumer import Consumer, check_callback, check_handler
 from ._host import host_of
 from ._interceptors import add_interceptor
-from ._node import BusNode, deadline_after, receipt_failure
+from ._node import BusNode, deadline_after
+from ._permissions import PermissionTable
 from ._runners import HANDLER_THREADS, TaskRunner, ThreadRunner, handler_threads_of
-from ._server import SERVED_CODES, BusServer, Pending, ServerLimits
+from ._server import SERVED_CODES, BusServer, ServerLimits
 from ._telemetry import NO_TELEMETRY, telemetry_for
 from ._waiter import TaskWaiter, ThreadWaiter
 from ._wire import (
     DEFAULT_MAX_BUFFERED,
+    DEFAULT_MAX_BUFFERED_BYTES,
     DEFAULT_MAX_CONSUMERS,
     DEFAULT_MAX_HELD,
     DEFAULT_MAX_HELD_BYTES,
     DEFAULT_MAX_QUEUED,
     DEFAULT_TIMEOUT,
     address_of,
+    count_of,
+    max_buffered_bytes_of,
     max_buffered_of,
     timeout_of,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from types import TracebackType
 
+    from .._steps import Steps
     from ._host import BusHost
     from ._interceptors import BusInterceptor
     from ._message import Message
+    from ._permissions import AddressPermissions
     from ._runners import Runner
     from ._statistics import BusStatistics
+    from ._waiter import Waiter
 
 __all__ = ["EventBus"]
 
@@ -58,23 +66,31 @@ class EventBus:
             (body and headers), the server holds for one client connection's consumers
             together, queued or on their way (beyond: as a full consumer).
         handler_threads: threads that run handlers on a blocking server.
+        permissions: which addresses each ACL access key may consume at and send to
+            (``{"shop": AddressPermissions(consume=["price"]), "*": ...}``; ``"*"``: every
+            other key, and requests without one). None (the default): every client may
+            consume at and send to every address. With permissions the server must verify
+            access keys (an `AclServerRPCHook`); a request it cannot trust is refused.
 
     Raises:
-        TypeError, ValueError: an option is not an int, or out of range.
+        TypeError, ValueError: an option is not an int, or out of range; ``permissions`` is
+            not a mapping of access keys to `AddressPermissions`.
     """
 
     def __init__(self, *, max_queued_per_consumer: int = DEFAULT_MAX_QUEUED,
                  max_consumers: int = DEFAULT_MAX_CONSUMERS,
                  max_held_per_connection: int = DEFAULT_MAX_HELD,
                  max_held_bytes_per_connection: int = DEFAULT_MAX_HELD_BYTES,
-                 handler_threads: int = HANDLER_THREADS) -> None:
+                 handler_threads: int = HANDLER_THREADS,
+                 permissions: Mapping[str, AddressPermissions] | None = None) -> None:
         self._limits = ServerLimits(
-            max_queued=_count("max_queued_per_consumer", max_queued_per_consumer, 0),
-            max_consumers=_count("max_consumers", max_consumers, 1),
-            max_held=_count("max_held_per_connection", max_held_per_connection, 1),
-            max_held_bytes=_count("max_held_bytes_per_connection",
+            max_queued=count_of("max_queued_per_consumer", max_queued_per_consumer, 0),
+            max_consumers=count_of("max_consumers", max_consumers, 1),
+            max_held=count_of("max_held_per_connection", max_held_per_connection, 1),
+            max_held_bytes=count_of("max_held_bytes_per_connection",
                                   max_held_bytes_per_connection, 1))
         self._threads = handler_threads_of(handler_threads)
+        self._permissions = None if permissions is None else PermissionTable(permissions)
         self._node = BusNode(NO_TELEMETRY, reply_prefix="")
         self._server: BusServer | None = None
         self._host: BusHost | None = None
@@ -105,7 +121,8 @@ class EventBus:
         else:
             self._runner = TaskRunner(host)
         self._node.telemetry = telemetry_for(server.config, self._node, "server")
-        self._server = bus_server = BusServer(self._node, host, self._limits)
+        self._server = bus_server = BusServer(self._node, host, self._limits,
+                                              self._permissions)
         for code in SERVED_CODES:
             server.register_processor(code, bus_server)
 
@@ -139,6 +156,7 @@ class EventBus:
 
     def consumer(self, address: str, handler: Callable[[Message], object], *,
                  max_buffered: int = DEFAULT_MAX_BUFFERED,
+                 max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
                  on_discard: Callable[[Message], object] | None = None) -> Consumer:
         """Register ``handler`` at ``address``; every sender reaches it, bus clients too.
 
@@ -149,22 +167,28 @@ class EventBus:
             TypeError, ValueError: a bad address, handler or ``max_buffered``.
             RuntimeError: the bus is not attached to a server yet.
         """
-        return self._consumer(address, handler, max_buffered, on_discard, local=False)
+        return self._consumer(address, handler, max_buffered, max_buffered_bytes,
+                              on_discard, local=False)
 
     def local_consumer(self, address: str, handler: Callable[[Message], object], *,
                        max_buffered: int = DEFAULT_MAX_BUFFERED,
+                       max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
                        on_discard: Callable[[Message], object] | None = None) -> Consumer:
         """Register ``handler`` at ``address`` for this bus's own messages only: bus clients
         do not reach it (Vert.x's ``localConsumer``). Raises as `consumer`."""
-        return self._consumer(address, handler, max_buffered, on_discard, local=True)
+        return self._consumer(address, handler, max_buffered, max_buffered_bytes,
+                              on_discard, local=True)
 
     def _consumer(self, address: str, handler: Callable[[Message], object], max_buffered: int,
-                  on_discard: Callable[[Message], object] | None, *, local: bool) -> Consumer:
+                  max_buffered_bytes: int, on_discard: Callable[[Message], object] | None, *,
+                  local: bool) -> Consumer:
         runner = self._attached_runner()
         address = address_of(address)
         check_handler(handler, runner.blocking)
         consumer = Consumer(self._node, runner, address, handler,
-                            max_buffered=max_buffered_of(max_buffered), local=local,
+                            max_buffered=max_buffered_of(max_buffered),
+                            max_buffered_bytes=max_buffered_bytes_of(max_buffered_bytes),
+                            local=local,
                             on_discard=check_callback(on_discard, runner.blocking))
         self._node.add_consumer(consumer, shared=True)
         return consumer
@@ -207,40 +231,22 @@ class EventBus:
         """
         server = self._bus_server()
         self._off_loop("send", "send_async")
-        timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("send", address, body, headers)
-        with node.telemetry.sending(message):
-            waiter = ThreadWaiter()
-            deadline = deadline_after(timeout)
-            failure = server.route(Pending(
-                kind="send", address=message.address, body=message.body,
-                headers=message.headers, deadline=deadline, here=True, receipt=waiter))
-            if failure is None:
-                waiter.wait(deadline)
-                failure = receipt_failure(node, waiter, message.address)
-            if failure is not None:
-                raise failure
+        drive(self._send(server, address, body, headers, timeout, ThreadWaiter()))
 
     async def send_async(self, address: str, body: bytes | None = None,
                          headers: dict[str, str] | None = None, *,
                          timeout: float = DEFAULT_TIMEOUT) -> None:
         """`send` for a trio task of the server's loop (a `TrioRemotingServer`'s bus)."""
         server = self._bus_server()
+        await drive_async(self._send(server, address, body, headers, timeout, TaskWaiter()))
+
+    def _send(self, server: BusServer, address: str, body: object, headers: object,
+              timeout: float, waiter: Waiter) -> Steps[None]:
         timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("send", address, body, headers)
-        with node.telemetry.sending(message):
-            waiter = TaskWaiter()
-            deadline = deadline_after(timeout)
-            failure = server.route(Pending(
-                kind="send", address=message.address, body=message.body,
-                headers=message.headers, deadline=deadline, here=True, receipt=waiter))
-            if failure is None:
-                await waiter.wait(deadline)
-                failure = receipt_failure(node, waiter, message.address)
-            if failure is not None:
-                raise failure
+        message = self._node.outbound("send", address, body, headers)
+        with self._node.telemetry.sending(message):
+            yield from server.sending(message.address, message.body, message.headers,
+                                      deadline_after(timeout), waiter, here=True)
 
     def publish(self, address: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> None:
@@ -271,43 +277,21 @@ class EventBus:
         """
         server = self._bus_server()
         self._off_loop("request", "request_async")
-        timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("request", address, body, headers)
-        with node.telemetry.sending(message):
-            waiter = ThreadWaiter()
-            entry = node.expect_reply(waiter, deadline_after(timeout), message.address)
-            server.route(Pending(kind="request", address=message.address, body=message.body,
-                                 headers=message.headers, deadline=entry.deadline, here=True,
-                                 entry=entry))
-            return node.wait_reply(waiter, entry)
+        return drive(self._request(server, address, body, headers, timeout, ThreadWaiter()))
 
     async def request_async(self, address: str, body: bytes | None = None,
                             headers: dict[str, str] | None = None, *,
                             timeout: float = DEFAULT_TIMEOUT) -> Message:
         """`request` for a trio task of the server's loop (a `TrioRemotingServer`'s bus)."""
         server = self._bus_server()
+        return await drive_async(self._request(server, address, body, headers, timeout,
+                                               TaskWaiter()))
+
+    def _request(self, server: BusServer, address: str, body: object, headers: object,
+                 timeout: float, waiter: Waiter) -> Steps[Message]:
         timeout = timeout_of(timeout)
-        node = self._node
-        message = node.outbound("request", address, body, headers)
-        with node.telemetry.sending(message):
-            waiter = TaskWaiter()
-            entry = node.expect_reply(waiter, deadline_after(timeout), message.address)
-            server.route(Pending(kind="request", address=message.address, body=message.body,
-                                 headers=message.headers, deadline=entry.deadline, here=True,
-                                 entry=entry))
-            return await node.wait_reply_async(waiter, entry)
-
-
-def _count(name: str, value: object, low: int) -> int:
-    """Return ``value`` if it is an int of at least ``low``.
-
-    Raises:
-        TypeError: not an int.
-        ValueError: below ``low``.
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return value
+        message = self._node.outbound("request", address, body, headers)
+        with self._node.telemetry.sending(message):
+            return (yield from server.requesting(message.address, message.body,
+                                                 message.headers, deadline_after(timeout),
+                                                 waiter, here=True))

@@ -7,7 +7,7 @@ from typing import Final, Literal
 
 from .._errors import RemotingError
 
-__all__ = ["FAILURE_KINDS", "NO_CODE", "FailureKind", "ReplyFailure"]
+__all__ = ["FAILURE_KINDS", "NO_CODE", "BusPermissionError", "FailureKind", "ReplyFailure"]
 
 FailureKind = Literal["NO_HANDLERS", "TIMEOUT", "RECIPIENT_FAILURE"]
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = ("NO_HANDLERS", "TIMEOUT", "RECIPIENT_FAILURE")
@@ -37,3 +37,23 @@ class ReplyFailure(RemotingError):
         self.message = message
         self.address = address
         super().__init__(f"{kind}: {message}")
+
+
+class BusPermissionError(RemotingError):
+    """The bus server refused to register a consumer or to take a message: the access key
+    that signed the request may not consume at, or send to, that address (its `EventBus`
+    ``permissions``), or may not call that bus code at all (its ACL credential).
+
+    Nothing was registered or sent; the bus client, its connection and its other consumers
+    go on. Retrying does not help: the server's operator grants addresses (docs/bus.md).
+
+    Attributes:
+        address: the address refused (None: a request that names none).
+        remark: the server's reason.
+    """
+
+    def __init__(self, remark: str, addr: str | None = None, *,
+                 address: str | None = None) -> None:
+        self.address = address
+        self.remark = remark
+        super().__init__(f"the bus server at {addr} refused: {remark}", addr)

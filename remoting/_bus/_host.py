@@ -15,6 +15,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Protocol
 
+from .._security._acl import AclServerRPCHook
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from contextlib import AbstractContextManager
@@ -81,6 +83,11 @@ class BusHost(Protocol):
         channel listeners hear of it."""
         ...
 
+    def verifies_access_keys(self) -> bool:
+        """True if an `AclServerRPCHook` checks every request's signature (so its
+        ``AccessKey`` is the signer's)."""
+        ...
+
 
 class EndpointHost:
     """`BusHost` over an `Endpoint`: the only part of the bus that knows the core."""
@@ -129,6 +136,11 @@ class EndpointHost:
         endpoint = self._endpoint
         # replaced, never mutated: the loop may be iterating over it now
         endpoint.close_watchers = [*endpoint.close_watchers, fn]
+
+
+    def verifies_access_keys(self) -> bool:
+        return any(isinstance(hook, AclServerRPCHook)
+                   for hook in self._endpoint.dispatcher.hooks)
 
 
 def host_of(face: RemotingServer | TrioRemotingServer | RemotingClient | TrioRemotingClient

@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from .._checks import request_code
+from .._checks import outside_trio, request_code
+from .._steps import drive, drive_async
 from ._wire import DEFAULT_TIMEOUT, body_of, headers_of, timeout_of
 
 if TYPE_CHECKING:
+    from .._steps import Steps
     from ._wire import Kind
 
 __all__ = ["Message", "MessageKind", "OutboundKind", "OutboundMessage", "Replier"]
@@ -27,14 +29,14 @@ class Replier(Protocol):
         """Answer (or, with ``failure``, fail) the message of ``reply_address``; never waits."""
         ...
 
-    def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
-                          timeout: float) -> Message:
-        """Answer the message of ``reply_address`` and wait for the answer to that (a thread)."""
-        ...
+    def replying(self, reply_address: str, body: bytes, headers: dict[str, str],
+                 timeout: float, *, blocking: bool) -> Steps[Message]:
+        """Answer the message of ``reply_address`` and wait for the answer to that (steps,
+        driven by a thread if ``blocking``, else by a trio task).
 
-    async def reply_and_request_async(self, reply_address: str, body: bytes,
-                                      headers: dict[str, str], timeout: float) -> Message:
-        """`reply_and_request` for a trio task."""
+        Raises:
+            RuntimeError: driven by the face that did not deliver the message.
+        """
         ...
 
 
@@ -117,21 +119,23 @@ class Message:
             ValueError: this message awaits no reply; a bad argument (also TypeError).
             RuntimeError: called on an event loop's thread (use `reply_and_request_async`).
         """
-        replier = self._replier_for_reply()
-        body, headers, timeout = body_of(body), headers_of(headers), timeout_of(timeout)
-        self.answered = True
-        return replier.reply_and_request(self.reply_address, body, headers,  # type: ignore[arg-type]
-                                         timeout)
+        outside_trio("Message.reply_and_request",
+                     "`await message.reply_and_request_async(...)`")
+        return drive(self._replying(body, headers, timeout, blocking=True))
 
     async def reply_and_request_async(self, body: bytes | bytearray | memoryview | None = None,
                                       headers: dict[str, str] | None = None, *,
                                       timeout: float = DEFAULT_TIMEOUT) -> Message:
         """`reply_and_request` for a trio task (handlers of trio faces)."""
+        return await drive_async(self._replying(body, headers, timeout, blocking=False))
+
+    def _replying(self, body: object, headers: object, timeout: object, *, blocking: bool
+                  ) -> Steps[Message]:
         replier = self._replier_for_reply()
-        body, headers, timeout = body_of(body), headers_of(headers), timeout_of(timeout)
+        checked = body_of(body), headers_of(headers), timeout_of(timeout)
         self.answered = True
-        return await replier.reply_and_request_async(
-            self.reply_address, body, headers, timeout)  # type: ignore[arg-type]
+        return replier.replying(self.reply_address, *checked,  # type: ignore[arg-type]
+                                blocking=blocking)
 
     def _replier_for_reply(self) -> Replier:
         if self.reply_address is None or self._replier is None:

@@ -40,6 +40,7 @@ from ._wire import address_of, body_of, headers_of
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .._steps import Steps
     from ._consumer import Consumer
     from ._interceptors import BusInterceptor
     from ._message import OutboundKind
@@ -251,21 +252,14 @@ class BusNode:
         assert isinstance(outcome, Message), outcome
         return outcome
 
-    def wait_reply(self, waiter: ThreadWaiter, entry: PendingReply[Waiter]) -> Message:
-        """Wait (a thread) for the answer to ``entry``; return it.
+    def wait_reply(self, waiter: Waiter, entry: PendingReply[Waiter]) -> Steps[Message]:
+        """Wait for the answer to ``entry`` (steps: a thread's or a trio task's); return it.
 
         Raises:
             ReplyFailure: it failed, or timed out.
         """
-        if not waiter.wait(entry.deadline):
-            self.give_up(entry)
-        return self.outcome_of(waiter)
-
-    async def wait_reply_async(self, waiter: TaskWaiter, entry: PendingReply[Waiter]
-                               ) -> Message:
-        """`wait_reply` for a trio task."""
         try:
-            if not await waiter.wait(entry.deadline):
+            if not (yield waiter.until(entry.deadline)):
                 self.give_up(entry)
         except BaseException:  # cancelled: nobody waits for this answer any more
             with self.lock:
@@ -282,29 +276,18 @@ class BusNode:
         with self.telemetry.sending(message):
             self.answer(reply_address, message.body, message.headers, failure)
 
-    def reply_and_request(self, reply_address: str, body: bytes, headers: dict[str, str],
-                          timeout: float) -> Message:
-        """Answer a message delivered by this bus, and wait (a thread) for the answer."""
+    def replying(self, reply_address: str, body: bytes, headers: dict[str, str],
+                 timeout: float, *, blocking: bool) -> Steps[Message]:
+        """Answer a message delivered by this bus, and wait for the answer to that (steps,
+        of a thread if ``blocking``, else of a trio task)."""
+        waiter: Waiter = ThreadWaiter() if blocking else TaskWaiter()
         message = self.outbound("reply", reply_address, body, headers)
         with self.telemetry.sending(message):
-            waiter = ThreadWaiter()
             after = self.answer(reply_address, message.body, message.headers, None,
                                 (waiter, deadline_after(timeout), None))
             if isinstance(after, ReplyFailure):
                 raise after
-            return self.wait_reply(waiter, after)
-
-    async def reply_and_request_async(self, reply_address: str, body: bytes,
-                                      headers: dict[str, str], timeout: float) -> Message:
-        """`reply_and_request` for a trio task."""
-        message = self.outbound("reply", reply_address, body, headers)
-        with self.telemetry.sending(message):
-            waiter = TaskWaiter()
-            after = self.answer(reply_address, message.body, message.headers, None,
-                                (waiter, deadline_after(timeout), None))
-            if isinstance(after, ReplyFailure):
-                raise after
-            return await self.wait_reply_async(waiter, after)
+            return (yield from self.wait_reply(waiter, after))
 
     # ------------------------------------------------------------------ statistics
 
@@ -350,7 +333,8 @@ def no_handlers(address: str) -> ReplyFailure:
 
 def consumer_full(address: str) -> ReplyFailure:
     return ReplyFailure("RECIPIENT_FAILURE", f"the consumer of {address} is full (paused or "
-                        "slow, holding max_buffered messages)", address=address)
+                        "slow, holding max_buffered messages or max_buffered_bytes)",
+                        address=address)
 
 
 def _timeout(entry: PendingReply[Waiter]) -> ReplyFailure:

@@ -7,14 +7,18 @@ from __future__ import annotations
 import inspect
 import queue
 import threading
+from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Final, Protocol
 
 from .._log import log
+from .._steps import drive, drive_async
+from ._wire import count_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .._steps import Steps
     from ._host import BusHost
 
 __all__ = ["HANDLER_THREADS", "Drain", "Runner", "TaskRunner", "ThreadRunner", "handler_threads_of"]
@@ -26,9 +30,7 @@ CLOSE_SECONDS: Final = 5.0  # how long closing waits for handlers still running
 class Drain(Protocol):
     """A consumer's drain: its handler run on the messages waiting, in order."""
 
-    def drain_in_thread(self) -> None: ...
-
-    async def drain_in_task(self) -> None: ...
+    def drain(self) -> Steps[None]: ...
 
 
 class Runner(Protocol):
@@ -56,11 +58,7 @@ def handler_threads_of(threads: object) -> int:
         TypeError: not an int.
         ValueError: below 1.
     """
-    if isinstance(threads, bool) or not isinstance(threads, int):
-        raise TypeError(f"handler_threads must be an int, got {threads!r}")
-    if threads < 1:
-        raise ValueError(f"handler_threads must be >= 1, got {threads}")
-    return threads
+    return count_of("handler_threads", threads, 1)
 
 
 class ThreadRunner:
@@ -78,7 +76,7 @@ class ThreadRunner:
         self._closed = False
 
     def start(self, consumer: Drain) -> None:
-        self._submit(consumer.drain_in_thread)
+        self._submit(partial(drive, consumer.drain()))
 
     def call(self, fn: Callable[[], object]) -> None:
         self._submit(fn)
@@ -132,7 +130,7 @@ class TaskRunner:
         self._host = host
 
     def start(self, consumer: Drain) -> None:
-        self._host.spawn(consumer.drain_in_task)
+        self._host.spawn(drive_async, consumer.drain())
 
     def call(self, fn: Callable[[], object]) -> None:
         async def run() -> None:

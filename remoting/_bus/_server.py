@@ -43,7 +43,9 @@ from codec import ResponseCode
 from processors import AsyncRequestProcessor
 
 from .._errors import RemotingCommandError, RemotingError, RemotingTimeoutError
-from .._log import log
+from .._log import FirstOfEach, log
+from .._security._acl import ACCESS_KEY
+from .._steps import drive_async
 from ._failure import ReplyFailure
 from ._node import consumer_full, deadline_after, no_handlers, receipt_failure
 from ._outlet import Budget, Outlet
@@ -59,18 +61,21 @@ from ._wire import (
     BadBusRequest,
     BusCode,
     FailureCode,
+    Forbidden,
     bad_request_response,
     consumer_id_of,
     credits_of,
     deliver_command,
     failure_of,
     failure_response,
+    forbidden_response,
     not_registered_response,
     ok_response,
     register_of,
     reply_of,
     reply_response,
     send_of,
+    size_of,
     window_of,
 )
 
@@ -81,8 +86,11 @@ if TYPE_CHECKING:
     from processors import RequestContext
 
     from .._core._receiving._channel_handle import ChannelHandle
+    from .._steps import Steps
     from ._host import BusHost
+    from ._message import Message
     from ._node import BusNode
+    from ._permissions import Operation, PermissionTable
     from ._reply_table import PendingReply
     from ._waiter import Waiter
     from ._wire import Kind
@@ -92,6 +100,7 @@ __all__ = ["SERVED_CODES", "BusServer", "Pending", "ServerLimits"]
 SERVED_CODES: Final = (BusCode.REGISTER, BusCode.UNREGISTER, BusCode.WINDOW, BusCode.SEND,
                        BusCode.REPLY, BusCode.CREDIT, BusCode.HEARTBEAT)
 PUBLISH_PUSH_TIMEOUT: Final = DEFAULT_TIMEOUT  # a publish has no deadline of its own
+_LOGGED_ADDRESS_CHARS: Final = 100  # a refused address is the peer's text: logged cut short
 
 
 @dataclass(slots=True, eq=False, kw_only=True)
@@ -118,8 +127,7 @@ class Pending:
     size: int = field(init=False)  # what it counts in a budget: its body and headers
 
     def __post_init__(self) -> None:
-        # headers count too: a message of empty body and 64 KiB of headers is no small one
-        self.size = len(self.body) + sum(len(k) + len(v) for k, v in self.headers.items())
+        self.size = size_of(self.body, self.headers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,13 +143,16 @@ class ServerLimits:
 class BusServer(AsyncRequestProcessor):
     """Serves the bus's codes on a server, and pushes to its clients' consumers."""
 
-    def __init__(self, node: BusNode, host: BusHost, limits: ServerLimits) -> None:
+    def __init__(self, node: BusNode, host: BusHost, limits: ServerLimits,
+                 permissions: PermissionTable | None = None) -> None:
         self._node = node
         self._host = host
         self._limits = limits
+        self._permissions = permissions
+        self._verified = False  # an ACL hook verifies the access keys (once seen, for good)
         self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
         self._budgets: dict[ChannelHandle, Budget] = {}  # one per connection with consumers
-        self._refused: dict[ChannelHandle, int] = {}  # bad requests, per connection (logs)
+        self._refusals = FirstOfEach()  # bad requests logged, per connection and reason
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
                                         Awaitable[RemotingCommand | None]]] = {
             BusCode.REGISTER: self._register, BusCode.UNREGISTER: self._unregister,
@@ -156,16 +167,45 @@ class BusServer(AsyncRequestProcessor):
         try:
             return await self._serve[request.code](ctx, request)
         except BadBusRequest as exc:
-            channel: ChannelHandle = ctx.channel  # type: ignore[assignment]
-            with self._node.lock:
-                refused = self._refused[channel] = self._refused.get(channel, 0) + 1
-            if refused & (refused - 1) == 0:  # the 1st, 2nd, 4th, 8th...: never a flood
+            if self._refusals.first(ctx.channel, (request.code, exc.field or str(exc))):
                 log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
-                            reason=str(exc), refused_on_connection=refused)
+                            reason=str(exc))
             return bad_request_response(exc)
+        except Forbidden as exc:
+            if self._refusals.first(ctx.channel, ("forbidden", exc.operation)):
+                log.warning("bus.permission_denied", code=request.code, peer=ctx.remote_addr,
+                            access_key=exc.access_key, operation=exc.operation,
+                            address=exc.address[:_LOGGED_ADDRESS_CHARS],
+                            address_chars=len(exc.address), reason=str(exc))
+            return forbidden_response(exc)
+
+    def _permit(self, request: RemotingCommand, operation: Operation, address: str) -> None:
+        """Check that the access key that signed ``request`` may do ``operation`` at
+        ``address`` (nothing to check without permissions).
+
+        Raises:
+            Forbidden: it may not; or the server verifies no access keys (no ACL hook), so
+                none can be trusted.
+        """
+        permissions = self._permissions
+        if permissions is None:
+            return
+        access_key = (request.ext_fields or {}).get(ACCESS_KEY)
+        if not self._verified:
+            self._verified = self._host.verifies_access_keys()
+            if not self._verified:
+                raise Forbidden("the bus has address permissions, but its server verifies no "
+                                "access keys: register an AclServerRPCHook on it",
+                                operation, access_key, address)
+        if not permissions.allows(access_key, operation, address):
+            who = "a request without an AccessKey" if access_key is None else (
+                f"AccessKey {access_key!r}")
+            raise Forbidden(f"{who} may not {operation} at address {address!r} (the bus's "
+                            "permissions)", operation, access_key, address)
 
     async def _register(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         registration = register_of(request)
+        self._permit(request, "consume", registration.address)
         channel: ChannelHandle = ctx.channel  # type: ignore[assignment]
         node = self._node
         with node.lock:
@@ -246,29 +286,55 @@ class BusServer(AsyncRequestProcessor):
 
     async def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         send = send_of(request)
+        self._permit(request, "send", send.address)
         if send.kind == "publish":
             self.publish(send.address, send.body, send.headers, here=False)
             return ok_response()
-        node = self._node
-        deadline = None if send.timeout is None else monotonic() + send.timeout
-        waiter = TaskWaiter()
-        if send.kind == "request":
-            entry = node.expect_reply(waiter, deadline, send.address, requester=ctx.channel)
-            self.route(Pending(kind="request", address=send.address, body=send.body,
-                               headers=send.headers, deadline=deadline, here=False,
-                               entry=entry))
-            try:
-                reply = await node.wait_reply_async(waiter, entry)
-            except ReplyFailure as failed:
-                return failure_response(failed)
-            return reply_response(reply.address, reply.body, reply.headers, reply.reply_address)
-        failure = self.route(Pending(kind="send", address=send.address, body=send.body,
-                                     headers=send.headers, deadline=deadline, here=False,
-                                     receipt=waiter))
+        deadline = None if send.timeout is None else deadline_after(send.timeout)
+        try:
+            if send.kind == "request":
+                reply = await drive_async(self.requesting(
+                    send.address, send.body, send.headers, deadline, TaskWaiter(), here=False,
+                    requester=ctx.channel))
+                return reply_response(reply.address, reply.body, reply.headers,
+                                      reply.reply_address)
+            await drive_async(self.sending(send.address, send.body, send.headers, deadline,
+                                           TaskWaiter(), here=False))
+        except ReplyFailure as failed:
+            return failure_response(failed)
+        return ok_response()
+
+    def sending(self, address: str, body: bytes, headers: dict[str, str],
+                deadline: float | None, waiter: Waiter, *, here: bool) -> Steps[None]:
+        """Route a send to one consumer of ``address`` and wait (with ``waiter``) until the
+        consumer's bus has it (steps; ``here``: sent by this process).
+
+        Raises:
+            ReplyFailure: it failed (NO_HANDLERS, RECIPIENT_FAILURE), or was not taken by
+                ``deadline`` (TIMEOUT).
+        """
+        failure = self.route(Pending(kind="send", address=address, body=body, headers=headers,
+                                     deadline=deadline, here=here, receipt=waiter))
         if failure is None:
-            await waiter.wait(deadline)
-            failure = receipt_failure(node, waiter, send.address)
-        return ok_response() if failure is None else failure_response(failure)
+            yield waiter.until(deadline)
+            failure = receipt_failure(self._node, waiter, address)
+        if failure is not None:
+            raise failure
+
+    def requesting(self, address: str, body: bytes, headers: dict[str, str],
+                   deadline: float | None, waiter: Waiter, *, here: bool,
+                   requester: object | None = None) -> Steps[Message]:
+        """Route a request to one consumer of ``address`` and wait (with ``waiter``) for its
+        reply (steps; ``requester``: the connection it came over, None for this process).
+
+        Raises:
+            ReplyFailure: no reply: NO_HANDLERS, TIMEOUT at ``deadline``, RECIPIENT_FAILURE.
+        """
+        node = self._node
+        entry = node.expect_reply(waiter, deadline, address, requester=requester)
+        self.route(Pending(kind="request", address=address, body=body, headers=headers,
+                           deadline=deadline, here=here, entry=entry))
+        return (yield from node.wait_reply(waiter, entry))
 
     async def _reply(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         reply = reply_of(request)
@@ -286,7 +352,7 @@ class BusServer(AsyncRequestProcessor):
         if isinstance(after, ReplyFailure):
             return failure_response(after)
         try:
-            answer = await node.wait_reply_async(waiter, after)
+            answer = await drive_async(node.wait_reply(waiter, after))
         except ReplyFailure as failed:
             return failure_response(failed)
         return reply_response(answer.address, answer.body, answer.headers,
@@ -544,7 +610,7 @@ class BusServer(AsyncRequestProcessor):
         with node.lock:
             targets = list(self._remote.pop(channel, {}).values())
             self._budgets.pop(channel, None)
-            self._refused.pop(channel, None)
+        self._refusals.forget(channel)
         waiting = [pending for target in targets for pending in self._remove(target)]
         with node.lock:
             requested, held = node.replies.drop_peer(channel)

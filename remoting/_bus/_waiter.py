@@ -1,11 +1,13 @@
-"""Waiters: one outcome (a reply, a failure, or a receipt), read by the one thread or trio
-task that waits for it.
+"""Where the bus's thread faces and trio faces differ: how they wait. Everything else of the
+bus is written once, as steps (remoting/_steps.py); these are its own steps.
 
-A waiter is completed once, by whoever removed the entry it waits on, while holding the bus
-lock: so a waiter that gives up (its deadline passed) and then takes the lock either finds its
-entry still there (and completes it itself, with TIMEOUT) or finds its outcome set. A thread
-waits on a lock (`ThreadWaiter`); a trio task on an event of its own loop (`TaskWaiter`), set
-there even when another thread completes it.
+Waiters: one outcome (a reply, a failure, or a receipt), read by the one thread or trio task
+that waits for it. A waiter is completed once, by whoever removed the entry it waits on, while
+holding the bus lock: so a waiter that gives up (its deadline passed) and then takes the lock
+either finds its entry still there (and completes it itself, with TIMEOUT) or finds its
+outcome set. A thread waits on a lock (`ThreadWaiter`); a trio task on an event of its own loop
+(`TaskWaiter`), set there even when another thread completes it. ``yield waiter.until(deadline)``
+is the step that waits (its result: True if completed).
 """
 
 from __future__ import annotations
@@ -14,29 +16,57 @@ import _thread
 import threading
 from contextlib import nullcontext
 from time import monotonic
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final, Self, TypeAlias
 
 import trio
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from ._failure import ReplyFailure
     from ._message import Message
 
-__all__ = ["DELIVERED", "Outcome", "TaskWaiter", "ThreadWaiter", "Waiter"]
+__all__ = ["DELIVERED", "RUNG", "Outcome", "TaskWaiter", "ThreadWaiter", "Waiter"]
 
 DELIVERED: Final = "delivered"  # a send's outcome: the consumer's bus has the message
+RUNG: Final = "rung"  # a nap's outcome: woken before its time
 Outcome: TypeAlias = "Message | ReplyFailure | str"
 
 
-class ThreadWaiter:
-    """A waiter for a thread (blocking faces)."""
+class _Waiter:
+    """What both waiters share: the outcome, and the step that waits for it."""
 
-    __slots__ = ("_signal", "outcome")
+    __slots__ = ("_deadline", "outcome")
 
     def __init__(self) -> None:
+        self._deadline: float | None = None
+        self.outcome: Outcome | None = None
+
+    def until(self, deadline: float | None) -> Self:
+        """Return the step that waits for the outcome until ``deadline`` (`time.monotonic`;
+        None: no limit); its result is True if the outcome came."""
+        self._deadline = deadline
+        return self
+
+    def run(self) -> bool:
+        raise RuntimeError(f"a {type(self).__name__} is waited on in a trio task only")
+
+    def run_async(self) -> Awaitable[bool]:
+        raise RuntimeError(f"a {type(self).__name__} is waited on in a thread only")
+
+
+class ThreadWaiter(_Waiter):
+    """A waiter for a thread (blocking faces)."""
+
+    __slots__ = ("_signal",)
+
+    def __init__(self) -> None:
+        super().__init__()
         self._signal = _thread.allocate_lock()
         self._signal.acquire()
-        self.outcome: Outcome | None = None
+
+    def run(self) -> bool:
+        return self.wait(self._deadline)
 
     def complete(self, outcome: Outcome) -> None:
         """Set the outcome and wake the waiting thread (any thread, once, under the bus lock)."""
@@ -51,17 +81,20 @@ class ThreadWaiter:
         return self._signal.acquire(timeout=max(0.0, remaining))
 
 
-class TaskWaiter:
+class TaskWaiter(_Waiter):
     """A waiter for a trio task (trio faces, and the bus server's processors); made on its
     loop."""
 
-    __slots__ = ("_event", "_thread", "_token", "outcome")
+    __slots__ = ("_event", "_thread", "_token")
 
     def __init__(self) -> None:
+        super().__init__()
         self._event = trio.Event()
         self._token = trio.lowlevel.current_trio_token()
         self._thread = threading.get_ident()
-        self.outcome: Outcome | None = None
+
+    def run_async(self) -> Awaitable[bool]:
+        return self.wait(self._deadline)
 
     def complete(self, outcome: Outcome) -> None:
         """Set the outcome and wake the waiting task (any thread, once, under the bus lock)."""

@@ -15,6 +15,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Final, Literal
 
 from codec import RemotingCommand, ResponseCode
+from codec._header_numbers import INT32_MAX, INT32_MIN, INT64_MAX, header_int
 
 from ._failure import FAILURE_KINDS, NO_CODE, FailureKind, ReplyFailure
 
@@ -22,16 +23,17 @@ if TYPE_CHECKING:
     from codec import ExtFields
 
 __all__ = [
-    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_CONSUMERS", "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_BYTES",
-    "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT", "HEARTBEAT_SECONDS",
-    "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW", "TRANSPORT_MARGIN",
-    "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Kind", "Register", "Reply",
-    "ReplyKind", "Send", "address_of", "bad_request_response", "body_of", "consumer_id_of",
-    "credit_command", "credits_of", "deliver_command", "deliver_of", "failure_of",
-    "failure_response", "headers_in", "headers_of", "heartbeat_command", "max_buffered_of",
-    "not_registered_response", "ok_response", "register_command", "register_of",
-    "reply_command", "reply_in", "reply_of", "reply_response", "send_command", "send_of",
-    "timeout_of", "unregister_command", "window_command", "window_of",
+    "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_BUFFERED_BYTES", "DEFAULT_MAX_CONSUMERS",
+    "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_BYTES", "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT",
+    "HEARTBEAT_SECONDS", "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW",
+    "TRANSPORT_MARGIN", "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Forbidden", "Kind",
+    "Register", "Reply", "ReplyKind", "Send", "address_of", "bad_request_response", "body_of",
+    "count_of", "consumer_id_of", "credit_command", "credits_of", "deliver_command", "deliver_of",
+    "failure_of", "failure_response", "forbidden_response", "headers_in", "headers_of",
+    "heartbeat_command", "max_buffered_bytes_of", "max_buffered_of", "not_registered_response",
+    "ok_response", "register_command", "register_of", "reply_command", "reply_in", "reply_of",
+    "reply_response", "send_command", "send_of", "size_of", "timeout_of", "unregister_command",
+    "window_command", "window_of",
 ]
 
 
@@ -60,6 +62,9 @@ class FailureCode(IntEnum):
 
 DEFAULT_TIMEOUT: Final = 30.0  # seconds; Vert.x DeliveryOptions.DEFAULT_TIMEOUT
 DEFAULT_MAX_BUFFERED: Final = 1000  # Vert.x MessageConsumer.DEFAULT_MAX_BUFFERED_MESSAGES
+# a consumer's bytes held (bodies and headers): what its server holds at most for one client
+# connection's consumers (DEFAULT_MAX_HELD_BYTES), room for four messages of the largest frame
+DEFAULT_MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_MAX_QUEUED: Final = 1000  # messages a bus server holds for one full remote consumer
 # what a bus server keeps for its clients: remote consumers (about 2-3 kB each), and the
 # messages held for one connection's consumers together (a few hundred bytes each beside
@@ -79,7 +84,7 @@ TRANSPORT_MARGIN: Final = 2.0
 # max_idle_seconds (120 s by default) is closed, and the server forgets its consumers with
 # it (RocketMQ's clients beat every 30 s: heartbeatBrokerInterval)
 HEARTBEAT_SECONDS: Final = 30.0
-_MAX_MILLIS: Final = 2**31 - 1  # a timeout's wire value, int32 milliseconds (~24.8 days)
+_MAX_MILLIS: Final = INT32_MAX  # a timeout's wire value, int32 milliseconds (~24.8 days)
 HEADER_PREFIX: Final = "h."
 
 Kind = Literal["send", "publish", "request"]
@@ -88,8 +93,34 @@ _KINDS: Final = ("send", "publish", "request")
 _REPLY_KINDS: Final = ("reply", "request", "fail")
 
 
+class Forbidden(Exception):
+    """A client's bus request that its access key may not make (answered NO_PERMISSION).
+
+    Attributes:
+        operation: ``"consume"`` or ``"send"``.
+        access_key: the key that signed the request (None: none).
+        address: the address it named.
+    """
+
+    def __init__(self, message: str, operation: str, access_key: str | None,
+                 address: str) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.access_key = access_key
+        self.address = address
+
+
 class BadBusRequest(Exception):
-    """A peer's bus request lacks a field or carries a wrong one (answered INVALID_PARAMETER)."""
+    """A peer's bus request lacks a field or carries a wrong one (answered INVALID_PARAMETER).
+
+    Attributes:
+        field: the field at fault (None: the message says what), which the log's pacing
+            keys on: a peer is logged once per field, whatever values it tries.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 # ------------------------------------------------------------------ what callers hand in
@@ -163,18 +194,44 @@ def timeout_of(timeout: object) -> float:
     return float(timeout)
 
 
+def count_of(name: str, value: object, low: int, high: int | None = None) -> int:
+    """Return ``value`` if it is an int from ``low`` (to ``high``): a count a caller sets.
+
+    Raises:
+        TypeError: not an int (a bool is not a count).
+        ValueError: out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if high is not None and not low <= value <= high:
+        raise ValueError(f"{name} must be from {low} to {high}, got {value}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return value
+
+
 def max_buffered_of(max_buffered: object) -> int:
     """Return a consumer's ``max_buffered``: an int from 1 to `MAX_WINDOW`.
 
     Raises:
-        TypeError: not an int.
-        ValueError: out of range.
+        TypeError, ValueError: it is not.
     """
-    if isinstance(max_buffered, bool) or not isinstance(max_buffered, int):
-        raise TypeError(f"max_buffered must be an int, got {max_buffered!r}")
-    if not 1 <= max_buffered <= MAX_WINDOW:
-        raise ValueError(f"max_buffered must be from 1 to {MAX_WINDOW}, got {max_buffered}")
-    return max_buffered
+    return count_of("max_buffered", max_buffered, 1, MAX_WINDOW)
+
+
+def max_buffered_bytes_of(max_buffered_bytes: object) -> int:
+    """Return a consumer's ``max_buffered_bytes``: an int >= 1.
+
+    Raises:
+        TypeError, ValueError: it is not.
+    """
+    return count_of("max_buffered_bytes", max_buffered_bytes, 1)
+
+
+def size_of(body: bytes, headers: dict[str, str]) -> int:
+    """What a message counts in a bound of bytes: its body and its headers (a message of
+    an empty body and 64 KiB of headers is no small one)."""
+    return len(body) + sum(len(k) + len(v) for k, v in headers.items())
 
 
 # ------------------------------------------------------------------ building commands
@@ -289,6 +346,11 @@ def bad_request_response(problem: BadBusRequest) -> RemotingCommand:
                                            f"bad bus request: {problem}")
 
 
+def forbidden_response(problem: Forbidden) -> RemotingCommand:
+    """Return the answer to a bus request its access key may not make."""
+    return RemotingCommand.create_response(ResponseCode.NO_PERMISSION, f"[bus] {problem}")
+
+
 def not_registered_response() -> RemotingCommand:
     return RemotingCommand.create_response(FailureCode.NOT_REGISTERED,
                                            "no such consumer (it was unregistered)")
@@ -319,7 +381,7 @@ def _int(text: str | None, default: int) -> int:
     if text is None:
         return default
     try:
-        return int(text)
+        return header_int("failureCode", text, INT32_MIN, INT32_MAX)
     except ValueError:
         return default
 
@@ -335,7 +397,7 @@ def headers_in(ext: ExtFields | None) -> dict[str, str]:
 def _field(ext: ExtFields, name: str) -> str:
     value = ext.get(name)
     if not value:
-        raise BadBusRequest(f"no {name}")
+        raise BadBusRequest(f"no {name}", name)
     return value
 
 
@@ -343,23 +405,14 @@ def _peer_address(ext: ExtFields, name: str = "address") -> str:
     try:
         return address_of(_field(ext, name), name)
     except (TypeError, ValueError) as exc:
-        raise BadBusRequest(str(exc)) from None
-
-
-_MAX_DIGITS: Final = 20  # the widest integer a bus field holds (int64) has 19 digits
+        raise BadBusRequest(str(exc), name) from None
 
 
 def _peer_int(ext: ExtFields, name: str, low: int, high: int) -> int:
-    text = _field(ext, name)
-    digits = text[1:] if text.startswith("-") else text
-    # checked before int(): "--5" would raise its ValueError, and a very long run of digits
-    # costs quadratic time (Python refuses beyond 4300, with a ValueError too)
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= _MAX_DIGITS):
-        raise BadBusRequest(f"{name} is not an integer")
-    value = int(text)
-    if not low <= value <= high:
-        raise BadBusRequest(f"{name} is out of range ({low}..{high})")
-    return value
+    try:
+        return header_int(name, _field(ext, name), low, high)
+    except ValueError as exc:
+        raise BadBusRequest(str(exc), name) from None
 
 
 def _peer_timeout(ext: ExtFields) -> float | None:
@@ -417,7 +470,7 @@ class Deliver:
 def _kind(ext: ExtFields, kinds: tuple[str, ...]) -> str:
     kind = ext.get("kind")
     if kind not in kinds:
-        raise BadBusRequest(f"kind must be one of {', '.join(kinds)}")
+        raise BadBusRequest(f"kind must be one of {', '.join(kinds)}", "kind")
     return kind
 
 
@@ -440,7 +493,7 @@ def reply_of(request: RemotingCommand) -> Reply:
     """
     ext = request.ext_fields or {}
     kind = _kind(ext, _REPLY_KINDS)
-    code = (_peer_int(ext, "failureCode", -(2**31), 2**31 - 1)
+    code = (_peer_int(ext, "failureCode", INT32_MIN, INT32_MAX)
             if ext.get("failureCode") is not None else NO_CODE)
     return Reply(kind, _peer_address(ext, "replyAddress"), request.body or b"",  # type: ignore[arg-type]
                  headers_in(ext), _peer_timeout(ext), code, request.remark or "")
@@ -454,7 +507,7 @@ def register_of(request: RemotingCommand) -> Register:
     """
     ext = request.ext_fields or {}
     held = 0 if ext.get("held") is None else _peer_int(ext, "held", 0, MAX_WINDOW)
-    return Register(_peer_int(ext, "consumerId", 0, 2**63 - 1), _peer_address(ext),
+    return Register(_peer_int(ext, "consumerId", 0, INT64_MAX), _peer_address(ext),
                     _peer_int(ext, "window", 1, MAX_WINDOW), held)
 
 
@@ -464,7 +517,7 @@ def consumer_id_of(request: RemotingCommand) -> int:
     Raises:
         BadBusRequest: it is missing or wrong.
     """
-    return _peer_int(request.ext_fields or {}, "consumerId", 0, 2**63 - 1)
+    return _peer_int(request.ext_fields or {}, "consumerId", 0, INT64_MAX)
 
 
 def window_of(request: RemotingCommand) -> tuple[int, int]:
@@ -494,7 +547,7 @@ def deliver_of(request: RemotingCommand) -> Deliver:
     """
     ext = request.ext_fields or {}
     reply_address = ext.get("replyAddress") or None
-    return Deliver(_peer_int(ext, "consumerId", 0, 2**63 - 1),
+    return Deliver(_peer_int(ext, "consumerId", 0, INT64_MAX),
                    _kind(ext, _KINDS),  # type: ignore[arg-type]
                    _peer_address(ext), request.body or b"", headers_in(ext), reply_address)
 

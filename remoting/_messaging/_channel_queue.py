@@ -26,8 +26,7 @@ from __future__ import annotations
 import enum
 import heapq
 from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ._in_flight import InFlight
 
@@ -46,10 +45,10 @@ class Outcome(enum.Enum):
     FOREIGN = "foreign"  # in flight with another consumer
 
 
-@dataclass(frozen=True, slots=True)
-class Returned:
+class Returned(NamedTuple):
     """A delivery that ended without an acknowledgement (its deadline passed, or its
-    consumer went away): the message is ready again, or dead-lettered (``dead``)."""
+    consumer went away): the message is ready again, or dead-lettered (``dead``). A tuple:
+    a connection closing with 65,536 deliveries makes one each, at once."""
 
     offset: int
     consumer: Hashable

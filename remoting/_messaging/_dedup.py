@@ -6,7 +6,9 @@ batch got, for ``window`` seconds, and answers a repeat with those offsets inste
 appending the batch again. Keys are forgotten oldest first (`expire`); a key seen again after
 its window is a new batch. At most ``max_keys`` are remembered: past that the oldest is
 forgotten early, so a publisher tagging every publish with a new key (up to 1 KiB each)
-cannot grow the service's memory for the whole window.
+cannot grow the service's memory for the whole window. ``bytes`` is about what the keys
+cost (their characters and `KEY_OVERHEAD` each), for the service's memory total; `shed`
+forgets the oldest early when that total is past.
 """
 
 from __future__ import annotations
@@ -14,22 +16,24 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Final
 
-__all__ = ["DEFAULT_MAX_KEYS", "KeyWindow"]
+__all__ = ["DEFAULT_MAX_KEYS", "KEY_OVERHEAD", "KeyWindow"]
 
 # Keys remembered at most (a topic's): far more than the batches a publisher retries within
 # a window in practice; about 70 MiB at the largest keys.
 DEFAULT_MAX_KEYS: Final = 65_536
+KEY_OVERHEAD: Final = 200  # bytes a remembered key costs besides its characters (measured)
 
 
 class KeyWindow:
     """Recent idempotence keys, each with its batch's first offset and count."""
 
-    __slots__ = ("_keys", "max_keys", "window")
+    __slots__ = ("_keys", "bytes", "max_keys", "window")
 
     def __init__(self, window: float, max_keys: int = DEFAULT_MAX_KEYS) -> None:
         self.window = window
         self.max_keys = max_keys
         self._keys: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
+        self.bytes = 0  # about what the keys remembered cost
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -43,10 +47,32 @@ class KeyWindow:
 
     def add(self, key: str, first: int, count: int, now: float) -> None:
         """Remember ``key`` for a batch appended at ``now`` (``now`` never goes back)."""
+        if key not in self._keys:
+            self.bytes += len(key) + KEY_OVERHEAD
         self._keys[key] = (first, count, now)
         self._keys.move_to_end(key)
         if len(self._keys) > self.max_keys:
-            self._keys.popitem(last=False)
+            self._forget_oldest()
+
+    def shed(self, excess: int) -> int:
+        """Forget the oldest keys, but the newest, until ``excess`` bytes are freed; return
+        the bytes freed (the service holds more than its memory total)."""
+        freed = 0
+        while freed < excess and len(self._keys) > 1:
+            freed += self._forget_oldest()
+        return freed
+
+    def _forget_oldest(self) -> int:
+        key, _ = self._keys.popitem(last=False)
+        cost = len(key) + KEY_OVERHEAD
+        self.bytes -= cost
+        return cost
+
+    def next_expiry(self) -> float | None:
+        """Return when `expire` next forgets a key (None: no key is remembered)."""
+        for _, _, seen in self._keys.values():  # the oldest: keys are kept in time order
+            return seen + self.window
+        return None
 
     def expire(self, now: float) -> int:
         """Forget the keys older than the window; return how many."""
@@ -57,5 +83,6 @@ class KeyWindow:
             if now - seen <= self.window:
                 break
             del keys[key]
+            self.bytes -= len(key) + KEY_OVERHEAD
             gone += 1
         return gone

@@ -71,19 +71,27 @@ class DeferredOffsets(Mapping[int, float]):
 
     def release(self, now: float) -> int:
         """Forget the offsets due at ``now``; return how many."""
+        return sum(count for _, count in self.release_batches(now))
+
+    def release_batches(self, now: float) -> list[tuple[int, int]]:
+        """Forget the offsets due at ``now``; return the batches they were added in, as
+        ``(first, count)`` (what waits for one of their offsets may go on)."""
         by_due = self._by_due
         due_of = self._due
-        released = 0
+        batches: list[tuple[int, int]] = []
         while by_due and by_due[0][0] <= now:
             _, first, count = heapq.heappop(by_due)
             self._released += 1
+            released = 0
             for offset in range(first, first + count):
                 if due_of.pop(offset, None) is not None:
                     released += 1
+            if released:
+                batches.append((first, count))
         if self._released * 2 > len(self._in_order):
             self._in_order = [b for b in self._in_order if b[2] > now]
             self._released = 0
-        return released
+        return batches
 
     def next_due(self) -> float | None:
         """Return when `release` next has something to do (None: nothing is deferred)."""

@@ -10,16 +10,16 @@ Theory of operation (sync, takes ``now``, no I/O):
   whose deadline passed. `remove_owner` removes and returns every hold of an owner (its
   connection closed: nobody is left to answer). Whoever removes a hold owns it: each is
   returned once.
-- Deadlines sit in a lazy heap of ``(deadline, hold number)``; a hold removed by `notify` leaves
-  a stale heap item, skipped when met and dropped when the heap is rebuilt (more than twice the
-  live holds plus `_COMPACT_SLACK`).
+- Deadlines sit in a `LazyDeadlines` heap of ``(deadline, hold number)``; a hold removed by
+  `notify` leaves a stale pair, skipped when met and dropped when the heap is rebuilt.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from ._deadlines import LazyDeadlines
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["Hold", "HoldTable"]
 
 T = TypeVar("T")
-_COMPACT_SLACK: Final = 1024
 
 
 class Hold(Generic[T]):
@@ -54,7 +53,7 @@ class HoldTable(Generic[T]):
         self._by_key: dict[Hashable, dict[int, Hold[T]]] = {}
         self._by_owner: dict[Hashable, dict[int, Hold[T]]] = {}  # holds with an owner
         self._by_number: dict[int, Hold[T]] = {}
-        self._heap: list[tuple[float, int]] = []
+        self._heap = LazyDeadlines()
         self._numbers = itertools.count()
 
     def __len__(self) -> int:
@@ -76,10 +75,10 @@ class HoldTable(Generic[T]):
         self._by_key.setdefault(key, {})[hold.number] = hold
         if owner is not None:
             self._by_owner.setdefault(owner, {})[hold.number] = hold
-        heapq.heappush(self._heap, (deadline, hold.number))
-        if len(self._heap) > 2 * len(self._by_number) + _COMPACT_SLACK:
-            self._heap = [(h.deadline, n) for n, h in self._by_number.items()]
-            heapq.heapify(self._heap)
+        self._heap.push(deadline, hold.number)
+        by_number = self._by_number
+        self._heap.compact(len(by_number),
+                           lambda: [(h.deadline, n) for n, h in by_number.items()])
         return hold
 
     def notify(self, key: Hashable) -> list[Hold[T]]:
@@ -101,17 +100,7 @@ class HoldTable(Generic[T]):
 
     def expire(self, now: float) -> list[Hold[T]]:
         """Remove and return every hold whose deadline is at or before ``now``."""
-        heap = self._heap
-        by_number = self._by_number
-        expired: list[Hold[T]] = []
-        while heap and heap[0][0] <= now:
-            _, number = heapq.heappop(heap)
-            hold = by_number.pop(number, None)
-            if hold is not None:
-                self._drop_from_key(hold)
-                self._drop_from_owner(hold)
-                expired.append(hold)
-        return expired
+        return self._heap.pop_due(now, self._take)
 
     def remove(self, hold: Hold[T]) -> bool:
         """Remove ``hold`` if it is still held (its requester went away)."""
@@ -134,14 +123,17 @@ class HoldTable(Generic[T]):
 
     def next_deadline(self) -> float | None:
         """Return the earliest deadline of a hold still held, or None."""
-        heap = self._heap
-        by_number = self._by_number
-        while heap:
-            deadline, number = heap[0]
-            if number in by_number:
-                return deadline
-            heapq.heappop(heap)
-        return None
+        return self._heap.next_deadline(self._live)
+
+    def _take(self, number: int, deadline: float) -> Hold[T] | None:
+        hold = self._by_number.pop(number, None)
+        if hold is not None:
+            self._drop_from_key(hold)
+            self._drop_from_owner(hold)
+        return hold
+
+    def _live(self, number: int, deadline: float) -> bool:
+        return number in self._by_number
 
     def _drop_from_key(self, hold: Hold[T]) -> None:
         holds = self._by_key[hold.key]

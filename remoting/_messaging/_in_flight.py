@@ -8,22 +8,27 @@ Theory of operation (sync, takes ``now``, no I/O):
   `pop_consumer`) decides what happens to the message next; the table only forgets it.
 - Only the consumer that holds an entry may remove or touch it: `pop` and `touch` from
   another consumer change nothing (a foreign acknowledgement is refused, not applied).
-- Deadlines sit in a lazy heap of ``(deadline, offset)``: an entry touched or removed leaves a
-  stale heap item, skipped when met and dropped when the heap is rebuilt (at more than twice
-  the live entries plus `_COMPACT_SLACK`), as `ResponseTable` does.
+- Entries are indexed by offset (``entries``) and by consumer (``by_consumer``: the offsets
+  each holds), so a consumer that goes away costs what it held (`pop_consumer`), not a walk
+  over every delivery of the channel: a connection closing with a thousand subscriptions
+  would otherwise walk the channel's table a thousand times.
+- Deadlines sit in a `LazyDeadlines` heap of ``(deadline, offset)``: an entry touched or
+  removed leaves a stale pair, skipped when met and dropped when the heap is rebuilt (checked
+  whenever entries are added, touched or removed in a batch, so a consumer that leaves with
+  thousands does not leave them for one `next_deadline` to pop one by one).
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
+
+from ._deadlines import COMPACT_SLACK, LazyDeadlines
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
 __all__ = ["InFlight", "InFlightEntry"]
-
-_COMPACT_SLACK: Final = 1024
 
 
 class InFlightEntry:
@@ -43,20 +48,26 @@ class InFlightEntry:
 
 
 class InFlight:
-    """Deliveries awaiting acknowledgement, by offset."""
+    """Deliveries awaiting acknowledgement, by offset and by consumer."""
 
-    __slots__ = ("_heap", "entries", "per_consumer")
+    __slots__ = ("_deadlines", "by_consumer", "entries")
 
     def __init__(self) -> None:
+        # read them freely; change them only through the methods below
         self.entries: dict[int, InFlightEntry] = {}
-        self.per_consumer: dict[Hashable, int] = {}  # entries held, by consumer
-        self._heap: list[tuple[float, int]] = []
+        self.by_consumer: dict[Hashable, set[int]] = {}  # the offsets each consumer holds
+        self._deadlines = LazyDeadlines()
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def __contains__(self, offset: int) -> bool:
         return offset in self.entries
+
+    @property
+    def per_consumer(self) -> dict[Hashable, int]:
+        """How many entries each consumer holds."""
+        return {consumer: len(offsets) for consumer, offsets in self.by_consumer.items()}
 
     def holder(self, offset: int) -> Hashable | None:
         """Return the consumer holding ``offset``, or None if it is not in flight."""
@@ -69,51 +80,54 @@ class InFlight:
         Raises:
             ValueError: ``offset`` is already in flight (a message is delivered once at a time).
         """
-        entries = self.entries
-        if offset in entries:
-            raise ValueError(f"offset {offset} is already in flight")
-        entries[offset] = InFlightEntry(offset, consumer, deadline, attempts)
-        per = self.per_consumer
-        per[consumer] = per.get(consumer, 0) + 1
-        heapq.heappush(self._heap, (deadline, offset))
-        self._compact()
+        self.add_many([(offset, attempts)], consumer, deadline)
 
     def add_many(self, deliveries: list[tuple[int, int]], consumer: Hashable,
                  deadline: float) -> None:
         """`add` each (offset, attempt) of ``deliveries`` for ``consumer``, with one deadline
-        (a batch delivered at once: the per-message path, kept lean)."""
+        (a batch delivered at once: the per-message path, kept lean).
+
+        Raises:
+            ValueError: an offset is already in flight; those before it were added.
+        """
         entries = self.entries
-        heap = self._heap
+        heap = self._deadlines.heap
         push = heapq.heappush
-        for offset, attempts in deliveries:
-            if offset in entries:
-                raise ValueError(f"offset {offset} is already in flight")
-            entries[offset] = InFlightEntry(offset, consumer, deadline, attempts)
-            push(heap, (deadline, offset))
-        per = self.per_consumer
-        per[consumer] = per.get(consumer, 0) + len(deliveries)
+        mine = self.by_consumer.get(consumer)
+        if mine is None:
+            mine = self.by_consumer[consumer] = set()
+        hold = mine.add
+        try:
+            for offset, attempts in deliveries:
+                if offset in entries:
+                    raise ValueError(f"offset {offset} is already in flight")
+                entries[offset] = InFlightEntry(offset, consumer, deadline, attempts)
+                hold(offset)
+                push(heap, (deadline, offset))
+        finally:
+            if not mine:
+                del self.by_consumer[consumer]
         self._compact()
 
     def pop_many(self, offsets: list[int], consumer: Hashable) -> list[int]:
         """`pop` each of ``offsets`` held by ``consumer``; return those it did not hold
         (unknown or foreign: left as they were)."""
         entries = self.entries
+        mine = self.by_consumer.get(consumer)
+        if mine is None:
+            return list(offsets)
         refused: list[int] = []
-        popped = 0
+        forget = mine.remove
         for offset in offsets:
-            entry = entries.get(offset)
-            if entry is None or entry.consumer != consumer:
+            try:
+                forget(offset)  # one set operation: the usual case is held
+            except KeyError:
                 refused.append(offset)
             else:
                 del entries[offset]
-                popped += 1
-        if popped:
-            per = self.per_consumer
-            left = per[consumer] - popped
-            if left:
-                per[consumer] = left
-            else:
-                del per[consumer]
+        if not mine:
+            del self.by_consumer[consumer]
+        self._compact()
         return refused
 
     def pop(self, offset: int, consumer: Hashable) -> InFlightEntry | None:
@@ -123,7 +137,7 @@ class InFlight:
         if entry is None or entry.consumer != consumer:
             return None
         del self.entries[offset]
-        self._forget(consumer)
+        self._forget(consumer, offset)
         return entry
 
     def touch(self, offset: int, consumer: Hashable, deadline: float) -> bool:
@@ -132,55 +146,50 @@ class InFlight:
         if entry is None or entry.consumer != consumer:
             return False
         entry.deadline = deadline
-        heapq.heappush(self._heap, (deadline, offset))
+        self._deadlines.push(deadline, offset)
         self._compact()
         return True
 
     def expire(self, now: float) -> list[InFlightEntry]:
         """Remove and return every entry whose deadline is at or before ``now``, earliest
         first."""
-        heap = self._heap
-        entries = self.entries
-        expired: list[InFlightEntry] = []
-        while heap and heap[0][0] <= now:
-            deadline, offset = heapq.heappop(heap)
-            entry = entries.get(offset)
-            if entry is not None and entry.deadline == deadline:
-                del entries[offset]
-                self._forget(entry.consumer)
-                expired.append(entry)
-        return expired
+        return self._deadlines.pop_due(now, self._take)
 
     def next_deadline(self) -> float | None:
         """Return the earliest deadline of an entry still in flight, or None."""
-        heap = self._heap
-        entries = self.entries
-        while heap:
-            deadline, offset = heap[0]
-            entry = entries.get(offset)
-            if entry is not None and entry.deadline == deadline:
-                return deadline
-            heapq.heappop(heap)
-        return None
+        return self._deadlines.next_deadline(self._live)
 
     def pop_consumer(self, consumer: Hashable) -> list[InFlightEntry]:
-        """Remove and return every entry ``consumer`` holds (it is gone), by offset."""
-        gone = sorted((e for e in self.entries.values() if e.consumer == consumer),
-                      key=lambda e: e.offset)
-        for entry in gone:
-            del self.entries[entry.offset]
-        self.per_consumer.pop(consumer, None)
+        """Remove and return every entry ``consumer`` holds (it is gone), by offset: the
+        cost of what it held."""
+        mine = self.by_consumer.pop(consumer, None)
+        if not mine:
+            return []
+        entries = self.entries
+        gone = [entries.pop(offset) for offset in sorted(mine)]
+        self._compact()  # their heap pairs are stale: never more than the live ones by much
         return gone
 
-    def _forget(self, consumer: Hashable) -> None:
-        per = self.per_consumer
-        left = per[consumer] - 1
-        if left:
-            per[consumer] = left
-        else:
-            del per[consumer]
+    def _take(self, offset: int, deadline: float) -> InFlightEntry | None:
+        entry = self.entries.get(offset)
+        if entry is None or entry.deadline != deadline:
+            return None
+        del self.entries[offset]
+        self._forget(entry.consumer, offset)
+        return entry
+
+    def _live(self, offset: int, deadline: float) -> bool:
+        entry = self.entries.get(offset)
+        return entry is not None and entry.deadline == deadline
+
+    def _forget(self, consumer: Hashable, offset: int) -> None:
+        mine = self.by_consumer[consumer]
+        mine.remove(offset)
+        if not mine:
+            del self.by_consumer[consumer]
 
     def _compact(self) -> None:
-        if len(self._heap) > 2 * len(self.entries) + _COMPACT_SLACK:
-            self._heap = [(e.deadline, o) for o, e in self.entries.items()]
-            heapq.heapify(self._heap)
+        entries = self.entries
+        if len(self._deadlines) > 2 * len(entries) + COMPACT_SLACK:  # checked here: per batch
+            self._deadlines.compact(len(entries),
+                                    lambda: [(e.deadline, o) for o, e in entries.items()])

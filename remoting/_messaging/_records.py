@@ -14,14 +14,20 @@ service stores and delivers *records*, each one message with its place in the lo
     i64 offset        the message's place in its topic's log
     i64 timestamp_ms  when the service appended it (wall clock, milliseconds)
     i64 deliver_at_ms not before this time (0: at once), from a publish's ``defer``
-    u16 flags         bit 0: an idempotence key follows
+    u16 flags         bit 0: an idempotence key follows; bit 1: more records of this
+                      publish follow (every record of a publish but its last)
     [u16 key_length, key, u32 batch_count]   the publish's key, on the first record of its batch
     content
 
 All integers are big-endian. A delivery or a pull answer is records back to back. `scan`
 walks a segment file's bytes for recovery: it stops at a torn tail (a record cut short at the
 end: a write the process did not finish) or at corruption (a length that cannot be, or a
-CRC that does not match), and says which.
+CRC that does not match), and says which. A publish is one write of all its records; a
+process killed during that write leaves some of them whole and the next one torn, or whole
+records up to one that says more follow: `scan` says where such an unfinished publish starts
+(``unfinished``), so recovery drops it whole (it was never acknowledged), and lists a key
+only once every record of its batch was found (``keys``), so a key is never remembered for
+records that are not there. Bit 1 adds no byte: a reader that does not know it ignores it.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ _U16: Final = struct.Struct(">H")
 _TAIL_OF_HEAD: Final = struct.Struct(">qqqH")  # what the CRC covers of the fixed part
 FIXED_BYTES: Final = _HEAD.size  # 34: the fixed part of a record
 FLAG_KEY: Final = 0x1
+FLAG_MORE: Final = 0x2  # more records of the same publish follow this one
 MAX_KEY_BYTES: Final = 1024  # an idempotence key is an id, not data
 # The smallest record: the fixed part and a content with no header and an empty body.
 _MIN_RECORD: Final = FIXED_BYTES + 2
@@ -88,11 +95,31 @@ class Scan:
 
     positions: list[int] = field(default_factory=list)  # where each whole record starts
     offsets: list[int] = field(default_factory=list)  # and its offset
-    keys: list[tuple[str, int, int, int]] = field(default_factory=list)  # key, first, count, ms
+    # key, first, count, ms: of the batches whose every record was found
+    keys: list[tuple[str, int, int, int]] = field(default_factory=list)
     deferred: list[tuple[int, int]] = field(default_factory=list)  # (offset, deliver_at_ms)
     valid_bytes: int = 0  # the length of the good prefix
     problem: Literal["torn", "corrupt"] | None = None
     reason: str = ""
+    # the index (in positions) of the first record of a publish whose last record was not
+    # found (None: every publish found is whole), and how many records it announced (its
+    # key's batch_count; 0: not known)
+    unfinished: int | None = None
+    unfinished_count: int = 0
+
+    def cut(self, index: int) -> None:
+        """Keep only the records before ``index`` (and the keys and deferred offsets of
+        what is kept whole)."""
+        if index >= len(self.offsets):
+            return
+        offset = self.offsets[index]
+        self.valid_bytes = self.positions[index]
+        del self.offsets[index:], self.positions[index:]
+        self.keys = [key for key in self.keys if key[1] + key[2] <= offset]
+        self.deferred = [item for item in self.deferred if item[0] < offset]
+        if self.unfinished is not None and self.unfinished >= index:
+            self.unfinished = None
+            self.unfinished_count = 0
 
 
 def encode_content(headers: Mapping[str, str] | None, body: bytes) -> bytes:
@@ -199,14 +226,15 @@ def split_entries(data: bytes, max_count: int | None = None) -> list[bytes]:
 
 
 def build_record(offset: int, timestamp_ms: int, deliver_at_ms: int, content: bytes,
-                 key: str | None = None, batch_count: int = 0) -> bytes:
+                 key: str | None = None, batch_count: int = 0, more: bool = False) -> bytes:
     """Return the record of one message (``key``: its publish's idempotence key, on the
-    first message of the batch of ``batch_count``)."""
+    first message of the batch of ``batch_count``; ``more``: not the publish's last)."""
+    flags = FLAG_MORE if more else 0
     if key is None:
-        tail = _TAIL_OF_HEAD.pack(offset, timestamp_ms, deliver_at_ms, 0)
+        tail = _TAIL_OF_HEAD.pack(offset, timestamp_ms, deliver_at_ms, flags)
     else:
         k = key.encode()
-        tail = (_TAIL_OF_HEAD.pack(offset, timestamp_ms, deliver_at_ms, FLAG_KEY)
+        tail = (_TAIL_OF_HEAD.pack(offset, timestamp_ms, deliver_at_ms, flags | FLAG_KEY)
                 + _U16.pack(len(k)) + k + _LENGTH.pack(batch_count))
     crc = zlib.crc32(content, zlib.crc32(tail))
     return _LENGTH.pack(4 + len(tail) + len(content)) + _LENGTH.pack(crc) + tail + content
@@ -282,10 +310,15 @@ def decode_records(data: bytes) -> list[Record]:
 
 
 def scan(data: bytes | memoryview) -> Scan:
-    """Walk a segment's bytes: every whole, intact record, and where and why it stops."""
+    """Walk a segment's bytes: every whole, intact record, where and why it stops, and
+    where an unfinished publish starts (see the module docstring)."""
     found = Scan()
     pos = 0
     size = len(data)
+    batch_open = False  # the last record said more of its publish follow
+    batch_index = 0  # where the publish being read started (an index in positions)
+    expected = seen = 0  # its records announced by its key (0: not known), and found
+    batch_key: tuple[str, int, int, int] | None = None
     while pos < size:
         if size - pos < 4:
             found.problem, found.reason = "torn", f"{size - pos} bytes of a length at the end"
@@ -304,16 +337,27 @@ def scan(data: bytes | memoryview) -> Scan:
             found.problem, found.reason = "corrupt", "CRC mismatch"
             break
         _, _, offset, ts, deliver_at, flags = _HEAD.unpack_from(data, pos)
+        if not batch_open or flags & FLAG_KEY:  # a publish starts (a key opens one)
+            batch_index = len(found.positions)
+            expected = seen = 0
+            batch_key = None
         if flags & FLAG_KEY:
             at = pos + FIXED_BYTES
             (k_len,) = _U16.unpack_from(data, at)
             key = bytes(data[at + 2:at + 2 + k_len]).decode(errors="replace")
-            (count,) = _LENGTH.unpack_from(data, at + 2 + k_len)
-            found.keys.append((key, offset, count, ts))
+            (expected,) = _LENGTH.unpack_from(data, at + 2 + k_len)
+            batch_key = (key, offset, expected, ts)
+        seen += 1
+        batch_open = bool(flags & FLAG_MORE) or seen < expected
+        if not batch_open and batch_key is not None:
+            found.keys.append(batch_key)  # every record of its batch is here
         if deliver_at:
             found.deferred.append((offset, deliver_at))
         found.positions.append(pos)
         found.offsets.append(offset)
         pos = end
     found.valid_bytes = pos
+    if batch_open:
+        found.unfinished = batch_index
+        found.unfinished_count = expected
     return found

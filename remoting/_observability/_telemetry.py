@@ -22,6 +22,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from codec import ResponseCode
+from codec._header_numbers import header_int
 
 from .._hooks import AbortProcessError
 from .._interceptors import ClientInterceptor, ServerInterceptor
@@ -267,7 +268,10 @@ class Telemetry(ClientInterceptor, ServerInterceptor):
 
 
 def _port(text: str) -> int:
-    return int(text) if text.isdigit() else 0
+    try:
+        return header_int("port", text, 0, 65535)
+    except ValueError:
+        return 0
 
 
 def _finish_span(span: Span, attributes: dict[str, Any], outcome: Outcome,

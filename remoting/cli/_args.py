@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["count", "ext_pair", "port", "positive_int", "seconds"]
+__all__ = ["count", "ext_pair", "port", "positive_int", "seconds", "seconds_from_zero"]
 
 
 def positive_int(text: str) -> int:
@@ -29,6 +29,17 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
+    return value
+
+
+def seconds_from_zero(text: str) -> float:
+    """A duration in seconds, >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
     return value
 
 

@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from ._acl_file import read_acl_file
 from ._args import port
 from ._command import Command
 from ._signals import stopped_by_signals
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._config import ServerConfig
+    from .._security._acl import AclServerRPCHook
+    from ..bus import AddressPermissions
     from ._serve import TelemetryOptions
 
 __all__ = ["BUS_COMMANDS", "run_bus_server"]
@@ -34,6 +37,11 @@ def _bus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-queued-per-consumer", type=_queued, default=None, metavar="N",
                         help="messages held for a remote consumer whose window is full "
                              "(default: 1000)")
+    parser.add_argument("--acl", metavar="FILE", default=None,
+                        help="a TOML file of access keys (RocketMQ's ACL signatures), the "
+                             "request codes and the bus addresses each may consume at and "
+                             "send to (docs/bus.md); without it any client may use any "
+                             "address")
     parser.add_argument("--metrics-port", type=port, default=None,
                         help="serve Prometheus metrics on this port, on the --bind address "
                              "(0: a free port)")
@@ -74,7 +82,8 @@ def _run_bus(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"remoting bus: {problem}", file=sys.stderr)
             return 2
-        run_bus_server(config, args.max_queued_per_consumer, telemetry=telemetry)
+        acl = None if args.acl is None else read_acl_file(args.acl)
+        run_bus_server(config, args.max_queued_per_consumer, telemetry=telemetry, acl=acl)
     except (RemotingStartError, TelemetrySetupError, ValueError) as exc:
         print(f"remoting bus: {exc}", file=sys.stderr)
         return 2
@@ -84,9 +93,13 @@ def _run_bus(args: argparse.Namespace) -> int:
 def run_bus_server(config: ServerConfig, max_queued_per_consumer: int | None = None, *,
                    telemetry: TelemetryOptions | None = None,
                    ready: Callable[[], object] | None = None,
-                   stop: threading.Event | None = None) -> None:
+                   stop: threading.Event | None = None,
+                   acl: tuple[AclServerRPCHook, dict[str, AddressPermissions]] | None = None
+                   ) -> None:
     """Serve an event bus (and the stats processor, with the bus's counters) until
-    SIGTERM/SIGINT or ``stop``, exporting telemetry if asked; call ``ready`` once serving."""
+    SIGTERM/SIGINT or ``stop``, exporting telemetry if asked; call ``ready`` once serving.
+    With ``acl`` (`read_acl_file`), requests are verified by its hook and the bus's
+    addresses are permitted per access key."""
     from .._faces._blocking_server import RemotingServer
     from .._observability._stats_processor import STATS_REQUEST_CODE, StatsProcessor
     from ..bus import DEFAULT_MAX_QUEUED, EventBus
@@ -101,8 +114,10 @@ def run_bus_server(config: ServerConfig, max_queued_per_consumer: int | None = N
             sys.stdout.write(f"metrics on {exporters.metrics_url} (pid {os.getpid()})\n")
     stop = stop or threading.Event()
     bus = EventBus(max_queued_per_consumer=DEFAULT_MAX_QUEUED if max_queued_per_consumer is None
-                   else max_queued_per_consumer)
+                   else max_queued_per_consumer, permissions=None if acl is None else acl[1])
     server = RemotingServer(config)
+    if acl is not None:
+        server.register_rpc_hook(acl[0])
     bus.attach(server)
     server.register_processor(STATS_REQUEST_CODE,
                               StatsProcessor(server.statistics, bus=bus.statistics))

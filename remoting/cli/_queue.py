@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from ._args import count, port, seconds
+from ._args import count, port, seconds, seconds_from_zero
 from ._command import Command
 from ._signals import stopped_by_signals
 
@@ -52,6 +52,18 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retention-bytes", type=count, default=None,
                         help="delete a topic's oldest segment files while it holds more than "
                              "this many bytes, consumed or not (default: no bound)")
+    parser.add_argument("--max-total-channels", type=count, default=10_000,
+                        help="channels of all topics at most (default 10,000)")
+    parser.add_argument("--max-total-groups", type=count, default=100_000,
+                        help="groups of all topics at most (default 100,000)")
+    parser.add_argument("--channel-idle-timeout", type=seconds_from_zero, default=None,
+                        help="delete a channel without subscribers after this many seconds, "
+                             "0: when its last subscriber leaves (default: keep it)")
+    parser.add_argument("--max-held-pulls", type=count, default=65_536,
+                        help="pulls held at once, all connections together (default 65,536)")
+    parser.add_argument("--total-memory-bytes", type=count, default=1024 * 1024 * 1024,
+                        help="bytes of messages all topics hold in memory together "
+                             "(default 1 GiB)")
 
 
 def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
@@ -70,7 +82,12 @@ def _run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                                retention=args.retention,
                                retention_bytes=args.retention_bytes,
                                max_topics=args.max_topics, max_channels=args.max_channels,
-                               max_in_flight_per_connection=args.max_in_flight_per_connection)
+                               max_in_flight_per_connection=args.max_in_flight_per_connection,
+                               max_total_channels=args.max_total_channels,
+                               max_total_groups=args.max_total_groups,
+                               channel_idle_timeout=args.channel_idle_timeout,
+                               max_held_pulls=args.max_held_pulls,
+                               total_memory_bytes=args.total_memory_bytes)
     except (OSError, ValueError) as exc:
         print(f"remoting queue: {exc}", file=sys.stderr)
         return 2

@@ -256,7 +256,17 @@ def _statistics(body: bytes | None) -> dict[str, Any] | None:
 def _code_table(table: object) -> bool:
     """Whether ``table`` maps request codes (as JSON keys) to counts."""
     return isinstance(table, dict) and all(
-        key.lstrip("-").isdigit() and isinstance(value, int) for key, value in table.items())
+        _code(key) is not None and isinstance(value, int) for key, value in table.items())
+
+
+def _code(key: str) -> int | None:
+    """The request code a stats reply's key names (None: it names none)."""
+    from codec._header_numbers import INT32_MAX, INT32_MIN, header_int
+
+    try:
+        return header_int("code", key, INT32_MIN, INT32_MAX)
+    except ValueError:
+        return None
 
 
 def _run_stats(args: argparse.Namespace) -> int:
@@ -295,10 +305,9 @@ def _run_stats(args: argparse.Namespace) -> int:
     print(f"connections: {stats['connections']}  in flight: {stats['in_flight']}  "
           f"timeouts: {stats['timeouts']}  orphaned: {stats['orphaned_responses']}")
     print(f"{'code':>7} {'received':>10} {'errors':>8} {'queued':>7}")
-    codes = sorted({int(c) for c in stats["requests_received"]} | {
-        int(c) for c in stats["processor_queue"]})
-    for code in codes:
-        key = str(code)
+    keys = {code: key for table in ("requests_received", "processor_queue")
+            for key in stats[table] if (code := _code(key)) is not None}
+    for code, key in sorted(keys.items()):
         print(f"{code:>7} {stats['requests_received'].get(key, 0):>10} "
               f"{stats['error_replies'].get(key, 0):>8} "
               f"{stats['processor_queue'].get(key, 0):>7}")
@@ -338,11 +347,11 @@ def _print_latency(latency: object) -> None:
         return
     rows = []
     for key, summary in latency.items():
-        if not (isinstance(key, str) and key.lstrip("-").isdigit() and isinstance(summary, dict)
-                and all(isinstance(summary.get(c), int | float)
-                        for c in ("count", *LATENCY_COLUMNS))):
+        code = _code(key) if isinstance(key, str) else None
+        if code is None or not (isinstance(summary, dict) and all(
+                isinstance(summary.get(c), int | float) for c in ("count", *LATENCY_COLUMNS))):
             continue
-        rows.append((int(key), summary))
+        rows.append((code, summary))
     if not rows:
         return
     print("latency of its own calls, ms:")

@@ -4,11 +4,11 @@ them (NSQ's model with RocketMQ's offsets), in one process.
 Theory of operation:
 - Everything the service holds is owned by the server's loop thread: its processors
   (`_handlers`) are async and run there, as does its background task (attached with the
-  server's endpoint): the in-flight deadlines and deferred messages (`_timer`), retention, key
-  expiry, offsets and fsync (`_housekeeping`). Appends are synchronous on the loop (one write
-  to the page cache); reads on the loop take only what the page cache holds, the rest is
-  read in a worker thread (`TopicStore.read_async`); fsync runs in a worker thread, one file
-  at a time (`fsync_paths`).
+  server's endpoint): the in-flight deadlines, deferred messages, keys to forget and idle
+  channels (`_timer`), retention, offsets and fsync (`_housekeeping`). Appends are
+  synchronous on the loop (one write to the page cache); reads on the loop take only what the
+  page cache holds, the rest is read in a worker thread (`TopicStore.read_async`); fsync runs
+  in a worker thread, one file at a time (`fsync_paths`).
 - A publish is acknowledged once its records are in the topic's store: in memory, and, with
   a data directory, written to the topic's segment file (the kernel holds them: they survive
   the process). ``fsync`` says when they reach the disk: ``"always"`` before the
@@ -18,8 +18,20 @@ Theory of operation:
   holds (NSQ's RDY); its acknowledgements give them back (`Consumer`). A connection's
   subscriptions together hold at most ``max_in_flight_per_connection`` (`Subscriber`, NSQ's
   ``--max-rdy-count``): at it, they pause (parked) until some of its deliveries end.
-- Pulls with nothing to read are held (`HeldRequests`, keyed by topic) and woken by a
-  publish, or a deferred message coming due.
+- Pulls with nothing to read are held (`HeldRequests`, keyed by topic and the offset they
+  wait at) and woken by a publish at that offset, or by that deferred message coming due: a
+  publish wakes only the pulls it answers. At most ``max_held_pulls`` are held in all.
+- Nothing runs over every topic or channel on a clock. The timer sleeps until the first
+  deadline of one `DeadlineHeap` (a channel's next delivery deadline, message coming due or
+  idle end; a topic's next deferred message or key to forget; its retention), and visits
+  only what is due. Housekeeping (each second) visits the topics that changed since
+  (``_dirty``): their retention, trimming and offsets.
+- Channels and groups are bounded per topic (``max_channels``) and in all
+  (``max_total_channels``, ``max_total_groups``); with ``channel_idle_timeout``, a channel
+  without subscribers for that long is deleted (NSQ deletes an ephemeral channel when its
+  last client leaves). Messages in memory are bounded in all (``total_memory_bytes``, a
+  `MemoryBudget`): without a data directory a publish past it is refused; with one, the
+  caches of the topics written least recently give memory back.
 - With a data directory, every topic's records, group offsets and channel positions are
   recovered when the broker is made; what recovery found wrong is in ``problems`` (and
   logged), the rest is served.
@@ -27,10 +39,12 @@ Theory of operation:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import os
 import time
+import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -41,12 +55,19 @@ from .._core._receiving._held import HeldRequests
 from .._log import log
 from .._messaging._connection_deliveries import ConnectionDeliveries
 from .._messaging._credits import MAX_CREDITS
+from .._messaging._deadlines import DeadlineHeap
 from .._messaging._records import record_fields
 from ._messages import Message
 from ._segments import SegmentLog, fsync_paths
-from ._stats import ChannelStatistics, GroupStatistics, QueueStatistics, TopicStatistics
-from ._store import TopicStore
-from ._topic import Topic
+from ._stats import (
+    MAX_PROBLEMS_SHOWN,
+    ChannelStatistics,
+    GroupStatistics,
+    QueueStatistics,
+    TopicStatistics,
+)
+from ._store import MemoryBudget, TopicStore
+from ._topic import Channel, Topic
 from ._wire import is_name
 
 if TYPE_CHECKING:
@@ -56,7 +77,6 @@ if TYPE_CHECKING:
     from processors import ServerStream
 
     from ._segments import Problem
-    from ._topic import Channel
 
 __all__ = ["Broker", "Consumer", "FsyncPolicy", "Subscriber"]
 
@@ -73,6 +93,20 @@ DEFAULT_DEDUP_WINDOW: Final = 600.0  # seconds a publish's key is remembered
 DEFAULT_MEMORY_BYTES: Final = 256 * 1024 * 1024
 DEFAULT_MAX_TOPICS: Final = 10_000
 DEFAULT_MAX_CHANNELS: Final = 1_000  # channels of a topic, and groups of a topic (each)
+# Channels of all topics at most: a channel costs about 2 KB while idle (its queue, its
+# tables, its statistics), so 10,000 are about 20 MB; the per-topic bound alone let 10,000
+# topics x 1,000 channels (10 million, about 19 GB) be made by one peer.
+DEFAULT_MAX_TOTAL_CHANNELS: Final = 10_000
+# Groups of all topics at most: a group is a name and an offset (about 300 bytes), and a
+# Spark query makes one per checkpoint location, so more room than channels.
+DEFAULT_MAX_TOTAL_GROUPS: Final = 100_000
+# Pulls held at once by the whole service (each connection holds at most 16,384): a held pull
+# costs about 1.4 KB, so about 90 MB.
+DEFAULT_MAX_HELD_PULLS: Final = 65_536
+# Bytes of messages all topics hold in memory together: the per-topic bound (256 MiB) times
+# 10,000 topics would be 2.4 TiB.
+DEFAULT_TOTAL_MEMORY_BYTES: Final = 1024 * 1024 * 1024
+INCARNATION_FILE: Final = "incarnation"
 READ_THREADS: Final = 4  # segment reads that wait for the disk at once, in worker threads
 # Topics whose newest segment is kept open for appending, at most: the least recently written
 # are closed past it (reopened by their next publish), so many topics cannot run the process
@@ -162,8 +196,12 @@ class Broker:
                  retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
                  max_channels: int = DEFAULT_MAX_CHANNELS,
                  memory_bytes: int = DEFAULT_MEMORY_BYTES,
-                 max_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION
-                 ) -> None:
+                 max_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+                 max_total_channels: int = DEFAULT_MAX_TOTAL_CHANNELS,
+                 max_total_groups: int = DEFAULT_MAX_TOTAL_GROUPS,
+                 max_held_pulls: int = DEFAULT_MAX_HELD_PULLS,
+                 total_memory_bytes: int = DEFAULT_TOTAL_MEMORY_BYTES,
+                 channel_idle_timeout: float | None = None) -> None:
         self.data_dir = data_dir
         self.memory_messages = memory_messages
         self.memory_bytes = memory_bytes
@@ -179,9 +217,30 @@ class Broker:
         self.max_topics = max_topics
         self.max_channels = max_channels
         self.max_in_flight_per_connection = max_in_flight_per_connection
+        self.max_total_channels = max_total_channels
+        self.max_total_groups = max_total_groups
+        self.max_held_pulls = max_held_pulls
+        self.channel_idle_timeout = channel_idle_timeout
+        self.budget = MemoryBudget(total_memory_bytes)
         self.topics: dict[str, Topic] = {}
+        self.channel_count = 0  # channels of all topics
+        self.group_count = 0  # groups of all topics
         self.problems: list[Problem] = []
         self.holds = HeldRequests()
+        self.pulls_woken = 0  # held pulls woken by a publish or a deferred message coming due
+        self.pulls_rewaited = 0  # ...of which held again: what they wait for was not there
+        self.pulls_refused = 0  # answered POLLING_FULL: max_held_pulls were held
+        self.channels_expired = 0  # deleted after channel_idle_timeout without subscribers
+        # the service's timers: each channel's and topic's timer key -> the channel or topic
+        self.timers = DeadlineHeap()
+        self._timed: dict[int, Channel | Topic] = {}
+        self._dirty: set[str] = set()  # topics changed since housekeeping last ran
+        self._untrimmed: set[str] = set()  # ...and since `trim_changed` last ran
+        self._names: list[str] = []  # the topics' names, sorted: pages of statistics
+        # topics holding messages in memory with a data directory, least recently written
+        # first: the first to give memory back when the service is past its total
+        self._cached: OrderedDict[str, Topic] = OrderedDict()
+        self._incarnations_unsaved: set[str] = set()  # kept in memory: the disk failed
         # worker threads reading segment data the page cache does not hold, at once
         self.readers = trio.CapacityLimiter(READ_THREADS)
         self._nursery: trio.Nursery | None = None  # the background task's, while it runs
@@ -197,7 +256,6 @@ class Broker:
         self.acks_refused: dict[tuple[str, str], int] = {}
         self._ids = itertools.count(1)
         self._timer_scope: trio.CancelScope | None = None
-        self._armed = math.inf
         self._offsets_saved: dict[str, bytes] = {}
         # what recovery found on the wall clock, put on the loop's clock when it runs
         self._deferred_wall: dict[str, list[tuple[int, int]]] = {}
@@ -224,12 +282,53 @@ class Broker:
             log_ = None if self.data_dir is None else SegmentLog(
                 self.data_dir / "topics" / name, self.segment_bytes)
             found = self.topics[name] = self._topic(name, log_)
+            bisect.insort(self._names, name)
         return found
 
     def _topic(self, name: str, segments: SegmentLog | None) -> Topic:
-        return Topic(name, TopicStore(self.memory_messages, segments, self.memory_bytes),
-                     msg_timeout=self.msg_timeout, max_attempts=self.max_attempts,
-                     dedup_window=self.dedup_window)
+        store = TopicStore(self.memory_messages, segments, self.memory_bytes, self.budget)
+        return Topic(name, store, msg_timeout=self.msg_timeout, max_attempts=self.max_attempts,
+                     dedup_window=self.dedup_window, incarnation=self._incarnation(name))
+
+    def _incarnation(self, name: str) -> str | None:
+        """Return the id of topic ``name``'s log: the one its directory keeps, or a new one
+        (kept there; in memory only while the disk refuses it, saved again each second)."""
+        if self.data_dir is None:
+            return None  # made by the topic: a new log each time the service starts
+        path = self.data_dir / "topics" / name / INCARNATION_FILE
+        try:
+            kept = path.read_text().strip()
+        except FileNotFoundError:
+            kept = ""
+        except (OSError, UnicodeDecodeError) as exc:
+            log.error("queue.incarnation_unreadable", file=str(path), error=str(exc))
+            kept = ""
+        if len(kept) == 32 and all(c in "0123456789abcdef" for c in kept):
+            return kept
+        made = uuid.uuid4().hex
+        self._incarnations_unsaved.add(name)
+        self._save_incarnation(name, made)
+        return made
+
+    def _save_incarnation(self, name: str, incarnation: str) -> None:
+        assert self.data_dir is not None
+        path = self.data_dir / "topics" / name / INCARNATION_FILE
+        temporary = path.with_name(INCARNATION_FILE + ".tmp")
+        try:
+            temporary.write_text(incarnation + "\n")
+            os.replace(temporary, path)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            self.disk_failed("save_incarnation", name, exc)
+            return
+        self.disk_ok("save_incarnation", name)
+        self._incarnations_unsaved.discard(name)
+
+    def changed(self, topic: Topic) -> None:
+        """Note that ``topic``'s offsets, channels or groups changed: housekeeping visits
+        it (its retention, trimming and offsets) at its next run."""
+        self._dirty.add(topic.name)
+        self._untrimmed.add(topic.name)
 
     def _recover(self, data_dir: Path) -> None:
         root = data_dir / "topics"
@@ -245,16 +344,19 @@ class Broker:
                 log.warning("queue.file_ignored", file=str(path),
                             reason="not named as a segment (20 digits and .log)")
             topic = self.topics[directory.name] = self._topic(directory.name, segments)
+            bisect.insort(self._names, directory.name)
             recovered = segments.recovered
             for problem in recovered.problems:
                 self.problems.append(problem)
                 if problem.kind == "corrupt":
                     log.error("queue.segment_corrupt", topic=directory.name,
                               file=str(problem.path), position=problem.position,
-                              reason=problem.reason, set_aside=str(problem.set_aside))
+                              reason=problem.reason, set_aside=str(problem.set_aside),
+                              kept=problem.kept)
                 else:
                     log.warning("queue.segment_truncated", topic=directory.name,
-                                file=str(problem.path), position=problem.position)
+                                file=str(problem.path), position=problem.position,
+                                reason=problem.reason, kept=problem.kept)
             window_ms = self.dedup_window * 1000
             self._keys_wall[directory.name] = [
                 item for item in recovered.keys if now_ms - item[3] <= window_ms]
@@ -281,8 +383,10 @@ class Broker:
                 if not is_name(name) or type(offset) is not int or not 0 <= offset <= 2**63 - 1:
                     dropped += 1
                 elif kind == "groups":
+                    self.group_count += name not in topic.groups
                     topic.groups[name] = min(offset, topic.end)
                 else:
+                    self.channel_count += name not in topic.channels
                     topic.channel(name, offset)
         if dropped:
             log.warning("queue.offsets_dropped", file=str(path), dropped=dropped)
@@ -305,9 +409,16 @@ class Broker:
         for name, keys in self._keys_wall.items():
             topic = self.topics[name]
             for key, first, count, stamp_ms in keys:
-                topic.keys.add(key, first, count, now - (wall_ms - stamp_ms) / 1000)
+                topic.remember(key, first, count, now - (wall_ms - stamp_ms) / 1000)
         self._deferred_wall.clear()
         self._keys_wall.clear()
+        for topic in self.topics.values():  # what recovery brought back is timed from now
+            self.schedule(topic, topic.next_due())
+            self.schedule_retention(topic, now)
+            for channel in topic.channels.values():
+                if not channel.consumers:
+                    channel.idle_since = now
+                self.schedule(channel, channel.next_due(self.channel_idle_timeout))
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -341,70 +452,104 @@ class Broker:
 
     # ------------------------------------------------------------------ timers
 
-    def arm(self, deadline: float) -> None:
-        """Wake the timer at ``deadline`` if that is before what it sleeps until."""
-        if deadline < self._armed:
-            self._armed = deadline
-            if self._timer_scope is not None:
-                self._timer_scope.deadline = deadline
+    def schedule(self, target: Channel | Topic, deadline: float | None) -> None:
+        """Have the timer visit ``target`` at ``deadline`` (None: nothing to do) unless it is
+        due earlier already (loop thread)."""
+        if deadline is None:
+            return
+        self._timed[target.timer] = target
+        if self.timers.schedule(target.timer, deadline):
+            scope = self._timer_scope
+            if scope is not None and deadline < scope.deadline:
+                scope.deadline = deadline
+
+    def schedule_channel(self, channel: Channel) -> None:
+        """Have the timer visit ``channel`` when it next has something to do."""
+        self.schedule(channel, channel.next_due(self.channel_idle_timeout))
+
+    def schedule_retention(self, topic: Topic, now: float) -> None:
+        """Have the timer visit ``topic`` when its oldest segment outlives ``retention``."""
+        segments = topic.store.log
+        if self.retention is None or segments is None:
+            return
+        written = segments.oldest_deletable_written()
+        if written is not None:  # its wall clock, on the loop's
+            self.schedule(topic, now + max(0.0, written + self.retention - time.time()))
 
     async def _timer(self) -> None:
         while True:
-            with trio.CancelScope(deadline=self._next_deadline()) as scope:
-                self._armed = scope.deadline
+            deadline = self.timers.next_deadline()
+            with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
                 self._timer_scope = scope
                 await trio.sleep_forever()
             self._timer_scope = None
             self.expire(trio.current_time())
 
-    def _next_deadline(self) -> float:
-        deadline = math.inf
-        for topic in self.topics.values():
-            for channel in topic.channels.values():
-                due = channel.queue.next_deadline()
-                if due is not None and due < deadline:
-                    deadline = due
-            due = topic.deferred.next_due()
-            if due is not None and due < deadline:
-                deadline = due
-        return deadline
-
     def expire(self, now: float) -> None:
-        """Requeue the deliveries whose deadline passed and release the messages now due."""
-        for topic in self.topics.values():
-            woken = False
-            for channel in topic.channels.values():
-                queue = channel.queue
-                for returned in queue.expire(now):
-                    consumer = self.consumers.get(returned.consumer)  # type: ignore[call-overload]
-                    if consumer is not None:
-                        consumer.ended(1)
-                    if returned.dead:
-                        self.dead(topic, channel, returned.offset, returned.attempts)
-                if queue.has_ready(now, topic.end):
-                    woken = True
-            if topic.release_due(now):
-                self.holds.notify(topic.name)
-            if woken:
-                topic.waiting.unpark_all()
+        """Do what is due at ``now``: requeue the deliveries whose deadline passed, release
+        the messages now due, forget old keys, delete idle channels, and note the topics
+        whose retention is due (for housekeeping). Visits only what is due."""
+        timed = self._timed
+        for key in self.timers.pop_due(now):
+            target = timed.pop(key, None)
+            if isinstance(target, Channel):
+                self._expire_channel(target, now)
+            elif target is not None:
+                self._expire_topic(target, now)
+
+    def _expire_channel(self, channel: Channel, now: float) -> None:
+        topic = channel.topic
+        if topic.channels.get(channel.name) is not channel:
+            return  # deleted meanwhile
+        queue = channel.queue
+        returned = queue.expire(now)
+        for item in returned:
+            consumer = self.consumers.get(item.consumer)  # type: ignore[call-overload]
+            if consumer is not None:
+                consumer.ended(1)
+            if item.dead:
+                self.dead(topic, channel, item.offset, item.attempts)
+        if returned:
+            self.changed(topic)
+        if queue.has_ready(now, topic.end):
+            topic.waiting.unpark_all()
+        idle = self.channel_idle_timeout
+        if (idle is not None and channel.idle_since is not None and not channel.consumers
+                and now >= channel.idle_since + idle):
+            self._delete_channel(topic, channel)
+            self.channels_expired += 1
+            log.info("queue.channel_expired", topic=topic.name, channel=channel.name,
+                     idle_seconds=round(now - channel.idle_since, 3),
+                     undelivered=queue.depth(topic.end))
+            return
+        self.schedule_channel(channel)
+
+    def _expire_topic(self, topic: Topic, now: float) -> None:
+        if self.topics.get(topic.name) is not topic:
+            return
+        for first, count in topic.release_due(now):
+            self.wake_pulls(topic, first, count)
+        topic.forget_keys(now)
+        self.schedule(topic, topic.next_due())
+        segments = topic.store.log
+        if self.retention is not None and segments is not None:
+            written = segments.oldest_deletable_written()
+            if written is not None and written + self.retention <= time.time():
+                self.changed(topic)  # housekeeping deletes the segments
+
+    def wake_pulls(self, topic: Topic, first: int, count: int = 1) -> None:
+        """Wake the pulls held at offsets ``first`` to ``first + count - 1`` of ``topic``
+        (what was published there, or came due): no other pull."""
+        notify = self.holds.notify
+        for offset in topic.pulls_waiting(first, count):
+            notify((topic.name, offset))
 
     async def _housekeeping(self) -> None:
         last_sync = trio.current_time()
         while True:
             await trio.sleep(HOUSEKEEPING_SECONDS)
             now = trio.current_time()
-            wall = time.time()
-            written_before = None if self.retention is None else wall - self.retention
-            for topic in self.topics.values():
-                topic.keys.expire(now)
-                try:
-                    self._expire(topic, written_before)
-                    topic.trim()
-                except OSError as exc:
-                    self.disk_failed("delete_segments", topic.name, exc)
-                else:
-                    self.disk_ok("delete_segments", topic.name)
-            self._save_offsets()
+            self.housekeep(now)
             if self.fsync == "interval" and now - last_sync >= self.fsync_interval:
                 last_sync = now
                 try:
@@ -414,19 +559,68 @@ class Broker:
                 else:
                     self.disk_ok("fsync", None)
 
+    def housekeep(self, now: float) -> None:
+        """Apply retention, trim, and save the offsets of the topics changed since the last
+        run (and of those whose disk work failed then: tried again)."""
+        dirty, self._dirty = self._dirty, set()
+        self._untrimmed.clear()  # trimmed below
+        wall = time.time()
+        written_before = None if self.retention is None else wall - self.retention
+        visit = [self.topics[name] for name in sorted(dirty) if name in self.topics]
+        for topic in visit:
+            try:
+                self._expire(topic, written_before)
+                topic.trim()
+            except OSError as exc:
+                self.disk_failed("delete_segments", topic.name, exc)
+                self._dirty.add(topic.name)
+            else:
+                self.disk_ok("delete_segments", topic.name)
+            self.schedule_retention(topic, now)
+        self._save_offsets(visit)
+        for name in list(self._incarnations_unsaved):
+            if name in self.topics:
+                self._save_incarnation(name, self.topics[name].incarnation)
+
+    def trim_changed(self) -> None:
+        """Let go now of what no channel or group needs in the topics changed since
+        housekeeping last ran (a publish past the service's memory total, without a data
+        directory, needs the room before the next run)."""
+        untrimmed, self._untrimmed = self._untrimmed, set()  # each change is trimmed once
+        for name in untrimmed:
+            topic = self.topics.get(name)
+            if topic is not None and topic.store.log is None:
+                topic.trim()
+
     def written(self, topic: Topic) -> None:
-        """Note that ``topic`` was just appended to (its append descriptor is open): close
-        that of the topic written least recently once more than `MAX_OPEN_APPENDS` are."""
+        """Note that ``topic`` was just appended to: close the append descriptor of the
+        topic written least recently once more than `MAX_OPEN_APPENDS` are open, and take
+        memory back from the caches of the topics written least recently while the service
+        holds more than ``total_memory_bytes`` (with a data directory: without one, a publish
+        past it is refused before it is appended)."""
+        self.changed(topic)
         segments = topic.store.log
         if segments is None:
             return
         appending = self._appending
         if topic.name in appending:
             appending.move_to_end(topic.name)
-            return
-        appending[topic.name] = segments
-        if len(appending) > MAX_OPEN_APPENDS:
-            appending.popitem(last=False)[1].close_append()
+        else:
+            appending[topic.name] = segments
+            if len(appending) > MAX_OPEN_APPENDS:
+                appending.popitem(last=False)[1].close_append()
+        cached = self._cached
+        cached[topic.name] = topic
+        cached.move_to_end(topic.name)
+        budget = self.budget
+        while budget.over > 0 and cached:
+            name, oldest = next(iter(cached.items()))
+            oldest.store.evict(budget.over)
+            if oldest.store.in_memory:
+                break  # it gave back enough
+            del cached[name]
+        if budget.over > 0:  # its idempotence keys, then: its oldest go early
+            topic.forget_keys(trio.current_time(), budget.over)
 
     # ------------------------------------------------------------------ reading
 
@@ -449,7 +643,7 @@ class Broker:
             return  # the pulls are answered at their deadline
         finally:
             self._prefetching.discard(key)
-        self.holds.notify(topic.name)
+        self.holds.notify((topic.name, key[1]))  # the pulls held there find it now
 
     def _expire(self, topic: Topic, written_before: float | None) -> None:
         """Apply the retention settings to ``topic`` (whoever still needs its records)."""
@@ -504,10 +698,11 @@ class Broker:
                 synced, self._synced = self._synced, trio.Event()
                 synced.set()
 
-    def _save_offsets(self) -> None:
+    def _save_offsets(self, topics: list[Topic] | None = None) -> None:
+        """Save the offsets of ``topics`` (None: every topic) that changed since saved."""
         if self.data_dir is None:
             return
-        for topic in self.topics.values():
+        for topic in self.topics.values() if topics is None else topics:
             data = orjson.dumps({
                 "groups": topic.groups,
                 "channels": {name: c.queue.floor() for name, c in topic.channels.items()}},
@@ -521,11 +716,29 @@ class Broker:
                 os.replace(temporary, path)
             except OSError as exc:  # the old file stays whole: os.replace is atomic
                 self.disk_failed("save_offsets", topic.name, exc)
+                self._dirty.add(topic.name)  # tried again at the next run
                 continue
             self.disk_ok("save_offsets", topic.name)
             self._offsets_saved[topic.name] = data
 
     # ------------------------------------------------------------------ consumers
+
+    def add_channel(self, topic: Topic, name: str) -> Channel:
+        """Return ``topic``'s channel ``name``, made (and counted) if new; the caller
+        checked the bounds."""
+        channel = topic.channels.get(name)
+        if channel is None:
+            channel = topic.channel(name)
+            self.channel_count += 1
+            self.changed(topic)
+        return channel
+
+    def commit(self, topic: Topic, group: str, offset: int) -> None:
+        """Set ``group``'s offset (made, and counted, if new); the caller checked the
+        bounds."""
+        self.group_count += group not in topic.groups
+        topic.groups[group] = offset
+        self.changed(topic)
 
     def delete_channel(self, topic_name: str, channel_name: str) -> bool:
         """Forget a channel (its position and deliveries); return False if there is none.
@@ -541,13 +754,24 @@ class Broker:
             raise RuntimeError(f"channel {channel_name!r} of topic {topic_name!r} has "
                                f"{len(channel.consumers)} subscribers: delete it once they "
                                "have left")
-        del topic.channels[channel_name]
+        self._delete_channel(topic, channel)
         return True
+
+    def _delete_channel(self, topic: Topic, channel: Channel) -> None:
+        del topic.channels[channel.name]
+        self.channel_count -= 1
+        self.timers.discard(channel.timer)
+        self._timed.pop(channel.timer, None)
+        self.changed(topic)
 
     def delete_group(self, topic_name: str, group: str) -> bool:
         """Forget a group's committed offset; return False if there is none."""
         topic = self.topics.get(topic_name)
-        return topic is not None and topic.groups.pop(group, None) is not None
+        if topic is None or topic.groups.pop(group, None) is None:
+            return False
+        self.group_count -= 1
+        self.changed(topic)
+        return True
 
     def add_consumer(self, topic: Topic, channel: Channel, stream: ServerStream,
                      handle: object, peer: str) -> Consumer:
@@ -563,6 +787,7 @@ class Broker:
         self.consumers[consumer.id] = consumer
         self.by_stream[consumer.key] = consumer
         channel.consumers.add(consumer.id)
+        channel.idle_since = None
         return consumer
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -590,6 +815,10 @@ class Broker:
                 self.dead(consumer.topic, channel, item.offset, item.attempts)
         if returned:
             consumer.topic.waiting.unpark_all()
+            self.changed(consumer.topic)
+        if not channel.consumers and consumer.topic.channels.get(channel.name) is channel:
+            channel.idle_since = trio.current_time()
+            self.schedule_channel(channel)
 
     def dead(self, topic: Topic, channel: Channel, offset: int, attempts: int) -> None:
         """Hand a dead-lettered message to the hook (or log it)."""
@@ -620,11 +849,44 @@ class Broker:
         (delivery to them is paused until some end)."""
         return sum(1 for s in list(self.subscribers.values()) if s.deliveries.room == 0)
 
-    def statistics(self) -> QueueStatistics:
-        """Return a snapshot (on the loop thread, or once it has stopped)."""
-        topics = {}
-        for name, topic in self.topics.items():
-            end = topic.end
+    def statistics(self, topic: str | None = None, *, after: str | None = None,
+                   limit: int | None = None) -> QueueStatistics:
+        """Return a snapshot (on the loop thread, or once it has stopped): the service's
+        totals; with ``topic``, that topic with its channels and groups (bounded by
+        ``max_channels`` each); with ``limit``, up to ``limit`` topics in name order after
+        ``after``, each with its counts but not its channels and groups. What one snapshot
+        costs is bounded whatever the service holds."""
+        topics: dict[str, TopicStatistics] = {}
+        next_after = None
+        if topic is not None:
+            found = self.topics.get(topic)
+            if found is not None:
+                topics[topic] = self._topic_statistics(found, detail=True)
+        elif limit is not None:
+            names = self._names
+            start = 0 if after is None else bisect.bisect_right(names, after)
+            page = names[start:start + limit]
+            topics = {name: self._topic_statistics(self.topics[name], detail=False)
+                      for name in page}
+            if start + limit < len(names):
+                next_after = page[-1]
+        problems = [str(p) for p in self.problems] + list(self._disk_failing.values())
+        return QueueStatistics(
+            topics=topics, held_pulls=len(self.holds),
+            connections_at_bound=self.connections_at_bound(),
+            times_at_bound=self.times_at_bound, problems=problems[:MAX_PROBLEMS_SHOWN],
+            problem_count=len(problems), topic_count=len(self.topics),
+            channel_count=self.channel_count, group_count=self.group_count,
+            memory_bytes=self.budget.used, total_memory_bytes=self.budget.limit,
+            pulls_refused=self.pulls_refused, channels_expired=self.channels_expired,
+            next_after=next_after)
+
+    def _topic_statistics(self, topic: Topic, detail: bool) -> TopicStatistics:
+        end = topic.end
+        name = topic.name
+        channels: dict[str, ChannelStatistics] = {}
+        groups: dict[str, GroupStatistics] = {}
+        if detail:
             channels = {
                 c.name: ChannelStatistics(
                     depth=c.queue.depth(end), in_flight=len(c.queue.in_flight),
@@ -636,14 +898,11 @@ class Broker:
                 for c in topic.channels.values()}
             groups = {g: GroupStatistics(offset=o, lag=max(0, end - o))
                       for g, o in topic.groups.items()}
-            topics[name] = TopicStatistics(
-                earliest=topic.store.earliest, end=end, in_memory=topic.store.in_memory,
-                disk_bytes=0 if topic.store.log is None else topic.store.log.size_bytes,
-                published=topic.published, duplicates=topic.duplicates, channels=channels,
-                groups=groups)
-        return QueueStatistics(topics=topics, held_pulls=len(self.holds),
-                               connections_at_bound=self.connections_at_bound(),
-                               times_at_bound=self.times_at_bound,
-                               problems=[str(p) for p in self.problems]
-                               + list(self._disk_failing.values()))
-
+        store = topic.store
+        return TopicStatistics(
+            earliest=store.earliest, end=end, in_memory=store.in_memory,
+            memory_bytes=store.memory_size,
+            disk_bytes=0 if store.log is None else store.log.size_bytes,
+            published=topic.published, duplicates=topic.duplicates,
+            channel_count=len(topic.channels), group_count=len(topic.groups),
+            incarnation=topic.incarnation, channels=channels, groups=groups)

@@ -15,8 +15,11 @@ subscription closes. The service says which acknowledgements it refused (a deliv
 timed out meanwhile and went to another subscriber): in each ACK's answer for the blocking
 face (an ACK request from a thread costs that thread no wait), in a notice on the stream for
 the trio face, whose ACKs are oneway (one frame less per group: the loop sends them at once);
-they are counted in ``refused`` and logged as ``queue.ack_refused``. Closing a subscription
-sends its last ACK with an answer, which comes once every ACK before it was applied.
+they are counted in ``refused`` and logged as ``queue.ack_refused``. So are those that cannot
+be applied, whose messages will be delivered again: made once the subscription's stream has
+ended (its server drained, or it was closed), that found its connection gone, or whose ACK
+failed or was answered with anything but SUCCESS. Closing a subscription sends its last ACK
+with an answer, which comes once every ACK before it was applied.
 
 A subscription made with ``addr=None`` moves along the client's address list when its stream
 ends with GO_AWAY or a lost connection: it opens a new stream, and its acknowledgements start
@@ -51,14 +54,17 @@ from .._messaging._credits import credits_of
 from .._messaging._records import encode_content, pack_entries, record_fields
 from ._errors import QueueError, refusal_error
 from ._messages import Message, messages_of
-from ._stats import QueueStatistics, TopicOffsets, statistics_from_json
+from ._stats import MAX_TOPICS_PER_PAGE, QueueStatistics, TopicOffsets, statistics_from_json
 from ._wire import (
+    AFTER,
     ATTEMPTS,
     CHANNEL,
     COUNT,
     DEFER_MS,
     GROUP,
+    INCARNATION,
     KEY,
+    LIMIT,
     MAX,
     MAX_PUBLISH,
     MAX_PULL,
@@ -66,6 +72,7 @@ from ._wire import (
     OFFSET,
     REFUSED,
     TOPIC,
+    answered_int,
     parse_attempts,
 )
 
@@ -135,14 +142,17 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
 
 
 def pull_request(topic: str, group: str | None, offset: int | None, max_messages: int,
-                 max_wait: float) -> RemotingCommand:
-    """Return a PULL request.
+                 max_wait: float, incarnation: str | None = None) -> RemotingCommand:
+    """Return a PULL request (``incarnation``: refused with PULL_OFFSET_MOVED unless the
+    topic's log is that one, see `TopicOffsets`).
 
     Raises:
         TypeError, ValueError: neither ``group`` nor ``offset``, an offset below 0,
             ``max_messages`` out of 1-4096, ``max_wait`` not seconds >= 0.
     """
     fields = {TOPIC: _name("topic", topic)}
+    if incarnation is not None:
+        fields[INCARNATION] = _name("incarnation", incarnation)
     if group is not None:
         fields[GROUP] = _name("group", group)
     if offset is not None:
@@ -189,21 +199,43 @@ def checked(addr: str | None, reply: RemotingCommand) -> RemotingCommand:
     return reply
 
 
-def _field(reply: RemotingCommand, name: str) -> int:
-    return int((reply.ext_fields or {}).get(name) or 0)
 
 
 def published_offsets(addr: str | None, reply: RemotingCommand) -> list[int]:
     """Return the offsets a PUBLISH's reply gave its messages."""
-    first = _field(checked(addr, reply), OFFSET)
-    return list(range(first, first + _field(reply, COUNT)))
+    first = answered_int(addr, checked(addr, reply).ext_fields, OFFSET)
+    return list(range(first, first + answered_int(addr, reply.ext_fields, COUNT)))
 
 
 def offsets_of(addr: str | None, reply: RemotingCommand) -> TopicOffsets:
     """Return the `TopicOffsets` of an OFFSETS reply."""
     raw = orjson.loads(checked(addr, reply).body or b"{}")
     return TopicOffsets(earliest=raw["earliest"], end=raw["end"], groups=dict(raw["groups"]),
-                        readable=raw.get("readable", raw["end"]))  # an older service
+                        readable=raw.get("readable", raw["end"]),  # an older service
+                        incarnation=raw.get("incarnation"))
+
+
+def stats_request(topic: str | None, after: str | None, limit: int | None
+                  ) -> RemotingCommand:
+    """Return a STATS request: the service's totals; with ``topic``, that topic in detail;
+    with ``limit``, a page of topics after ``after``.
+
+    Raises:
+        TypeError, ValueError: a name that is not a str, a ``limit`` that is not an int
+            from 1 to 1,000.
+    """
+    fields: dict[str, str] = {}
+    if topic is not None:
+        fields[TOPIC] = _name("topic", topic)
+    if after is not None:
+        fields[AFTER] = _name("after", after)
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not (
+                1 <= limit <= MAX_TOPICS_PER_PAGE):
+            raise ValueError(f"limit must be an int from 1 to {MAX_TOPICS_PER_PAGE}, got "
+                             f"{limit!r}")
+        fields[LIMIT] = str(limit)
+    return _request(QueueCode.STATS, fields)
 
 
 def offsets_request(topic: str, offset: int | None) -> RemotingCommand:
@@ -341,9 +373,11 @@ class _Acks:
         self.stream_id = stream_id
         self.credits = credits
         self.group = AckGroup(max(1, credits // 2), window)
-        self.sent: deque[ResponseFuture] = deque()
+        # ACKs sent with an answer to come, and how many acknowledgements each carries
+        self.sent: deque[tuple[ResponseFuture, int]] = deque()
         self.acked = self.requeued = self.touched = self.refused = 0
         self.closed = False
+        self._said_unsent = False  # logged (warning) that some could not be applied
 
     def moved_to(self, stream_id: int) -> _Acks:
         """Return the acknowledgements of the subscription's next stream (it moved to
@@ -364,17 +398,36 @@ class _Acks:
         Raises:
             QueueError: as `add`.
         """
-        self._check(delivery, done)
+        self.check(delivery, done)
         self.refused += 1
         log.debug("queue.ack_refused", topic=self.topic, channel=self.channel, code=None,
                   refused=1)
 
-    def _check(self, delivery: Message, done: bool) -> None:
+    def check(self, delivery: Message, done: bool) -> None:
+        """Raise if ``delivery`` may not be acknowledged now.
+
+        Raises:
+            QueueError: it was finished or requeued already, or the subscription is closed.
+        """
+        if done:
+            closed = " (and the subscription is closed)" if self.closed else ""
+            raise QueueError(self.addr, None, f"{delivery.id} was finished or requeued "
+                             f"already{closed}: this acknowledgement changes nothing")
         if self.closed:
             raise QueueError(self.addr, None, f"the subscription is closed: {delivery.id} went "
                              "back to the channel (it will be delivered again)")
-        if done:
-            raise QueueError(self.addr, None, f"{delivery.id} was finished or requeued already")
+
+    def unsent(self, count: int, reason: str) -> None:
+        """Count ``count`` acknowledgements that cannot be applied (``reason``: why): their
+        messages will be delivered again. Logged as ``queue.ack_refused``, a warning the
+        first time for the subscription."""
+        if not count:
+            return
+        self.refused += count
+        level = log.debug if self._said_unsent else log.warning
+        self._said_unsent = True
+        level("queue.ack_refused", topic=self.topic, channel=self.channel, code=None,
+              refused=count, reason=reason)
 
     def add(self, delivery: Message, done: bool, op: AckOp, delay_ms: int, now: float
             ) -> bool:
@@ -384,20 +437,24 @@ class _Acks:
             QueueError: ``delivery`` was finished or requeued already (``done``), or the
                 subscription is closed.
         """
-        self._check(delivery, done)
+        self.check(delivery, done)
+        self.made(op)
+        return self.group.add(op, delivery.offset, now, delay_ms)
+
+    def made(self, op: AckOp) -> None:
+        """Count an acknowledgement made (in ``acked``, ``requeued`` or ``touched``)."""
         if op is AckOp.FINISH:
             self.acked += 1
         elif op is AckOp.REQUEUE:
             self.requeued += 1
         else:
             self.touched += 1
-        return self.group.add(op, delivery.offset, now, delay_ms)
 
     def request(self, oneway: bool = False, even_empty: bool = False
-                ) -> RemotingCommand | None:
-        """Return the ACK request of what is pending (None: nothing, unless ``even_empty``:
-        an empty ACK's answer says every ACK before it was applied). A ``oneway`` one gets no
-        answer: its refusals come back on the stream."""
+                ) -> tuple[RemotingCommand, int] | None:
+        """Return the ACK request of what is pending and how many it carries (None: nothing,
+        unless ``even_empty``: an empty ACK's answer says every ACK before it was applied).
+        A ``oneway`` one gets no answer: its refusals come back on the stream."""
         acks = self.group.take()
         if not acks and not even_empty:
             return None
@@ -405,24 +462,24 @@ class _Acks:
                                            CHANNEL: self.channel}, pack_acks(acks))
         if oneway:
             request.flag |= FLAG_ONEWAY
-        return request
+        return request, len(acks)
 
     def collect(self) -> None:
         """Read the answers of the ACKs sent that have come back."""
         sent = self.sent
-        while sent and sent[0].done():
-            fut = sent.popleft()
+        while sent and sent[0][0].done():
+            fut, count = sent.popleft()
             try:
                 reply = fut.result(0)
             except RemotingError as exc:  # the connection failed: the stream ends with it
                 log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
                           error=str(exc))
+                self.unsent(count, f"its ACK got no answer ({type(exc).__name__})")
                 continue
             if reply.code != ResponseCode.SUCCESS:
-                log.warning("queue.ack_refused", topic=self.topic, channel=self.channel,
-                            code=reply.code, refused=None)
+                self.unsent(count, f"its ACK was answered code {reply.code}: {reply.remark}")
                 continue
-            refused = int((reply.ext_fields or {}).get(REFUSED) or 0)
+            refused = answered_int(self.addr, reply.ext_fields, REFUSED)
             if refused:
                 self.note_refused(refused, reply.code)
 
@@ -440,9 +497,12 @@ def _deliveries(item: RemotingCommand, acks: _Acks) -> list[tuple[Fields, int]]:
     ext = item.ext_fields or {}
     refused = ext.get(REFUSED)
     if refused is not None:
-        acks.note_refused(int(refused), None)
+        acks.note_refused(answered_int(acks.addr, ext, REFUSED), None)
         return []
-    tries = parse_attempts(ext.get(ATTEMPTS))
+    try:
+        tries = parse_attempts(ext.get(ATTEMPTS))
+    except ValueError as exc:
+        raise QueueError(acks.addr, None, f"the service sent bad {ATTEMPTS}: {exc}") from None
     fields = record_fields(item.body or b"")
     if not tries:
         return [(f, 1) for f in fields]
@@ -488,11 +548,18 @@ class _Subscription(Generic[_Client, _Stream, _Delivery]):
         """Record ``op`` for ``delivery``; True when the acknowledgements are due to be sent.
         A delivery from a server the subscription has left is only counted (refused)."""
         acks = self._acks
-        if delivery._acks is acks:
-            due = acks.add(delivery, delivery._done, op, delay_ms, now)
-        else:
+        if delivery._acks is not acks:
             acks.stale(delivery, delivery._done)
             due = False
+        elif self._stream.ended and not acks.closed:
+            # its stream is over (the server drained, or the connection was lost): the
+            # service gave its deliveries back to the channel, nothing can apply this one
+            acks.check(delivery, delivery._done)
+            acks.made(op)
+            acks.unsent(1, "made after the subscription's stream had ended")
+            due = False
+        else:
+            due = acks.add(delivery, delivery._done, op, delay_ms, now)
         if op is not AckOp.TOUCH:
             delivery._done = True
         return due
@@ -622,16 +689,24 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
         with self._lock:
             acks = self._acks
             acks.collect()
-            request = acks.request()
+            made = acks.request()
             conn = self._stream._conn
-        if request is None or conn is None:
+        if made is None:
+            return
+        request, count = made
+        if conn is None or conn.closed:
+            acks.unsent(count, "the subscription's connection is gone")
             return
         try:
-            acks.sent.append(self._caller.invoke_async(conn, conn.remote_addr, request,
-                                                       self._timeout, None))
+            fut = self._caller.invoke_async(conn, conn.remote_addr, request, self._timeout,
+                                            None)
         except RemotingError as exc:  # the connection is gone: the stream ends with it
             log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
                       error=str(exc))
+            acks.unsent(count, f"its ACK could not be sent ({type(exc).__name__})")
+            return
+        with self._lock:
+            acks.sent.append((fut, count))
 
     @blocking_call("BlockingSubscription.close", _TRIO_QUEUE)
     def close(self) -> None:
@@ -642,7 +717,7 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
             return
         try:
             self.flush()
-            for fut in list(acks.sent):
+            for fut, _ in list(acks.sent):
                 try:
                     fut.result(self._timeout)
                 except (RemotingError, TimeoutError):
@@ -737,16 +812,19 @@ class BlockingQueueClient(QueueClient):
     @blocking_call("QueueClient.pull", _TRIO_QUEUE)
     def pull(self, addr: str | None, topic: str, group: str | None = None,
              max_messages: int = 32, max_wait: float = 15.0, *, offset: int | None = None,
-             timeout: float | None = None) -> list[Message]:
+             incarnation: str | None = None, timeout: float | None = None) -> list[Message]:
         """Return up to ``max_messages`` messages from ``offset``, or from ``group``'s
         committed offset (the earliest held if it never committed), waiting up to
         ``max_wait`` seconds for one if there are none (the service holds the request).
-        The group's offset does not move: `commit` it.
+        The group's offset does not move: `commit` it. With ``incarnation`` (from
+        `offsets`), only from that log of the topic.
 
         Raises:
-            QueueError: the topic does not exist, or the offset is past its end.
+            QueueError: the topic does not exist, the offset is past its end, or the topic
+                is another log than ``incarnation`` (``PULL_OFFSET_MOVED``: the service
+                started it afresh; read its offsets again).
         """
-        request = pull_request(topic, group, offset, max_messages, max_wait)
+        request = pull_request(topic, group, offset, max_messages, max_wait, incarnation)
         reply = self._call(addr, request, max_wait + PULL_SLACK if timeout is None
                            else timeout)
         return messages_of(topic, reply.body)
@@ -760,8 +838,10 @@ class BlockingQueueClient(QueueClient):
     @blocking_call("QueueClient.offsets", _TRIO_QUEUE)
     def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
                 timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
-        """Return ``topic``'s earliest and end offsets, its groups' offsets, and how far a
-        pull from ``offset`` (default: the earliest) reads now (``readable``)."""
+        """Return ``topic``'s earliest and end offsets, its groups' offsets, how far a pull
+        from ``offset`` (default: the earliest) reads now (``readable``), and the id of its
+        log (``incarnation``: another one after a service without a data directory
+        restarted)."""
         return offsets_of(addr, self.client.invoke_sync(addr, offsets_request(topic, offset),
                                                         timeout))
 
@@ -773,10 +853,19 @@ class BlockingQueueClient(QueueClient):
                    timeout)
 
     @blocking_call("QueueClient.statistics", _TRIO_QUEUE)
-    def statistics(self, addr: str | None, *, timeout: float = DEFAULT_TIMEOUT
-                   ) -> QueueStatistics:
-        """Return the service's statistics per topic, channel and group."""
-        reply = self._call(addr, _request(QueueCode.STATS, {}), timeout)
+    def statistics(self, addr: str | None, topic: str | None = None, *,
+                   after: str | None = None, limit: int | None = None,
+                   timeout: float = DEFAULT_TIMEOUT) -> QueueStatistics:
+        """Return the service's statistics: its totals (topics, channels, groups, memory,
+        held pulls, problems); with ``topic``, that topic with its channels and groups;
+        with ``limit`` (1 to 1,000), a page of topics in name order after ``after``, each
+        with its counts (``next_after``: where the next page starts). An answer is
+        bounded whatever the service holds.
+
+        Raises:
+            TypeError, ValueError: a bad ``limit`` (nothing is sent).
+        """
+        reply = self._call(addr, stats_request(topic, after, limit), timeout)
         return statistics_from_json(reply.body or b"{}")
 
 
@@ -873,15 +962,20 @@ class TrioSubscription(_Subscription[TrioRemotingClient, "TrioStream", TrioDeliv
     async def flush(self) -> None:
         """Send the acknowledgements pending now."""
         acks = self._acks
-        request = acks.request(oneway=True)  # on the loop, a oneway send costs no answer
+        made = acks.request(oneway=True)  # on the loop, a oneway send costs no answer
         conn = self._stream._conn
-        if request is None or conn is None:
+        if made is None:
+            return
+        request, count = made
+        if conn is None or conn.closed:
+            acks.unsent(count, "the subscription's connection is gone")
             return
         try:
             await self._caller.ainvoke_oneway(conn, conn.remote_addr, request, self._timeout)
         except RemotingError as exc:
             log.debug("queue.ack_failed", topic=self.topic, channel=self.channel,
                       error=str(exc))
+            acks.unsent(count, f"its ACK could not be sent ({type(exc).__name__})")
         # let the connection's writer send it now: the consumer goes on with the deliveries
         # it holds without another checkpoint, and the service's credits come back meanwhile
         await trio.lowlevel.checkpoint()
@@ -894,17 +988,22 @@ class TrioSubscription(_Subscription[TrioRemotingClient, "TrioStream", TrioDeliv
         try:
             # the last group goes two-way: its answer comes once every ACK before it was
             # applied, after the notices of their refusals (one connection keeps the order)
-            request = acks.request(even_empty=True)
+            made = acks.request(even_empty=True)
             conn = self._stream._conn
-            if request is not None and conn is not None:
-                with trio.move_on_after(self._timeout):
-                    try:
-                        fut = await self._caller.ainvoke_async(conn, conn.remote_addr, request,
-                                                               self._timeout, None)
-                        acks.sent.append(fut)
-                        await fut.wait()
-                    except RemotingError:
-                        pass
+            if made is not None:
+                request, count = made
+                if conn is None or conn.closed:
+                    acks.unsent(count, "the subscription's connection is gone")
+                else:
+                    with trio.move_on_after(self._timeout):
+                        try:
+                            fut = await self._caller.ainvoke_async(
+                                conn, conn.remote_addr, request, self._timeout, None)
+                            acks.sent.append((fut, count))
+                            await fut.wait()
+                        except RemotingError as exc:
+                            acks.unsent(count, f"its ACK could not be sent "
+                                        f"({type(exc).__name__})")
             acks.collect()
             for item in self._stream._items:
                 _deliveries(item, acks)  # count the notices; the deliveries go back
@@ -966,9 +1065,10 @@ class TrioQueueClient(QueueClient):
 
     async def pull(self, addr: str | None, topic: str, group: str | None = None,
                    max_messages: int = 32, max_wait: float = 15.0, *,
-                   offset: int | None = None, timeout: float | None = None) -> list[Message]:
+                   offset: int | None = None, incarnation: str | None = None,
+                   timeout: float | None = None) -> list[Message]:
         """See `BlockingQueueClient.pull`."""
-        request = pull_request(topic, group, offset, max_messages, max_wait)
+        request = pull_request(topic, group, offset, max_messages, max_wait, incarnation)
         reply = await self._call(addr, request, max_wait + PULL_SLACK if timeout is None
                                  else timeout)
         return messages_of(topic, reply.body)
@@ -990,8 +1090,9 @@ class TrioQueueClient(QueueClient):
         await self._call(addr, _request(QueueCode.CREATE_TOPIC,
                                         {TOPIC: _name("topic", topic)}), timeout)
 
-    async def statistics(self, addr: str | None, *, timeout: float = DEFAULT_TIMEOUT
-                         ) -> QueueStatistics:
+    async def statistics(self, addr: str | None, topic: str | None = None, *,
+                         after: str | None = None, limit: int | None = None,
+                         timeout: float = DEFAULT_TIMEOUT) -> QueueStatistics:
         """See `BlockingQueueClient.statistics`."""
-        reply = await self._call(addr, _request(QueueCode.STATS, {}), timeout)
+        reply = await self._call(addr, stats_request(topic, after, limit), timeout)
         return statistics_from_json(reply.body or b"{}")

@@ -31,9 +31,9 @@ class QueueError(RemotingError):
 
 class QueueFullError(QueueError):
     """A publish was refused with SYSTEM_BUSY: the topic holds ``memory_messages``, or
-    ``memory_bytes`` of them, and the service has no data directory. Nothing of it was
-    appended; what was acknowledged before is kept. Retry once consumers have caught up, or
-    run the service with a data directory."""
+    ``memory_bytes`` of them, or the service's topics ``total_memory_bytes``, and the service
+    has no data directory. Nothing of it was appended; what was acknowledged before is kept.
+    Retry once consumers have caught up, or run the service with a data directory."""
 
 
 

@@ -22,15 +22,17 @@ from .._messaging._acks import ACK_BYTES, AckOp, unpack_acks
 from .._messaging._channel_queue import Outcome
 from .._messaging._codes import STREAM_ID, QueueCode
 from .._messaging._credits import MAX_CREDITS
+from .._messaging._dedup import KEY_OVERHEAD
 from .._messaging._records import (
     FIXED_BYTES,
     RecordError,
     TooManyEntriesError,
     split_entries,
 )
-from ._stats import statistics_to_json
+from ._stats import MAX_TOPICS_PER_PAGE, statistics_to_json
 from ._topic import COLD
 from ._wire import (
+    AFTER,
     ATTEMPTS,
     CHANNEL,
     COUNT,
@@ -38,6 +40,8 @@ from ._wire import (
     DUPLICATE,
     END,
     GROUP,
+    INCARNATION,
+    LIMIT,
     MAX,
     MAX_PUBLISH,
     MAX_PULL,
@@ -88,6 +92,42 @@ def _too_many(kind: str, topic: str, limit: int) -> Refusal:
     return Refusal(ResponseCode.NO_PERMISSION, (
         f"topic {topic!r} has {limit} {kind}, the service's max_channels: use an existing "
         f"one, delete some (QueueService.delete_{kind[:-1]}), or raise max_channels"))
+
+
+def _too_many_in_all(kind: str, limit: int) -> Refusal:
+    return Refusal(ResponseCode.NO_PERMISSION, (
+        f"the service has {limit} {kind} in all, its max_total_{kind}: use an existing one, "
+        f"delete some (QueueService.delete_{kind[:-1]}), or raise max_total_{kind}"))
+
+
+def new_channel_refusal(broker: Broker, topic: Topic, name: str) -> Refusal | None:
+    """Return why ``topic`` may not have the new channel ``name`` (None: it may, or it is
+    not new)."""
+    if name in topic.channels:
+        return None
+    if len(topic.channels) >= broker.max_channels:
+        return _too_many("channels", topic.name, broker.max_channels)
+    if broker.channel_count >= broker.max_total_channels:
+        return _too_many_in_all("channels", broker.max_total_channels)
+    return None
+
+
+def _full(topic: Topic, size: int) -> Refusal:
+    """A publish of ``size`` bytes of records that ``topic`` (no data directory) has no room
+    for: its own bounds, or the service's total."""
+    store = topic.store
+    budget = store.budget
+    if not budget.fits(size):
+        return Refusal(ResponseCode.SYSTEM_BUSY, (
+            f"the service is full: its topics hold {budget.used} bytes of messages in memory, "
+            f"and its total_memory_bytes is {budget.limit} ({size} more asked for topic "
+            f"{topic.name!r}); consume them, raise total_memory_bytes, or run the service "
+            "with a data_dir"))
+    return Refusal(ResponseCode.SYSTEM_BUSY, (
+        f"topic {topic.name!r} is full: it holds {store.retained} messages of "
+        f"{store.memory_size} bytes, and memory_messages is {store.memory_messages}, "
+        f"memory_bytes {store.memory_bytes}; consume them, or run the service with a "
+        "data_dir"))
 
 
 def _no_topic(name: str) -> Refusal:
@@ -164,14 +204,14 @@ class _Handlers:
                 return _ok(**{OFFSET: seen[0], COUNT: seen[1], DUPLICATE: "true"})
         store = topic.store
         size = sum(map(len, contents)) + FIXED_BYTES * len(contents)  # as records
+        if key is not None:  # and its key, remembered for the window
+            size += len(key) + KEY_OVERHEAD
         if not store.has_room(len(contents), size):
             topic.trim()
+            if not store.budget.fits(size):  # the service's total: what others let go of
+                broker.trim_changed()
             if not store.has_room(len(contents), size):
-                raise Refusal(ResponseCode.SYSTEM_BUSY, (
-                    f"topic {name!r} is full: it holds {store.retained} messages of "
-                    f"{store.memory_size} bytes, and memory_messages is "
-                    f"{store.memory_messages}, memory_bytes {store.memory_bytes}; consume "
-                    "them, or run the service with a data_dir"))
+                raise _full(topic, size)
         try:
             first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
         except OSError as exc:  # nothing of it was kept (`SegmentLog.append`)
@@ -182,10 +222,13 @@ class _Handlers:
                 "its disk has room")) from None
         broker.disk_ok("append", name)
         broker.written(topic)
-        if defer_ms:
-            broker.arm(now + defer_ms / 1000)
-        else:  # after this answer is on its way (RocketMQ notifies from another thread)
-            trio.lowlevel.current_trio_token().run_sync_soon(broker.holds.notify, name)
+        if defer_ms or key is not None:  # a message coming due, a key to forget
+            broker.schedule(topic, topic.next_due())
+        if broker.retention is not None:
+            broker.schedule_retention(topic, now)
+        if not defer_ms:  # after this answer is on its way (RocketMQ notifies from another
+            # thread): the pulls held at its first offset, no other
+            trio.lowlevel.current_trio_token().run_sync_soon(broker.wake_pulls, topic, first)
         if broker.fsync == "always":
             try:
                 await broker.sync()
@@ -250,6 +293,7 @@ class _Handlers:
                 [offset for _, offset, _ in acks], cid)]
             if len(refused) < len(acks):
                 consumer.ended(len(acks) - len(refused))
+                broker.changed(consumer.topic)
             return refused
         returned = 0
         refused = []
@@ -263,7 +307,7 @@ class _Handlers:
                 if outcome is Outcome.DONE:
                     requeued = True
                     if delay_ms:
-                        broker.arm(now + delay_ms / 1000)
+                        broker.schedule_channel(consumer.channel)
                 elif outcome is Outcome.DEAD and entry is not None:
                     broker.dead(consumer.topic, consumer.channel, offset, entry.attempts)
             else:
@@ -274,6 +318,7 @@ class _Handlers:
                 returned += 1
         if returned:
             consumer.ended(returned)
+            broker.changed(consumer.topic)
         if requeued:
             consumer.topic.waiting.unpark_all()
         return refused
@@ -292,6 +337,12 @@ class _Handlers:
         count = optional_int(request, MAX, 1, MAX_PULL) or 32
         wait_ms = optional_int(request, MAX_WAIT_MS, 0, 3_600_000) or 0
         start = offset if offset is not None else topic.groups.get(group, 0)  # type: ignore[arg-type]
+        incarnation = (request.ext_fields or {}).get(INCARNATION)
+        if incarnation is not None and incarnation != topic.incarnation:
+            raise Refusal(ResponseCode.PULL_OFFSET_MOVED, (
+                f"topic {topic.name!r} is another log now (incarnation {topic.incarnation}, "
+                f"not {incarnation[:64]}): the service started it afresh, so the offsets "
+                "read from the old one do not name its messages; read its offsets again"))
         if start > topic.end:
             raise Refusal(ResponseCode.INVALID_PARAMETER,
                           f"offset {start} is past the end of topic {topic.name!r} "
@@ -308,19 +359,40 @@ class _Handlers:
         if body is not None or not wait_ms:
             return _answer(body)
 
+        if len(broker.holds) >= broker.max_held_pulls:
+            broker.pulls_refused += 1
+            refused = broker.pulls_refused
+            if refused & (refused - 1) == 0:  # 1, 2, 4, 8...: peers cannot flood the log
+                log.warning("queue.pulls_refused", held=broker.max_held_pulls,
+                            refused=refused, peer=ctx.remote_addr)
+            raise Refusal(ResponseCode.POLLING_FULL, (
+                f"the service holds {broker.max_held_pulls} pulls already, its "
+                "max_held_pulls: pull again later (or with max_wait=0)"))
+
         def wake(ctx: RequestContext, request: RemotingCommand, expired: bool
                  ) -> RemotingCommand | None:
+            if not expired:
+                broker.pulls_woken += 1
             body = topic.pull_body(start, count, trio.current_time())
             if body is COLD:  # rare: the records woken for need the disk
                 if expired:
                     return _answer(None)  # an empty answer: the next pull reads them
-                broker.prefetch(topic, start, count)  # then wakes this topic's pulls again
+                broker.prefetch(topic, start, count)  # then wakes the pulls held here again
+                broker.pulls_rewaited += 1
                 return None
             if body is None and not expired:
+                broker.pulls_rewaited += 1
+                topic.held_at.add(max(start, topic.store.earliest))  # still waits there
                 return None
             return _answer(body)  # type: ignore[arg-type]
 
-        broker.holds.hold(ctx, request, key=topic.name, timeout=wait_ms / 1000, wake=wake)
+        # held where it reads from (the earliest held, if its offset was let go): a publish
+        # there, or that deferred message coming due, wakes it (`Broker.wake_pulls`), and
+        # nothing else does
+        waits_at = max(start, topic.store.earliest)
+        topic.held_at.add(waits_at)
+        broker.holds.hold(ctx, request, key=(topic.name, waits_at), timeout=wait_ms / 1000,
+                          wake=wake)
         return None
 
     async def commit(self, ctx: RequestContext, request: RemotingCommand
@@ -332,9 +404,13 @@ class _Handlers:
             raise Refusal(ResponseCode.INVALID_PARAMETER,
                           f"offset {offset} is past the end of topic {topic.name!r} "
                           f"({topic.end}): commit the next offset to read")
-        if group not in topic.groups and len(topic.groups) >= self.broker.max_channels:
-            raise _too_many("groups", topic.name, self.broker.max_channels)
-        topic.groups[group] = offset
+        broker = self.broker
+        if group not in topic.groups:
+            if len(topic.groups) >= broker.max_channels:
+                raise _too_many("groups", topic.name, broker.max_channels)
+            if broker.group_count >= broker.max_total_groups:
+                raise _too_many_in_all("groups", broker.max_total_groups)
+        broker.commit(topic, group, offset)
         return _ok()
 
     # ------------------------------------------------------------------ asking
@@ -349,13 +425,20 @@ class _Handlers:
             "earliest": earliest, "end": topic.end, "groups": topic.groups,
             # what a pull from ``start`` reads up to now (a deferred message not yet due
             # holds back the ones after it): what Spark's streaming source plans to read
-            "readable": topic.visible_end(trio.current_time(), start)})
+            "readable": topic.visible_end(trio.current_time(), start),
+            # the log's id: offsets of another incarnation are another log's
+            "incarnation": topic.incarnation})
         return response
 
     async def stats(self, ctx: RequestContext, request: RemotingCommand
                     ) -> RemotingCommand | None:
+        fields = request.ext_fields or {}
+        topic = None if fields.get(TOPIC) is None else name_of(request, TOPIC)
+        after = None if fields.get(AFTER) is None else name_of(request, AFTER)
+        limit = optional_int(request, LIMIT, 1, MAX_TOPICS_PER_PAGE)
         response = _ok()
-        response.body = statistics_to_json(self.broker.statistics())
+        response.body = statistics_to_json(self.broker.statistics(topic, after=after,
+                                                                  limit=limit))
         return response
 
 
@@ -390,10 +473,10 @@ class Subscribe(StreamProcessor):
         if topic is None:
             missing = _no_topic(name)
             raise AbortProcessError(missing.code, missing.remark)
-        if channel_name not in topic.channels and len(topic.channels) >= broker.max_channels:
-            too_many = _too_many("channels", topic.name, broker.max_channels)
+        too_many = new_channel_refusal(broker, topic, channel_name)
+        if too_many is not None:
             raise AbortProcessError(too_many.code, too_many.remark)
-        channel = topic.channel(channel_name)
+        channel = broker.add_channel(topic, channel_name)
         consumer = broker.add_consumer(topic, channel, stream, ctx.channel, ctx.remote_addr)
         try:
             await self._deliver(consumer, stream)
@@ -417,7 +500,7 @@ class Subscribe(StreamProcessor):
             taken = queue.take(consumer.id, min(credits, MAX_BATCH, room), now, topic.end,
                                topic.deferred)
             if queue.waiting_later > later:
-                broker.arm(queue.next_deadline() or now)
+                broker.schedule_channel(consumer.channel)
             if not taken:
                 subscriber.pass_on()  # the room this one was woken for is another's turn
                 await topic.waiting.park()
@@ -425,7 +508,7 @@ class Subscribe(StreamProcessor):
             if deliveries.taken(len(taken)):
                 self._reached_bound(subscriber)
             subscriber.pass_on()
-            broker.arm(now + queue.msg_timeout)
+            broker.schedule(consumer.channel, now + queue.msg_timeout)
             offsets = [offset for offset, _ in taken]
             attempts = {offset: attempt for offset, attempt in taken if attempt > 1}
             while offsets:  # a frame's worth at a time: never more than that read at once

@@ -65,8 +65,14 @@ class Problem:
     position: int  # where the good bytes end
     reason: str
     set_aside: Path | None  # where the bytes after ``position`` were moved
+    kept: str | None = None  # why they could not be (they stay in the file, unread)
 
     def __str__(self) -> str:
+        if self.kept is not None:
+            return (f"{self.path}: {self.kind} from byte {self.position} ({self.reason}); the "
+                    f"bytes after it could not be set aside ({self.kept}) and stay in the file, "
+                    "unread: the records before them are served, new ones go to a new "
+                    "segment, and the next start tries again")
         if self.kind == "torn":
             return (f"{self.path}: an unfinished write at byte {self.position} was cut off "
                     f"({self.reason}) and moved to {self.set_aside}")
@@ -217,17 +223,31 @@ def _check_offsets(scanned: Scan, base: int, last: int) -> None:
             scanned.problem = "corrupt"
             scanned.reason = (f"offset {offset} where {expected} was expected" if offset
                               != expected else f"offset {offset} repeats an earlier segment's")
-            scanned.valid_bytes = scanned.positions[k]
-            del scanned.offsets[k:], scanned.positions[k:]
-            scanned.keys = [key for key in scanned.keys if key[1] < offset]
-            scanned.deferred = [item for item in scanned.deferred if item[0] < offset]
+            scanned.cut(k)
             return
         expected += 1
 
 
+def _drop_unfinished(scanned: Scan) -> None:
+    """Cut off a publish whose last record is missing at the end of what was read whole: a
+    write the process did not finish (killed during it, or a write that failed and could
+    not be undone), so never acknowledged: all of its records go, not the first few. After
+    corruption the records are kept instead (damage later than the write: they were
+    acknowledged), and only its key is not remembered (`scan` lists whole batches' keys)."""
+    if scanned.unfinished is None or scanned.problem == "corrupt":
+        return
+    index = scanned.unfinished
+    written = len(scanned.offsets) - index
+    announced = f" of {scanned.unfinished_count}" if scanned.unfinished_count else ""
+    reason = f"a publish cut short: {written}{announced} of its records were written whole"
+    scanned.reason = reason if scanned.problem is None else f"{scanned.reason}; {reason}"
+    scanned.problem = "torn"
+    scanned.cut(index)
+
+
 class _Segment:
-    __slots__ = ("base", "count", "first", "index_offsets", "index_positions", "last",
-                 "modified", "path", "size")
+    __slots__ = ("base", "count", "first", "index_offsets", "index_positions", "kept_aside",
+                 "last", "modified", "path", "size")
 
     def __init__(self, path: Path, base: int) -> None:
         self.path = path
@@ -239,6 +259,9 @@ class _Segment:
         self.index_offsets = array("q")
         self.index_positions = array("q")
         self.modified = time.time()  # when last written (wall clock): retention's measure
+        # bad bytes after ``size`` that recovery could not move aside (a full disk): where
+        # the whole file goes instead of being deleted
+        self.kept_aside: Path | None = None
 
     def note(self, offset: int, position: int) -> None:
         """Record that the record ``offset`` starts at ``position``."""
@@ -318,20 +341,28 @@ class SegmentLog:
             base = int(path.name[:-len(SUFFIX)])
             data = path.read_bytes()
             scanned = scan(data)
+            _drop_unfinished(scanned)
             _check_offsets(scanned, base, last)
             newest = i == len(paths) - 1
-            if scanned.problem is not None:
-                found.problems.append(self._repair(path, data, scanned.valid_bytes,
-                                                   "torn" if scanned.problem == "torn"
-                                                   and newest else "corrupt",
-                                                   scanned.reason))
             segment = _Segment(path, base)
+            if scanned.problem is not None:
+                problem = self._repair(path, data, scanned.valid_bytes,
+                                       "torn" if scanned.problem == "torn" and newest
+                                       else "corrupt", scanned.reason)
+                found.problems.append(problem)
+                if problem.kept is not None:  # its bad bytes stay after its good records
+                    segment.kept_aside = path.with_name(
+                        f"{path.name}.{problem.kind}-{problem.position}")
+                    self._sealed = newest  # appends go to a new segment
             for offset, position in zip(scanned.offsets, scanned.positions, strict=True):
                 segment.note(offset, position)
             segment.size = scanned.valid_bytes
-            segment.modified = path.stat().st_mtime
-            if segment.count == 0 and not newest:
-                path.unlink()
+            try:
+                segment.modified = path.stat().st_mtime
+            except FileNotFoundError:  # moved aside whole: nothing good in it
+                segment.modified = time.time()
+            if segment.count == 0 and not newest and segment.kept_aside is None:
+                path.unlink(missing_ok=True)
                 continue
             self._segments.append(segment)
             self._bases.append(segment.base)
@@ -343,12 +374,26 @@ class SegmentLog:
 
     def _repair(self, path: Path, data: bytes, valid: int, kind: Literal["torn", "corrupt"],
                 reason: str) -> Problem:
-        # The bytes cut off are never deleted: a torn tail is most likely a write the process
-        # did not finish, but a corrupt length at the end looks the same.
+        """Move the bytes after ``valid`` aside to ``<segment>.<kind>-<valid>``.
+
+        The bytes cut off are never deleted: a torn tail is most likely a write the process
+        did not finish, but a corrupt length at the end looks the same. With no room to copy
+        them (a full disk), a file with no good byte is renamed instead (a rename needs no
+        room), and one with good records keeps them in place: the service serves its good
+        records, appends to a new segment, and tries again at the next start (`Problem`
+        says so). A full disk never stops the service from serving what it holds.
+        """
         aside = path.with_name(f"{path.name}.{kind}-{valid}")
-        aside.write_bytes(data[valid:])
-        with open(path, "r+b") as file:
-            file.truncate(valid)
+        try:
+            if valid == 0:
+                os.replace(path, aside)
+            else:
+                aside.write_bytes(data[valid:])
+                with open(path, "r+b") as file:
+                    file.truncate(valid)
+        except OSError as exc:
+            aside.unlink(missing_ok=True)  # a copy cut short is not a copy
+            return Problem(path, kind, valid, reason, None, kept=f"{exc.strerror or exc}")
         return Problem(path, kind, valid, reason, aside)
 
     # ------------------------------------------------------------------ writing
@@ -404,7 +449,7 @@ class SegmentLog:
             self._segments.pop()
             self._bases.pop()
             self._dirty.discard(newest)
-            newest.path.unlink(missing_ok=True)
+            self._remove(newest)
         segment = _Segment(self.directory / f"{first:020d}{SUFFIX}", first)
         self._write_fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._segments.append(segment)
@@ -475,6 +520,11 @@ class SegmentLog:
             gone += 1
         return gone
 
+    def oldest_deletable_written(self) -> float | None:
+        """When the oldest segment retention may delete was last written (wall clock; None:
+        there is none, the newest is never deleted)."""
+        return self._segments[0].modified if len(self._segments) > 1 else None
+
     def delete_expired(self, written_before: float | None, max_bytes: int | None) -> int:
         """Delete the oldest segments (never the newest) last written before
         ``written_before`` (wall clock), and those that make the log larger than
@@ -497,7 +547,15 @@ class SegmentLog:
         segment = self._segments.pop(0)
         self._bases.pop(0)
         self._dirty.discard(segment)
-        segment.path.unlink(missing_ok=True)
+        self._remove(segment)
+
+    @staticmethod
+    def _remove(segment: _Segment) -> None:
+        """Delete ``segment``'s file, or move it aside whole if it keeps bad bytes."""
+        if segment.kept_aside is not None:
+            os.replace(segment.path, segment.kept_aside)
+        else:
+            segment.path.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Close the append descriptor (the log is not used after this)."""

@@ -12,15 +12,20 @@ from .._checks import seconds
 from ._broker import (
     DEFAULT_DEDUP_WINDOW,
     DEFAULT_MAX_CHANNELS,
+    DEFAULT_MAX_HELD_PULLS,
     DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
     DEFAULT_MAX_TOPICS,
+    DEFAULT_MAX_TOTAL_CHANNELS,
+    DEFAULT_MAX_TOTAL_GROUPS,
     DEFAULT_MEMORY_BYTES,
     DEFAULT_SEGMENT_BYTES,
+    DEFAULT_TOTAL_MEMORY_BYTES,
     Broker,
     FsyncPolicy,
 )
 from ._handlers import register_handlers
 from ._metrics import install_metrics
+from ._stats import MAX_TOPICS_PER_PAGE
 
 if TYPE_CHECKING:
     import os
@@ -51,6 +56,10 @@ class QueueService:
             that would hold more is refused (SYSTEM_BUSY).
         memory_bytes: bytes of messages per topic held in memory, likewise (with
             ``data_dir``, the newest are kept within both bounds).
+        total_memory_bytes: bytes of messages all topics hold in memory together (default
+            1 GiB): without ``data_dir``, a publish past it is refused (SYSTEM_BUSY,
+            `QueueFullError`); with one, the topics written least recently keep fewer of
+            their newest messages in memory (they are read from their segments).
         msg_timeout: seconds a subscriber has to finish, requeue or touch a delivery before
             it is delivered again.
         max_attempts: deliveries a message gets at most (0: no limit); the one after is
@@ -72,6 +81,17 @@ class QueueService:
         max_channels: channels, and groups, a topic has at most (each): a subscription
             or commit that would make one more is refused (NO_PERMISSION); see
             `delete_channel`, `delete_group`.
+        max_total_channels: channels of all topics at most (default 10,000, about 20 MB);
+            one more is refused likewise. Those recovered from ``data_dir`` count.
+        max_total_groups: groups of all topics at most (default 100,000), likewise.
+        channel_idle_timeout: seconds a channel without subscribers is kept (None, the
+            default: until `delete_channel`; 0: deleted when its last subscriber leaves,
+            as NSQ's ephemeral channels). A channel deleted so loses its position: the
+            messages it had not delivered are not delivered to that name again unless
+            the topic still holds them (a new channel starts at the earliest held).
+        max_held_pulls: pulls the service holds at once, all connections together
+            (default 65,536, about 90 MB); one more is answered POLLING_FULL at once. Each
+            connection holds at most 16,384.
         max_in_flight_per_connection: deliveries one connection's subscriptions hold
             unacknowledged at most, together (NSQ's ``--max-rdy-count``). At it, the
             connection's subscriptions are handed nothing more until some of its deliveries
@@ -96,6 +116,11 @@ class QueueService:
                  max_channels: int = DEFAULT_MAX_CHANNELS,
                  memory_bytes: int = DEFAULT_MEMORY_BYTES,
                  max_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+                 max_total_channels: int = DEFAULT_MAX_TOTAL_CHANNELS,
+                 max_total_groups: int = DEFAULT_MAX_TOTAL_GROUPS,
+                 channel_idle_timeout: float | None = None,
+                 max_held_pulls: int = DEFAULT_MAX_HELD_PULLS,
+                 total_memory_bytes: int = DEFAULT_TOTAL_MEMORY_BYTES,
                  ) -> None:
         if dead_letter is not None and not callable(dead_letter):
             raise TypeError(f"dead_letter must be a function of (channel, message), got "
@@ -122,7 +147,13 @@ class QueueService:
             max_channels=_count("max_channels", max_channels, 1),
             memory_bytes=_count("memory_bytes", memory_bytes, 1),
             max_in_flight_per_connection=_count("max_in_flight_per_connection",
-                                                max_in_flight_per_connection, 1))
+                                                max_in_flight_per_connection, 1),
+            max_total_channels=_count("max_total_channels", max_total_channels, 1),
+            max_total_groups=_count("max_total_groups", max_total_groups, 1),
+            channel_idle_timeout=None if channel_idle_timeout is None else seconds(
+                "channel_idle_timeout", channel_idle_timeout),
+            max_held_pulls=_count("max_held_pulls", max_held_pulls, 1),
+            total_memory_bytes=_count("total_memory_bytes", total_memory_bytes, 1))
         self._endpoint: Endpoint | None = None
 
     @property
@@ -180,10 +211,22 @@ class QueueService:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def statistics(self) -> QueueStatistics:
-        """Return a snapshot per topic, channel and group (taken on the server's loop thread
-        while it runs)."""
-        return self._on_loop(self.broker.statistics)
+    def statistics(self, topic: str | None = None, *, after: str | None = None,
+                   limit: int | None = None) -> QueueStatistics:
+        """Return a snapshot (taken on the server's loop thread while it runs): the
+        service's totals; with ``topic``, that topic with its channels and groups; with
+        ``limit``, a page of up to ``limit`` topics in name order after ``after``
+        (``next_after`` names where the next starts), each with its counts. See
+        `QueueStatistics`.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int from 1 to 1,000.
+        """
+        if limit is not None:
+            _count("limit", limit, 1)
+            if limit > MAX_TOPICS_PER_PAGE:
+                raise ValueError(f"limit must be <= {MAX_TOPICS_PER_PAGE}, got {limit}")
+        return self._on_loop(lambda: self.broker.statistics(topic, after=after, limit=limit))
 
     def delete_channel(self, topic: str, channel: str) -> bool:
         """Forget a channel with no subscriber: its position and the deliveries it had in

@@ -14,6 +14,9 @@ Theory of operation (the service's loop thread):
   leave memory past it; without one, memory is the only copy: a publish that would hold more
   than ``memory_messages`` or ``memory_bytes`` is refused (`has_room`), and records leave
   only when every consumer is done with them (`trim`).
+- Every store of a service counts its bytes in memory in one `MemoryBudget`, the service's
+  total: without a log a publish past it is refused (`has_room`); with one, the service
+  takes memory back from the caches of the topics written least recently (`evict`).
 """
 
 from __future__ import annotations
@@ -28,17 +31,38 @@ from ._segments import NO_BYTE_LIMIT, read_spans
 if TYPE_CHECKING:
     from ._segments import SegmentLog
 
-__all__ = ["TopicStore"]
+__all__ = ["MemoryBudget", "TopicStore"]
+
+
+class MemoryBudget:
+    """Bytes of messages every topic of a service holds in memory, against its total."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int = NO_BYTE_LIMIT) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def fits(self, size: int) -> bool:
+        """True if ``size`` more bytes stay within the total."""
+        return self.used + size <= self.limit
+
+    @property
+    def over(self) -> int:
+        """Bytes past the total (0 or less: within it)."""
+        return self.used - self.limit
 
 
 class TopicStore:
     """The records of one topic (see the module docstring)."""
 
     def __init__(self, memory_messages: int, log: SegmentLog | None,
-                 memory_bytes: int = NO_BYTE_LIMIT) -> None:
+                 memory_bytes: int = NO_BYTE_LIMIT, budget: MemoryBudget | None = None
+                 ) -> None:
         self.memory_messages = memory_messages
         self.memory_bytes = memory_bytes
         self.memory_size = 0  # bytes of the records in memory
+        self.budget = MemoryBudget() if budget is None else budget
         self.log = log
         self.end = log.end if log is not None else 0
         self.earliest = log.earliest if log is not None else 0
@@ -59,9 +83,10 @@ class TopicStore:
 
     def has_room(self, count: int, size: int) -> bool:
         """True if ``count`` more records of ``size`` bytes in all may be appended (always,
-        with a data directory)."""
+        with a data directory): within this topic's bounds and the service's total."""
         return self.log is not None or (self.retained + count <= self.memory_messages
-                                        and self.memory_size + size <= self.memory_bytes)
+                                        and self.memory_size + size <= self.memory_bytes
+                                        and self.budget.fits(size))
 
     def append(self, records: list[bytes]) -> int:
         """Append ``records``; return the offset of the first."""
@@ -69,7 +94,9 @@ class TopicStore:
         if self.log is not None:
             self.log.append(records, first)
         self._memory += records
-        self.memory_size += sum(map(len, records))
+        size = sum(map(len, records))
+        self.memory_size += size
+        self.budget.used += size
         self.end += len(records)
         if self.log is not None:  # memory is a cache: the oldest go past either bound
             over = self.in_memory - self.memory_messages
@@ -184,11 +211,28 @@ class TopicStore:
                 self._drop_memory(min(self.earliest, self.end) - self.memory_base)
         return self.earliest
 
+    def evict(self, excess: int) -> int:
+        """Drop the oldest records from memory (only with a log: they stay on disk) until
+        ``excess`` bytes are freed or memory is empty; return the bytes freed."""
+        if self.log is None or excess <= 0:
+            return 0
+        memory = self._memory
+        freed = count = 0
+        for i in range(self._head, len(memory)):
+            if freed >= excess:
+                break
+            freed += len(memory[i])
+            count += 1
+        self._drop_memory(count)
+        return freed
+
     def _drop_memory(self, count: int) -> None:
         if count <= 0:
             return
         memory = self._memory
-        self.memory_size -= sum(map(len, memory[self._head:self._head + count]))
+        dropped = sum(map(len, memory[self._head:self._head + count]))
+        self.memory_size -= dropped
+        self.budget.used -= dropped
         self._head += count
         self.memory_base += count
         if self._head > 4096 and self._head * 2 > len(self._memory):

@@ -13,16 +13,28 @@ Theory of operation (the service's loop thread):
   let records go (`trim`). A topic that no channel or group reads keeps everything.
 - Subscription tasks waiting for messages park in ``waiting`` (a `trio.lowlevel.ParkingLot`):
   a publish, a requeue, a timeout or a deferred message coming due unparks them.
+- Pulls with nothing to read are held under ``(topic, offset)``: the offset they read from,
+  which is the topic's end (they wait for a publish) or a deferred message not yet due (they
+  wait for it). ``held_at`` lists those offsets, so a publish wakes the pulls at its first
+  offset, and a deferred batch coming due those at its offsets, and no other.
+- ``incarnation`` names this log: made when the topic is made (kept in the topic's
+  directory with a data directory, so it survives restarts), it changes when the log starts
+  afresh (a memory-only service restarted), so a reader holding offsets knows they are of
+  another log.
+- ``timer`` is the topic's key in the service's `DeadlineHeap`, and each channel's its own:
+  the service's timer visits only what is due.
 """
 
 from __future__ import annotations
 
 import bisect
+import uuid
 from typing import TYPE_CHECKING, Final
 
 import trio
 
 from .._messaging._channel_queue import ChannelQueue
+from .._messaging._deadlines import new_key
 from .._messaging._dedup import KeyWindow
 from .._messaging._deferred import DeferredOffsets
 from .._messaging._records import build_record, record_offset
@@ -65,23 +77,39 @@ def _collect(records: list[bytes], first: int, last: int, found: dict[int, bytes
 
 
 class Channel:
-    """One channel of a topic: its delivery state and its consumers."""
+    """One channel of a topic: its delivery state, its consumers, and since when it has had
+    none (``idle_since``, on the loop's clock; None while it has some)."""
 
-    __slots__ = ("consumers", "name", "queue")
+    __slots__ = ("consumers", "idle_since", "name", "queue", "timer", "topic")
 
-    def __init__(self, name: str, queue: ChannelQueue) -> None:
+    def __init__(self, name: str, queue: ChannelQueue, topic: Topic) -> None:
         self.name = name
         self.queue = queue
+        self.topic = topic
         self.consumers: set[int] = set()
+        self.idle_since: float | None = None
+        self.timer = new_key()
+
+    def next_due(self, idle_timeout: float | None) -> float | None:
+        """When the service's timer has something to do for this channel: a delivery's
+        deadline, a message coming due, or its idle time running out (None: nothing)."""
+        due = self.queue.next_deadline()
+        if idle_timeout is not None and self.idle_since is not None:
+            idle = self.idle_since + idle_timeout
+            due = idle if due is None else min(due, idle)
+        return due
 
 
 class Topic:
     """One topic: its store, channels, groups, deferred messages and recent keys."""
 
     def __init__(self, name: str, store: TopicStore, *, msg_timeout: float, max_attempts: int,
-                 dedup_window: float) -> None:
+                 dedup_window: float, incarnation: str | None = None) -> None:
         self.name = name
         self.store = store
+        self.incarnation = uuid.uuid4().hex if incarnation is None else incarnation
+        self.timer = new_key()
+        self.held_at: set[int] = set()  # offsets where pulls were held, not woken since
         self.msg_timeout = msg_timeout
         self.max_attempts = max_attempts
         self.channels: dict[str, Channel] = {}
@@ -109,7 +137,7 @@ class Topic:
             earliest, end = self.store.earliest, self.store.end
             begin = earliest if start is None else min(max(start, earliest), end)
             found = self.channels[name] = Channel(name, ChannelQueue(
-                begin, msg_timeout=self.msg_timeout, max_attempts=self.max_attempts))
+                begin, msg_timeout=self.msg_timeout, max_attempts=self.max_attempts), self)
         return found
 
     def append(self, contents: list[bytes], now: float, now_ms: int, defer: float,
@@ -117,18 +145,39 @@ class Topic:
         """Append one publish's messages; return the first offset."""
         first = self.store.end
         deliver_at = now_ms + int(defer * 1000) if defer > 0 else 0
+        last = len(contents) - 1  # every record but the last says more follow: a publish
+        # cut short by a crash is found whole or dropped at recovery (`scan`)
         records = [build_record(first + i, now_ms, deliver_at, content,
-                                key if i == 0 else None, len(contents) if i == 0 else 0)
+                                key if i == 0 else None, len(contents) if i == 0 else 0,
+                                i < last)
                    for i, content in enumerate(contents)]
         self.store.append(records)
         if defer > 0:
             self.deferred.add(first, len(records), now + defer)
         if key is not None:
-            self.keys.add(key, first, len(records), now)
+            self.remember(key, first, len(records), now)
         self.published += len(records)
         self.changes += 1
         self.waiting.unpark_all()
         return first
+
+    def remember(self, key: str, first: int, count: int, now: float) -> None:
+        """Remember a publish's key (`KeyWindow.add`), its cost counted in the service's
+        memory total."""
+        keys = self.keys
+        before = keys.bytes
+        keys.add(key, first, count, now)
+        self.store.budget.used += keys.bytes - before
+
+    def forget_keys(self, now: float, excess: int = 0) -> None:
+        """Forget the keys past their window, and the oldest until ``excess`` bytes are
+        freed (the service is past its memory total), counted in that total."""
+        keys = self.keys
+        before = keys.bytes
+        keys.expire(now)
+        if excess > 0:
+            keys.shed(excess)
+        self.store.budget.used -= before - keys.bytes
 
     def visible_end(self, now: float, start: int = 0) -> int:
         """The offset a pull from ``start`` may read up to: the first deferred message from
@@ -228,12 +277,32 @@ class Topic:
         start = max(start, self.store.earliest)
         return start, max(0, min(count, self.visible_end(now, start) - start))
 
-    def release_due(self, now: float) -> int:
-        """Let the deferred messages due at ``now`` go (`DeferredOffsets.release`)."""
-        released = self.deferred.release(now)
+    def release_due(self, now: float) -> list[tuple[int, int]]:
+        """Let the deferred messages due at ``now`` go; return their batches, ``(first,
+        count)`` (`DeferredOffsets.release_batches`)."""
+        released = self.deferred.release_batches(now)
         if released:
             self.changes += 1
         return released
+
+    def next_due(self) -> float | None:
+        """When the service's timer has something to do for this topic: a deferred message
+        coming due, or a key to forget (None: nothing)."""
+        dues = [d for d in (self.deferred.next_due(), self.keys.next_expiry()) if d is not None]
+        return min(dues) if dues else None
+
+    def pulls_waiting(self, first: int, count: int) -> list[int]:
+        """Take the offsets from ``first`` (``count`` of them) where pulls are held out of
+        ``held_at``, and return them: the pulls to wake (looked up the cheaper way round)."""
+        held = self.held_at
+        if not held:
+            return []
+        if count <= len(held):
+            found = [o for o in range(first, first + count) if o in held]
+        else:
+            found = [o for o in held if first <= o < first + count]
+        held.difference_update(found)
+        return found
 
     def floor(self) -> int | None:
         """The lowest offset a channel or a group still needs (None: nobody reads)."""

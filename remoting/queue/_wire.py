@@ -10,13 +10,19 @@ answers with; the client builds the same fields.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from codec import RemotingCommand, ResponseCode
+from codec._header_numbers import header_int
 
 from .._messaging._records import MAX_KEY_BYTES
+from ._errors import QueueError
+
+if TYPE_CHECKING:
+    from codec import ExtFields
 
 __all__ = [
+    "AFTER",
     "ATTEMPTS",
     "CHANNEL",
     "COUNT",
@@ -24,7 +30,9 @@ __all__ = [
     "DUPLICATE",
     "END",
     "GROUP",
+    "INCARNATION",
     "KEY",
+    "LIMIT",
     "MAX",
     "MAX_PUBLISH",
     "MAX_PULL",
@@ -33,6 +41,7 @@ __all__ = [
     "REFUSED",
     "TOPIC",
     "Refusal",
+    "answered_int",
     "format_attempts",
     "is_name",
     "key_of",
@@ -57,6 +66,9 @@ MAX_WAIT_MS: Final = "maxWaitMs"  # PULL: how long to hold it while there are no
 END: Final = "end"  # CREATE_TOPIC's answer: the topic's end offset
 ATTEMPTS: Final = "attempts"  # a delivery: "offset:attempt,..." for redeliveries only
 REFUSED: Final = "refused"  # ACK's answer: how many acknowledgements were refused
+INCARNATION: Final = "incarnation"  # PULL: the id of the log the offset is of (optional)
+AFTER: Final = "after"  # STATS: a page of topics named after this one
+LIMIT: Final = "limit"  # STATS: a page of this many topics at most
 
 MAX_PULL: Final = 4096  # messages one pull may ask for
 # Messages in one publish at most: it is appended in one step of the service's loop (about
@@ -113,14 +125,9 @@ def optional_int(request: RemotingCommand, field: str, low: int, high: int) -> i
     if value is None:
         return None
     try:
-        number = int(value)
-    except ValueError:
-        raise Refusal(ResponseCode.INVALID_PARAMETER,
-                      f"{field} must be an int from {low} to {high}") from None
-    if not low <= number <= high:
-        raise Refusal(ResponseCode.INVALID_PARAMETER,
-                      f"{field} must be from {low} to {high}, got {number}")
-    return number
+        return header_int(field, value, low, high)
+    except ValueError as exc:
+        raise Refusal(ResponseCode.INVALID_PARAMETER, str(exc)) from None
 
 
 def required_int(request: RemotingCommand, field: str, low: int, high: int) -> int:
@@ -154,8 +161,25 @@ def format_attempts(attempts: list[tuple[int, int]]) -> str:
 
 
 def parse_attempts(text: str | None) -> dict[int, int]:
-    """Return the redeliveries' attempts by offset (others are first attempts)."""
+    """Return the redeliveries' attempts by offset (others are first attempts).
+
+    Raises:
+        ValueError: not ``"offset:attempt,..."`` of ints >= 0 (a broken service).
+    """
     if not text:
         return {}
-    pairs = (item.split(":") for item in text.split(","))
-    return {int(offset): int(attempt) for offset, attempt in pairs}
+    pairs = (item.partition(":") for item in text.split(","))
+    return {header_int(ATTEMPTS, offset, 0): header_int(ATTEMPTS, attempt, 0)
+            for offset, _, attempt in pairs}
+
+
+def answered_int(addr: str | None, fields: ExtFields | None, name: str) -> int:
+    """Return the count or offset a service answered in ``name`` (0 if absent).
+
+    Raises:
+        QueueError: not an int from 0 to 2**63 - 1 (a broken service).
+    """
+    try:
+        return header_int(name, (fields or {}).get(name) or "0", 0)
+    except ValueError as exc:
+        raise QueueError(addr, None, f"the service answered a bad {name}: {exc}") from None

@@ -56,7 +56,7 @@ def test_a_stream_is_read_once_and_published_once_on_a_standalone_cluster(
                 capture_output=True, text=True, timeout=JOB_TIMEOUT, check=False)
             result = json.loads(result_file.read_text())
             assert "failed" not in result, result.get("failed", "") + done.stderr[-3000:]
-            out = q.statistics(server.addr).topics["out"]
+            out = q.statistics(server.addr, "out").topics["out"]
     finally:
         server.shutdown()
 

@@ -166,6 +166,18 @@ def test_json_reader_accepts_numbers_given_as_strings() -> None:
     assert (cmd.code, cmd.opaque, cmd.flag, cmd.version) == (12, -7, 1, 479)
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "+5", "1_0", "--5", "-", "", "5.0",
+                                   "9" * 5000, "99999999999"])
+def test_json_reader_refuses_a_number_string_that_is_not_ascii_digits_in_int32(
+        value: str) -> None:
+    with pytest.raises(MalformedFrameError, match="JSON header field code"):
+        decode_json('{"code":"' + value + '","opaque":1}')
+
+
+def test_json_reader_forgives_spaces_around_a_number_string() -> None:
+    assert decode_json('{"code":" 12 ","opaque":"-7"}').code == 12
+
+
 def test_json_reader_accepts_integral_floats() -> None:
     assert decode_json('{"code":12.0,"opaque":1}').code == 12
 

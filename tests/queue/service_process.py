@@ -10,10 +10,15 @@ from ..processes import Proc
 
 
 class QueueProcess:
-    """``remoting queue`` with the given options; ``addr`` once it serves."""
+    """``remoting queue`` with the given options; ``addr`` once it serves. With
+    ``file_size_limit``, its files cannot grow past that many bytes (`file_size_limited`)."""
 
-    def __init__(self, *options: str) -> None:
-        self.proc = Proc("queue", "--port", "0", *options)
+    def __init__(self, *options: str, file_size_limit: int | None = None) -> None:
+        if file_size_limit is None:
+            self.proc = Proc("queue", "--port", "0", *options)
+        else:
+            self.proc = Proc(str(file_size_limit), "queue", "--port", "0", *options,
+                             module="tests.queue.file_size_limited")
         match = self.proc.expect(r"serving queue on (\S+) \(pid (\d+)\)", timeout=60)
         self.addr = match.group(1)
         self.pid = int(match.group(2))

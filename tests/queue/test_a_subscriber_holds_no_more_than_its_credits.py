@@ -20,7 +20,7 @@ def test_a_consumer_that_does_not_ack_receives_exactly_its_credits(
         held = [sub.receive(5) for _ in range(7)]
         with pytest.raises(TimeoutError):
             sub.receive(0.3)  # an eighth never comes while none is acknowledged
-        channel = service.statistics().topics["jobs"].channels["workers"]
+        channel = service.statistics("jobs").topics["jobs"].channels["workers"]
         assert (channel.in_flight, channel.delivered) == (7, 7)
         for msg in held[:3]:
             assert msg is not None
@@ -30,7 +30,7 @@ def test_a_consumer_that_does_not_ack_receives_exactly_its_credits(
         with pytest.raises(TimeoutError):
             sub.receive(0.3)
     assert [m.offset for m in held + more if m is not None] == list(range(10))
-    assert service.statistics().topics["jobs"].channels["workers"].delivered == 10
+    assert service.statistics("jobs").topics["jobs"].channels["workers"].delivered == 10
 
 
 async def test_credits_bound_deliveries_on_the_trio_face_too(

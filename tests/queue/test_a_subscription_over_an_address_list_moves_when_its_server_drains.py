@@ -78,10 +78,10 @@ async def test_a_trio_subscription_moves_to_the_next_address_and_goes_on(
         for msg in held:  # from the drained server: never sent to the other one
             await msg.ack()
         assert sub.refused == refused + len(held)
-    drained_channel = servers[drained][1].statistics().topics["t"].channels["c"]
+    drained_channel = servers[drained][1].statistics("t").topics["t"].channels["c"]
     assert (drained_channel.finished, drained_channel.in_flight) == (1, 0)  # held: back
     assert drained_channel.depth == 9
-    assert servers[other][1].statistics().topics["t"].channels["c"].finished == 10
+    assert servers[other][1].statistics("t").topics["t"].channels["c"].finished == 10
 
 
 async def test_a_subscription_to_one_address_ends_with_go_away(

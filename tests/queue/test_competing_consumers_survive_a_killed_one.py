@@ -93,7 +93,7 @@ def test_a_killed_consumers_deliveries_go_to_the_others_with_attempt_two(
         doomed.read()
         deadline = time.monotonic() + 90
         while True:  # bounded: the acknowledgements come from other processes
-            channel = service.statistics().topics["work"].channels["workers"]
+            channel = service.statistics("work").topics["work"].channels["workers"]
             if channel.finished == MESSAGES:
                 break
             assert time.monotonic() < deadline, f"stuck at {channel}"

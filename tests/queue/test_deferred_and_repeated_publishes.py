@@ -52,5 +52,5 @@ async def test_a_batch_repeated_with_its_key_appends_nothing(
     again = await q.publish_many(addr, "t", [b"a", b"b", b"c"], key="query-1/batch-7/part-0")
     other = await q.publish_many(addr, "t", [b"d"], key="query-1/batch-8/part-0")
     assert first == again == [0, 1, 2] and other == [4]
-    stats = (await q.statistics(addr)).topics["t"]
+    stats = (await q.statistics(addr, "t")).topics["t"]
     assert (stats.end, stats.duplicates, stats.published) == (5, 1, 5)

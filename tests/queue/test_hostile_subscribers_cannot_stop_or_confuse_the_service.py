@@ -52,7 +52,7 @@ async def test_credits_granted_past_the_window_then_timeouts_do_not_stop_the_ser
         assert redelivered is not None and redelivered.attempts == 2
     assert server.endpoint.running
     assert await q.publish(addr, "t", b"still served") == 10
-    assert service.statistics().topics["t"].channels["c"].timed_out == 10
+    assert service.statistics("t").topics["t"].channels["c"].timed_out == 10
 
 
 async def test_a_stream_id_reused_at_once_is_a_subscription_of_its_own(
@@ -88,7 +88,7 @@ async def test_a_flood_of_acknowledgements_in_one_request_is_refused_whole(
         queue = service.broker.topics["t"].channels["c"].queue
         assert msg.offset in queue.in_flight  # nothing of it was applied
         await msg.ack()
-    assert service.statistics().topics["t"].channels["c"].finished == 1
+    assert service.statistics("t").topics["t"].channels["c"].finished == 1
 
 
 async def test_another_connection_cannot_grant_ack_or_cancel_a_subscription(
@@ -117,4 +117,4 @@ async def test_another_connection_cannot_grant_ack_or_cancel_a_subscription(
             assert msg is not None
             await msg.ack()
         assert (await sub.receive()) is not None  # the subscription goes on
-    assert service.statistics().topics["t"].channels["c"].finished >= 2
+    assert service.statistics("t").topics["t"].channels["c"].finished >= 2

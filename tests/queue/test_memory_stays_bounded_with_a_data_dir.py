@@ -48,7 +48,7 @@ def run_through(q: BlockingQueueClient, tmp_path: Path, messages: int, memory: i
                 if expected == messages:
                     break
         grown = service.rss_bytes(peak=True) - baseline
-        stats = q.statistics(service.addr).topics["bulk"]
+        stats = q.statistics(service.addr, "bulk").topics["bulk"]
     finally:
         service.stop()
     assert expected == messages

@@ -124,7 +124,7 @@ async def test_a_connection_subscribing_many_times_is_handed_the_bound_and_no_mo
         # the credits stay with the subscriptions: none was taken or refused
         consumers = service.broker.consumers.values()
         assert sum(c.stream.credits for c in consumers) == len(channels) * CREDITS - BOUND
-        stats = await q.statistics(addr)  # through the wire: its JSON carries them
+        stats = await q.statistics(addr, TOPIC)  # through the wire: its JSON carries them
         assert (stats.connections_at_bound, stats.times_at_bound) == (1, 1)
         assert sum(c.delivered for c in stats.topics[TOPIC].channels.values()) == BOUND
         hostile.cancel_scope.cancel()
@@ -153,7 +153,7 @@ async def test_acknowledgements_let_delivery_go_on_and_every_message_comes_once(
         assert msg.attempts == 1
         by_channel[channel].append(msg.offset)
     assert all(sorted(got) == list(range(MESSAGES)) for got in by_channel.values())
-    stats = service.statistics()
+    stats = service.statistics(TOPIC)
     for channel in channels:
         counts = stats.topics[TOPIC].channels[channel]
         assert (counts.delivered, counts.finished, counts.in_flight) == (MESSAGES, MESSAGES, 0)
@@ -231,7 +231,7 @@ async def test_timeouts_and_requeues_give_the_connection_room_again(
             again = [await sub.receive() for _ in range(5)]  # each came back at its timeout
         assert [m.offset for m in first if m] == [m.offset for m in again if m] == [0, 1, 2, 3, 4]
         assert all(m is not None and m.attempts == 2 for m in again)
-        assert service.statistics().topics[TOPIC].channels["c"].timed_out == 5
+        assert service.statistics(TOPIC).topics[TOPIC].channels["c"].timed_out == 5
         assert again[0] is not None
         await again[0].requeue()  # room for one more: it comes again (or, should the
         with trio.fail_after(10):  # others time out first, one of them)
@@ -260,7 +260,7 @@ def test_credits_above_the_bound_are_not_an_error_and_the_pause_is_logged_sparin
                 msg = sub.receive(10)
                 assert msg is not None
                 offsets.append(msg.offset)
-                assert service.statistics().topics[TOPIC].channels["c"].in_flight == 1
+                assert service.statistics(TOPIC).topics[TOPIC].channels["c"].in_flight == 1
                 msg.ack()
                 sub.flush()
         assert offsets == list(range(9))

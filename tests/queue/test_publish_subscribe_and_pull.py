@@ -28,7 +28,7 @@ def test_a_subscriber_receives_every_message_in_order_with_its_headers(
     assert seen[0].headers == {"kind": "a", "\u00e9": "\u2603"} and seen[0].body == b"first"
     assert seen[0].id == "orders@0" and seen[5].attempts == 1 and seen[5].timestamp > 0
     assert sub.acked == 1000 and sub.refused == 0
-    channel = service.statistics().topics["orders"].channels["billing"]
+    channel = service.statistics("orders").topics["orders"].channels["billing"]
     assert (channel.finished, channel.in_flight, channel.depth) == (1000, 0, 0)
 
 
@@ -60,7 +60,7 @@ def test_a_group_pulls_from_its_committed_offset(
     assert [m.offset for m in q.pull(server.addr, "log", offset=8, max_wait=0)] == [8, 9]
     offsets = q.offsets(server.addr, "log")
     assert (offsets.earliest, offsets.end, offsets.groups) == (0, 10, {"readers": 4})
-    stats = q.statistics(server.addr).topics["log"]
+    stats = q.statistics(server.addr, "log").topics["log"]
     assert stats.groups["readers"].lag == 6 and stats.end == 10
 
 
@@ -106,7 +106,7 @@ async def test_the_trio_face_awaits_the_same_calls(
     assert pulled == [b"c"]
     await q.commit(addr, "t", "g", 3)
     assert (await q.offsets(addr, "t")).groups == {"g": 3}
-    assert (await q.statistics(addr)).topics["t"].end == 3
+    assert (await q.statistics(addr, "t")).topics["t"].end == 3
 
 
 def test_a_pull_of_large_messages_stops_at_four_mebibytes(

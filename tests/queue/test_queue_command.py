@@ -62,7 +62,7 @@ def test_the_command_bounds_what_one_connection_holds_in_flight() -> None:
             q.publish_many(service.addr, "t", [b"x"] * 10)
             with q.subscribe(service.addr, "t", "a", credits=5) as sub:
                 assert all(sub.receive(10) is not None for _ in range(3))
-                stats = q.statistics(service.addr)  # what the service handed: its bound
+                stats = q.statistics(service.addr, "t")  # what the service handed: its bound
                 assert stats.topics["t"].channels["a"].in_flight == 3
                 assert (stats.connections_at_bound, stats.times_at_bound) == (1, 1)
     finally:

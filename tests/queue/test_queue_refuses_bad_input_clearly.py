@@ -91,7 +91,7 @@ def test_acks_for_unknown_and_foreign_deliveries_are_refused_and_change_nothing(
             (server.channels()[0], holder._stream.stream_id)].id  # still the holder's
         mine.ack()
         theirs.ack()
-    channel = service.statistics().topics["t"].channels["c"]
+    channel = service.statistics("t").topics["t"].channels["c"]
     assert (channel.finished, channel.acks_refused) == (2, 3)
 
 

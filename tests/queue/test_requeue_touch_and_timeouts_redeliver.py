@@ -52,7 +52,7 @@ async def test_a_delivery_not_acked_in_time_is_redelivered_with_one_more_attempt
         await redelivered.ack()
         await msg.ack()  # by message, not by delivery: this one is refused, it is finished
     assert sub.refused == 1  # closing waited for the acknowledgements' answers
-    channel = (await q.statistics(addr)).topics["t"].channels["c"]
+    channel = (await q.statistics(addr, "t")).topics["t"].channels["c"]
     assert (channel.timed_out, channel.acks_refused, channel.finished) == (1, 1, 1)
 
 

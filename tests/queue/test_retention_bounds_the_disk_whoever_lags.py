@@ -31,7 +31,7 @@ async def _until(service: QueueService, done: object) -> TopicStatistics:
     """Wait (bounded: the service's housekeeping runs every second) until ``done(stats)``."""
     with trio.fail_after(10):
         while True:
-            stats = service.statistics().topics["t"]
+            stats = service.statistics("t").topics["t"]
             if done(stats):  # type: ignore[operator]
                 return stats
             await trio.sleep(0.05)
@@ -60,7 +60,7 @@ async def test_without_retention_a_lagging_reader_keeps_every_segment(
     # only the first segment (offset 0, finished by all) may go; the lagging keep the rest
     kept = {p.name for p in (tmp_path / "topics" / "t").glob("*.log")}
     assert kept == files - {f"{0:020d}.log"} and len(kept) > 5
-    assert service.statistics().topics["t"].earliest == 1
+    assert service.statistics("t").topics["t"].earliest == 1
 
 
 async def test_retention_bytes_bound_the_files_and_lagging_channels_move_on(
@@ -91,7 +91,7 @@ async def test_retention_time_deletes_segments_last_written_before_it(
     addr, q = await _queue(nursery, service)
     for _ in range(5):
         await q.publish_many(addr, "t", [BODY] * 20)  # a topic read by offsets only
-    end = service.statistics().topics["t"].end
+    end = service.statistics("t").topics["t"].end
     stats = await _until(service, lambda s: s.earliest > 0)
     assert stats.end == end and stats.earliest < end  # the newest segment is kept
     assert len(list((tmp_path / "topics" / "t").glob("*.log"))) == 1

@@ -156,7 +156,7 @@ async def test_credits_out_of_range_are_refused_before_anything_is_sent(
     ({}, "needs the int fields streamId and credits"),
     ({"streamId": "1", "credits": "0"}, "from 1 to 65536"),
     ({"streamId": "1", "credits": "99999999"}, "from 1 to 65536"),
-    ({"streamId": "x", "credits": "5"}, "needs the int fields"),
+    ({"streamId": "x", "credits": "5"}, "streamId is not an integer"),
 ])
 async def test_a_bad_opening_request_is_answered_invalid_parameter(
         server: TrioRemotingServer, client: TrioRemotingClient, scripted: Scripted,

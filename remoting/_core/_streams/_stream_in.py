@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode, next_opaque
+from codec._header_numbers import header_int
 
 from ..._errors import RemotingStreamError
 from ..._log import log
@@ -132,7 +133,7 @@ class IncomingStreams:
 
 def _int(value: str | None) -> int | None:
     try:
-        return None if value is None else int(value)
+        return None if value is None else header_int("field", value)
     except ValueError:
         return None
 

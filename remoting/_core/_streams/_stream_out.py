@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode, encode_frame_parts
+from codec._header_numbers import INT32_MAX, INT32_MIN, header_int
 from processors import AsyncRequestProcessor, StreamProcessor
 
 from ..._errors import translate
 from ..._log import log
 from ..._messaging._codes import COST, CREDITS, END_CODE, STREAM_ID, StreamCode
-from ..._messaging._credits import CreditWindow
+from ..._messaging._credits import MAX_CREDITS, CreditWindow
 from .._receiving._replies import FAILURES, encode_reply, failure
 
 if TYPE_CHECKING:
@@ -46,11 +47,6 @@ MAX_STREAMS_PER_CONNECTION: Final = 1024
 GO_AWAY_REMARK: Final = "the server is draining: open the stream again elsewhere"
 
 
-def _int_field(request: RemotingCommand, name: str) -> int | None:
-    value = (request.ext_fields or {}).get(name)
-    if value is None or not value.lstrip("-").isdigit():
-        return None
-    return int(value)
 
 
 class OutgoingStream:
@@ -235,13 +231,14 @@ class OutgoingStreams:
     def start(self, conn: Connection, request: RemotingCommand,
               processor: StreamProcessor) -> RemotingCommand | None:
         """Open a stream for ``request``; return the refusal to answer instead, or None."""
-        stream_id = _int_field(request, STREAM_ID)
-        credits = _int_field(request, CREDITS)
-        if stream_id is None or credits is None:
+        fields = request.ext_fields or {}
+        raw_id, raw_credits = fields.get(STREAM_ID), fields.get(CREDITS)
+        if raw_id is None or raw_credits is None:
             return _refusal(ResponseCode.INVALID_PARAMETER,
                             f"a stream request needs the int fields {STREAM_ID} and {CREDITS}")
         try:
-            window = CreditWindow(credits)
+            stream_id = header_int(STREAM_ID, raw_id, INT32_MIN, INT32_MAX)
+            window = CreditWindow(header_int(CREDITS, raw_credits, 1, MAX_CREDITS))
         except ValueError as exc:
             return _refusal(ResponseCode.INVALID_PARAMETER, str(exc))
         if (conn, stream_id) in self.open:

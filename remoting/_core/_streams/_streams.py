@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from codec import ResponseCode
+from codec._header_numbers import header_int
 
-from ..._log import log
+from ..._log import FirstOfEach, log
 from ..._messaging._codes import CREDITS, STREAM_ID, StreamCode
+from ..._messaging._credits import MAX_CREDITS
 from ._stream_in import IncomingStreams
 from ._stream_out import OutgoingStreams, StreamOpener
 
@@ -33,6 +35,7 @@ class Streams:
     def __init__(self, max_frame: int) -> None:
         self.outgoing = OutgoingStreams(max_frame)
         self.incoming = IncomingStreams()
+        self._refusals = FirstOfEach()  # bad CREDIT frames logged, once per connection
 
     def opener(self, processor: StreamProcessor) -> StreamOpener:
         """Return what the dispatcher runs for a code ``processor`` serves."""
@@ -48,7 +51,7 @@ class Streams:
         else:
             fields = frame.ext_fields or {}
             try:
-                stream_id = int(fields.get(STREAM_ID) or "")
+                stream_id = header_int(STREAM_ID, fields.get(STREAM_ID) or "")
             except ValueError:
                 stream_id = -1  # matches no stream: dropped below, as an unknown one is
             stream = self.outgoing.find(conn, stream_id)
@@ -61,14 +64,16 @@ class Streams:
                 stream.cancel()
             else:
                 try:
-                    stream.grant(int(fields.get(CREDITS) or ""))
+                    stream.grant(header_int(CREDITS, fields.get(CREDITS) or "", 1, MAX_CREDITS))
                 except ValueError as exc:  # not an int, or out of range: a broken peer
-                    log.warning("stream.bad_credit", stream_id=stream_id,
-                                peer=conn.remote_addr, error=str(exc))
+                    if self._refusals.first(conn, "bad_credit"):
+                        log.warning("stream.bad_credit", stream_id=stream_id,
+                                    peer=conn.remote_addr, error=str(exc))
                     stream.end(ResponseCode.INVALID_PARAMETER, f"bad CREDIT frame: {exc}")
 
     def connection_lost(self, conn: Connection) -> None:
         """End the streams of ``conn``, both ways."""
+        self._refusals.forget(conn)
         if self.outgoing.open:
             self.outgoing.connection_lost(conn)
         if self.incoming.open:

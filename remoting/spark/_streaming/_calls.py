@@ -96,14 +96,17 @@ class QueueCalls:
                 raise
         return self._retried("offsets", call)
 
-    def pull(self, offset: int, max_messages: int, max_wait: float = 0.0) -> bytes:
+    def pull(self, offset: int, max_messages: int, max_wait: float = 0.0,
+             incarnation: str | None = None) -> bytes:
         """Return the records from ``offset`` on (up to ``max_messages``; held up to
-        ``max_wait`` seconds while there are none), as the service sent them.
+        ``max_wait`` seconds while there are none), as the service sent them; with
+        ``incarnation``, only from that log.
 
         Raises:
-            QueueError: the topic does not exist, or ``offset`` is past its end.
+            QueueError: the topic does not exist, ``offset`` is past its end, or the topic
+                is another log than ``incarnation`` (PULL_OFFSET_MOVED).
         """
-        request = pull_request(self.topic, None, offset, max_messages, max_wait)
+        request = pull_request(self.topic, None, offset, max_messages, max_wait, incarnation)
 
         def call(q: BlockingQueueClient, addr: str) -> bytes:
             reply = q.client.invoke_sync(addr, request, max_wait + self.options.timeout)

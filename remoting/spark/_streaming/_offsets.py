@@ -4,8 +4,16 @@ reads (bookkeeping only: no I/O, unit-tested without Spark or sockets).
 A topic of the queue service is one ordered log, so the stream's offset is one number: the
 next offset to read (RocketMQ's pull model: the queue's offsets are the stream's offsets).
 Spark writes it to its checkpoint as JSON, with the topic (so a restart against another
-topic fails clearly) and the consumer group the source commits to (made when the query first
-starts, so it stays the same across restarts from the same checkpoint).
+topic fails clearly), the consumer group the source commits to (made when the query first
+starts, so it stays the same across restarts from the same checkpoint), and the log's
+*incarnation*: the id the service gives the topic's log when it makes it (kept across
+restarts with a data directory). Offsets of another incarnation are another log's: a
+service without a data directory that restarted numbers its new messages from 0 again, and
+a query that kept reading from its old offset would skip them without a word. A checkpoint
+written before incarnations has none: the source cannot tell, says so once, and takes the
+log's from then on. ``reset`` marks the end of the first batch read from a new incarnation
+(with ``failOnDataLoss=false``): that batch starts at that offset of the new log, not at the
+previous batch's end.
 
 A trigger reads ``[start, end)``: ``end`` is what the service can serve now (its readable
 end), bounded by ``maxMessagesPerTrigger`` and, under ``Trigger.AvailableNow``, by what was
@@ -21,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["GROUP_PREFIX", "Starting", "StreamOffset", "new_group", "resolve_start",
-           "split_range", "trigger_end"]
+__all__ = ["GROUP_PREFIX", "Starting", "StreamOffset", "batch_start", "new_group",
+           "resolve_start", "split_range", "trigger_end"]
 
 GROUP_PREFIX: Final = "spark-"
 
@@ -31,16 +39,24 @@ Starting = Literal["earliest", "latest"] | int
 
 @dataclass(frozen=True, slots=True)
 class StreamOffset:
-    """A place in the stream: the next offset to read of ``topic``, and the group that
-    commits it."""
+    """A place in the stream: the next offset to read of ``topic``, the group that commits
+    it, and the incarnation of the log it is an offset of (None: not known)."""
 
     topic: str
     offset: int
     group: str
+    incarnation: str | None = None
+    reset: int | None = None  # a batch ending here starts at this offset of its log
 
     def to_json(self) -> dict[str, str | int]:
         """Return the offset as Spark checkpoints it."""
-        return {"topic": self.topic, "offset": self.offset, "group": self.group}
+        raw: dict[str, str | int] = {"topic": self.topic, "offset": self.offset,
+                                     "group": self.group}
+        if self.incarnation is not None:
+            raw["incarnation"] = self.incarnation
+        if self.reset is not None:
+            raw["reset"] = self.reset
+        return raw
 
     @classmethod
     def from_json(cls, raw: object, topic: str) -> StreamOffset:
@@ -59,11 +75,31 @@ class StreamOffset:
             raise ValueError(f"the checkpoint is of a query reading topic {raw['topic']!r}, "
                              f"not {topic!r}: start the query with a new checkpoint location "
                              "to read another topic")
-        return cls(topic, raw["offset"], raw["group"])
+        incarnation = raw.get("incarnation")  # absent from checkpoints written before it
+        reset = raw.get("reset")
+        if not isinstance(incarnation, str | None) or not (
+                reset is None or (isinstance(reset, int) and not isinstance(reset, bool))):
+            raise ValueError(f"the checkpoint holds an offset that is not the remoting "
+                             f"source's ({raw!r}): start the query with a new checkpoint "
+                             "location")
+        return cls(topic, raw["offset"], raw["group"], incarnation, reset)
 
     def at(self, offset: int) -> StreamOffset:
-        """Return this offset moved to ``offset``."""
-        return StreamOffset(self.topic, offset, self.group)
+        """Return this offset moved to ``offset`` (of the same log)."""
+        return StreamOffset(self.topic, offset, self.group, self.incarnation)
+
+    def of(self, incarnation: str | None) -> StreamOffset:
+        """Return this offset as one of the log ``incarnation`` (taken for an unknown one)."""
+        return StreamOffset(self.topic, self.offset, self.group, incarnation, self.reset)
+
+
+def batch_start(start: StreamOffset, end: StreamOffset) -> int:
+    """Return the first offset of the batch ``[start, end)``: ``start``'s, unless ``end``
+    is of another log (`StreamOffset.reset`: where it began reading that one)."""
+    if (end.reset is not None and start.incarnation is not None
+            and end.incarnation != start.incarnation):
+        return end.reset
+    return start.offset
 
 
 def new_group() -> str:

@@ -40,22 +40,39 @@ class MessagesLostError(RemotingError):
 
     The service let them go: its retention (another reader committed past them before this
     query's group existed), a corrupt segment set aside at start, or a restart without its
-    data directory. The task fails; the query stops unless Spark retries it.
+    data directory (the topic is then another log: its *incarnation* changed, and the
+    offsets the query kept are the old log's). The task fails; the query stops unless Spark
+    retries it.
 
     Attributes:
         topic: the topic.
         first: the first offset missing.
-        end: the offset after the last one missing.
+        end: the offset after the last one missing (``first`` when the log changed: how
+            many the old one held past ``first`` is not known).
+        incarnations: (the log's the query read, the log's now) when the log changed;
+            None otherwise.
     """
 
-    def __init__(self, addr: str | None, topic: str, first: int, end: int) -> None:
+    def __init__(self, addr: str | None, topic: str, first: int, end: int,
+                 incarnations: tuple[str, str] | None = None) -> None:
         self.topic = topic
         self.first = first
         self.end = end
-        super().__init__(
-            f"topic {topic!r} no longer holds offsets {first} to {end - 1}, which the query "
-            "has not read (the queue service let them go); start the query with a new "
-            "checkpoint location, or set failOnDataLoss=false to skip them", addr)
+        self.incarnations = incarnations
+        if incarnations is None:
+            message = (f"topic {topic!r} no longer holds offsets {first} to {end - 1}, which "
+                       "the query has not read (the queue service let them go); start the "
+                       "query with a new checkpoint location, or set failOnDataLoss=false to "
+                       "skip them")
+        else:
+            message = (f"topic {topic!r} is another log now (incarnation {incarnations[1]}, "
+                       f"the query read {incarnations[0]}): the queue service started it "
+                       f"afresh (a restart without its data directory), so what the old one "
+                       f"held from offset {first} on, which the query had not read, is gone, "
+                       "and the new one numbers its messages from its own start; start the "
+                       "query with a new checkpoint location, or set failOnDataLoss=false to "
+                       "read the new log from its start")
+        super().__init__(message, addr)
 
 
 def spark_schema() -> StructType:
@@ -116,14 +133,16 @@ def records_batch(data: bytes, end: int) -> tuple[pa.RecordBatch, list[int]]:
     return batch, offsets
 
 
-def read_range(calls: QueueCalls, start: int, end: int, *, fail_on_data_loss: bool = True
-               ) -> Iterator[pa.RecordBatch]:
-    """Yield the messages of offsets ``[start, end)`` as Arrow batches, in offset order.
+def read_range(calls: QueueCalls, start: int, end: int, *, fail_on_data_loss: bool = True,
+               incarnation: str | None = None) -> Iterator[pa.RecordBatch]:
+    """Yield the messages of offsets ``[start, end)`` of the log ``incarnation`` (None: any)
+    as Arrow batches, in offset order.
 
     Raises:
         MessagesLostError: offsets of the range are gone (``fail_on_data_loss``), also when
-            the service refused a pull (no such topic, or an offset past its end: a
-            service that lost its messages; ``__cause__`` is its `QueueError`).
+            the service refused a pull (no such topic, an offset past its end, or another
+            log than ``incarnation``: a service that lost its messages; ``__cause__`` is
+            its `QueueError`).
         RemotingError: the service stayed unreachable for ``reconnectTimeout``.
     """
     cursor = start
@@ -131,7 +150,7 @@ def read_range(calls: QueueCalls, start: int, end: int, *, fail_on_data_loss: bo
     while cursor < end:
         try:
             data = calls.pull(cursor, min(MAX_PULL, end - cursor),
-                              calls.options.timeout if waited else 0.0)
+                              calls.options.timeout if waited else 0.0, incarnation)
         except QueueError as exc:  # no such topic, or the offset is past its end now
             _lost(calls, cursor, end, fail_on_data_loss, exc)
             return

@@ -4,8 +4,12 @@ offset range (``spark.read.format("remoting")``), and a streaming sink
 (``df.writeStream.format("remoting")``, `QueueStreamWriter`).
 
 Theory of operation (RocketMQ's pull consumer, with Spark keeping the offsets):
-- The stream's offset is the topic's next offset to read (`StreamOffset`), checkpointed by
-  Spark. Each trigger, the driver asks the service how far a pull reads now (OFFSETS'
+- The stream's offset is the topic's next offset to read (`StreamOffset`), with the
+  incarnation of the topic's log, checkpointed by Spark. A log that is another one now (a
+  service without a data directory restarted) fails the query with `MessagesLostError`, or
+  with ``failOnDataLoss=false`` the query reads the new log from its start; each task's
+  pulls name the incarnation too, so a restart between planning and reading is caught.
+  Each trigger, the driver asks the service how far a pull reads now (OFFSETS'
   ``readable``) and plans ``[start, end)`` (`trigger_end`: ``maxMessagesPerTrigger``,
   ``Trigger.AvailableNow``); the range is split into tasks (`split_range`), each of which
   pulls its offsets on an executor (`read_range`). A range is read the same whenever it is
@@ -46,7 +50,14 @@ from ..._errors import RemotingError
 from ...queue._errors import QueueError
 from .._fleet import log
 from ._calls import QueueCalls
-from ._offsets import StreamOffset, new_group, resolve_start, split_range, trigger_end
+from ._offsets import (
+    StreamOffset,
+    batch_start,
+    new_group,
+    resolve_start,
+    split_range,
+    trigger_end,
+)
 from ._options import SourceOptions, load_options, sink_options, source_options
 from ._reading import MessagesLostError, read_range, spark_schema
 
@@ -66,11 +77,12 @@ IDLE_WAIT: Final = 0.5  # seconds the driver holds a pull while there is nothing
 
 
 class OffsetRange(InputPartition):
-    """One task's offsets: ``[start, end)``."""
+    """One task's offsets: ``[start, end)`` of the log ``incarnation`` (None: any)."""
 
-    def __init__(self, start: int, end: int) -> None:
+    def __init__(self, start: int, end: int, incarnation: str | None = None) -> None:
         self.start = start
         self.end = end
+        self.incarnation = incarnation
 
 
 class QueueDataSource(DataSource):
@@ -110,7 +122,8 @@ def _read(calls: QueueCalls, partition: object, fail_on_data_loss: bool
     if not isinstance(partition, OffsetRange):  # Spark's one empty partition of no range
         return iter(())
     return read_range(calls, partition.start, partition.end,
-                      fail_on_data_loss=fail_on_data_loss)
+                      fail_on_data_loss=fail_on_data_loss,
+                      incarnation=getattr(partition, "incarnation", None))
 
 
 class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -123,6 +136,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: int | None = None
         self._latest: dict[str, str | int] | None = None
         self._exists = False  # whether the topic existed when last asked
+        self._told_unknown = False  # logged that the checkpoint's log is not known
 
     @property
     def topic(self) -> str:
@@ -148,7 +162,8 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         group = self.options.group or new_group()
         if offsets is not None:
             self._commit(group, start)
-        return StreamOffset(self.topic, start, group).to_json()
+        incarnation = None if offsets is None else offsets.incarnation
+        return StreamOffset(self.topic, start, group, incarnation).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         limit = self.options.max_per_trigger
@@ -163,26 +178,39 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                      ) -> dict[str, str | int]:
         """Return the end of the next trigger (``start`` itself: nothing to read)."""
         begin = StreamOffset.from_json(start, self.topic)
-        readable = self._readable(begin)
+        begin, readable = self._readable(begin.at(begin.offset))  # its reset was its batch's
         if self._available_now and self._target is None:
             self._target = readable
         if readable == begin.offset and not self._available_now and self._exists:
             # nothing new: hold a pull until a message arrives, then plan what there is
             try:
-                self.calls.pull(begin.offset, 1, IDLE_WAIT)
-            except QueueError:  # the topic went or shrank: the next question says how
+                self.calls.pull(begin.offset, 1, IDLE_WAIT, begin.incarnation)
+            except QueueError:  # the topic went, shrank or restarted: asked again below
                 pass
-            readable = self._readable(begin)
+            begin, readable = self._readable(begin)
         max_messages = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = begin.at(trigger_end(begin.offset, readable, max_messages, self._target))
+        if begin.reset is not None:  # the first batch of a new log starts at its start
+            end = StreamOffset(end.topic, end.offset, end.group, end.incarnation, begin.reset)
         return end.to_json()
 
-    def _readable(self, begin: StreamOffset) -> int:
+    def _readable(self, begin: StreamOffset) -> tuple[StreamOffset, int]:
+        """Return where the next batch starts (``begin``, or the start of a new log the
+        topic is now: with ``reset`` set) and how far it may read."""
         offsets = self.calls.offsets(begin.offset)
         self._exists = offsets is not None
         if offsets is None:  # no such topic (yet): nothing to read
             self._latest = begin.to_json()
-            return begin.offset
+            return begin, begin.offset
+        if begin.incarnation is None and offsets.incarnation is not None:
+            if not self._told_unknown:  # a checkpoint from before incarnations
+                self._told_unknown = True
+                log.warning("queue.incarnation_unknown", topic=self.topic,
+                            offset=begin.offset, incarnation=offsets.incarnation)
+            begin = begin.of(offsets.incarnation)
+        elif (begin.incarnation is not None and offsets.incarnation is not None
+                and offsets.incarnation != begin.incarnation):
+            return self._new_log(begin, offsets.incarnation, offsets.earliest)
         self._latest = begin.at(offsets.end).to_json()
         if offsets.end < begin.offset:
             # the service lost the offsets up to where the query is: the messages published
@@ -192,18 +220,35 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                         offsets.end, begin.offset)
             log.warning("queue.messages_lost", topic=self.topic, first=offsets.end,
                         end=begin.offset)
-            return begin.offset
-        return max(begin.offset, offsets.readable)
+            return begin, begin.offset
+        return begin, max(begin.offset, offsets.readable)
+
+    def _new_log(self, begin: StreamOffset, incarnation: str, earliest: int
+                 ) -> tuple[StreamOffset, int]:
+        """The topic is another log than the one ``begin`` is an offset of: fail, or (with
+        ``failOnDataLoss=false``) go on from the new log's start."""
+        if self.options.fail_on_data_loss:
+            assert begin.incarnation is not None
+            raise MessagesLostError(self.calls.options.addresses[0], self.topic, begin.offset,
+                                    begin.offset, (begin.incarnation, incarnation))
+        log.warning("queue.messages_lost", topic=self.topic, first=begin.offset, end=None,
+                    incarnation=incarnation, was=begin.incarnation)
+        start = StreamOffset(self.topic, earliest, begin.group, incarnation, earliest)
+        offsets = self.calls.offsets(earliest)
+        readable = earliest if offsets is None else max(earliest, offsets.readable)
+        self._latest = start.at(earliest if offsets is None else offsets.end).to_json()
+        return start, readable
 
     def reportLatestOffset(self) -> dict[str, str | int] | None:  # noqa: N802
         """The topic's end when last asked (Spark's progress shows it as latestOffset)."""
         return self._latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[OffsetRange]:
-        first = StreamOffset.from_json(start, self.topic).offset
-        last = StreamOffset.from_json(end, self.topic).offset
-        return [OffsetRange(a, b) for a, b in split_range(first, last,
-                                                           self.options.per_partition)]
+        begin = StreamOffset.from_json(start, self.topic)
+        until = StreamOffset.from_json(end, self.topic)
+        return [OffsetRange(a, b, until.incarnation)
+                for a, b in split_range(batch_start(begin, until), until.offset,
+                                        self.options.per_partition)]
 
     def read(self, partition: object) -> Iterator[pa.RecordBatch]:
         return _read(self.calls, partition, self.options.fail_on_data_loss)
@@ -239,8 +284,8 @@ class QueueBatchReader(DataSourceReader):
         end = from_start.readable  # never past a deferred message not yet due
         if self.options.ending != "latest":
             end = min(end, resolve_start(self.options.ending, offsets.earliest, offsets.end))
-        return [OffsetRange(a, b) for a, b in split_range(start, end,
-                                                           self.options.per_partition)]
+        return [OffsetRange(a, b, offsets.incarnation)
+                for a, b in split_range(start, end, self.options.per_partition)]
 
     def read(self, partition: object) -> Iterator[pa.RecordBatch]:
         return _read(self.calls, partition, self.options.fail_on_data_loss)

@@ -84,10 +84,20 @@ class Closed:
     after the bus's, it hears of each close after the bus has handled it."""
 
     def __init__(self) -> None:
-        self.closed = threading.Event()
+        self.closed = threading.Event()  # set at the first close
+        self._count = 0
+        self._changed = threading.Condition()
 
     def on_channel_close(self, remote_addr: str, channel: ChannelHandle) -> None:
+        with self._changed:
+            self._count += 1
+            self._changed.notify_all()
         self.closed.set()
+
+    def wait_for(self, closes: int, timeout: float = 10.0) -> bool:
+        """Wait (bounded) until the server saw ``closes`` connections close."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._count >= closes, timeout)
 
     def on_channel_connect(self, remote_addr: str, channel: ChannelHandle) -> None:
         pass

@@ -107,3 +107,40 @@ def test_garbage_records_are_a_record_error_or_records(data: bytes) -> None:
     found = scan(data)
     assert found.valid_bytes <= len(data)
     assert (found.problem is None) == (found.valid_bytes == len(data))
+
+
+def _publish(first: int, count: int, key: str | None = None) -> list[bytes]:
+    """The records of one publish, as the service writes them (`Topic.append`)."""
+    return [build_record(first + i, 1, 0, encode_content(None, b"m%d" % (first + i)),
+                         key if i == 0 else None, count if i == 0 else 0, i < count - 1)
+            for i in range(count)]
+
+
+@pytest.mark.parametrize("key", [None, "k"])
+def test_a_scan_finds_where_an_unfinished_publish_starts(key: str | None) -> None:
+    done = _publish(0, 3, "a")
+    cut = _publish(3, 4, key)
+    found = scan(b"".join(done + cut[:2]))  # whole records, then the write stopped
+    assert found.problem is None and found.unfinished == 3
+    assert found.unfinished_count == (4 if key else 0)
+    assert found.keys == [("a", 0, 3, 1)]  # not the unfinished publish's key
+    torn = scan(b"".join(done + cut[:2]) + cut[2][:-1])  # ...or in the middle of one
+    assert torn.problem == "torn" and torn.unfinished == 3
+    whole = scan(b"".join(done + cut))
+    assert whole.unfinished is None and len(whole.keys) == (2 if key else 1)
+    whole.cut(3)
+    assert whole.offsets == [0, 1, 2] and whole.keys == [("a", 0, 3, 1)]
+
+
+def test_a_key_is_listed_only_for_a_batch_found_whole() -> None:
+    records = _publish(0, 5, "k")
+    bad = bytearray(records[3])
+    bad[-1] ^= 0xFF  # corruption inside the batch: its first records are kept, not its key
+    found = scan(b"".join(records[:3]) + bytes(bad) + records[4])
+    assert found.problem == "corrupt" and found.offsets == [0, 1, 2] and found.keys == []
+
+
+def test_a_record_saying_more_follow_is_read_by_any_reader() -> None:
+    records = b"".join(_publish(7, 3, "k"))
+    assert [r.offset for r in decode_records(records)] == [7, 8, 9]
+    assert decode_records(records)[0].key == "k"

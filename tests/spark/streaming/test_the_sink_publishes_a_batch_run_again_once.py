@@ -53,7 +53,7 @@ def test_a_batch_run_again_publishes_nothing_twice(
 
     rerun = [p for p in again.recentProgress if p["numInputRows"]]
     assert [p["batchId"] for p in rerun] == [last]  # Spark ran that batch again
-    stats = queue.q.statistics(queue.addr).topics["out"]
+    stats = queue.q.statistics(queue.addr, "out").topics["out"]
     assert stats.end == MESSAGES and stats.duplicates >= 1
     published = read_topic(queue, "out")
     assert sorted(published) == sorted(b"M%d" % i for i in range(MESSAGES))

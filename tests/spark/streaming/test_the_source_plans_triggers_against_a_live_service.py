@@ -131,7 +131,7 @@ def test_spark_commits_move_the_group_and_another_topics_checkpoint_is_refused(
     source.commit({**start, "offset": 6})
 
     assert q.offsets(addr, "t").groups[start["group"]] == 6
-    assert q.statistics(addr).topics["t"].groups[start["group"]].lag == 2
+    assert q.statistics(addr, "t").topics["t"].groups[start["group"]].lag == 2
     with pytest.raises(ValueError, match="reading topic 'other'"):
         source.latestOffset({**start, "topic": "other"}, ReadAllAvailable())
     assert list(source.read(OffsetRange(2, 5)))[0].column("offset").to_pylist() == [2, 3, 4]
