@@ -317,6 +317,8 @@ async def test_broadcast_reaches_every_member_of_a_group(
 
 
 def test_graceful_shutdown_lets_running_processors_finish() -> None:
+    # threads of servers other tests of this process keep (a session's), under pytest-xdist
+    others = set(threading.enumerate())
     server = RemotingServer(ServerConfig(shutdown_grace_seconds=10)).start()
     release = threading.Event()
     started = threading.Event()
@@ -352,7 +354,8 @@ def test_graceful_shutdown_lets_running_processors_finish() -> None:
         release.set()
         client.shutdown()
         server.shutdown()
-    assert not [t for t in threading.enumerate() if t.name.startswith("remoting-server")]
+    assert not [t for t in threading.enumerate()
+                if t.name.startswith("remoting-server") and t not in others]
 
 
 def test_shutdown_is_fast_when_idle() -> None:
@@ -585,6 +588,7 @@ def test_a_processor_shutting_down_its_own_server_neither_waits_for_itself_nor_l
     from ..logs import capture_logs
 
     stop = Stop()
+    others = set(threading.enumerate())  # other tests' servers' threads (pytest-xdist)
     server = RemotingServer(ServerConfig(shutdown_grace_seconds=60)).start()
     stop.server = server
     server.register_processor(40, stop)
@@ -598,8 +602,8 @@ def test_a_processor_shutting_down_its_own_server_neither_waits_for_itself_nor_l
             returns_within(HANG_SECONDS, server.shutdown)
         assert not [e for e in logs if e["event"] in ("pool.threads_left_running",
                                                       "server.shutdown_forced")]
-        assert not [t for t in threading.enumerate()
-                    if t.name.startswith("remoting-server") and t.is_alive()]
+        assert not [t for t in threading.enumerate() if t.name.startswith("remoting-server")
+                    and t.is_alive() and t not in others]
         with pytest.raises(RemotingError):
             client.invoke_sync(server.addr, req(40), 2)
     finally:
