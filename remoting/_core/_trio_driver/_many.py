@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from ..._errors import RemotingError, RemotingTooManyRequestsError
-from ._future import ResponseFuture
-from ._permits import batch_got_no_permit
+from .._calling._future import ResponseFuture
+from .._sansio._permit_errors import batch_got_no_permit
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from codec import RemotingCommand
 
-    from .._socket._connection import Connection
     from ._channels import ChannelTable, Target
+    from ._connection import Connection
     from ._permits import Permits
 
 __all__ = ["Batch", "BatchSender"]

@@ -16,9 +16,7 @@ and the one method per kind that each driver has (`BlockingDriver`, `TrioDriver`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
-
-import trio
+from typing import TYPE_CHECKING, Any, Final
 
 from codec import FLAG_RESPONSE
 
@@ -32,56 +30,12 @@ from ..._hooks import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Callable, Sequence
 
-    from codec import RemotingCommand
-
-    from ..._errors import RemotingError
     from ..._hooks import RPCHook
     from ..._interceptors import CallKind, ClientCall
-    from ._future import ResponseFuture
 
-__all__ = ["KINDS", "BlockingDriver", "CallKindRow", "DirectDriver", "ToThreadDriver",
-           "TrioDriver", "check_many_options"]
-
-
-class BlockingDriver(Protocol):
-    """What runs a call on the blocking face, one method per kind (on the calling thread)."""
-
-    def call_sync(self, call: ClientCall) -> RemotingCommand: ...
-
-    def call_async(self, call: ClientCall) -> ResponseFuture: ...
-
-    def call_oneway(self, call: ClientCall) -> None: ...
-
-    def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]: ...
-
-
-class DirectDriver(Protocol):
-    """A blocking driver's methods for a call no interceptor and no RPC hook sees, taking
-    its checked arguments instead of a `ClientCall` (`Caller._direct_blocking`)."""
-
-    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
-               retry_busy: bool) -> RemotingCommand: ...
-
-    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
-                   callback: Callable[[ResponseFuture], object] | None) -> ResponseFuture: ...
-
-    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float) -> None: ...
-
-
-class TrioDriver(Protocol):
-    """What runs a call on the trio face, one method per kind (awaited in the calling task).
-    A method may be a plain function returning the coroutine to await: one frame less for
-    every suspension and resumption of the call (`Invoker`)."""
-
-    def call_sync(self, call: ClientCall) -> Awaitable[RemotingCommand]: ...
-
-    def call_async(self, call: ClientCall) -> Awaitable[ResponseFuture]: ...
-
-    def call_oneway(self, call: ClientCall) -> Awaitable[None]: ...
-
-    def call_many(self, call: ClientCall) -> Awaitable[list[RemotingCommand | RemotingError]]: ...
+__all__ = ["KINDS", "CallKindRow", "check_many_options"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,25 +111,3 @@ KINDS: Final[dict[CallKind, CallKindRow]] = {
     "oneway": CallKindRow("call_oneway", _check_oneway, _before_one, _no_after),
     "many": CallKindRow("call_many", _check_many, _before_many, _after_results),
 }
-
-
-class ToThreadDriver:
-    """The trio face's driver over a blocking one: each call runs on a worker thread
-    (``trio.to_thread``), for async processors of a thread-driven client that call the
-    server back. Cancelling the awaiting task does not end the call: it ends by its
-    deadline, as a thread's call does."""
-
-    def __init__(self, blocking: BlockingDriver) -> None:
-        self._blocking = blocking
-
-    async def call_sync(self, call: ClientCall) -> RemotingCommand:
-        return await trio.to_thread.run_sync(self._blocking.call_sync, call)
-
-    async def call_async(self, call: ClientCall) -> ResponseFuture:
-        return await trio.to_thread.run_sync(self._blocking.call_async, call)
-
-    async def call_oneway(self, call: ClientCall) -> None:
-        await trio.to_thread.run_sync(self._blocking.call_oneway, call)
-
-    async def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]:
-        return await trio.to_thread.run_sync(self._blocking.call_many, call)

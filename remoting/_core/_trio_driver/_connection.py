@@ -25,52 +25,35 @@ Theory of operation:
   connection, however the bytes trickle in (slowloris).
 - Any failure of the transport, or a codec error, closes this connection only; the owner then
   fails its pending requests at once (RocketMQ ``failFast``).
-- Its lifecycle (open, going away, closing, closed) is a `ConnectionState`, the thread
-  driver's too, written only here (`close`, `go_away`, `run`'s end); ``closed``, ``broken``,
-  ``close_reason`` and ``going_away`` are what it says. The `Sender` keeps a copy of
-  ``closed`` and of whether calls are taken, under its gate, for the threads that send.
+- It is a `ConnectionCore` (shared with the thread driver: the lifecycle, the decoder and
+  the frame in progress, the bounds on the peer) driven by a reader task. Its lifecycle
+  (open, going away, closing, closed) is written only here (`close`, `go_away`, `run`'s
+  end); the `Sender` keeps a copy of ``closed`` and of whether calls are taken, under its
+  gate, for the threads that send.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import trio
 
-from codec import FLAG_RESPONSE, CodecError, ForeignProtocolError, FrameDecoder
+from codec import FLAG_RESPONSE, CodecError
 
 from ..._log import log
-from ._connection_state import (
-    CLOSED_AT_ONCE,
-    ConnectionState,
-    described,
-    eof_reason,
-    next_connection_id,
-    note_orphan,
-)
-from ._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
+from .._sansio._connection_core import RECEIVE_BYTES, ConnectionCore
 from ._sender import Sender
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from codec import RemotingCommand
-    from processors import Channel, RequestContext
 
     from ..._config import ConnectionSettings
     from ..._observability._statistics import Counters
     from ._transport import Transport
 
 __all__ = ["Connection", "ConnectionOwner", "Suspension"]
-
-# A chunked read asks for at most this much. Kept below glibc's mmap threshold (128 KiB):
-# a larger request is a fresh mmap per read, shrunk (mremap) and unmapped again, ~12 µs of
-# CPU per read measured (docs/performance.md).
-RECEIVE_BYTES = 64 * 1024
-# A frame still missing this much is received in place (FrameDecoder.get_buffer; below, a
-# chunked read costs no more and takes runs of small frames at once), into at least this much
-# new memory (memory_for_rest: a prefix alone commits nothing).
-RECEIVE_INTO_MIN_BYTES = 64 * 1024
 
 
 class Suspension(Protocol):
@@ -107,11 +90,8 @@ class ConnectionOwner(Protocol):
         ...
 
 
-class Connection:
+class Connection(ConnectionCore):
     """A live connection to a peer, owned by an endpoint (see the module docstring)."""
-
-    channel: Channel  # set by the owner: how processors and server push see the connection
-    ctx: RequestContext  # set by the owner: what its processors receive
 
     def __init__(
         self, transport: Transport, remote_addr: str, owner: ConnectionOwner,
@@ -120,25 +100,13 @@ class Connection:
         max_processing: int = 0,
         call_on_loop: Callable[[Callable[[], object]], bool] = lambda fn: False,
     ) -> None:
-        self.id = next_connection_id()
-        self.remote_addr = remote_addr
-        self.addr_key = addr_key  # the "host:port" a client dialled, else None
-        self.role = role
-        self.attributes: dict[str, Any] = {}
-        self.state = ConnectionState()  # its lifecycle (written only by this class)
-        self.processing = 0  # this connection's requests handed to processors
-        self.abandoned = 0  # calls on it given up (timed out, cancelled): late answers expected
-        self.orphans = 0  # responses on it that matched no call
-        self.overloaded = 0  # its requests refused with SYSTEM_BUSY by a full pool
-        self.dropped = 0  # its requests dropped unanswered: the peer did not read (a client's)
-        self.max_processing = max_processing
         self._now = trio.lowlevel.current_clock().current_time  # the loop's clock, bound once
-        self._last_read = self._now()
-        self.high_water = config.write_buffer_high_water_mark
+        super().__init__(remote_addr, config, self._now(), role=role, addr_key=addr_key,
+                         max_processing=max_processing)
         self._transport = transport
         self.sender = sender = Sender(
             transport, counters, high_water=self.high_water,
-            low_water=config.write_buffer_low_water_mark, on_failure=self._failed,
+            low_water=config.write_buffer_low_water_mark, on_failure=self.failed,
             call_on_loop=call_on_loop, now=self._now)
         # the sender's methods are the connection's: no wrapper call on the hot path
         self.send = sender.send
@@ -153,11 +121,6 @@ class Connection:
         self._on_response: Callable[[Connection, RemotingCommand], None] = (
             owner.response_received)
         self._counters = counters
-        self._decoder = FrameDecoder(config.max_frame_bytes, config.max_header_bytes)
-        self._partial_frame_timeout = config.partial_frame_timeout
-        self._partial_since: float | None = None  # when the frame in progress began
-        self._lent: bytearray | None = None  # the pooled buffer the decoder is filling
-        self._got_data = False
         self._resume_reading: trio.Event | None = None  # set when processing falls below max
         self._held: RemotingCommand | None = None  # a request read at max_processing
         self._on_idle: Callable[[Connection], None] | None = None  # see divert_responses
@@ -165,27 +128,6 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"<Connection #{self.id} {self.remote_addr}{' closed' if self.closed else ''}>"
-
-    @property
-    def closed(self) -> bool:
-        """True from the first close on (nothing more is read or sent)."""
-        return self.state.closed
-
-    @property
-    def broken(self) -> bool:
-        """True if it closed on a failure (transport, codec, a bug), not on purpose."""
-        return self.state.broken
-
-    @property
-    def close_reason(self) -> str | None:
-        """Why it closed (the first close's reason; None: shut down, or still open)."""
-        return self.state.reason
-
-    @property
-    def going_away(self) -> bool:
-        """True once the peer answered GO_AWAY here, also after it closed: no new call goes
-        on it (`_go_away`)."""
-        return self.state.told_go_away
 
     @property
     def tls_version(self) -> str | None:
@@ -200,13 +142,9 @@ class Connection:
     @property
     def last_activity(self) -> float:
         """When this connection last received or sent (the loop's clock)."""
-        return max(self._last_read, self.sender.last_sent)
+        return max(self.last_read, self.sender.last_sent)
 
     # ------------------------------------------------------------------ receiving
-
-    def orphaned(self, response: RemotingCommand) -> None:
-        """A response read here matched no call (see `note_orphan`)."""
-        note_orphan(self, response)
 
     def divert_responses(self, fn: Callable[[Connection, RemotingCommand], None],
                          on_idle: Callable[[Connection], None]) -> None:
@@ -248,12 +186,11 @@ class Connection:
             if self._held is not None and self.processing >= self.max_processing:
                 self._resume_reading = resume = trio.Event()  # reads pause: back-pressure
                 await resume.wait()
-                self._last_read = now = self._now()  # no peer's delay: its clocks restart
-                self._partial_since = None if self._partial_since is None else now
+                self.reading_resumed(self._now())  # no peer's delay: its clocks restart
                 continue
             if pause_reading and self.sender.outbound.size > self.high_water:
                 await self.wait_writable()
-                self._partial_since = None if self._partial_since is None else self._now()
+                self.reading_resumed(self._now())
             if not await self._receive():
                 return
 
@@ -297,13 +234,7 @@ class Connection:
                 self._owner.read_done(self)
                 if sender.outbound:
                     sender.flush()
-            if self._lent is not None and not decoder.holds_buffer:
-                RECEIVE_BUFFERS.give(self._lent)  # its frame was decoded
-                self._lent = None
-            if not decoder.buffered_bytes:
-                self._partial_since = None
-            elif decoded or self._partial_since is None:
-                self._partial_since = self._last_read  # a new frame began in this read
+            self.read_handled(bool(decoded))
 
     async def _hand_over(self, suspension: Suspension) -> None:
         try:
@@ -314,48 +245,37 @@ class Connection:
 
     async def _receive(self) -> bool:
         """Receive once into the decoder; False if the connection is to end."""
-        if self._partial_since is None or not self._partial_frame_timeout:
+        stall_at = self.stall_at()
+        if stall_at is None:
             count = await self._receive_once()
         else:
             count = -1
-            with trio.move_on_at(self._partial_since + self._partial_frame_timeout):
+            with trio.move_on_at(stall_at):
                 count = await self._receive_once()
             if count < 0:
-                log.warning("connection.stalled", conn_id=self.id, peer=self.remote_addr,
-                            buffered_bytes=self._decoder.buffered_bytes,
-                            timeout=self._partial_frame_timeout)
-                self.close(f"partial frame not completed within {self._partial_frame_timeout}s")
+                self.stalled()
                 return False
         if not count:
-            self.close(self._eof_reason())
+            self.close(self.eof_reason())
             return False
         self._counters.bytes_read += count
-        self._got_data = True
-        self._last_read = self._now()
+        self.received(self._now())
         return True
 
     async def _receive_once(self) -> int:
         """Receive into the decoder: the rest of a large frame straight into place (a pooled
         buffer), else a chunk. Return the byte count (0: end of stream)."""
-        decoder = self._decoder
         transport = self._transport
-        into = None
-        if self._lent is not None or (transport.receives_into
-                                      and decoder.missing_bytes >= RECEIVE_INTO_MIN_BYTES):
-            into, self._lent = memory_for_rest(decoder, self._lent, RECEIVE_INTO_MIN_BYTES)
+        into = self.receive_buffer(transport.receives_into)
         if into is None:
             data = await transport.receive(RECEIVE_BYTES)
             if data:
-                decoder.feed(data)
+                self._decoder.feed(data)
             return len(data)
         count = await transport.receive_into(into)
         if count:
-            decoder.buffer_updated(count)
+            self._decoder.buffer_updated(count)
         return count
-
-    def _eof_reason(self) -> str:
-        return eof_reason(mid_frame=bool(self._decoder.buffered_bytes), got_data=self._got_data,
-                          client=self.role == "client", tls=self.tls_version is not None)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -374,7 +294,7 @@ class Connection:
                 self._resume_reading.set()
             for fn in callbacks:
                 fn()
-            self._lent = None  # a lent buffer the decoder may still hold: never given back
+            self.forget_lent()
             with trio.CancelScope(shield=True):
                 try:
                     await self._transport.aclose()
@@ -389,31 +309,13 @@ class Connection:
         try:
             await fn()
         except CodecError as exc:
-            foreign = {"protocol": exc.protocol} if isinstance(exc, ForeignProtocolError) else {}
-            log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
-                        error=str(exc), **foreign)
-            self._close(f"not our protocol: {foreign['protocol']}" if foreign
-                        else f"codec error: {exc}", broken=True)
+            self.codec_failed(exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            self._failed(what, exc)
+            self.failed(what, exc)
         except Exception as exc:  # a bug (ours or a hook's): lose this connection, not all
             log.error("connection.failed", conn_id=self.id, peer=self.remote_addr,
                       during=what, exc_info=True)
-            self._close(f"{what} failed: {exc!r}", broken=True)
-
-    def _failed(self, what: str, exc: BaseException) -> None:
-        if not self.closed:
-            log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
-                     during=what, error=repr(exc))
-        if (what == "read" and not self._got_data and self.role == "client"
-                and self.tls_version is not None):  # TLS 1.3 reports a missing client
-            # certificate so: the server's alert ends the stream at the first read
-            alert = str(getattr(exc.__cause__, "reason", None) or "")
-            self._close("the server ended the TLS connection before answering"
-                        + (f" ({alert})" if "ALERT" in alert else "") + CLOSED_AT_ONCE[True],
-                        broken=True)
-        else:
-            self._close(f"{what} failed: {described(exc)}", broken=True)
+            self.close(f"{what} failed: {exc!r}", broken=True)
 
     def request_close(self, reason: str) -> bool:
         """Close from any thread (on the loop thread, through the inbox); False if the loop
@@ -426,12 +328,9 @@ class Connection:
         if self.state.handle("go_away"):
             self.sender.refuse_calls()
 
-    def close(self, reason: str = "closed locally") -> None:
-        """Close the connection (idempotent, sync); pending requests fail right after."""
-        self._close(reason, broken=False)
-
-    def _close(self, reason: str, *, broken: bool) -> None:
-        """Close (the first close counts: its reason, and whether it ``broken``)."""
+    def close(self, reason: str = "closed locally", *, broken: bool = False) -> None:
+        """Close the connection (idempotent, sync; the first close counts: its reason, and
+        whether it ``broken``); pending requests fail right after."""
         if not self.state.handle("close", reason, broken=broken):
             return
         if self._nursery is not None:

@@ -24,10 +24,10 @@ import trio
 
 from codec import LARGE_BODY_BYTES
 
-from ._outbound import consume
+from .._sansio._outbound import consume
 
 if TYPE_CHECKING:
-    from ._outbound import Piece
+    from .._sansio._outbound import Piece
 
 __all__ = ["SocketTransport", "StreamTransport", "Transport", "transport_for"]
 

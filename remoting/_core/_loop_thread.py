@@ -1,22 +1,29 @@
-"""`LoopThread`: a daemon thread running ``trio.run`` around one long-lived ``serve``."""
+"""`LoopThread`: a daemon thread running ``trio.run`` around one long-lived ``serve`` (an
+endpoint's, for a blocking face or a thread-driven client's receiving side); `on_loop`: a
+result computed on it."""
 
 from __future__ import annotations
 
 import threading
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import trio
 
-from .._core._doors._threads import CALLBACKS_CLOSE_SECONDS
-from .._core._events import EVENTS_CLOSE_SECONDS
-from .._core._receiving._pools import THREAD_JOIN_SECONDS
 from .._log import log
+from ._doors._threads import CALLBACKS_CLOSE_SECONDS
+from ._events import EVENTS_CLOSE_SECONDS
+from ._receiving._pools import THREAD_JOIN_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["JOIN_TIMEOUT", "LoopThread"]
+    from ._endpoint import Endpoint
+
+__all__ = ["JOIN_TIMEOUT", "LOOP_ANSWER_SECONDS", "LoopThread", "on_loop"]
+
+T = TypeVar("T")
+LOOP_ANSWER_SECONDS: Final = 10.0  # a loop that takes longer to answer is stuck
 
 # What a loop's exit may wait for, one after the other (`Endpoint._join_threads`): the
 # processor pools (THREAD_JOIN_SECONDS), then the event thread and the callback threads
@@ -106,3 +113,15 @@ class LoopThread:
     def alive(self) -> bool:
         """True while the loop thread runs."""
         return self._thread is not None and self._thread.is_alive()
+
+
+def on_loop(endpoint: Endpoint, loop: LoopThread | None, fn: Callable[[], T]) -> T:
+    """Return ``fn()`` computed on ``loop``'s thread (through ``endpoint``'s inbox) while it
+    runs, else here (no loop, or called on it: nothing else changes what ``fn`` reads)."""
+    if (loop is not None and loop.alive
+            and threading.get_ident() != endpoint.loop_thread_id):
+        try:
+            return endpoint.inbox.call(fn, LOOP_ANSWER_SECONDS)
+        except RuntimeError:  # the loop ended meanwhile: nothing changes any more
+            pass
+    return fn()

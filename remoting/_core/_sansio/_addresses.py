@@ -1,4 +1,5 @@
-"""`AddressList`: the addresses a client's ``addr=None`` calls go to (SPEC 6.6), sans-I/O.
+"""`AddressList`: the addresses a client's ``addr=None`` calls go to (SPEC 6.6), sans-I/O; and
+what an address is (`split_addr`, `parse_addr`).
 
 As RocketMQ's ``getAndCreateNameserverChannel``: the current address is used while it works;
 otherwise the addresses are tried round-robin from a random start, and the first that
@@ -12,8 +13,51 @@ lock itself.
 from __future__ import annotations
 
 import random
+from typing import Final
 
-__all__ = ["AddressList"]
+from ..._errors import RemotingConnectError
+
+__all__ = ["NO_ADDRESS", "AddressList", "parse_addr", "split_addr"]
+
+NO_ADDRESS: Final = ("no address given and the address list is empty "
+                     "(call update_name_server_address_list)")
+
+
+def split_addr(addr: object) -> tuple[str, int]:
+    """Split ``"host:port"`` (or ``"[v6]:port"``) at the last colon; the port is 1-65535.
+
+    Raises:
+        ValueError: the address is not of that form; the message says what is wrong.
+    """
+    if not isinstance(addr, str):
+        raise ValueError(f"address must be a 'host:port' string, got {addr!r}")
+    if any(c.isspace() for c in addr):
+        raise ValueError(f"address must be 'host:port' without spaces, got {addr!r}")
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not (port.isascii() and port.isdigit()):
+        raise ValueError(f"address must be 'host:port', got {addr!r}")
+    if not 0 < int(port) < 65536:
+        raise ValueError(f"the port must be 1-65535, got {addr!r}")
+    if "[" in host or "]" in host:  # only as one pair around the whole host: "[v6]"
+        if not (host[0] == "[" and host[-1] == "]" and len(host) > 2
+                and host.count("[") == host.count("]") == 1):
+            raise ValueError(f"address must be 'host:port' or '[v6]:port', got {addr!r}")
+        host = host[1:-1]
+    return host, int(port)
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """`split_addr` for a call: a bad address fails the call as a connect error.
+
+    Raises:
+        RemotingConnectError: the address is not ``"host:port"`` with a port 1-65535.
+    """
+    try:
+        return split_addr(addr)
+    except ValueError as exc:
+        raise RemotingConnectError(addr if isinstance(addr, str) else repr(addr),
+                                   str(exc)) from None
+
 
 
 class AddressList:

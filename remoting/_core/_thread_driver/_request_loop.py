@@ -22,16 +22,16 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
-from .._core._receiving._first_step import mark_reader_task
-from .._errors import RemotingError
-from .._log import log
-from ._loop_thread import LoopThread
+from ..._errors import RemotingError
+from ..._log import log
+from .._loop_thread import LoopThread
+from .._receiving._first_step import mark_reader_task
 
 if TYPE_CHECKING:
     from codec import RemotingCommand
 
-    from .._core._endpoint import Endpoint
-    from .._core._thread_driver._thread_connection import ThreadConnection
+    from .._endpoint import Endpoint
+    from ._thread_connection import ThreadConnection
 
 __all__ = ["RequestLoop"]
 

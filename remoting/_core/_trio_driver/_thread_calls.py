@@ -9,7 +9,7 @@ Theory of operation:
   ``invoke_many`` batch at once.
 - The calling thread then blocks on the call's future (a lock released at completion, see
   `_future`); the loop's deadline timer ends the call at its deadline, on the loop's clock.
-- ``call_*`` are the blocking face's driver (`_call_kinds.BlockingDriver`): one method per
+- ``call_*`` are the blocking face's driver (`_caller.BlockingDriver`): one method per
   kind of call.
 """
 
@@ -24,7 +24,7 @@ from codec import ResponseCode, next_opaque
 
 from ..._errors import RemotingError, translate
 from ..._log import log
-from ._deadlines import busy_backoff
+from .._sansio._backoff import busy_backoff
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from ..._interceptors import ClientCall
+    from .._calling._future import ResponseFuture
     from .._doors._threads import Inbox
-    from .._socket._connection import Connection
-    from ._future import ResponseFuture
+    from ._connection import Connection
 
 __all__ = ["CallStarter", "ThreadCalls"]
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._outbound import FLUSH_FRAMES, Outbound, consume
+from .._sansio._outbound import FLUSH_FRAMES, Outbound, consume
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from codec import EncodedFrame
 
     from ..._observability._statistics import Counters
-    from ._outbound import Piece
+    from .._sansio._outbound import Piece
     from ._transport import Transport
 
 __all__ = ["Sender"]

@@ -3,9 +3,13 @@
 
 Theory of operation:
 - A connection is in one `Lifecycle` state; `ConnectionState.handle` applies an event through
-  `TRANSITIONS` and returns whether the state changed, so the first ``CLOSE`` (whoever sends
-  it: a failed read or write, a codec error, the application, shutdown) is the one that
-  counts, and its reason and whether it broke are kept with it.
+  `TRANSITIONS` and returns whether the state changed. The table names every event a state
+  takes, those that leave it where it is included: a second ``close`` (whoever sends it: a
+  failed read or write, a codec error, the application, shutdown; the first counts, and its
+  reason and whether it broke are kept with it) and a GO_AWAY read while the connection
+  closes. An event the table does not name for a state (``released`` before a close or
+  twice, a GO_AWAY after the release) is a bug of the driver: `ConnectionStateError`, and
+  nothing changes (h11's ``LocalProtocolError``).
 - OPEN: takes new calls, reads and sends. GOING_AWAY: the peer answered GO_AWAY; no new call
   goes there, but the calls already on it finish there and answers to the peer's own
   requests still go out. CLOSING: nothing more is read or sent; the socket is being shut (a
@@ -33,8 +37,8 @@ from ..._log import log
 if TYPE_CHECKING:
     from codec import RemotingCommand
 
-__all__ = ["MAX_UNEXPECTED", "TRANSITIONS", "ConnectionState", "Event", "Lifecycle",
-           "described", "eof_reason", "next_connection_id", "note_orphan"]
+__all__ = ["MAX_UNEXPECTED", "TRANSITIONS", "ConnectionState", "ConnectionStateError", "Event",
+           "Lifecycle", "described", "eof_reason", "next_connection_id", "note_orphan"]
 
 # Responses matching no call that one connection may send beyond the calls given up on it
 # (timed out or cancelled: their late answers are expected) before it is closed.
@@ -59,23 +63,39 @@ class Lifecycle(enum.Enum):
 
 Event = Literal["go_away", "close", "released"]
 
+# Every event each state takes; one that leaves the state where it is changes nothing.
 TRANSITIONS: Final[dict[Lifecycle, dict[Event, Lifecycle]]] = {
     Lifecycle.OPEN: {"go_away": Lifecycle.GOING_AWAY, "close": Lifecycle.CLOSING},
-    Lifecycle.GOING_AWAY: {"close": Lifecycle.CLOSING},
-    Lifecycle.CLOSING: {"released": Lifecycle.CLOSED},
-    Lifecycle.CLOSED: {},
+    # another call answered GO_AWAY in the same read: told once is enough
+    Lifecycle.GOING_AWAY: {"go_away": Lifecycle.GOING_AWAY, "close": Lifecycle.CLOSING},
+    # a GO_AWAY read just before another thread closed it; the first close counts
+    Lifecycle.CLOSING: {"go_away": Lifecycle.CLOSING, "close": Lifecycle.CLOSING,
+                        "released": Lifecycle.CLOSED},
+    # a close asked for once it is gone (a channel handle kept by the application)
+    Lifecycle.CLOSED: {"close": Lifecycle.CLOSED},
 }
+
+
+class ConnectionStateError(RuntimeError):
+    """An event a connection's state cannot take: a bug of the driver that sent it (h11's
+    ``LocalProtocolError``). The state is left as it was."""
+
+    def __init__(self, state: Lifecycle, event: Event) -> None:
+        super().__init__(f"a connection {state.value} cannot take {event!r}")
+        self.state = state
+        self.event = event
 
 
 class ConnectionState:
     """One connection's lifecycle state, why it closed, and whether it broke.
 
-    ``takes_calls``, ``going_away``, ``usable`` and ``closed`` are what the state implies,
+    ``takes_calls``, ``going_away``, ``usable``, ``closed`` and ``released`` are what the
+    state implies,
     kept as plain attributes (set at each transition, read on every call).
     """
 
-    __slots__ = ("broken", "closed", "going_away", "reason", "state", "takes_calls",
-                 "told_go_away", "usable")
+    __slots__ = ("broken", "closed", "going_away", "reason", "released", "state",
+                 "takes_calls", "told_go_away", "usable")
 
     def __init__(self) -> None:
         self.reason: str | None = None  # why it closed (the first CLOSE's)
@@ -89,12 +109,19 @@ class ConnectionState:
         self.going_away = state is Lifecycle.GOING_AWAY  # the peer answered GO_AWAY
         self.usable = state is Lifecycle.OPEN or state is Lifecycle.GOING_AWAY  # reads, sends
         self.closed = not self.usable  # from the first CLOSE on
+        self.released = state is Lifecycle.CLOSED  # its socket is let go, its calls failed
 
     def handle(self, event: Event, reason: str | None = None, *, broken: bool = False) -> bool:
-        """Apply ``event``; return True if the state changed (an event the state does not
-        take, such as a second CLOSE, changes nothing)."""
+        """Apply ``event``; return True if the state changed (False: an event the state takes
+        and stays, a second close).
+
+        Raises:
+            ConnectionStateError: the state does not take ``event`` (nothing changes).
+        """
         new = TRANSITIONS[self.state].get(event)
         if new is None:
+            raise ConnectionStateError(self.state, event)
+        if new is self.state:
             return False
         if event == "close":
             self.reason = reason

@@ -7,14 +7,12 @@
   as a safety net; with ``precise_timeouts=False`` it is the only mechanism.
 - An expired call fails with `RemotingTimeoutError`; its connection counts it as given up (a
   late answer is expected) and, for ``invoke_sync`` with ``close_socket_if_timeout``, closes.
-- `busy_backoff`: how long ``retry_busy`` waits before resending after SYSTEM_BUSY.
 """
 
 from __future__ import annotations
 
 import math
-import random
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -25,21 +23,10 @@ if TYPE_CHECKING:
 
     from ..._config import ClientConfig, ServerConfig
     from ..._observability._statistics import Counters
-    from ._future import ResponseFuture
-    from ._response_table import ResponseTable
+    from .._calling._future import ResponseFuture
+    from .._sansio._response_table import ResponseTable
 
-__all__ = ["Deadlines", "busy_backoff"]
-
-BUSY_BACKOFF_FIRST: Final = 0.01  # seconds; doubles up to BUSY_BACKOFF_MAX, with jitter
-BUSY_BACKOFF_MAX: Final = 0.2
-
-
-def busy_backoff(attempt: int) -> float:
-    """Return the pause before retry number ``attempt`` (1-based) of a SYSTEM_BUSY reply."""
-    base: float = min(BUSY_BACKOFF_MAX, BUSY_BACKOFF_FIRST * 2.0 ** (attempt - 1))
-    # jitter: callers turned away by one busy server together do not all come back together
-    return base * random.uniform(0.5, 1.0)
-
+__all__ = ["Deadlines"]
 
 class Deadlines:
     """The deadline timer and scanner of one invoker's response table."""

@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from ..._observability._statistics import Counters
-    from .._socket._connection import Connection
+    from .._calling._future import GivesBack, ResponseFuture
+    from .._sansio._response_table import ResponseTable
     from ._channels import ChannelTable, Target
-    from ._future import GivesBack, ResponseFuture
-    from ._response_table import ResponseTable
+    from ._connection import Connection
 
 __all__ = ["GoAway", "Resender"]
 
@@ -128,7 +128,7 @@ class GoAway:
         """Close ``conn`` once no call is pending on it, none of the peer's requests is being
         processed here and their answers have left (``flushed``); else note what is left."""
         invoker = self._invoker
-        left = {opaque for opaque, fut in invoker.table.entries.items() if fut.conn is conn}
+        left = {fut.opaque for fut in invoker.table.on_connection(conn)}
         if left or conn.processing:
             self._left[conn] = left
             return

@@ -35,14 +35,16 @@ from ..._errors import (
 )
 from ..._log import log
 from ..._observability._histogram import LatencyHistogram
-from .._socket._connection import Connection
+from .._calling._future import NotifyingFuture, ResponseFuture
+from .._sansio._backoff import busy_backoff
+from .._sansio._permit_errors import no_permit
+from .._sansio._response_table import ResponseTable
 from ._channels import target_addr
-from ._deadlines import Deadlines, busy_backoff
-from ._future import NotifyingFuture, ResponseFuture
+from ._connection import Connection
+from ._deadlines import Deadlines
 from ._go_away import GoAway
 from ._many import Batch
 from ._permits import Permits
-from ._response_table import ResponseTable
 from ._thread_calls import ThreadCalls
 
 if TYPE_CHECKING:
@@ -51,9 +53,9 @@ if TYPE_CHECKING:
     from ..._config import ClientConfig, ServerConfig
     from ..._interceptors import ClientCall, RequestKind
     from ..._observability._statistics import Counters
+    from .._calling._future import GivesBack
     from .._doors._threads import CallbackRunner, Inbox
     from ._channels import ChannelTable, Target
-    from ._future import GivesBack
 
 __all__ = ["Invoker"]
 
@@ -73,6 +75,7 @@ class Invoker:
         self.callbacks = callbacks  # with `inbox`: what futures need (CallSupport)
         self.inbox = inbox
         self.table: ResponseTable[ResponseFuture] = ResponseTable()
+        self._take = self.table.pop_for  # an answer's call (bound once: it runs per response)
         async_n, oneway_n = permits
         self.close_on_sync_timeout = close_on_sync_timeout  # clientCloseSocketIfTimeout
         self.async_permits = Permits(async_n)
@@ -144,22 +147,20 @@ class Invoker:
         if fut.timeout <= 0:  # an expired deadline (call_timeout gives 0): nothing is sent
             fut._fail_timeout()
             return
+        table = self.table
+        table.register(fut)  # (a copy with an opaque of its own if its opaque is in flight)
         request = fut.request
-        entries = self.table.entries
-        if request.opaque in entries:  # the same command in flight twice: a copy goes out
-            request = fut.request = request.with_opaque(next_opaque())
         try:
             frame = encode_frame_parts(request, self.max_frame, self.max_header)
         except Exception as exc:
+            table.pop_for(fut.opaque, conn)
             fut._fail(translate(exc, "encode", fut.addr))
             return
-        fut.opaque = request.opaque
-        self.table.add(fut)
         if deadline < self.deadlines.armed:
             self.deadlines.arm(deadline)
         sent = self._counters.sent
         sent[request.code] = sent.get(request.code, 0) + 1
-        if not conn.send(frame) and self.table.pop_for(fut.opaque, conn) is fut:
+        if not conn.send(frame) and table.pop_for(fut.opaque, conn) is fut:
             fut._fail_send("connection is closed")
 
     def send_oneway(self, conn: Connection, request: RemotingCommand, permits: Permits | None,
@@ -248,9 +249,8 @@ class Invoker:
         """
         conn = await self.channels.resolve(target, deadline, timeout)
         if not await permits.take(deadline):
-            raise RemotingTooManyRequestsError(
-                f"no in-flight permit within {timeout}s ({permits.waiting} waiting); "
-                "slow down or raise the *_semaphore_value setting", conn.remote_addr)
+            raise no_permit("oneway" if permits is self.oneway_permits else "async",
+                            self.role, timeout, permits.waiting, conn.remote_addr)
         try:
             if conn.queued_bytes > conn.high_water:
                 with trio.move_on_at(deadline):
@@ -276,13 +276,11 @@ class Invoker:
 
     def response_received(self, conn: Connection, cmd: RemotingCommand) -> None:
         """Complete the call ``cmd`` answers (a response read from ``conn``)."""
-        entries = self.table.entries
-        fut = entries.get(cmd.opaque)
-        if fut is None or fut.conn is not conn:
+        fut = self._take(cmd.opaque, conn)
+        if fut is None:
             self._counters.orphans += 1
             conn.orphaned(cmd)
             return
-        del entries[cmd.opaque]
         if cmd.code == _GO_AWAY and self.go_away.received(fut, conn):
             return
         # received at the time of the read that brought it (saves a clock call per response)
