@@ -62,7 +62,7 @@ class ClusterOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SourceOptions:
-    """What the source reads (see docs/spark.md, "Reading RocketMQ")."""
+    """What the source reads (see docs/spark.md, "RocketMQ")."""
 
     cluster: ClusterOptions
     topics: tuple[str, ...]

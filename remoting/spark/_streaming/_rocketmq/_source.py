@@ -77,7 +77,7 @@ class RocketMQPartition(InputPartition):
 
 
 class RocketMQDataSource(DataSource):
-    """The ``rocketmq`` format (options: docs/spark.md, "Reading and writing RocketMQ").
+    """The ``rocketmq`` format (options: docs/spark.md, "RocketMQ").
 
     Spark makes it when a read is loaded (``load()``) or a write starts: its options are
     checked then, named as documented.
