@@ -197,7 +197,7 @@ def _check_headers(data: bytes | memoryview, start: int, end: int) -> int:
         except UnicodeDecodeError:
             raise RecordError("a header key or value is not UTF-8") from None
         pos = value_end
-    return count
+    return int(count)
 
 
 def split_entries(data: bytes, max_count: int | None = None) -> list[bytes]:
