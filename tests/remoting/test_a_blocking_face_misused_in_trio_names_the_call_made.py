@@ -1,4 +1,5 @@
-"""A blocking face that wraps the blocking client (the queue's, the bus's, Spark's calls),
+"""A blocking face that wraps the blocking client (the queue's, the bus's; Spark's calls in
+tests/spark/test_spark_calls_misused_in_trio_name_themselves.py),
 called in a thread that runs trio, refuses at once naming the call the user made and its
 trio form: it said ``RemotingClient.invoke_sync blocks...`` when the user had called
 ``QueueClient.publish``. `remoting._checks.blocking_call` marks such methods: the client's
@@ -20,7 +21,6 @@ from remoting._checks import blocking_call, outside_trio
 from remoting.bus import BusClient, EventBus
 from remoting.queue import QueueClient, QueueService
 from remoting.rocketmq import LitePullConsumer, Producer, PushConsumer
-from remoting.spark._calls import CallSpec, call_bodies
 
 pytestmark = pytest.mark.default_io  # the check is the face's, before any io
 
@@ -71,13 +71,6 @@ async def test_the_bus_client_s_blocking_calls_name_themselves() -> None:
             finally:
                 await trio.to_thread.run_sync(bus_client.close)
         bus.close()
-
-
-async def test_spark_s_calls_name_themselves() -> None:
-    with RemotingClient() as client:
-        spec = CallSpec(addresses=("127.0.0.1:1",), code=1, timeout=1.0, max_in_flight=1)
-        message = refused(lambda: call_bodies(client, spec, [b"x"]))
-    assert message.startswith("remoting.spark's UDF calls (call_bodies) blocks"), message
 
 
 async def test_the_outermost_marked_call_is_named_and_a_thread_runs_it() -> None:
