@@ -40,6 +40,7 @@ from ._message_codec import (
     BORNHOST_V6,
     COMPRESSED,
     MAGIC_CODE,
+    MAX_INFLATED_BYTES,
     STOREHOST_V6,
     decode_messages,
     decompress,
@@ -107,7 +108,7 @@ def messages_batch(bodies: Sequence[bytes], windows: Sequence[tuple[int, int]] |
         if not whole:
             return EMPTY, error
     try:
-        batch = _columns(layout, broker_name)
+        batch = _columns(layout, broker_name, _answer_ends(bodies))
     except MalformedResponseError:  # a body that does not inflate: read up to it
         batch = None
     if batch is None:  # or not UTF-8 where text is due
@@ -206,9 +207,20 @@ def _slices(buffer: pa.Buffer, begins: Int, ends: Int, kind: pa.DataType) -> pa.
     return taken.cast(kind) if large else taken
 
 
-def _columns(layout: _Layout, broker_name: str) -> pa.RecordBatch | None:
+def _answer_ends(bodies: Sequence[bytes]) -> Int:
+    """Where each answer's body ends in the bodies joined."""
+    return np.cumsum(np.fromiter((len(b) for b in bodies), dtype=np.int64, count=len(bodies)))
+
+
+def _columns(layout: _Layout, broker_name: str, answer_ends: Int) -> pa.RecordBatch | None:
     """Return the messages of ``layout`` (each whole) as a batch; None if a topic or the
-    properties are not UTF-8."""
+    properties are not UTF-8.
+
+    Raises:
+        MalformedResponseError: a compressed body does not inflate, or the compressed bodies
+            of one answer inflate past `MAX_INFLATED_BYTES` together (`decode_messages`'
+            bound; its reading then says which message).
+    """
     n = len(layout.starts)
     buffer = pa.py_buffer(layout.data)
     topics = _slices(buffer, layout.body_end + 1, layout.body_end + 1 + layout.topic_len,
@@ -223,7 +235,7 @@ def _columns(layout: _Layout, broker_name: str) -> pa.RecordBatch | None:
     bodies = _slices(buffer, layout.body_at, layout.body_end, pa.binary())
     compressed = np.flatnonzero(layout.sys_flag & COMPRESSED)
     if len(compressed):
-        bodies = _inflated(bodies, compressed, layout.sys_flag, layout.starts)
+        bodies = _inflated(bodies, compressed, layout.sys_flag, layout.starts, answer_ends)
     stamp = pa.timestamp("ms", tz="UTC")
     return pa.RecordBatch.from_arrays([
         bodies, topics, pa.repeat(pa.scalar(broker_name, pa.string()), n),
@@ -235,14 +247,21 @@ def _columns(layout: _Layout, broker_name: str) -> pa.RecordBatch | None:
     ], schema=ARROW_SCHEMA)
 
 
-def _inflated(bodies: pa.Array, rows: Int, sys_flag: Int, starts: Int) -> pa.Array:
-    """Return ``bodies`` with those of ``rows`` inflated (a Python call each)."""
+def _inflated(bodies: pa.Array, rows: Int, sys_flag: Int, starts: Int, answer_ends: Int
+              ) -> pa.Array:
+    """Return ``bodies`` with those of ``rows`` inflated (a Python call each), those of one
+    answer `MAX_INFLATED_BYTES` at most together."""
     out = []
-    for row in rows.tolist():
+    answers = np.searchsorted(answer_ends, starts[rows], side="right").tolist()
+    spent: dict[int, int] = {}
+    for row, answer in zip(rows.tolist(), answers, strict=True):
+        left = MAX_INFLATED_BYTES - spent.get(answer, 0)
         try:
-            out.append(decompress(bodies[row].as_py(), int(sys_flag[row])))
+            body = decompress(bodies[row].as_py(), int(sys_flag[row]), left)
         except MalformedResponseError as exc:
             raise _malformed(int(starts[row]), str(exc)) from exc
+        spent[answer] = spent.get(answer, 0) + len(body)
+        out.append(body)
     mask = np.zeros(len(bodies), dtype=bool)
     mask[rows] = True
     return pc.replace_with_mask(bodies, pa.array(mask), pa.array(out, pa.binary()))
@@ -376,8 +395,7 @@ def _kept(batch: pa.RecordBatch, starts: Int, bodies: Sequence[bytes],
     all of them)."""
     keep = None
     if windows is not None and len(starts):
-        sizes = np.fromiter((len(b) for b in bodies), dtype=np.int64, count=len(bodies))
-        answer = np.searchsorted(np.cumsum(sizes), starts, side="right")
+        answer = np.searchsorted(_answer_ends(bodies), starts, side="right")
         bounds = np.array(windows, dtype=np.int64).reshape(-1, 2)
         offsets = batch.column("queue_offset").to_numpy()
         inside = (offsets >= bounds[answer, 0]) & (offsets < bounds[answer, 1])

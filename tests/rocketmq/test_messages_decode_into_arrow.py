@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -149,3 +150,26 @@ def test_garbage_gives_messages_or_an_error_and_nothing_else(data: bytes) -> Non
     assert isinstance(batch, pa.RecordBatch) and batch.schema == ARROW_SCHEMA
     assert error is None or isinstance(error, MalformedResponseError)
     assert rows(batch) == oracle([data])[0]
+
+
+def test_the_compressed_bodies_of_each_answer_inflate_to_a_bounded_total(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode_messages' bound, per answer: two answers of two bodies that each inflate to the
+    whole budget together are read; an answer of three stops before its third."""
+    from remoting.rocketmq import _arrow_codec, _message_codec
+
+    budget = 3 * 1024 * 1024  # the rule at a size a test can afford
+    monkeypatch.setattr(_message_codec, "MAX_INFLATED_BYTES", budget)
+    monkeypatch.setattr(_arrow_codec, "MAX_INFLATED_BYTES", budget)
+
+    def answer(first: int, count: int) -> bytes:
+        return b"".join(stored_message(topic="t", body=b"\x00" * (budget // 2), compress=True,
+                                       queue_offset=i, properties={"UNIQ_KEY": f"K{i}"})
+                        for i in range(first, first + count))
+
+    batch, error = messages_batch([answer(0, 2), answer(2, 2)], None, "broker-a")
+    assert error is None and batch.column("queue_offset").to_pylist() == [0, 1, 2, 3]
+    assert {len(b) for b in batch.column("body").to_pylist()} == {budget // 2}
+    batch, error = messages_batch([answer(0, 3)], None, "broker-a")
+    assert batch.column("queue_offset").to_pylist() == [0, 1]
+    assert error is not None and "inflates past" in str(error)
