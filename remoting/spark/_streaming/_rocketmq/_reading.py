@@ -16,12 +16,13 @@ Spark's Kafka source does.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final
 
 from ....rocketmq._arrow_codec import messages_batch
 from ....rocketmq._errors import MalformedResponseError
 from ..._fleet import log
-from .._reading import MessagesLostError
+from .._reading import MessagesLostError, arrow_schema_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -97,16 +98,10 @@ def spark_schema() -> StructType:
     ])
 
 
-_ARROW: list[pa.Schema] = []
-
-
+@functools.cache
 def arrow_schema() -> pa.Schema:
     """Return the Arrow schema Spark expects of the source's batches."""
-    if not _ARROW:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        _ARROW.append(to_arrow_schema(spark_schema(), timezone="UTC"))
-    return _ARROW[0]
+    return arrow_schema_of(spark_schema())
 
 
 def for_spark(batch: pa.RecordBatch) -> pa.RecordBatch:
