@@ -103,8 +103,8 @@ DEFAULT_MAX_TOTAL_GROUPS: Final = 100_000
 # Pulls held at once by the whole service (each connection holds at most 16,384): a held pull
 # costs about 1.4 KB, so about 90 MB.
 DEFAULT_MAX_HELD_PULLS: Final = 65_536
-# deferred messages not yet due, all topics together (about 100 bytes each of memory, with
-# or without a data directory, whatever the channels: 100 MB)
+# deferred messages not yet due, all topics together (about 150 bytes each of memory, with
+# or without a data directory, whatever the channels: 150 MB)
 DEFAULT_MAX_DEFERRED: Final = 1_000_000
 # Bytes of messages all topics hold in memory together: the per-topic bound (256 MiB) times
 # 10,000 topics would be 2.4 TiB.

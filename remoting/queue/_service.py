@@ -94,7 +94,7 @@ class QueueService:
             (default 65,536, about 90 MB); one more is answered POLLING_FULL at once. Each
             connection holds at most 16,384.
         max_deferred: deferred messages not yet due, all topics together (default
-            1,000,000: about 100 MB); a publish with a ``defer`` past it is refused
+            1,000,000: about 150 MB); a publish with a ``defer`` past it is refused
             (`QueueFullError`, SYSTEM_BUSY). Channels keep nothing per deferred message.
         max_in_flight_per_connection: deliveries one connection's subscriptions hold
             unacknowledged at most, together (NSQ's ``--max-rdy-count``). At it, the
