@@ -17,13 +17,14 @@ which measures, with 128-byte bodies:
   on a `TrioBusClient`.
 
 Each line gives messages per second and the CPU time each process spent per message
-(getrusage: all its threads). The machine's other load skews rates more than CPU times.
+(getrusage: all its threads); each pipelined line also its rate as a ratio of
+``invoke_many``'s in the same run (the median of the per-run ratios). The machine's other
+load skews rates more than CPU times.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import statistics
@@ -42,6 +43,7 @@ BODY = b"x" * 128
 ANSWER_SECONDS = 300.0  # a child that says nothing for this long has failed
 FULL = {"sequential": 3000, "pipelined": 30000}
 QUICK = {"sequential": 200, "pipelined": 2000}
+BASELINE = "pipelined invoke_many"  # what the pipelined rates are measured against
 CASES = [("sequential", "invoke_sync"), ("sequential", "send"), ("sequential", "request"),
          ("pipelined", "invoke_many"), ("pipelined", "invoke_sync"), ("pipelined", "send"),
          ("pipelined", "request")]
@@ -231,17 +233,23 @@ def main() -> int:
     for run in range(runs_wanted):
         runs.append(one_run(ctx, counts))
         print(f"run {run + 1}/{runs_wanted} done", file=sys.stderr)
+    for r in runs:  # each pipelined rate against invoke_many's of the same run
+        for case, row in r.items():
+            if case.startswith("pipelined"):
+                row["x_invoke_many"] = row["rate"] / r[BASELINE]["rate"]
     table = {name: {key: statistics.median(r[name][key] for r in runs) for key in row}
              for name, row in runs[0].items()}
-    print(f"median of {runs_wanted} run(s); 128-byte bodies; CPU µs per message by process")
+    print(f"median of {runs_wanted} run(s); 128-byte bodies; CPU µs per message by process; "
+          f"x invoke_many: the median of per-run ratios of the rate")
     for name, row in table.items():
         p50 = f"  p50 {row['p50_us']:7.0f} µs" if "p50_us" in row else ""
+        ratio = f"  {row['x_invoke_many']:5.2f}x invoke_many" if "x_invoke_many" in row else ""
         print(f"  {name:24} {row['rate']:9,.0f} /s   caller {row['caller_us']:6.1f}  "
-              f"server {row['server_us']:6.1f}  consumer {row['consumer_us']:6.1f}{p50}")
+              f"server {row['server_us']:6.1f}  consumer {row['consumer_us']:6.1f}{p50}{ratio}")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "runs": runs_wanted,
-                                         "counts": counts, "table": table}, indent=1) + "\n")
+        from _report import write_json
+
+        write_json(str(args.json), {"runs": runs_wanted, "counts": counts, "table": table})
     return 0
 
 
