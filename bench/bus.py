@@ -25,6 +25,7 @@ load skews rates more than CPU times.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -177,8 +178,10 @@ def _answer(conn: Any, who: str) -> Any:
     return conn.recv()
 
 
-def one_run(ctx: Any, counts: dict[str, int]) -> dict[str, dict[str, float]]:
-    """Start the three processes, measure every case; return its figures by case."""
+def one_run(ctx: Any, counts: dict[str, int], profile: str | None = None,
+            profile_out: str = "") -> dict[str, dict[str, float]]:
+    """Start the three processes, measure every case; return its figures by case. With
+    ``profile`` (a case's name), py-spy records the server and the consumer during it."""
     server_conn, server_end = ctx.Pipe()
     server = ctx.Process(target=server_main, args=(server_end,), daemon=True)
     server.start()
@@ -198,8 +201,14 @@ def one_run(ctx: Any, counts: dict[str, int]) -> dict[str, dict[str, float]]:
             for conn, who in ((server_conn, "server"), (consumer_conn, "consumer")):
                 conn.send("cpu")
                 others0.append(_answer(conn, who))
-            caller_conn.send("go")
-            result = _answer(caller_conn, "caller")
+            with contextlib.ExitStack() as spying:
+                if profile == f"{case} {call}":
+                    from _rpc_profile import recording
+
+                    spying.enter_context(recording(
+                        {"server": server.pid, "consumer": consumer.pid}, profile_out))
+                caller_conn.send("go")
+                result = _answer(caller_conn, "caller")
             n = counts[case]
             row = {"rate": n / result["seconds"], "caller_us": result["cpu"] / n * 1e6}
             for (conn, who), cpu0 in zip(((server_conn, "server"), (consumer_conn, "consumer")),
@@ -225,10 +234,25 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=None, help="runs (default 3; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small counts: check that it runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--profile", choices=[f"{case} {call}" for case, call in CASES],
+                    default=None, help="py-spy the server and the consumer during this case "
+                    "(one run), and print where their samples went")
+    ap.add_argument("--profile-out", default="/tmp/bench-bus-profile/bus",
+                    help="py-spy's files: this, then -server.raw and -consumer.raw")
     args = ap.parse_args()
     counts = QUICK if args.quick else FULL
-    runs_wanted = args.runs or (1 if args.quick else 3)
     ctx = multiprocessing.get_context("spawn")
+    if args.profile is not None:
+        from _rpc_profile import summarize
+
+        row = one_run(ctx, counts, args.profile, args.profile_out)[args.profile]
+        print(f"{args.profile} under py-spy: {row}")
+        for role in ("server", "consumer"):
+            path = f"{args.profile_out}-{role}.raw"
+            print(f"\n=== {role} ({path}: collapsed stacks, speedscope.app opens them) ===")
+            summarize(path, top=30)
+        return 0
+    runs_wanted = args.runs or (1 if args.quick else 3)
     runs = []
     for run in range(runs_wanted):
         runs.append(one_run(ctx, counts))

@@ -41,7 +41,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -67,7 +66,6 @@ PAIRS = {"ours memory": "redis memory", "ours data": "redis aof"}
 CASES = ("publish",) + tuple(f"consume{c}" for c in CREDITS) + ("pull",)
 SIDE_TIMEOUT = 1800.0
 REDIS_START_SECONDS = 20.0
-PROFILE_RATE = 200  # py-spy samples per second
 
 
 def cpu_seconds(pid: int) -> float:
@@ -110,31 +108,20 @@ class Meter:
 class Profiler:
     """py-spy recording the server during the case named ``case`` (or nothing)."""
 
-    def __init__(self, case: str | None, server_pid: int, out: str | None) -> None:
-        self.case, self.server_pid, self.out = case, server_pid, out
-        self.spy: subprocess.Popen[bytes] | None = None
+    def __init__(self, case: str | None, stem: str | None) -> None:
+        self.case, self.stem = case, stem
+        self.server_pid = 0
 
     @contextlib.contextmanager
     def during(self, case: str) -> Iterator[None]:
         if case != self.case:
             yield
             return
-        spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-        if not os.path.exists(spy):
-            raise SystemExit("py-spy not found: .venv/bin/pip install py-spy")
-        assert self.out is not None
-        self.spy = subprocess.Popen(
-            [spy, "record", "--pid", str(self.server_pid), "--rate", str(PROFILE_RATE),
-             "--threads", "--format", "raw", "--nonblocking", "-o", self.out],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(1.0)  # py-spy attaches
-        try:
+        from _rpc_profile import recording
+
+        assert self.stem is not None
+        with recording({"server": self.server_pid}, self.stem):
             yield
-        finally:
-            self.spy.send_signal(signal.SIGINT)
-            _, err = self.spy.communicate(timeout=60)
-            if not os.path.exists(self.out):
-                print(f"py-spy failed: {err.decode(errors='replace')}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------- the queue service
@@ -367,7 +354,7 @@ def one_side(args: argparse.Namespace) -> None:
     if kind == "redis":
         result = run_redis(store, args.messages, args.rounds, args.pause)
     else:
-        profiler = Profiler(args.profile, 0, args.profile_out)
+        profiler = Profiler(args.profile, args.profile_out)
         result = run_queue(store, args.messages, args.rounds, args.pause, profiler)
     print(json.dumps(result))
 
@@ -455,14 +442,15 @@ def report(runs: list[dict[str, dict[str, Any]]], args: argparse.Namespace,
 
 
 def profile(args: argparse.Namespace) -> None:
-    from _rpc_profile import summarize
+    from _rpc_profile import RATE, summarize
 
-    os.makedirs(os.path.dirname(args.profile_out) or ".", exist_ok=True)
     side = f"ours {args.stores[0]}"
     result = run_side(side, args.a, args, profile=args.profile)
-    print(f"{side}, {args.profile} under py-spy: {json.dumps(result[args.profile])}")
-    print(f"\n=== server ({args.profile_out}: collapsed stacks, speedscope.app opens them) ===")
-    summarize(args.profile_out, top=args.profile_top)
+    print(f"{side}, {args.profile} under py-spy ({RATE} samples/s): "
+          f"{json.dumps(result[args.profile])}")
+    path = f"{args.profile_out}-server.raw"
+    print(f"\n=== server ({path}: collapsed stacks, speedscope.app opens them) ===")
+    summarize(path, top=args.profile_top)
 
 
 def main() -> int:
@@ -481,7 +469,8 @@ def main() -> int:
                          "service measured beside this one's, in the same runs")
     ap.add_argument("--profile", choices=CASES, default=None,
                     help="py-spy the server during this case (the first store given), once")
-    ap.add_argument("--profile-out", default="/tmp/bench-queue-profile/server.raw")
+    ap.add_argument("--profile-out", default="/tmp/bench-queue-profile/queue",
+                    help="py-spy's file: this, then -server.raw")
     ap.add_argument("--profile-top", type=int, default=30)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--side", default=None, help=argparse.SUPPRESS)  # a child: one side
