@@ -21,8 +21,11 @@ Theory of operation:
   client's bus has the message: its receipt) or end (deadline, lost connection) completes it
   by a callback on the loop (`_pushed`), exactly once. A client that stops answering holds
   its own consumers' windows, and no other consumer waits for it.
-- A send is answered to its sender on that receipt; a request when its reply comes, which
-  only the connection holding the message may give (`BusNode.answer`).
+- A client's send is answered on that receipt, from the callback that completes it (an
+  `Answer`: the SEND processor returns at once, suspends nothing and holds no task); a send
+  still queued for room in the window at its deadline is answered TIMEOUT then, by a task
+  started only for such a send. A request is answered when its reply comes, which only the
+  connection holding the message may give (`BusNode.answer`).
 - A client that answers a push with NOT_REGISTERED (its consumer was just unregistered) had
   not got the message: it goes to the next consumer of the address, as do the messages queued
   for a consumer its client unregistered. When a client's connection closes, its consumers
@@ -34,10 +37,13 @@ Theory of operation:
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Final
+
+import trio
 
 from codec import ResponseCode
 from processors import AsyncRequestProcessor
@@ -92,7 +98,7 @@ if TYPE_CHECKING:
     from ._node import BusNode
     from ._permissions import Operation, PermissionTable
     from ._reply_table import PendingReply
-    from ._waiter import Waiter
+    from ._waiter import Outcome, Waiter
     from ._wire import Kind
 
 __all__ = ["SERVED_CODES", "BusServer", "Pending", "ServerLimits"]
@@ -120,7 +126,7 @@ class Pending:
     headers: dict[str, str]
     deadline: float | None
     here: bool
-    receipt: Waiter | None = None
+    receipt: Waiter | Answer | None = None
     entry: PendingReply[Waiter] | None = None
     passed: set[object] = field(default_factory=set)
     charged: Budget | None = None  # the connection whose budget holds it now
@@ -128,6 +134,32 @@ class Pending:
 
     def __post_init__(self) -> None:
         self.size = size_of(self.body, self.headers)
+
+
+class Answer:
+    """A client's send, answered on its connection once its outcome comes (a receipt, or a
+    failure): nobody waits for it. Completed once, under the bus lock, as a waiter is; its
+    answer is written after the lock is let go (`send`)."""
+
+    __slots__ = ("_ctx", "_request", "outcome")
+
+    def __init__(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        self._ctx = ctx
+        self._request = request
+        self.outcome: Outcome | None = None
+
+    def complete(self, outcome: Outcome) -> None:
+        """Set the outcome (once, under the bus lock)."""
+        self.outcome = outcome
+
+    def send(self) -> None:
+        """Answer the send with its outcome (any thread; the answer leaves from the loop).
+        Dropped if the sender's connection closed meanwhile, or the server stopped."""
+        outcome = self.outcome
+        response = (failure_response(outcome) if isinstance(outcome, ReplyFailure)
+                    else ok_response())
+        with suppress(RemotingError):  # the server stopped: nobody to answer
+            self._ctx.write_response(self._request, response)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -284,25 +316,26 @@ class BusServer(AsyncRequestProcessor):
         if push:
             self._push_later(target, push)
 
-    async def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def _send(self, ctx: RequestContext, request: RemotingCommand
+                    ) -> RemotingCommand | None:
         send = send_of(request)
         self._permit(request, "send", send.address)
         if send.kind == "publish":
             self.publish(send.address, send.body, send.headers, here=False)
             return ok_response()
         deadline = None if send.timeout is None else deadline_after(send.timeout)
+        if send.kind == "send":  # answered by `_delivered` or `_fail` (maybe already)
+            self.route(Pending(kind="send", address=send.address, body=send.body,
+                               headers=send.headers, deadline=deadline, here=False,
+                               receipt=Answer(ctx, request)))
+            return None
         try:
-            if send.kind == "request":
-                reply = await drive_async(self.requesting(
-                    send.address, send.body, send.headers, deadline, TaskWaiter(), here=False,
-                    requester=ctx.channel))
-                return reply_response(reply.address, reply.body, reply.headers,
-                                      reply.reply_address)
-            await drive_async(self.sending(send.address, send.body, send.headers, deadline,
-                                           TaskWaiter(), here=False))
+            reply = await drive_async(self.requesting(
+                send.address, send.body, send.headers, deadline, TaskWaiter(), here=False,
+                requester=ctx.channel))
         except ReplyFailure as failed:
             return failure_response(failed)
-        return ok_response()
+        return reply_response(reply.address, reply.body, reply.headers, reply.reply_address)
 
     def sending(self, address: str, body: bytes, headers: dict[str, str],
                 deadline: float | None, waiter: Waiter, *, here: bool) -> Steps[None]:
@@ -435,14 +468,36 @@ class BusServer(AsyncRequestProcessor):
             self._fail(old, _waited_too_long(old))
         if offer == "push":
             self._push_later(target, [pending])
+        elif (offer == "queued" and isinstance(pending.receipt, Answer)
+              and pending.deadline is not None):
+            self._host.spawn(self._answer_at_deadline, pending)
         return offer
+
+    async def _answer_at_deadline(self, pending: Pending) -> None:
+        """Answer a client's send still queued for room at its deadline with TIMEOUT (a
+        later receipt is then ignored: the sender was told)."""
+        answer, deadline = pending.receipt, pending.deadline
+        assert isinstance(answer, Answer)
+        assert deadline is not None
+        await trio.sleep(max(0.0, deadline - monotonic()))
+        node = self._node
+        with node.lock:
+            if answer.outcome is not None:
+                return
+            answer.complete(node.count(ReplyFailure(
+                "TIMEOUT", "the consumer did not take the message in time",
+                address=pending.address)))
+        answer.send()
 
     def _delivered(self, pending: Pending) -> None:
         with self._node.lock:
             _release(pending)
             receipt = pending.receipt
-            if receipt is not None and receipt.outcome is None:
-                receipt.complete(DELIVERED)
+            if receipt is None or receipt.outcome is not None:
+                return
+            receipt.complete(DELIVERED)
+        if isinstance(receipt, Answer):
+            receipt.send()
 
     def _fail(self, pending: Pending, failure: ReplyFailure) -> ReplyFailure:
         """Fail ``pending`` to whoever waits for it (counted once); return ``failure``."""
@@ -454,12 +509,15 @@ class BusServer(AsyncRequestProcessor):
                 if node.replies.remove(entry):
                     entry.waiter.complete(node.count(failure))
             elif receipt is not None:
-                if receipt.outcome is None:
-                    receipt.complete(node.count(failure))
+                if receipt.outcome is not None:
+                    return failure
+                receipt.complete(node.count(failure))
             elif pending.kind == "publish":
                 node.counters.dropped += 1
             else:
                 node.count(failure)
+        if isinstance(receipt, Answer):
+            receipt.send()
         return failure
 
     # ------------------------------------------------------------------ pushing (the loop)
