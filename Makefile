@@ -31,8 +31,13 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
 	$(PIP) -e '.[docs]'
 	@touch $@
 
+# Two worker processes (pytest-xdist; the tests that share the SparkSession run in one of
+# them; TEST_WORKERS=0 runs them in this process), a line per finished test file, and the
+# slowest tests at the end.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q
+	$(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q -n $(TEST_WORKERS) \
+		--dist loadgroup --durations=15
 
 # A Spark standalone cluster (Master + Worker JVMs) calling fleets of servers, with the
 # death tests; the first run also builds the executors' packed virtualenv (~40 s).
