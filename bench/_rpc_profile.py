@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 
-RATE = 200  # samples per second
+RATE = int(os.environ.get("PY_SPY_RATE", "200"))  # samples per second
 ATTACH_SECONDS = 1.0  # py-spy's time to attach before the recorded work starts
 
 

@@ -181,7 +181,7 @@ def _answer(conn: Any, who: str) -> Any:
 def one_run(ctx: Any, counts: dict[str, int], profile: str | None = None,
             profile_out: str = "") -> dict[str, dict[str, float]]:
     """Start the three processes, measure every case; return its figures by case. With
-    ``profile`` (a case's name), py-spy records the server and the consumer during it."""
+    ``profile`` (a case's name), py-spy records the three processes during it."""
     server_conn, server_end = ctx.Pipe()
     server = ctx.Process(target=server_main, args=(server_end,), daemon=True)
     server.start()
@@ -206,7 +206,8 @@ def one_run(ctx: Any, counts: dict[str, int], profile: str | None = None,
                     from _rpc_profile import recording
 
                     spying.enter_context(recording(
-                        {"server": server.pid, "consumer": consumer.pid}, profile_out))
+                        {"server": server.pid, "consumer": consumer.pid, "caller": caller.pid},
+                        profile_out))
                 caller_conn.send("go")
                 result = _answer(caller_conn, "caller")
             n = counts[case]
@@ -235,10 +236,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small counts: check that it runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--profile", choices=[f"{case} {call}" for case, call in CASES],
-                    default=None, help="py-spy the server and the consumer during this case "
+                    default=None, help="py-spy the server, the consumer and the caller during this case "
                     "(one run), and print where their samples went")
     ap.add_argument("--profile-out", default="/tmp/bench-bus-profile/bus",
-                    help="py-spy's files: this, then -server.raw and -consumer.raw")
+                    help="py-spy's files: this, then -server.raw, -consumer.raw, -caller.raw")
     args = ap.parse_args()
     counts = QUICK if args.quick else FULL
     ctx = multiprocessing.get_context("spawn")
@@ -247,7 +248,7 @@ def main() -> int:
 
         row = one_run(ctx, counts, args.profile, args.profile_out)[args.profile]
         print(f"{args.profile} under py-spy: {row}")
-        for role in ("server", "consumer"):
+        for role in ("server", "consumer", "caller"):
             path = f"{args.profile_out}-{role}.raw"
             print(f"\n=== {role} ({path}: collapsed stacks, speedscope.app opens them) ===")
             summarize(path, top=30)

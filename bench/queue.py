@@ -120,7 +120,7 @@ class Profiler:
         from _rpc_profile import recording
 
         assert self.stem is not None
-        with recording({"server": self.server_pid}, self.stem):
+        with recording({"server": self.server_pid, "client": os.getpid()}, self.stem):
             yield
 
 
@@ -448,9 +448,10 @@ def profile(args: argparse.Namespace) -> None:
     result = run_side(side, args.a, args, profile=args.profile)
     print(f"{side}, {args.profile} under py-spy ({RATE} samples/s): "
           f"{json.dumps(result[args.profile])}")
-    path = f"{args.profile_out}-server.raw"
-    print(f"\n=== server ({path}: collapsed stacks, speedscope.app opens them) ===")
-    summarize(path, top=args.profile_top)
+    for role in ("server", "client"):
+        path = f"{args.profile_out}-{role}.raw"
+        print(f"\n=== {role} ({path}: collapsed stacks, speedscope.app opens them) ===")
+        summarize(path, top=args.profile_top)
 
 
 def main() -> int:
@@ -468,9 +469,10 @@ def main() -> int:
                     help="another checkout (holding codec, processors, remoting): its queue "
                          "service measured beside this one's, in the same runs")
     ap.add_argument("--profile", choices=CASES, default=None,
-                    help="py-spy the server during this case (the first store given), once")
+                    help="py-spy the server and the client during this case (the first store "
+                         "given), once")
     ap.add_argument("--profile-out", default="/tmp/bench-queue-profile/queue",
-                    help="py-spy's file: this, then -server.raw")
+                    help="py-spy's files: this, then -server.raw and -client.raw")
     ap.add_argument("--profile-top", type=int, default=30)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--side", default=None, help=argparse.SUPPRESS)  # a child: one side
