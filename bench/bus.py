@@ -236,8 +236,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small counts: check that it runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--profile", choices=[f"{case} {call}" for case, call in CASES],
-                    default=None, help="py-spy the server, the consumer and the caller during this case "
-                    "(one run), and print where their samples went")
+                    default=None, help="py-spy the server, the consumer and the caller "
+                    "during this case (one run), and print where their samples went")
     ap.add_argument("--profile-out", default="/tmp/bench-bus-profile/bus",
                     help="py-spy's files: this, then -server.raw, -consumer.raw, -caller.raw")
     args = ap.parse_args()

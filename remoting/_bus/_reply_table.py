@@ -106,6 +106,18 @@ class ReplyTable(Generic[W]):
                 expired.append(entry)
         return expired
 
+    def next_deadline(self) -> float | None:
+        """Return the earliest deadline of an entry still here (None: none has one)."""
+        heap = self._deadlines
+        entries = self._entries
+        while heap:
+            deadline, reply_address = heap[0]
+            entry = entries.get(reply_address)
+            if entry is not None and entry.deadline == deadline:
+                return deadline
+            heapq.heappop(heap)  # removed meanwhile
+        return None
+
     def drop_peer(self, peer: object) -> tuple[list[PendingReply[W]], list[PendingReply[W]]]:
         """Remove the entries that involve the connection ``peer``, which closed; return
         (those it requested: nobody waits any more, those its consumer held: to fail)."""

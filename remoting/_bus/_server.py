@@ -24,8 +24,9 @@ Theory of operation:
 - A client's send is answered on that receipt, from the callback that completes it (an
   `Answer`: the SEND processor returns at once, suspends nothing and holds no task); a send
   still queued for room in the window at its deadline is answered TIMEOUT then, by a task
-  started only for such a send. A request is answered when its reply comes, which only the
-  connection holding the message may give (`BusNode.answer`).
+  started only for such a send. A client's request is answered the same way when its reply
+  comes, which only the connection holding the message may give (`BusNode.answer`), and by
+  the server's one reply timer (`_expire_replies`) with TIMEOUT if it did not come in time.
 - A client that answers a push with NOT_REGISTERED (its consumer was just unregistered) had
   not got the message: it goes to the next consumer of the address, as do the messages queued
   for a consumer its client unregistered. When a client's connection closes, its consumers
@@ -37,6 +38,7 @@ Theory of operation:
 
 from __future__ import annotations
 
+import math
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -53,10 +55,11 @@ from .._log import FirstOfEach, log
 from .._security._acl import ACCESS_KEY
 from .._steps import drive_async
 from ._failure import ReplyFailure
+from ._message import Message
 from ._node import consumer_full, deadline_after, no_handlers, receipt_failure
 from ._outlet import Budget, Outlet
 from ._remote_consumer import RemoteConsumer
-from ._waiter import DELIVERED, TaskWaiter
+from ._waiter import DELIVERED, Answer, TaskWaiter, send_answers
 from ._wire import (
     DEFAULT_MAX_CONSUMERS,
     DEFAULT_MAX_HELD,
@@ -94,7 +97,6 @@ if TYPE_CHECKING:
     from .._core._receiving._channel_handle import ChannelHandle
     from .._steps import Steps
     from ._host import BusHost
-    from ._message import Message
     from ._node import BusNode
     from ._permissions import Operation, PermissionTable
     from ._reply_table import PendingReply
@@ -126,7 +128,7 @@ class Pending:
     headers: dict[str, str]
     deadline: float | None
     here: bool
-    receipt: Waiter | Answer | None = None
+    receipt: Waiter | None = None
     entry: PendingReply[Waiter] | None = None
     passed: set[object] = field(default_factory=set)
     charged: Budget | None = None  # the connection whose budget holds it now
@@ -134,32 +136,6 @@ class Pending:
 
     def __post_init__(self) -> None:
         self.size = size_of(self.body, self.headers)
-
-
-class Answer:
-    """A client's send, answered on its connection once its outcome comes (a receipt, or a
-    failure): nobody waits for it. Completed once, under the bus lock, as a waiter is; its
-    answer is written after the lock is let go (`send`)."""
-
-    __slots__ = ("_ctx", "_request", "outcome")
-
-    def __init__(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        self._ctx = ctx
-        self._request = request
-        self.outcome: Outcome | None = None
-
-    def complete(self, outcome: Outcome) -> None:
-        """Set the outcome (once, under the bus lock)."""
-        self.outcome = outcome
-
-    def send(self) -> None:
-        """Answer the send with its outcome (any thread; the answer leaves from the loop).
-        Dropped if the sender's connection closed meanwhile, or the server stopped."""
-        outcome = self.outcome
-        response = (failure_response(outcome) if isinstance(outcome, ReplyFailure)
-                    else ok_response())
-        with suppress(RemotingError):  # the server stopped: nobody to answer
-            self._ctx.write_response(self._request, response)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,6 +161,7 @@ class BusServer(AsyncRequestProcessor):
         self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
         self._budgets: dict[ChannelHandle, Budget] = {}  # one per connection with consumers
         self._refusals = FirstOfEach()  # bad requests logged, per connection and reason
+        self._expiry: trio.CancelScope | None = None  # the reply timer's sleep (loop only)
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
                                         Awaitable[RemotingCommand | None]]] = {
             BusCode.REGISTER: self._register, BusCode.UNREGISTER: self._unregister,
@@ -324,18 +301,48 @@ class BusServer(AsyncRequestProcessor):
             self.publish(send.address, send.body, send.headers, here=False)
             return ok_response()
         deadline = None if send.timeout is None else deadline_after(send.timeout)
-        if send.kind == "send":  # answered by `_delivered` or `_fail` (maybe already)
+        # answered from the callback that completes its Answer (maybe already): the
+        # processor returns at once, suspending nothing
+        answer = Answer(partial(_write_answer, ctx, request))
+        if send.kind == "send":
             self.route(Pending(kind="send", address=send.address, body=send.body,
                                headers=send.headers, deadline=deadline, here=False,
-                               receipt=Answer(ctx, request)))
+                               receipt=answer))
             return None
+        entry = self._node.expect_reply(answer, deadline, send.address, requester=ctx.channel)
+        self._expire_at(deadline)
+        self.route(Pending(kind="request", address=send.address, body=send.body,
+                           headers=send.headers, deadline=deadline, here=False, entry=entry))
+        return None
+
+    def _expire_at(self, deadline: float | None) -> None:
+        """Have the timer task answer the requests waiting for a reply at ``deadline`` (a
+        `time.monotonic` instant) at the latest (loop only)."""
+        if deadline is None:
+            return
+        at = trio.current_time() + (deadline - monotonic())
+        scope = self._expiry
+        if scope is None:
+            self._expiry = trio.CancelScope(deadline=at)
+            self._host.spawn(self._expire_replies)
+        elif at < scope.deadline:
+            scope.deadline = at
+
+    async def _expire_replies(self) -> None:
+        """Answer TIMEOUT to clients' requests whose reply did not come by their deadline
+        (one task, sleeping until the earliest)."""
         try:
-            reply = await drive_async(self.requesting(
-                send.address, send.body, send.headers, deadline, TaskWaiter(), here=False,
-                requester=ctx.channel))
-        except ReplyFailure as failed:
-            return failure_response(failed)
-        return reply_response(reply.address, reply.body, reply.headers, reply.reply_address)
+            while True:
+                scope = self._expiry
+                assert scope is not None
+                with scope:
+                    await trio.sleep_forever()
+                deadline = self._node.expire()
+                self._expiry = trio.CancelScope(
+                    deadline=math.inf if deadline is None
+                    else trio.current_time() + (deadline - monotonic()))
+        finally:
+            self._expiry = None
 
     def sending(self, address: str, body: bytes, headers: dict[str, str],
                 deadline: float | None, waiter: Waiter, *, here: bool) -> Steps[None]:
@@ -506,8 +513,10 @@ class BusServer(AsyncRequestProcessor):
             _release(pending)
             entry, receipt = pending.entry, pending.receipt
             if entry is not None:
-                if node.replies.remove(entry):
-                    entry.waiter.complete(node.count(failure))
+                if not node.replies.remove(entry):
+                    return failure
+                receipt = entry.waiter
+                receipt.complete(node.count(failure))
             elif receipt is not None:
                 if receipt.outcome is not None:
                     return failure
@@ -676,8 +685,9 @@ class BusServer(AsyncRequestProcessor):
                 entry.waiter.complete(node.count(ReplyFailure(
                     "RECIPIENT_FAILURE", "the consumer holding the request went away",
                     address=entry.address)))
-            for entry in requested:  # its waiter, the requester's processor, is cancelled
+            for entry in requested:  # nobody to answer: the requester's connection is gone
                 entry.waiter.complete(ReplyFailure("RECIPIENT_FAILURE", "the requester left"))
+        send_answers([entry.waiter for entry in held])
         for pending in waiting:
             self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
                                              "closed", address=pending.address))
@@ -700,3 +710,19 @@ def _connection_full(address: str) -> ReplyFailure:
     return ReplyFailure("RECIPIENT_FAILURE", f"the client of the consumer of {address} holds "
                         "as many messages as the server keeps for one connection "
                         "(max_held_per_connection): it is slow, or not answering", address=address)
+
+
+def _write_answer(ctx: RequestContext, request: RemotingCommand, outcome: Outcome | None
+                  ) -> None:
+    """Answer a client's send or request with its outcome (an `Answer`'s write; any thread:
+    the answer leaves from the loop). Dropped if the client's connection closed meanwhile,
+    or the server stopped."""
+    if isinstance(outcome, ReplyFailure):
+        response = failure_response(outcome)
+    elif isinstance(outcome, Message):
+        response = reply_response(outcome.address, outcome.body, outcome.headers,
+                                  outcome.reply_address)
+    else:  # a send's receipt
+        response = ok_response()
+    with suppress(RemotingError):  # the server stopped: nobody to answer
+        ctx.write_response(request, response)
