@@ -16,7 +16,14 @@ import pytest
 from codec import RemotingCommand, ResponseCode
 from remoting import RemotingClient, RemotingServer, ServerConfig
 from remoting._messaging._records import MAX_HEADERS, MAX_PUBLISH_HEADERS, pack_entries
-from remoting.queue import BlockingQueueClient, QueueClient, QueueCode, QueueError, QueueService
+from remoting.queue import (
+    BlockingQueueClient,
+    QueueClient,
+    QueueCode,
+    QueueError,
+    QueueFullError,
+    QueueService,
+)
 from remoting.queue._wire import MAX_PUBLISH
 
 from .conftest import serving
@@ -151,3 +158,18 @@ def test_a_publish_of_many_headers_is_refused_before_they_are_all_read(
     fits = MAX_PUBLISH_HEADERS // MAX_HEADERS
     assert q.publish_many(server.addr, "t", [(b"", most)] * fits)[-1] == fits - 1
     assert q.publish(server.addr, "t", b"after") == fits  # and the service serves on
+
+
+def test_deferred_messages_are_bounded_in_all(q: BlockingQueueClient) -> None:
+    """Deferred messages cost memory until due (with a data directory too, where nothing
+    bounded them): ``max_deferred`` bounds those not yet due across topics; a publish with
+    a ``defer`` past it is refused whole, publishes without one go on."""
+    with serving(QueueService(max_deferred=5)) as (service, server):
+        assert q.publish_many(server.addr, "a", [b"1", b"2", b"3"], defer=3600) == [0, 1, 2]
+        with pytest.raises(QueueFullError, match="max_deferred"):
+            q.publish_many(server.addr, "b", [b"4", b"5", b"6"], defer=3600)
+        assert q.publish_many(server.addr, "b", [b"4", b"5"], defer=3600) == [0, 1]
+        with pytest.raises(QueueFullError, match="5 deferred messages not yet due"):
+            q.publish(server.addr, "a", b"x", defer=1)
+        assert q.publish(server.addr, "a", b"now") == 3
+        assert sum(len(t.deferred) for t in service.broker.topics.values()) == 5
