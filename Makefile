@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # shows each step (and its download bars on a terminal).
 PIP := $(PY) -m pip install --disable-pip-version-check
 
-.PHONY: test test-cluster test-rocketmq test-all test-newest-trio demo lint docs wheel-check bench charts clean
+.PHONY: test test-cluster test-rocketmq test-all test-newest-trio demo lint docs wheel-check bench bench-deps charts clean
 
 $(VENV)/.created:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -94,10 +94,17 @@ docs: $(VENV)/.installed-docs
 wheel-check: $(VENV)/.installed-dev
 	bash .ci/wheel-check
 
-# The figures of docs/performance.md and docs/scaling.md, as JSON in bench/results/ (~20 min).
-bench: $(VENV)/.installed-dev
+# bench/queue.py's baseline: Debian's redis-server, which the benchmark starts on a free port
+# of 127.0.0.1 and stops (root installs it; redis-py and hiredis come with the dev extra).
+bench-deps:
+	@command -v redis-server >/dev/null || { apt-get update -q && apt-get install -y -q redis-server; }
+
+# The figures of docs/performance.md and docs/scaling.md, as JSON in bench/results/ (~30 min).
+bench: $(VENV)/.installed-dev bench-deps
 	-$(PY) bench/codec.py
 	$(PY) bench/rpc.py --json bench/results/rpc.json
+	$(PY) bench/queue.py --json bench/results/queue.json
+	$(PY) bench/bus.py --json bench/results/bus.json
 	$(PY) bench/spark.py --json bench/results/spark.json
 	$(PY) bench/spark_stream.py --json bench/results/spark_stream.json
 	$(PY) bench/workers.py --json bench/results/workers.json

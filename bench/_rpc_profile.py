@@ -1,14 +1,56 @@
-"""Summarize a py-spy ``--format raw`` (collapsed stacks) file: where the samples went.
+"""Record processes with py-spy, and summarize a ``--format raw`` (collapsed stacks) file:
+where the samples went.
 
     .venv/bin/python bench/_rpc_profile.py /tmp/rpc-profile/rpc-pool-tasks64-server.raw [top]
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
+import signal
+import subprocess
 import sys
+import time
 from collections import Counter
+from collections.abc import Iterator
+
+RATE = int(os.environ.get("PY_SPY_RATE", "200"))  # samples per second
+ATTACH_SECONDS = 1.0  # py-spy's time to attach before the recorded work starts
+
+
+def py_spy() -> str:
+    """Return the py-spy program (on PATH or beside this Python), or exit saying how to get it."""
+    found = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if not os.path.exists(found):
+        raise SystemExit("py-spy not found: .venv/bin/pip install py-spy")
+    return found
+
+
+@contextlib.contextmanager
+def recording(pids: dict[str, int], stem: str) -> Iterator[dict[str, str]]:
+    """Record each process of ``pids`` ({role: pid}) while the block runs, into
+    ``<stem>-<role>.raw``; yield {role: path}."""
+    spy = py_spy()
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    paths = {role: f"{stem}-{role}.raw" for role in pids}
+    spies = [subprocess.Popen(
+        [spy, "record", "--pid", str(pid), "--rate", str(RATE), "--threads", "--format", "raw",
+         "--nonblocking", "-o", paths[role]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for role, pid in pids.items()]
+    time.sleep(ATTACH_SECONDS)
+    try:
+        yield paths
+    finally:
+        for sp in spies:
+            sp.send_signal(signal.SIGINT)  # py-spy writes what it has and ends
+        for sp, (role, path) in zip(spies, paths.items(), strict=True):
+            _, err = sp.communicate(timeout=60)
+            if not os.path.exists(path):
+                print(f"py-spy failed for the {role}: {err.decode(errors='replace')}",
+                      file=sys.stderr)
 
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
 

@@ -17,13 +17,15 @@ which measures, with 128-byte bodies:
   on a `TrioBusClient`.
 
 Each line gives messages per second and the CPU time each process spent per message
-(getrusage: all its threads). The machine's other load skews rates more than CPU times.
+(getrusage: all its threads); each pipelined line also its rate as a ratio of
+``invoke_many``'s in the same run (the median of the per-run ratios). The machine's other
+load skews rates more than CPU times.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -42,6 +44,7 @@ BODY = b"x" * 128
 ANSWER_SECONDS = 300.0  # a child that says nothing for this long has failed
 FULL = {"sequential": 3000, "pipelined": 30000}
 QUICK = {"sequential": 200, "pipelined": 2000}
+BASELINE = "pipelined invoke_many"  # what the pipelined rates are measured against
 CASES = [("sequential", "invoke_sync"), ("sequential", "send"), ("sequential", "request"),
          ("pipelined", "invoke_many"), ("pipelined", "invoke_sync"), ("pipelined", "send"),
          ("pipelined", "request")]
@@ -175,8 +178,10 @@ def _answer(conn: Any, who: str) -> Any:
     return conn.recv()
 
 
-def one_run(ctx: Any, counts: dict[str, int]) -> dict[str, dict[str, float]]:
-    """Start the three processes, measure every case; return its figures by case."""
+def one_run(ctx: Any, counts: dict[str, int], profile: str | None = None,
+            profile_out: str = "") -> dict[str, dict[str, float]]:
+    """Start the three processes, measure every case; return its figures by case. With
+    ``profile`` (a case's name), py-spy records the three processes during it."""
     server_conn, server_end = ctx.Pipe()
     server = ctx.Process(target=server_main, args=(server_end,), daemon=True)
     server.start()
@@ -196,8 +201,15 @@ def one_run(ctx: Any, counts: dict[str, int]) -> dict[str, dict[str, float]]:
             for conn, who in ((server_conn, "server"), (consumer_conn, "consumer")):
                 conn.send("cpu")
                 others0.append(_answer(conn, who))
-            caller_conn.send("go")
-            result = _answer(caller_conn, "caller")
+            with contextlib.ExitStack() as spying:
+                if profile == f"{case} {call}":
+                    from _rpc_profile import recording
+
+                    spying.enter_context(recording(
+                        {"server": server.pid, "consumer": consumer.pid, "caller": caller.pid},
+                        profile_out))
+                caller_conn.send("go")
+                result = _answer(caller_conn, "caller")
             n = counts[case]
             row = {"rate": n / result["seconds"], "caller_us": result["cpu"] / n * 1e6}
             for (conn, who), cpu0 in zip(((server_conn, "server"), (consumer_conn, "consumer")),
@@ -223,25 +235,46 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=None, help="runs (default 3; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small counts: check that it runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--profile", choices=[f"{case} {call}" for case, call in CASES],
+                    default=None, help="py-spy the server, the consumer and the caller "
+                    "during this case (one run), and print where their samples went")
+    ap.add_argument("--profile-out", default="/tmp/bench-bus-profile/bus",
+                    help="py-spy's files: this, then -server.raw, -consumer.raw, -caller.raw")
     args = ap.parse_args()
     counts = QUICK if args.quick else FULL
-    runs_wanted = args.runs or (1 if args.quick else 3)
     ctx = multiprocessing.get_context("spawn")
+    if args.profile is not None:
+        from _rpc_profile import summarize
+
+        row = one_run(ctx, counts, args.profile, args.profile_out)[args.profile]
+        print(f"{args.profile} under py-spy: {row}")
+        for role in ("server", "consumer", "caller"):
+            path = f"{args.profile_out}-{role}.raw"
+            print(f"\n=== {role} ({path}: collapsed stacks, speedscope.app opens them) ===")
+            summarize(path, top=30)
+        return 0
+    runs_wanted = args.runs or (1 if args.quick else 3)
     runs = []
     for run in range(runs_wanted):
         runs.append(one_run(ctx, counts))
         print(f"run {run + 1}/{runs_wanted} done", file=sys.stderr)
+    for r in runs:  # each pipelined rate against invoke_many's of the same run
+        for case, row in r.items():
+            if case.startswith("pipelined"):
+                row["x_invoke_many"] = row["rate"] / r[BASELINE]["rate"]
     table = {name: {key: statistics.median(r[name][key] for r in runs) for key in row}
              for name, row in runs[0].items()}
-    print(f"median of {runs_wanted} run(s); 128-byte bodies; CPU µs per message by process")
+    print(f"median of {runs_wanted} run(s); 128-byte bodies; CPU µs per message by process; "
+          f"x invoke_many: the median of per-run ratios of the rate")
     for name, row in table.items():
         p50 = f"  p50 {row['p50_us']:7.0f} µs" if "p50_us" in row else ""
+        ratio = f"  {row['x_invoke_many']:5.2f}x invoke_many" if "x_invoke_many" in row else ""
         print(f"  {name:24} {row['rate']:9,.0f} /s   caller {row['caller_us']:6.1f}  "
-              f"server {row['server_us']:6.1f}  consumer {row['consumer_us']:6.1f}{p50}")
+              f"server {row['server_us']:6.1f}  consumer {row['consumer_us']:6.1f}{p50}{ratio}")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "runs": runs_wanted,
-                                         "counts": counts, "table": table}, indent=1) + "\n")
+        from _report import write_json
+
+        write_json(str(args.json), {"runs": runs_wanted, "counts": counts, "table": table})
     return 0
 
 

@@ -37,7 +37,6 @@ import argparse
 import multiprocessing
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -403,18 +402,11 @@ def print_table(rows: list[list[str]], header: list[str]) -> None:
 # ---------------------------------------------------------------------- profiling
 
 
-def _py_spy() -> str:
-    found = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if not os.path.exists(found):
-        raise SystemExit("py-spy not found: .venv/bin/pip install py-spy")
-    return found
-
-
 def profile(ctx: Any, args: argparse.Namespace, cpus: tuple[int | None, int | None]) -> None:
     """Run one pipelined case for a while and record the server and the client with py-spy."""
-    from _rpc_profile import summarize
+    from _rpc_profile import py_spy, summarize
 
-    spy = _py_spy()
+    spy = py_spy()
     server_kind = f"ours-{args.profile}"
     client_kind = "blocking" if args.profile_mode.startswith("blocking-") else "trio"
     mode = args.profile_mode.removeprefix("blocking-")

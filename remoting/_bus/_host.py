@@ -46,7 +46,8 @@ class BusHost(Protocol):
 
     def bundled(self, channel: ChannelHandle) -> AbstractContextManager[None]:
         """Within it, what is pushed to ``channel``'s peer is only queued; on leaving, it
-        leaves together, in one write (loop only)."""
+        leaves together, in one write, once the running task lets the connection's writer
+        run (with what else was pushed there by then; loop only)."""
         ...
 
     def spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:

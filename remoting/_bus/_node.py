@@ -34,7 +34,7 @@ from ._message import Message, OutboundMessage
 from ._remote_consumer import RemoteConsumer
 from ._reply_table import PendingReply, ReplyTable
 from ._statistics import BusCounters, BusStatistics
-from ._waiter import TaskWaiter, ThreadWaiter
+from ._waiter import TaskWaiter, ThreadWaiter, send_answers
 from ._wire import address_of, body_of, headers_of
 
 if TYPE_CHECKING:
@@ -204,41 +204,68 @@ class BusNode:
         """
         now = monotonic()
         with self.lock:
-            self._expire(now)
+            due = self._expire(now)
             entry = self.replies.take(reply_address, now, answerer)
             if entry is None:
                 self.counters.expired_replies += 1
-                return ReplyFailure("NO_HANDLERS", "the reply address has expired: the "
-                                    "requester timed out or went away")
-            outcome: Outcome
-            after = entry
-            if failure is not None:
-                code, text = failure
-                outcome = self.count(ReplyFailure("RECIPIENT_FAILURE", text,
-                                                  address=entry.address, code=code))
+                answered: PendingReply[Waiter] | ReplyFailure = ReplyFailure(
+                    "NO_HANDLERS", "the reply address has expired: the requester timed out "
+                    "or went away")
             else:
-                next_address = None
-                if then is not None:
-                    waiter, deadline, requester = then
-                    after = self.replies.add(waiter, deadline, address=None,
-                                             requester=requester, holder=entry.requester)
-                    next_address = after.reply_address
-                outcome = Message(address=reply_address, body=body, headers=headers,
-                                  kind="reply", reply_address=next_address, replier=self)
-            entry.waiter.complete(outcome)
-            return after
+                answered = self._complete(entry, body, headers, failure, then)
+                due.append(entry.waiter)
+        send_answers(due)
+        return answered
 
-    def _expire(self, now: float) -> None:
-        for entry in self.replies.expire(now):
+    def _complete(self, entry: PendingReply[Waiter], body: bytes, headers: dict[str, str],
+                  failure: tuple[int, str] | None,
+                  then: tuple[Waiter, float | None, object | None] | None
+                  ) -> PendingReply[Waiter]:
+        """Complete the waiter of ``entry`` (taken) with its answer (see `answer`; the lock
+        is held); return the entry answered, or with ``then`` the new one."""
+        outcome: Outcome
+        after = entry
+        if failure is not None:
+            code, text = failure
+            outcome = self.count(ReplyFailure("RECIPIENT_FAILURE", text,
+                                              address=entry.address, code=code))
+        else:
+            next_address = None
+            if then is not None:
+                waiter, deadline, requester = then
+                after = self.replies.add(waiter, deadline, address=None,
+                                         requester=requester, holder=entry.requester)
+                next_address = after.reply_address
+            outcome = Message(address=entry.reply_address, body=body, headers=headers,
+                              kind="reply", reply_address=next_address, replier=self)
+        entry.waiter.complete(outcome)
+        return after
+
+    def _expire(self, now: float) -> list[Waiter]:
+        """Complete the entries whose deadline passed with TIMEOUT (the lock is held);
+        return their waiters (`send_answers` after the lock)."""
+        expired = self.replies.expire(now)
+        for entry in expired:
             entry.waiter.complete(self.count(_timeout(entry)))
+        return [entry.waiter for entry in expired]
+
+    def expire(self) -> float | None:
+        """Complete the entries whose deadline passed with TIMEOUT, and send the answers
+        among them; return the next deadline (None: none)."""
+        with self.lock:
+            due = self._expire(monotonic())
+            deadline = self.replies.next_deadline()
+        send_answers(due)
+        return deadline
 
     def give_up(self, entry: PendingReply[Waiter]) -> None:
         """The waiter of ``entry`` stopped waiting (its deadline): complete it with TIMEOUT
         unless its outcome came meanwhile."""
         with self.lock:
-            self._expire(monotonic())
+            due = self._expire(monotonic())
             if self.replies.remove(entry):
                 entry.waiter.complete(self.count(_timeout(entry)))
+        send_answers(due)
 
     def outcome_of(self, waiter: Waiter) -> Message:
         """Return the reply ``waiter`` got.

@@ -12,10 +12,11 @@ it.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from .._messaging._deadlines import LazyDeadlines
 
 __all__ = ["PendingReply", "ReplyTable"]
 
@@ -54,7 +55,7 @@ class ReplyTable(Generic[W]):
         self._prefix = prefix
         self._sequence = itertools.count(1)
         self._entries: dict[str, PendingReply[W]] = {}
-        self._deadlines: list[tuple[float, str]] = []  # lazy: may name removed entries
+        self._deadlines = LazyDeadlines[str]()  # lazy: may name removed entries
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -68,7 +69,7 @@ class ReplyTable(Generic[W]):
                              deadline=deadline, requester=requester, holder=holder)
         self._entries[reply_address] = entry
         if deadline is not None:
-            heapq.heappush(self._deadlines, (deadline, reply_address))
+            self._deadlines.push(deadline, reply_address)
         return entry
 
     def take(self, reply_address: str, now: float, holder: object | None = None
@@ -96,15 +97,22 @@ class ReplyTable(Generic[W]):
 
     def expire(self, now: float) -> list[PendingReply[W]]:
         """Remove and return the entries whose deadline is at or before ``now``."""
-        expired = []
-        heap = self._deadlines
-        while heap and heap[0][0] <= now:
-            deadline, reply_address = heapq.heappop(heap)
-            entry = self._entries.get(reply_address)
-            if entry is not None and entry.deadline == deadline:
-                del self._entries[reply_address]
-                expired.append(entry)
-        return expired
+        return self._deadlines.pop_due(now, self._take_due)
+
+    def next_deadline(self) -> float | None:
+        """Return the earliest deadline of an entry still here (None: none has one)."""
+        return self._deadlines.next_deadline(self._live)
+
+    def _take_due(self, reply_address: str, deadline: float) -> PendingReply[W] | None:
+        entry = self._entries.get(reply_address)
+        if entry is None or entry.deadline != deadline:
+            return None
+        del self._entries[reply_address]
+        return entry
+
+    def _live(self, reply_address: str, deadline: float) -> bool:
+        entry = self._entries.get(reply_address)
+        return entry is not None and entry.deadline == deadline
 
     def drop_peer(self, peer: object) -> tuple[list[PendingReply[W]], list[PendingReply[W]]]:
         """Remove the entries that involve the connection ``peer``, which closed; return

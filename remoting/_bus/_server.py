@@ -21,8 +21,12 @@ Theory of operation:
   client's bus has the message: its receipt) or end (deadline, lost connection) completes it
   by a callback on the loop (`_pushed`), exactly once. A client that stops answering holds
   its own consumers' windows, and no other consumer waits for it.
-- A send is answered to its sender on that receipt; a request when its reply comes, which
-  only the connection holding the message may give (`BusNode.answer`).
+- A client's send is answered on that receipt, from the callback that completes it (an
+  `Answer`: the SEND processor returns at once, suspends nothing and holds no task); a send
+  still queued for room in the window at its deadline is answered TIMEOUT then, by a task
+  started only for such a send. A client's request is answered the same way when its reply
+  comes, which only the connection holding the message may give (`BusNode.answer`), and by
+  the server's one reply timer (`_expire_replies`) with TIMEOUT if it did not come in time.
 - A client that answers a push with NOT_REGISTERED (its consumer was just unregistered) had
   not got the message: it goes to the next consumer of the address, as do the messages queued
   for a consumer its client unregistered. When a client's connection closes, its consumers
@@ -34,10 +38,14 @@ Theory of operation:
 
 from __future__ import annotations
 
+import math
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Final
+
+import trio
 
 from codec import ResponseCode
 from processors import AsyncRequestProcessor
@@ -47,10 +55,11 @@ from .._log import FirstOfEach, log
 from .._security._acl import ACCESS_KEY
 from .._steps import drive_async
 from ._failure import ReplyFailure
+from ._message import Message
 from ._node import consumer_full, deadline_after, no_handlers, receipt_failure
 from ._outlet import Budget, Outlet
 from ._remote_consumer import RemoteConsumer
-from ._waiter import DELIVERED, TaskWaiter
+from ._waiter import DELIVERED, Answer, TaskWaiter, send_answers
 from ._wire import (
     DEFAULT_MAX_CONSUMERS,
     DEFAULT_MAX_HELD,
@@ -88,11 +97,10 @@ if TYPE_CHECKING:
     from .._core._receiving._channel_handle import ChannelHandle
     from .._steps import Steps
     from ._host import BusHost
-    from ._message import Message
     from ._node import BusNode
     from ._permissions import Operation, PermissionTable
     from ._reply_table import PendingReply
-    from ._waiter import Waiter
+    from ._waiter import Outcome, Waiter
     from ._wire import Kind
 
 __all__ = ["SERVED_CODES", "BusServer", "Pending", "ServerLimits"]
@@ -153,6 +161,7 @@ class BusServer(AsyncRequestProcessor):
         self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
         self._budgets: dict[ChannelHandle, Budget] = {}  # one per connection with consumers
         self._refusals = FirstOfEach()  # bad requests logged, per connection and reason
+        self._expiry: trio.CancelScope | None = None  # the reply timer's sleep (loop only)
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
                                         Awaitable[RemotingCommand | None]]] = {
             BusCode.REGISTER: self._register, BusCode.UNREGISTER: self._unregister,
@@ -284,25 +293,56 @@ class BusServer(AsyncRequestProcessor):
         if push:
             self._push_later(target, push)
 
-    async def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def _send(self, ctx: RequestContext, request: RemotingCommand
+                    ) -> RemotingCommand | None:
         send = send_of(request)
         self._permit(request, "send", send.address)
         if send.kind == "publish":
             self.publish(send.address, send.body, send.headers, here=False)
             return ok_response()
         deadline = None if send.timeout is None else deadline_after(send.timeout)
+        # answered from the callback that completes its Answer (maybe already): the
+        # processor returns at once, suspending nothing
+        answer = Answer(partial(_write_answer, ctx, request))
+        if send.kind == "send":
+            self.route(Pending(kind="send", address=send.address, body=send.body,
+                               headers=send.headers, deadline=deadline, here=False,
+                               receipt=answer))
+            return None
+        entry = self._node.expect_reply(answer, deadline, send.address, requester=ctx.channel)
+        self._expire_at(deadline)
+        self.route(Pending(kind="request", address=send.address, body=send.body,
+                           headers=send.headers, deadline=deadline, here=False, entry=entry))
+        return None
+
+    def _expire_at(self, deadline: float | None) -> None:
+        """Have the timer task answer the requests waiting for a reply at ``deadline`` (a
+        `time.monotonic` instant) at the latest (loop only)."""
+        if deadline is None:
+            return
+        at = trio.current_time() + (deadline - monotonic())
+        scope = self._expiry
+        if scope is None:
+            self._expiry = trio.CancelScope(deadline=at)
+            self._host.spawn(self._expire_replies)
+        elif at < scope.deadline:
+            scope.deadline = at
+
+    async def _expire_replies(self) -> None:
+        """Answer TIMEOUT to clients' requests whose reply did not come by their deadline
+        (one task, sleeping until the earliest)."""
         try:
-            if send.kind == "request":
-                reply = await drive_async(self.requesting(
-                    send.address, send.body, send.headers, deadline, TaskWaiter(), here=False,
-                    requester=ctx.channel))
-                return reply_response(reply.address, reply.body, reply.headers,
-                                      reply.reply_address)
-            await drive_async(self.sending(send.address, send.body, send.headers, deadline,
-                                           TaskWaiter(), here=False))
-        except ReplyFailure as failed:
-            return failure_response(failed)
-        return ok_response()
+            while True:
+                scope = self._expiry
+                assert scope is not None
+                with scope:
+                    await trio.sleep_forever()
+                deadline = self._node.expire()
+                self._expiry = trio.CancelScope(
+                    deadline=math.inf if deadline is None
+                    else trio.current_time() + (deadline - monotonic()))
+        finally:
+            self._expiry = None
 
     def sending(self, address: str, body: bytes, headers: dict[str, str],
                 deadline: float | None, waiter: Waiter, *, here: bool) -> Steps[None]:
@@ -435,14 +475,36 @@ class BusServer(AsyncRequestProcessor):
             self._fail(old, _waited_too_long(old))
         if offer == "push":
             self._push_later(target, [pending])
+        elif (offer == "queued" and isinstance(pending.receipt, Answer)
+              and pending.deadline is not None):
+            self._host.spawn(self._answer_at_deadline, pending)
         return offer
+
+    async def _answer_at_deadline(self, pending: Pending) -> None:
+        """Answer a client's send still queued for room at its deadline with TIMEOUT (a
+        later receipt is then ignored: the sender was told)."""
+        answer, deadline = pending.receipt, pending.deadline
+        assert isinstance(answer, Answer)
+        assert deadline is not None
+        await trio.sleep(max(0.0, deadline - monotonic()))
+        node = self._node
+        with node.lock:
+            if answer.outcome is not None:
+                return
+            answer.complete(node.count(ReplyFailure(
+                "TIMEOUT", "the consumer did not take the message in time",
+                address=pending.address)))
+        answer.send()
 
     def _delivered(self, pending: Pending) -> None:
         with self._node.lock:
             _release(pending)
             receipt = pending.receipt
-            if receipt is not None and receipt.outcome is None:
-                receipt.complete(DELIVERED)
+            if receipt is None or receipt.outcome is not None:
+                return
+            receipt.complete(DELIVERED)
+        if isinstance(receipt, Answer):
+            receipt.send()
 
     def _fail(self, pending: Pending, failure: ReplyFailure) -> ReplyFailure:
         """Fail ``pending`` to whoever waits for it (counted once); return ``failure``."""
@@ -451,15 +513,20 @@ class BusServer(AsyncRequestProcessor):
             _release(pending)
             entry, receipt = pending.entry, pending.receipt
             if entry is not None:
-                if node.replies.remove(entry):
-                    entry.waiter.complete(node.count(failure))
+                if not node.replies.remove(entry):
+                    return failure
+                receipt = entry.waiter
+                receipt.complete(node.count(failure))
             elif receipt is not None:
-                if receipt.outcome is None:
-                    receipt.complete(node.count(failure))
+                if receipt.outcome is not None:
+                    return failure
+                receipt.complete(node.count(failure))
             elif pending.kind == "publish":
                 node.counters.dropped += 1
             else:
                 node.count(failure)
+        if isinstance(receipt, Answer):
+            receipt.send()
         return failure
 
     # ------------------------------------------------------------------ pushing (the loop)
@@ -618,8 +685,9 @@ class BusServer(AsyncRequestProcessor):
                 entry.waiter.complete(node.count(ReplyFailure(
                     "RECIPIENT_FAILURE", "the consumer holding the request went away",
                     address=entry.address)))
-            for entry in requested:  # its waiter, the requester's processor, is cancelled
+            for entry in requested:  # nobody to answer: the requester's connection is gone
                 entry.waiter.complete(ReplyFailure("RECIPIENT_FAILURE", "the requester left"))
+        send_answers([entry.waiter for entry in held])
         for pending in waiting:
             self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
                                              "closed", address=pending.address))
@@ -642,3 +710,19 @@ def _connection_full(address: str) -> ReplyFailure:
     return ReplyFailure("RECIPIENT_FAILURE", f"the client of the consumer of {address} holds "
                         "as many messages as the server keeps for one connection "
                         "(max_held_per_connection): it is slow, or not answering", address=address)
+
+
+def _write_answer(ctx: RequestContext, request: RemotingCommand, outcome: Outcome | None
+                  ) -> None:
+    """Answer a client's send or request with its outcome (an `Answer`'s write; any thread:
+    the answer leaves from the loop). Dropped if the client's connection closed meanwhile,
+    or the server stopped."""
+    if isinstance(outcome, ReplyFailure):
+        response = failure_response(outcome)
+    elif isinstance(outcome, Message):
+        response = reply_response(outcome.address, outcome.body, outcome.headers,
+                                  outcome.reply_address)
+    else:  # a send's receipt
+        response = ok_response()
+    with suppress(RemotingError):  # the server stopped: nobody to answer
+        ctx.write_response(request, response)

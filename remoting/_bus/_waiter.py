@@ -7,7 +7,10 @@ holding the bus lock: so a waiter that gives up (its deadline passed) and then t
 either finds its entry still there (and completes it itself, with TIMEOUT) or finds its
 outcome set. A thread waits on a lock (`ThreadWaiter`); a trio task on an event of its own loop
 (`TaskWaiter`), set there even when another thread completes it. ``yield waiter.until(deadline)``
-is the step that waits (its result: True if completed).
+is the step that waits (its result: True if completed). An `Answer` is waited on by nobody in
+this process: a bus server writes its outcome to the client that asked (whoever completed it
+sends it once the lock is let go; `send_answers`), and the server's timer answers it at its
+deadline.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from typing import TYPE_CHECKING, Final, Self, TypeAlias
 import trio
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Callable
 
     from ._failure import ReplyFailure
     from ._message import Message
 
-__all__ = ["DELIVERED", "RUNG", "Outcome", "TaskWaiter", "ThreadWaiter", "Waiter"]
+__all__ = ["DELIVERED", "RUNG", "Answer", "Outcome", "TaskWaiter", "ThreadWaiter", "Waiter",
+           "send_answers"]
 
 DELIVERED: Final = "delivered"  # a send's outcome: the consumer's bus has the message
 RUNG: Final = "rung"  # a nap's outcome: woken before its time
@@ -116,4 +120,37 @@ class TaskWaiter(_Waiter):
         return self._event.is_set()
 
 
-Waiter = ThreadWaiter | TaskWaiter
+class Answer(_Waiter):
+    """Nobody waits: a client's send or request that the bus server answers on its
+    connection once the outcome comes. Completed once, under the bus lock, as a waiter is;
+    whoever completed it then calls `send`, after letting the lock go (the answer is I/O)."""
+
+    __slots__ = ("_write",)
+
+    def __init__(self, write: Callable[[Outcome | None], object]) -> None:
+        super().__init__()
+        self._write = write
+
+    def complete(self, outcome: Outcome) -> None:
+        """Set the outcome (once, under the bus lock)."""
+        self.outcome = outcome
+
+    def send(self) -> None:
+        """Write the answer (any thread, the bus lock not held)."""
+        self._write(self.outcome)
+
+    def run(self) -> bool:
+        raise RuntimeError("nobody waits on an Answer: it is sent")
+
+    def run_async(self) -> Awaitable[bool]:
+        raise RuntimeError("nobody waits on an Answer: it is sent")
+
+
+Waiter = ThreadWaiter | TaskWaiter | Answer
+
+
+def send_answers(waiters: list[Waiter]) -> None:
+    """`Answer.send` each of ``waiters`` that is an `Answer` (the bus lock not held)."""
+    for waiter in waiters:
+        if isinstance(waiter, Answer):
+            waiter.send()

@@ -350,8 +350,10 @@ class Endpoint:
     @staticmethod
     @contextmanager
     def bundled(channel: ChannelHandle) -> Iterator[None]:
-        """Within it, frames for ``channel``'s peer are only queued; on leaving, they are
-        sent together, in one write when the socket takes them (loop only)."""
+        """Within it, frames for ``channel``'s peer are only queued; on leaving, the writer
+        task is woken to send them once the running task lets it run, together with what
+        else is queued for that peer by then (the rest of a read being handled, say): one
+        write for all (loop only)."""
         sender = channel._conn.sender
         if sender.holding:  # the connection's own read or batch sends them after
             yield
@@ -361,7 +363,7 @@ class Endpoint:
             yield
         finally:
             sender.holding = False
-            sender.flush()
+            sender.flush_soon()
 
     @staticmethod
     def has_room(channel: ChannelHandle) -> bool:

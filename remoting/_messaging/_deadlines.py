@@ -3,11 +3,12 @@ that waits (NSQ's in-flight and deferred priority queues, trio's timer heap).
 
 Theory of operation (sync, takes ``now``, no I/O):
 - `LazyDeadlines` is a min-heap of ``(deadline, key)`` pairs (int keys: an offset, a hold's
-  number, a timer's id) whose owner says which pairs are still *live*: a key removed, or
-  given a new deadline, leaves its old pair in the heap (lazy deletion). `pop_due` and
-  `next_deadline` skip and drop the pairs the owner's ``live(key, deadline)`` refuses;
-  `compact` rebuilds the heap from the owner's live pairs once it holds more than twice them
-  plus `COMPACT_SLACK`, so stale pairs never outnumber live ones by much. The heap holds no
+  number, a timer's id; str keys: a bus reply address) whose owner says which pairs are
+  still *live*: a key removed, or given a new deadline, leaves its old pair in the heap
+  (lazy deletion). `pop_due` and `next_deadline` skip and drop the pairs the owner's
+  ``live(key, deadline)`` refuses; `compact` rebuilds the heap from the owner's live pairs
+  once it holds more than twice them plus `COMPACT_SLACK`, so stale pairs never outnumber
+  live ones by much. The heap holds no
   owner's object: what an owner forgets is not kept alive by it. An owner may give a key the
   same deadline twice (removed and added again): `pop_due` asks the owner to *take* each
   pair in turn (``take(key, deadline)`` removes the entry if that pair is live and returns
@@ -20,15 +21,16 @@ Theory of operation (sync, takes ``now``, no I/O):
   in the keys scheduled, and ``visited`` counts the pairs `pop_due` looked at: what a timer
   tick cost.
 
-`InFlight` (a channel's deliveries) and `HoldTable` (held requests) keep their deadlines in a
-`LazyDeadlines`; the queue service's timer task sleeps until a `DeadlineHeap`'s first.
+`InFlight` (a channel's deliveries), `HoldTable` (held requests) and the bus's `ReplyTable`
+(reply addresses) keep their deadlines in a `LazyDeadlines`; the queue service's timer task
+sleeps until a `DeadlineHeap`'s first.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["COMPACT_SLACK", "DeadlineHeap", "LazyDeadlines"]
 
 E = TypeVar("E")
+K = TypeVar("K", int, str)  # a key: ties on a deadline are ordered by it
 
 # Stale pairs a heap may hold beyond twice its live ones before it is rebuilt: a rebuild is
 # O(n), so it waits until it frees at least this many.
@@ -45,7 +48,7 @@ _push = heapq.heappush
 _pop = heapq.heappop
 
 
-class LazyDeadlines:
+class LazyDeadlines(Generic[K]):
     """A lazy min-heap of ``(deadline, key)``; the owner says which pairs are live (see the
     module docstring). ``heap`` may be pushed to directly on a hot path
     (``heapq.heappush(d.heap, (deadline, key))``), as `push` does."""
@@ -53,17 +56,17 @@ class LazyDeadlines:
     __slots__ = ("heap",)
 
     def __init__(self) -> None:
-        self.heap: list[tuple[float, int]] = []
+        self.heap: list[tuple[float, K]] = []
 
     def __len__(self) -> int:
         """Pairs in the heap, stale ones included."""
         return len(self.heap)
 
-    def push(self, deadline: float, key: int) -> None:
+    def push(self, deadline: float, key: K) -> None:
         """Add ``key`` due at ``deadline``."""
         _push(self.heap, (deadline, key))
 
-    def pop_due(self, now: float, take: Callable[[int, float], E | None]) -> list[E]:
+    def pop_due(self, now: float, take: Callable[[K, float], E | None]) -> list[E]:
         """Remove the pairs due at ``now``, earliest first, and for each ask the owner to
         ``take(key, deadline)``: remove and return its entry if that pair is live, else
         None. Return what was taken."""
@@ -76,7 +79,7 @@ class LazyDeadlines:
                 taken.append(entry)
         return taken
 
-    def next_deadline(self, live: Callable[[int, float], bool]) -> float | None:
+    def next_deadline(self, live: Callable[[K, float], bool]) -> float | None:
         """Return the earliest live deadline (None: none), dropping stale pairs on top."""
         heap = self.heap
         while heap:
@@ -86,7 +89,7 @@ class LazyDeadlines:
             _pop(heap)
         return None
 
-    def compact(self, live_count: int, live_pairs: Callable[[], Iterable[tuple[float, int]]]
+    def compact(self, live_count: int, live_pairs: Callable[[], Iterable[tuple[float, K]]]
                 ) -> bool:
         """Rebuild the heap from ``live_pairs()`` if it holds more than twice
         ``live_count`` plus `COMPACT_SLACK` pairs; return True if it did."""

@@ -53,7 +53,7 @@ class HoldTable(Generic[T]):
         self._by_key: dict[Hashable, dict[int, Hold[T]]] = {}
         self._by_owner: dict[Hashable, dict[int, Hold[T]]] = {}  # holds with an owner
         self._by_number: dict[int, Hold[T]] = {}
-        self._heap = LazyDeadlines()
+        self._heap = LazyDeadlines[int]()
         self._numbers = itertools.count()
 
     def __len__(self) -> int:

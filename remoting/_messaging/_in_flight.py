@@ -56,7 +56,7 @@ class InFlight:
         # read them freely; change them only through the methods below
         self.entries: dict[int, InFlightEntry] = {}
         self.by_consumer: dict[Hashable, set[int]] = {}  # the offsets each consumer holds
-        self._deadlines = LazyDeadlines()
+        self._deadlines = LazyDeadlines[int]()
 
     def __len__(self) -> int:
         return len(self.entries)

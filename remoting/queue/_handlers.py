@@ -230,9 +230,9 @@ class _Handlers:
             broker.schedule(topic, topic.next_due())
         if broker.retention is not None:
             broker.schedule_retention(topic, now)
-        if not defer_ms:  # after this answer is on its way (RocketMQ notifies from another
-            # thread): the pulls held at its first offset, no other
-            trio.lowlevel.current_trio_token().run_sync_soon(broker.wake_pulls, topic, first)
+        if not defer_ms:  # the pulls held at its first offset, no other, once this
+            # answer is on its way
+            broker.wake_pulls_soon(topic, first)
         if broker.fsync == "always":
             try:
                 await broker.sync()

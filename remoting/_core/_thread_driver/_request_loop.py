@@ -143,17 +143,24 @@ class RequestLoop:
         mark_reader_task()
         dispatcher = self._endpoint.dispatcher
         queue = self._queues[conn]
-        while queue and not conn.closed:
-            suspension = dispatcher.request_received(conn, queue.popleft())
-            if suspension is not None:
-                if queue:
-                    self._endpoint.nursery.start_soon(self._dispatch, conn)
-                else:
-                    del self._queues[conn]
-                    dispatcher.read_done(conn)
-                await suspension.finish()
-                return
-        queue.clear()
-        del self._queues[conn]
-        dispatcher.read_done(conn)
+        suspension = None
+        conn.hold()  # the replies of what is queued leave together, as a read's do
+        try:
+            while queue and not conn.closed:
+                suspension = dispatcher.request_received(conn, queue.popleft())
+                if suspension is not None:
+                    if queue:
+                        self._endpoint.nursery.start_soon(self._dispatch, conn)
+                    else:
+                        del self._queues[conn]
+                        dispatcher.read_done(conn)
+                    break
+            else:
+                queue.clear()
+                del self._queues[conn]
+                dispatcher.read_done(conn)
+        finally:
+            conn.flush_held()
+        if suspension is not None:
+            await suspension.finish()
 

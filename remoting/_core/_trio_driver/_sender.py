@@ -6,7 +6,9 @@ Theory of operation:
   and the writer task sends all that is queued at once (coalescing), except that every
   `FLUSH_FRAMES` frames queued are sent at once, so the peer starts on them while this side
   works on. While ``holding`` (a read, or a batch of pool results, being handled) frames are
-  only queued, and whoever set it sends them together with `flush` afterwards.
+  only queued, and whoever set it sends them together with `flush` afterwards, or leaves
+  them to the writer with `flush_soon` (the bus's pushes: what one read routes to a peer
+  leaves in one write).
 - The gate: every change to the queue and every socket send happens under ``_gate``, a
   `threading.Lock`, held only around non-blocking steps. The loop takes it for its own sends;
   `send_from_thread` lets a processor pool's thread send its lone reply on an idle plain-TCP
@@ -160,6 +162,12 @@ class Sender:
                 return
             self._send_blocked = True  # the socket is full: the writer waits for room
         if self._writer_waits:
+            self._wake_writer()
+
+    def flush_soon(self) -> None:
+        """Have the writer task send what is queued once the running task lets it run (what
+        is queued meanwhile leaves in the same write)."""
+        if self._out and self._writer_waits:
             self._wake_writer()
 
     def send_from_thread(self, frame: EncodedFrame) -> bool:
