@@ -24,6 +24,7 @@ from ._wire import (
     DEFAULT_MAX_HELD,
     DEFAULT_MAX_HELD_BYTES,
     DEFAULT_MAX_QUEUED,
+    DEFAULT_MAX_WAITING,
     DEFAULT_TIMEOUT,
     address_of,
     count_of,
@@ -65,6 +66,9 @@ class EventBus:
         max_held_per_connection, max_held_bytes_per_connection: messages, and their bytes
             (body and headers), the server holds for one client connection's consumers
             together, queued or on their way (beyond: as a full consumer).
+        max_waiting_per_connection: sends and requests of one client connection waiting
+            for their outcome (a receipt, a reply, a failure) at most (default 4,096); one
+            more is answered SYSTEM_BUSY at once (the client raises RECIPIENT_FAILURE).
         handler_threads: threads that run handlers on a blocking server.
         permissions: which addresses each ACL access key may consume at and send to
             (``{"shop": AddressPermissions(consume=["price"]), "*": ...}``; ``"*"``: every
@@ -81,6 +85,7 @@ class EventBus:
                  max_consumers: int = DEFAULT_MAX_CONSUMERS,
                  max_held_per_connection: int = DEFAULT_MAX_HELD,
                  max_held_bytes_per_connection: int = DEFAULT_MAX_HELD_BYTES,
+                 max_waiting_per_connection: int = DEFAULT_MAX_WAITING,
                  handler_threads: int = HANDLER_THREADS,
                  permissions: Mapping[str, AddressPermissions] | None = None) -> None:
         self._limits = ServerLimits(
@@ -88,7 +93,8 @@ class EventBus:
             max_consumers=count_of("max_consumers", max_consumers, 1),
             max_held=count_of("max_held_per_connection", max_held_per_connection, 1),
             max_held_bytes=count_of("max_held_bytes_per_connection",
-                                  max_held_bytes_per_connection, 1))
+                                  max_held_bytes_per_connection, 1),
+            max_waiting=count_of("max_waiting_per_connection", max_waiting_per_connection, 1))
         self._threads = handler_threads_of(handler_threads)
         self._permissions = None if permissions is None else PermissionTable(permissions)
         self._node = BusNode(NO_TELEMETRY, reply_prefix="")

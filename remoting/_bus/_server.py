@@ -65,6 +65,7 @@ from ._wire import (
     DEFAULT_MAX_HELD,
     DEFAULT_MAX_HELD_BYTES,
     DEFAULT_MAX_QUEUED,
+    DEFAULT_MAX_WAITING,
     DEFAULT_TIMEOUT,
     MAX_CONSUMERS_PER_CONNECTION,
     BadBusRequest,
@@ -85,6 +86,7 @@ from ._wire import (
     reply_response,
     send_of,
     size_of,
+    too_many_waiting_response,
     window_of,
 )
 
@@ -146,6 +148,7 @@ class ServerLimits:
     max_consumers: int = DEFAULT_MAX_CONSUMERS  # remote consumers, all clients together
     max_held: int = DEFAULT_MAX_HELD  # messages held for one connection's consumers
     max_held_bytes: int = DEFAULT_MAX_HELD_BYTES  # and their body bytes
+    max_waiting: int = DEFAULT_MAX_WAITING  # sends and requests of one connection answered
 
 
 class BusServer(AsyncRequestProcessor):
@@ -160,6 +163,8 @@ class BusServer(AsyncRequestProcessor):
         self._verified = False  # an ACL hook verifies the access keys (once seen, for good)
         self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
         self._budgets: dict[ChannelHandle, Budget] = {}  # one per connection with consumers
+        # sends and requests waiting for their outcome, per connection (under the bus lock)
+        self._waiting: dict[ChannelHandle, int] = {}
         self._refusals = FirstOfEach()  # bad requests logged, per connection and reason
         self._expiry: trio.CancelScope | None = None  # the reply timer's sleep (loop only)
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],
@@ -301,9 +306,15 @@ class BusServer(AsyncRequestProcessor):
             self.publish(send.address, send.body, send.headers, here=False)
             return ok_response()
         deadline = None if send.timeout is None else deadline_after(send.timeout)
+        channel = ctx.channel
+        with self._node.lock:
+            waiting = self._waiting.get(channel, 0)
+            if waiting >= self._limits.max_waiting:
+                return too_many_waiting_response(waiting)
+            self._waiting[channel] = waiting + 1
         # answered from the callback that completes its Answer (maybe already): the
         # processor returns at once, suspending nothing
-        answer = Answer(partial(_write_answer, ctx, request))
+        answer = Answer(partial(self._answered, ctx, request))
         if send.kind == "send":
             self.route(Pending(kind="send", address=send.address, body=send.body,
                                headers=send.headers, deadline=deadline, here=False,
@@ -314,6 +325,19 @@ class BusServer(AsyncRequestProcessor):
         self.route(Pending(kind="request", address=send.address, body=send.body,
                            headers=send.headers, deadline=deadline, here=False, entry=entry))
         return None
+
+    def _answered(self, ctx: RequestContext, request: RemotingCommand,
+                  outcome: Outcome | None) -> None:
+        """Write a send's or request's answer, and count it no longer waiting (any thread,
+        the bus lock not held)."""
+        channel = ctx.channel
+        with self._node.lock:
+            left = self._waiting.get(channel, 0) - 1
+            if left > 0:
+                self._waiting[channel] = left
+            else:
+                self._waiting.pop(channel, None)
+        _write_answer(ctx, request, outcome)
 
     def _expire_at(self, deadline: float | None) -> None:
         """Have the timer task answer the requests waiting for a reply at ``deadline`` (a
@@ -677,6 +701,7 @@ class BusServer(AsyncRequestProcessor):
         with node.lock:
             targets = list(self._remote.pop(channel, {}).values())
             self._budgets.pop(channel, None)
+            self._waiting.pop(channel, None)
         self._refusals.forget(channel)
         waiting = [pending for target in targets for pending in self._remove(target)]
         with node.lock:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED", "DEFAULT_MAX_BUFFERED_BYTES", "DEFAULT_MAX_CONSUMERS",
-    "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_BYTES", "DEFAULT_MAX_QUEUED", "DEFAULT_TIMEOUT",
+    "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_BYTES", "DEFAULT_MAX_QUEUED", "DEFAULT_MAX_WAITING",
+    "DEFAULT_TIMEOUT",
     "HEARTBEAT_SECONDS", "MAX_ADDRESS_BYTES", "MAX_CONSUMERS_PER_CONNECTION", "MAX_WINDOW",
     "TRANSPORT_MARGIN", "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Forbidden", "Kind",
     "Register", "Reply", "ReplyKind", "Send", "address_of", "bad_request_response", "body_of",
@@ -32,7 +33,8 @@ __all__ = [
     "failure_of", "failure_response", "forbidden_response", "headers_in", "headers_of",
     "heartbeat_command", "max_buffered_bytes_of", "max_buffered_of", "not_registered_response",
     "ok_response", "register_command", "register_of", "reply_command", "reply_in", "reply_of",
-    "reply_response", "send_command", "send_of", "size_of", "timeout_of", "unregister_command",
+    "reply_response", "send_command", "send_of", "size_of", "timeout_of",
+    "too_many_waiting_response", "unregister_command",
     "window_command", "window_of",
 ]
 
@@ -72,6 +74,10 @@ DEFAULT_MAX_QUEUED: Final = 1000  # messages a bus server holds for one full rem
 # that stops answering, costs the server at most these
 DEFAULT_MAX_CONSUMERS: Final = 100_000
 DEFAULT_MAX_HELD: Final = 100_000
+# a client connection's sends and requests waiting for their outcome on the server (each an
+# answer kept, and a reply-table entry for a request): they hold no processor, so the
+# server's max_requests_per_connection does not bound them; this does, at its default
+DEFAULT_MAX_WAITING: Final = 4096
 DEFAULT_MAX_HELD_BYTES: Final = 64 * 1024 * 1024
 MAX_WINDOW: Final = 1_000_000  # the largest max_buffered a consumer may announce
 MAX_ADDRESS_BYTES: Final = 1024  # UTF-8 bytes; a bound on what a peer makes the server keep
@@ -349,6 +355,13 @@ def bad_request_response(problem: BadBusRequest) -> RemotingCommand:
 def forbidden_response(problem: Forbidden) -> RemotingCommand:
     """Return the answer to a bus request its access key may not make."""
     return RemotingCommand.create_response(ResponseCode.NO_PERMISSION, f"[bus] {problem}")
+
+
+def too_many_waiting_response(waiting: int) -> RemotingCommand:
+    """Return the answer to a send or request past a connection's ``max_waiting``."""
+    return RemotingCommand.create_response(ResponseCode.SYSTEM_BUSY, (
+        f"[bus] this connection has {waiting} sends and requests waiting for their outcome "
+        "already, the server's most: wait for their answers"))
 
 
 def not_registered_response() -> RemotingCommand:

@@ -124,3 +124,25 @@ def test_the_bus_holds_at_most_max_consumers_remote_consumers(
         eventually(lambda: bus.statistics().remote_consumers == 1, "a's consumers forgotten")
         again = b.invoke_sync(blocking_server.addr, register_command(10, "y", 1), WAIT)
         assert again.code == 0
+
+
+@pytest.mark.parametrize("bus", [{"max_waiting_per_connection": 8}], indirect=True)
+def test_a_connection_s_sends_and_requests_waiting_for_an_outcome_are_bounded(
+        blocking_server: RemotingServer, bus: EventBus, hostile: RemotingClient,
+        bus_clients: Callable[..., BusClient]) -> None:
+    """The server answers a send or a request from its outcome's callback, holding no
+    processor, so ``max_requests_per_connection`` no longer bounds what one connection can
+    leave waiting (an answer kept, a reply entry for a request; with no timeout, until the
+    connection closes): ``max_waiting_per_connection`` does, refusing more at once."""
+    with RemotingClient(ClientConfig()) as sender:
+        calls = [sender.invoke_async(blocking_server.addr, send_command(
+            kind, "fan", b"q", {}, 3 * WAIT), 4 * WAIT) for kind in ["request", "send"] * 5]
+        eventually(lambda: sum(f.done() for f in calls) >= 2, "the refusals")
+        refused = [f.result() for f in calls if f.done()]
+        assert len(refused) == 2 and {r.code for r in refused} == {ResponseCode.SYSTEM_BUSY}
+        assert "8 sends and requests waiting for their outcome" in (refused[0].remark or "")
+        healthy = bus_clients()  # another connection's sends go on
+        seen = Collected()
+        healthy.consumer("other", lambda m: seen.add(m.body))
+        healthy.send("other", b"fine", timeout=WAIT)
+        assert seen.wait_for(1) == [b"fine"]
