@@ -11,6 +11,7 @@ pinned to the second CPU) uses one trio-native client. Every message is 128 byte
 - ``publish_many``: N messages in batches of 256 (one frame per batch);
 - ``subscribe credits=64`` and ``credits=256``: N messages published beforehand, consumed and
   acknowledged by one subscription (acknowledgements grouped: half the credits or 50 ms);
+  ``blocking subscribe``: the same with a blocking client (its own threads) and 64 credits;
 - ``pull after publish``: a pull held on an empty topic, then a publish to it: the time from
   the publish's start to the pull's answer, 200 rounds (p50, p99).
 Each rate comes with the CPU time per message of the server and of the client (from
@@ -128,6 +129,13 @@ async def measure(addr: str, server_pid: int, messages: int) -> list[dict[str, A
                             break
             rows.append(meter.row(f"subscribe (credits={credits})", messages))
 
+        topic = "deliveries-blocking"
+        for first in range(0, messages, 4096):
+            await q.publish_many(addr, topic, [BODY] * min(4096, messages - first))
+        with Meter(server_pid) as meter:
+            await trio.to_thread.run_sync(blocking_subscriber, addr, topic, messages)
+        rows.append(meter.row("blocking subscribe (credits=64)", messages))
+
         await q.create_topic(addr, "pulled")
         latencies = []
         for offset in range(PULL_ROUNDS):
@@ -154,6 +162,20 @@ async def measure(addr: str, server_pid: int, messages: int) -> list[dict[str, A
                      "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000})
         nursery.cancel_scope.cancel()
     return rows
+
+
+def blocking_subscriber(addr: str, topic: str, messages: int) -> None:
+    """Consume and acknowledge ``messages`` of ``topic`` with a blocking client (a thread)."""
+    from remoting import ClientConfig, RemotingClient
+    from remoting.queue import QueueClient
+
+    with RemotingClient(ClientConfig(telemetry=False)) as client:
+        q = QueueClient(client)
+        with q.subscribe(addr, topic, "bench", credits=64) as sub:
+            for msg in sub:
+                msg.ack()
+                if sub.acked == messages:
+                    break
 
 
 def report(rows: list[dict[str, Any]]) -> None:
