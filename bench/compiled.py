@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CODEC = ["_codes", "_command", "_decoder", "_encoder", "_errors", "_header_binary",
          "_header_json", "_lenient_json"]
-CORE = ["_calling/_response_table", "_socket/_outbound", "_calling/_many", "_calling/_invoker",
-        "_socket/_sender", "_receiving/_dispatch", "_calling/_deadlines", "_calling/_permits",
-        "_calling/_future"]
+CORE = ["_sansio/_response_table", "_sansio/_outbound", "_trio_driver/_many",
+        "_trio_driver/_invoker", "_trio_driver/_sender", "_receiving/_dispatch",
+        "_trio_driver/_deadlines", "_trio_driver/_permits", "_calling/_future"]
 # `cmd = _new(RemotingCommand)` followed by field assignments: mypyc wants the constructor.
 FAST_NEW = re.compile(r"    cmd: RemotingCommand = _new\(RemotingCommand\)\n"
                       r"((?:    cmd\.\w+ = .+\n)+)    return cmd\n")

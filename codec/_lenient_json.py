@@ -1,5 +1,6 @@
-"""A lenient JSON reader for headers strict JSON rejects but fastjson accepts in practice
-(single quotes, unquoted keys): what `decode_json_header` falls back to."""
+"""A lenient JSON reader for what strict JSON rejects but fastjson writes or accepts in
+practice (single quotes, unquoted keys, numbers as keys: ``{0:"127.0.0.1:10911"}``): what
+`decode_json_header` falls back to, and how RocketMQ clients read a name server's bodies."""
 
 from __future__ import annotations
 
@@ -121,11 +122,11 @@ class _Lenient:
         self.ws()
         if self.i < len(self.s) and self.s[self.i] in "\"'":
             return self.string()
-        m = _BAREWORD.match(self.s, self.i)
+        m = _BAREWORD.match(self.s, self.i) or _NUMBER.match(self.s, self.i)
         if not m:
             raise self.fail("expected a key")
         self.i = m.end()
-        return m.group()
+        return m.group()  # a number as written: fastjson writes Map<Long, V> keys bare
 
     def expect(self, ch: str) -> None:
         self.ws()

@@ -14,10 +14,9 @@ import errno
 import os
 import socket
 import ssl
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
-
-import trio
 
 from codec import CodecError, ResponseCode
 
@@ -284,9 +283,10 @@ def translate(exc: BaseException, phase: Phase, addr: str | None, *,
     err: RemotingError
     if phase == "start" and isinstance(exc, OSError):
         err = RemotingStartError(addr, _start_reason(exc, addr, files))
-    elif phase == "connect" and isinstance(exc, trio.TooSlowError):
+    elif phase == "connect" and _is_trio(exc, "TooSlowError"):
         err = RemotingConnectError(addr, str(exc) or "no answer within connect_timeout")
-    elif phase == "connect" and isinstance(exc, ssl.SSLError | trio.BrokenResourceError):
+    elif phase == "connect" and (isinstance(exc, ssl.SSLError)
+                                 or _is_trio(exc, "BrokenResourceError")):
         cause = exc.__cause__ or exc
         err = RemotingConnectError(addr, f"TLS handshake failed: {cause} (does the server have "
                                          "TLS on, and is its certificate trusted by "
@@ -301,6 +301,14 @@ def translate(exc: BaseException, phase: Phase, addr: str | None, *,
         err = RemotingError("the endpoint shut down before the call completed", addr)
     err.__cause__ = exc
     return err
+
+
+def _is_trio(exc: BaseException, name: str) -> bool:
+    """True if ``exc`` is trio's exception ``name``. trio is looked up, not imported: not
+    imported, it raised nothing (and the sans-I/O core, which raises our errors, loads no
+    trio)."""
+    trio = sys.modules.get("trio")
+    return trio is not None and isinstance(exc, getattr(trio, name))
 
 
 # What a failed bind or listen means, by errno (the rest say their strerror).

@@ -79,5 +79,5 @@ def test_pickles_store_the_public_path_and_load_back(value: object) -> None:
 def test_private_modules_keep_their_own_names() -> None:
     # only what a package exports is renamed: the core's classes say where they are
     assert TrioRemotingClient.__module__ == "remoting"
-    from remoting._core._calling._invoker import Invoker
-    assert Invoker.__module__ == "remoting._core._calling._invoker"
+    from remoting._core._trio_driver._invoker import Invoker
+    assert Invoker.__module__ == "remoting._core._trio_driver._invoker"

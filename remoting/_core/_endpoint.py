@@ -39,27 +39,33 @@ from .._messaging._codes import STREAM_CODES
 from .._observability._statistics import Counters, EndpointStatistics, ReceivingStatistics
 from .._security._tls import client_context, peer_certificate_subject, tls_client_stream
 from ._calling._caller import Caller
-from ._calling._channels import ChannelTable
-from ._calling._invoker import Invoker
 from ._doors._threads import CallbackRunner, Inbox, in_own_thread
 from ._events import EventDispatcher
 from ._receiving._channel_handle import ChannelHandle
 from ._receiving._dispatch import Dispatcher
-from ._receiving._first_step import in_async_processor, mark_reader_task
+from ._receiving._first_step import check_first_step, in_async_processor, mark_reader_task
 from ._receiving._pools import THREAD_JOIN_SECONDS
-from ._socket._connection import Connection
-from ._socket._transport import transport_for
 from ._streams._streams import Streams
+from ._trio_driver._channels import ChannelTable
+from ._trio_driver._connection import Connection
+from ._trio_driver._invoker import Invoker
+from ._trio_driver._transport import transport_for
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Iterator
+    from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
     from codec import RemotingCommand
 
     from .._config import ServerConfig
-    from ._thread_driver._thread_connection import ThreadConnection
 
-__all__ = ["Endpoint", "ThreadSide"]
+__all__ = ["Endpoint", "LiveConnection", "ThreadSide"]
+
+
+class LiveConnection(Protocol):
+    """What an endpoint's statistics read of a live connection of either driver."""
+
+    @property
+    def queued_bytes(self) -> int: ...
 
 
 class ThreadSide(Protocol):
@@ -67,7 +73,12 @@ class ThreadSide(Protocol):
 
     def in_flight(self) -> int: ...
 
-    def live_connections(self) -> list[ThreadConnection]: ...
+    def live_connections(self) -> Sequence[LiveConnection]: ...
+
+    def unfolded_bytes(self) -> tuple[int, int]:
+        """Bytes read and written on its live connections (folded into the counters when
+        each closes)."""
+        ...
 
 
 class Endpoint:
@@ -103,7 +114,7 @@ class Endpoint:
         for code in STREAM_CODES:
             self.dispatcher.register_handler(code, self.streams.handle)  # type: ignore[arg-type]
         self.caller = Caller(self.invoker.threads, self.invoker, self.dispatcher.hooks,
-                             run_hooks=role == "client", role=role)
+                             run_hooks=role == "client", role=role, direct_trio=self.invoker)
         # the ConnectionOwner protocol, wired straight to the parts (one call per command)
         self.request_received = self.dispatcher.request_received
         self.response_received = self.invoker.response_received
@@ -134,6 +145,7 @@ class Endpoint:
         self.inbox.open(trio.lowlevel.current_trio_token())
         self.loop_thread_id = self.callbacks.loop_thread_id = threading.get_ident()
         try:
+            await check_first_step()  # once per process: async processors' shortcut, or not
             async with trio.open_nursery() as nursery:
                 self._nursery = self.streams.outgoing.nursery = nursery
                 await nursery.start(self.invoker.run)
@@ -377,9 +389,9 @@ class Endpoint:
         threads = self.threads
         return len(self.invoker.table) + (0 if threads is None else threads.in_flight())
 
-    def live_connections(self) -> list[Connection | ThreadConnection]:
+    def live_connections(self) -> list[LiveConnection]:
         """The connections open now (either driver's)."""
-        conns: list[Connection | ThreadConnection] = list(self.connections)
+        conns: list[LiveConnection] = list(self.connections)
         if self.threads is not None:
             conns += self.threads.live_connections()
         return conns
@@ -389,14 +401,12 @@ class Endpoint:
         sends, folded in when their connection closes)."""
         written = sum(conn.sender.bytes_sent_by_threads for conn in list(self.connections))
         if self.threads is not None:
-            written += sum(conn.bytes_written for conn in self.threads.live_connections())
+            written += self.threads.unfolded_bytes()[1]
         return written
 
     def unfolded_bytes_read(self) -> int:
         """Bytes read on live connections of the thread driver, not in ``counters`` yet."""
-        if self.threads is None:
-            return 0
-        return sum(conn.bytes_read for conn in self.threads.live_connections())
+        return 0 if self.threads is None else self.threads.unfolded_bytes()[0]
 
     def statistics(self) -> EndpointStatistics:
         """Return a snapshot of the counters (on the loop thread, or once it has stopped)."""

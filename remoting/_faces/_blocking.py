@@ -1,11 +1,10 @@
 """The blocking client, `RemotingClient`, for threads, scripts and Spark (and what the blocking
 faces share, `BlockingFace`; the server is in `_blocking_server`).
 
-A `RemotingClient` drives its connections from the calling threads (``io="threads"``, the
-thread driver of `_core._thread_driver`; the server's requests run on a loop thread started
-only when one arrives, `RequestLoop`), or hands every call to the trio core running in one
-daemon thread (``io="loop"``, `LoopThread`), through the endpoint's inbox, where a calling
-thread then blocks on its future. The blocking server always runs its core in a loop thread.
+A `RemotingClient` drives its calls with one driver, a `ClientIO` picked by ``io`` when it is
+made (`_client_io`): the calling threads drive the connections (``io="threads"``), or every
+call is handed to the trio core running in one daemon thread (``io="loop"``). The blocking
+server always runs its core in a loop thread.
 A blocking call made in any thread that runs trio (a loop's own, or an application's
 ``trio.run``) would stall that loop until its timeout, so it raises `RuntimeError` at once
 (`outside_trio`); trio code uses `remoting.open_client` / `open_server` instead.
@@ -18,16 +17,13 @@ import threading
 import warnings
 import weakref
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Final, NoReturn, Self, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
 
 from .._checks import config_of, outside_trio
 from .._config import ClientConfig
-from .._core._calling._call_kinds import ToThreadDriver
-from .._core._thread_driver._thread_driver import ThreadDriver
+from .._core._loop_thread import JOIN_TIMEOUT, LoopThread, on_loop
 from .._errors import RemotingError
-from .._observability._otel_setup import install_telemetry
-from ._loop_thread import JOIN_TIMEOUT, LoopThread
-from ._request_loop import RequestLoop
+from ._client_io import CLIENT_IO
 from ._streams import BlockingStream, open_blocking_stream
 from ._trio import DEFAULT_TIMEOUT, TrioRemotingClient, TrioRemotingServer, register_interceptor
 
@@ -45,24 +41,26 @@ if TYPE_CHECKING:
     from .._hooks import RPCHook
     from .._interceptors import ClientInterceptor, ServerInterceptor
     from .._observability._statistics import EndpointStatistics
+    from ._client_io import ClientIO
 
 __all__ = ["BlockingFace", "RemotingClient"]
 
 T = TypeVar("T")
-LOOP_ANSWER_SECONDS: Final = 10.0  # a loop that takes longer to answer is stuck
 
 
 class BlockingFace:
     _core: TrioRemotingClient | TrioRemotingServer
-    _loop: LoopThread | None
     _closed: bool
     _lock: threading.Lock
-    _stopping: LoopThread | None = None  # the loop a shutdown stops; kept once it ended
-    _stop_deadline = 0.0  # (monotonic) when every shutdown call has waited long enough
 
     @property
     def endpoint(self) -> Endpoint:
         return self._core.endpoint
+
+    @property
+    def _running_loop(self) -> LoopThread | None:
+        """The loop thread that runs the endpoint now, if any."""
+        raise NotImplementedError
 
     def register_processor(
         self, code: int, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
@@ -101,13 +99,7 @@ class BlockingFace:
 
     def _on_loop(self, fn: Callable[[], T]) -> T:
         """Return ``fn()`` computed on the loop thread while it runs, else here."""
-        loop = self._loop
-        if loop is not None and loop.alive and not self._on_loop_thread():
-            try:
-                return self.endpoint.inbox.call(fn, LOOP_ANSWER_SECONDS)
-            except RuntimeError:  # the loop ended meanwhile: nothing changes any more
-                pass
-        return fn()
+        return on_loop(self.endpoint, self._running_loop, fn)
 
     def _on_loop_thread(self) -> bool:
         return threading.get_ident() == self.endpoint.loop_thread_id
@@ -117,25 +109,7 @@ class BlockingFace:
         shutdown stops or joins, so one called there must not wait for them."""
         return self._on_loop_thread() or self.endpoint.in_own_thread()
 
-    def _claim_stop(self, bound: float) -> tuple[LoopThread | None, float, bool]:
-        """Close the face; return the loop to stop (None: never started), the deadline of
-        its end (``bound`` seconds after the first call) and whether this call is the first,
-        the one that stops it. Every later call waits for the same loop until then."""
-        with self._lock:
-            first = not self._closed
-            if first:
-                self._closed = True
-                self._stopping, self._loop = self._loop, None
-                self._stop_deadline = monotonic() + bound
-            return self._stopping, self._stop_deadline, first
-
-    def _check_caller(self) -> None:
-        if self._closed:
-            raise RemotingError(f"{type(self).__name__} is closed")
-        if self._loop is None:
-            raise RemotingError(f"{type(self).__name__} is not started: call start() first")
-        if not self._loop.alive:
-            raise RemotingError(f"{type(self).__name__}'s event loop has stopped; create a new one")
+    def _refuse_loop_thread(self) -> None:
         if self._on_loop_thread():
             raise RuntimeError(
                 "blocking remoting calls cannot be made from the event loop's thread "
@@ -177,22 +151,17 @@ class RemotingClient(BlockingFace):
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config_of(config, ClientConfig)
         self._core = TrioRemotingClient(self.config)
-        endpoint = self._core.endpoint
-        self._caller = endpoint.caller
-        self._loop: LoopThread | None = None
+        self._caller = self._core.endpoint.caller
         self._closed = False
         self._lock = threading.Lock()
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._stop_deadline = 0.0  # (monotonic) when every shutdown call has waited long enough
         self.pid = os.getpid()
-        self._threads: ThreadDriver | None = None  # io="threads": the calling side
-        self._requests: RequestLoop | None = None  # io="threads": the receiving side
-        self._started = False
-        self._stopped = threading.Event()  # io="threads": set once a shutdown is complete
-        if self.config.io == "threads":
-            self._requests = requests = RequestLoop(endpoint)
-            self._threads = ThreadDriver(endpoint, self.config, requests)
-            self._caller.use(self._threads, ToThreadDriver(self._threads), self._threads)
-            endpoint.threads = self._threads
+        self._io = CLIENT_IO[self.config.io](self._core, self.config)  # its driver, once
+
+    @property
+    def _running_loop(self) -> LoopThread | None:
+        return self._io.loop
 
     def start(self) -> Self:
         """Start the client (idempotent): with ``io="loop"`` its loop thread; with
@@ -204,19 +173,8 @@ class RemotingClient(BlockingFace):
         with self._lock:
             if self._closed:
                 raise RemotingError("RemotingClient is closed")
-            if self._threads is not None and self._requests is not None:
-                if not self._started:
-                    install_telemetry(self.endpoint)  # the SDK is configured by now, if used
-                    self._started = True
-                    self._finalizer = weakref.finalize(
-                        self, _collected_unclosed_threads, self._threads, self._requests,
-                        self.endpoint, self.pid)
-                    self._finalizer.atexit = False
-            elif self._loop is None:
-                loop = LoopThread("remoting-client")
-                loop.start(self._core.serve)
-                self._loop = loop
-                self._finalizer = weakref.finalize(self, _collected_unclosed, loop, self.pid)
+            if self._io.start():
+                self._finalizer = weakref.finalize(self, _collected_unclosed, self._io, self.pid)
                 self._finalizer.atexit = False  # at exit, daemon threads end with the process
         return self
 
@@ -229,21 +187,6 @@ class RemotingClient(BlockingFace):
         the client's callbacks or processors (async ones included, on the loop thread), it
         does not wait for the threads: they are joined, this one included, once it returns.
         """
-        if self._threads is not None:
-            self._shutdown_threads()
-            return
-        own_thread = self._in_own_thread()
-        loop, deadline, first = self._claim_stop(JOIN_TIMEOUT)
-        if loop is None:
-            return
-        if first:
-            if self._finalizer is not None:
-                self._finalizer.detach()
-            loop.stop(join=False)
-        if not own_thread:
-            loop.join(deadline)
-
-    def _shutdown_threads(self) -> None:
         own_thread = self._in_own_thread()
         with self._lock:
             first = not self._closed
@@ -251,60 +194,29 @@ class RemotingClient(BlockingFace):
             if first:
                 self._stop_deadline = monotonic() + JOIN_TIMEOUT
         deadline = self._stop_deadline
-        assert self._threads is not None
-        assert self._requests is not None
         if first:
             if self._finalizer is not None:
                 self._finalizer.detach()
-            args = (self._threads, self._requests, self.endpoint, deadline, self._stopped)
-            if not own_thread:
-                _close_threads(*args)
-                return
-            threading.Thread(target=_close_threads, args=args, daemon=True,
-                             name="remoting-client-shutdown").start()
+            self._io.stop(deadline, wait=not own_thread)
         elif not own_thread:
-            self._stopped.wait(max(0.0, deadline - monotonic()))
+            self._io.wait_stopped(deadline)
 
     close = shutdown
 
     @property
     def is_running(self) -> bool:
         """True between `start` and `shutdown`."""
-        if self._threads is not None:
-            return self._started and not self._closed
-        return self._loop is not None and self._loop.alive
+        return not self._closed and self._io.running
 
     def _check_caller(self) -> None:
-        if self._threads is None:
-            super()._check_caller()
-            return
         if self._closed:
             raise RemotingError("RemotingClient is closed")
-        if not self._started:
-            raise RemotingError("RemotingClient is not started: call start() first")
-        if self._on_loop_thread():
-            raise RuntimeError(
-                "blocking remoting calls cannot be made from the event loop's thread "
-                "(use the trio-native client or an async processor's channel methods)"
-            )
-
-    def _on_loop(self, fn: Callable[[], T]) -> T:
-        requests = self._requests
-        if requests is None:
-            return super()._on_loop(fn)
-        loop = requests.loop
-        if loop is not None and loop.alive and not self._on_loop_thread():
-            try:
-                return self.endpoint.inbox.call(fn, LOOP_ANSWER_SECONDS)
-            except RuntimeError:  # the loop ended meanwhile: nothing changes any more
-                pass
-        return fn()
+        self._io.check_running()
+        self._refuse_loop_thread()
 
     def statistics(self) -> EndpointStatistics:
         """Return a frozen snapshot of the counters."""
-        if self._threads is None:
-            return self._on_loop(self._core.statistics)
-        return self._threads.statistics(self._on_loop(self.endpoint.receiving_statistics))
+        return self._io.statistics()
 
     def register_processor(
         self, code: int, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
@@ -313,8 +225,7 @@ class RemotingClient(BlockingFace):
         """Serve the server's requests with ``code`` (see
         `TrioRemotingServer.register_processor`)."""
         super().register_processor(code, processor, executor, threads=threads)
-        if self._threads is not None:
-            self._threads.watch_all()
+        self._io.serving_changed()
 
     def register_default_processor(
         self, processor: RequestProcessor | AsyncRequestProcessor | StreamProcessor,
@@ -322,8 +233,7 @@ class RemotingClient(BlockingFace):
     ) -> None:
         """Serve every code of the server's requests that has no processor of its own."""
         super().register_default_processor(processor, executor, threads=threads)
-        if self._threads is not None:
-            self._threads.watch_all()
+        self._io.serving_changed()
 
     def update_name_server_address_list(self, addrs: list[str]) -> None:
         """Set the addresses used by calls with ``addr=None`` (round-robin, failover).
@@ -332,25 +242,16 @@ class RemotingClient(BlockingFace):
             TypeError: ``addrs`` is a single string, not a list of them.
             RemotingConnectError: an address is not ``"host:port"``.
         """
-        if self._threads is None:
-            self._core.update_name_server_address_list(addrs)
-            return
-        if isinstance(addrs, str | bytes):
-            raise TypeError(f"addrs must be a list of 'host:port' strings, got {addrs!r}")
-        self._threads.set_addresses(addrs)
+        self._io.set_addresses(addrs)
 
     def get_name_server_address_list(self) -> list[str]:
         """Return the address list."""
-        if self._threads is None:
-            return self._core.get_name_server_address_list()
-        return list(self._threads.channels.address_list.addresses)
+        return self._io.addresses()
 
     @property
     def current_name_server(self) -> str | None:
         """The address from the list that ``addr=None`` calls use now (None: not chosen yet)."""
-        if self._threads is None:
-            return self._core.current_name_server
-        return self._threads.channels.address_list.current
+        return self._io.current_address
 
     def invoke_sync(self, addr: str | None, request: RemotingCommand,
                     timeout: float = DEFAULT_TIMEOUT, *, retry_busy: bool = False
@@ -442,53 +343,19 @@ class RemotingClient(BlockingFace):
             RemotingError: the client is closed or not started.
         """
         self._check_caller()
-        if self._requests is not None:  # io="threads": the items run on the loop
-            self._requests.start()
+        self._io.opening_stream()
         stream = open_blocking_stream(self.endpoint, addr, request, credits, timeout,
                                       auto_credit)
-        if self._threads is not None:  # its items come at any time: read them
-            self._threads.watch_all()
+        self._io.serving_changed()  # its items come at any time
         return stream
 
 
-def _close_threads(driver: ThreadDriver, requests: RequestLoop, endpoint: Endpoint,
-                   deadline: float, stopped: threading.Event) -> None:
-    """Shut a thread-driven client down: its connections and calls, its background reader,
-    then its request loop if it started (whose end closes the pools, event and callback
-    threads), else the event and callback threads."""
-    try:
-        driver.close()
-        endpoint.closed = True
-        loop = requests.close()
-        if loop is not None:
-            loop.join(deadline)
-        else:
-            endpoint.events.close()
-            endpoint.callbacks.close()
-    finally:
-        stopped.set()
-
-
-def _collected_unclosed_threads(driver: ThreadDriver, requests: RequestLoop,
-                                endpoint: Endpoint, pid: int) -> None:
-    """Shut down a started thread-driven `RemotingClient` collected without `shutdown` (in
-    whichever thread collected it: nothing is joined but its background reader)."""
+def _collected_unclosed(io: ClientIO, pid: int) -> None:
+    """Shut down a started `RemotingClient` collected without `shutdown` (in whichever thread
+    collected it: see `ClientIO.collected`). A forked child dropping its parent's client
+    leaves it alone: its threads are the parent's."""
     if os.getpid() != pid:
         return
-    driver.close()  # first: a warning turned into an error must not skip it
-    if requests.close() is None:
-        endpoint.events.close(0)
-        endpoint.callbacks.close(timeout=0)
-    warnings.warn("a started RemotingClient was collected without shutdown(); it is shut "
-                  "down now", ResourceWarning, stacklevel=1)
-
-
-def _collected_unclosed(loop: LoopThread, pid: int) -> None:
-    """Shut down the loop of a started `RemotingClient` collected without `shutdown` (in
-    whichever thread collected it: no join). A forked child dropping its parent's client
-    leaves it alone: that loop thread is the parent's."""
-    if os.getpid() != pid:
-        return
-    loop.stop(join=False)  # first: a warning turned into an error must not skip it
+    io.collected()  # first: a warning turned into an error must not skip it
     warnings.warn("a started RemotingClient was collected without shutdown(); it is shut "
                   "down now", ResourceWarning, stacklevel=1)

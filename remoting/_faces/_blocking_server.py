@@ -15,10 +15,10 @@ from codec import FLAG_RESPONSE
 
 from .._checks import config_of, grace_seconds, outside_trio, the_request
 from .._config import ServerConfig
+from .._core._loop_thread import JOIN_TIMEOUT, LOOP_ANSWER_SECONDS, LoopThread
 from .._core._receiving._channel_handle import channel_of, channels_of
 from .._errors import RemotingError
-from ._blocking import LOOP_ANSWER_SECONDS, BlockingFace
-from ._loop_thread import JOIN_TIMEOUT, LoopThread
+from ._blocking import BlockingFace
 from ._trio import DEFAULT_TIMEOUT, TrioRemotingServer
 
 if TYPE_CHECKING:
@@ -44,6 +44,33 @@ class RemotingServer(BlockingFace):
         self._closed = False
         self._lock = threading.Lock()
         self._stopper: threading.Thread | None = None  # a shutdown begun by a processor
+        self._stopping: LoopThread | None = None  # the loop a shutdown stops; kept once it ended
+        self._stop_deadline = 0.0  # (monotonic) when every shutdown call has waited long enough
+
+    @property
+    def _running_loop(self) -> LoopThread | None:
+        return self._loop
+
+    def _check_caller(self) -> None:
+        if self._closed:
+            raise RemotingError("RemotingServer is closed")
+        if self._loop is None:
+            raise RemotingError("RemotingServer is not started: call start() first")
+        if not self._loop.alive:
+            raise RemotingError("RemotingServer's event loop has stopped; create a new one")
+        self._refuse_loop_thread()
+
+    def _claim_stop(self, bound: float) -> tuple[LoopThread | None, float, bool]:
+        """Close the face; return the loop to stop (None: never started), the deadline of
+        its end (``bound`` seconds after the first call) and whether this call is the first,
+        the one that stops it. Every later call waits for the same loop until then."""
+        with self._lock:
+            first = not self._closed
+            if first:
+                self._closed = True
+                self._stopping, self._loop = self._loop, None
+                self._stop_deadline = monotonic() + bound
+            return self._stopping, self._stop_deadline, first
 
     @property
     def port(self) -> int:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from .._core._endpoint import Endpoint
-    from .._core._socket._connection import Connection
+    from .._core._trio_driver._connection import Connection
     from .._errors import RemotingStreamError
 
 __all__ = ["BlockingStream", "TrioStream", "open_blocking_stream", "open_trio_stream"]

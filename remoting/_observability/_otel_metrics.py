@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -24,12 +24,39 @@ if TYPE_CHECKING:
     from .._core._endpoint import Endpoint
     from ._statistics import Counters
 
-__all__ = ["DURATION_BUCKETS", "Instruments", "instruments_for"]
+__all__ = ["DURATION_BUCKETS", "Instruments", "PerProvider", "instruments_for"]
 
 # seconds: 50 µs (a local call) to 10 s (a long timeout); OpenTelemetry's default buckets start
 # at 5 ms, where every call of a healthy service would land in the first one
 DURATION_BUCKETS: Final = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                            0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+T = TypeVar("T")
+
+
+class PerProvider(Generic[T]):
+    """Instruments made once per meter provider (None: the global one) by ``make``, for
+    instruments other than the transport's; a provider that is garbage-collected takes
+    its instruments with it."""
+
+    def __init__(self, make: Callable[[Any], T]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._by_provider: weakref.WeakKeyDictionary[Any, T] = weakref.WeakKeyDictionary()
+        self._global: T | None = None
+
+    def get(self, meter_provider: Any) -> T:
+        """Return the instruments of ``meter_provider``, made on first use."""
+        with self._lock:
+            if meter_provider is None:
+                if self._global is None:
+                    self._global = self._make(None)
+                return self._global
+            found = self._by_provider.get(meter_provider)
+            if found is None:
+                found = self._by_provider[meter_provider] = self._make(meter_provider)
+            return found
+
 
 _lock = threading.Lock()
 _by_provider: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()

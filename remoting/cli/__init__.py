@@ -3,8 +3,9 @@
 Each command is a `Command`: a name, a help line, a function that adds its options to its
 subparser, a function that runs it and returns the exit code, and its default log level. A
 new command is one more entry in its module's list (`TOOL_COMMANDS`, `QUEUE_COMMANDS`,
-`BUS_COMMANDS`), joined into `COMMANDS` here; nothing else changes. Commands import what they
-need when they run, so ``remoting --help`` stays fast and works without the ``spark`` extra.
+`BUS_COMMANDS`, `ROCKETMQ_COMMANDS`), joined into `COMMANDS` here; nothing else changes.
+Commands import what they need when they run, so ``remoting --help`` stays fast and works
+without the ``spark`` extra.
 The command line is an application: it configures how the library's events are rendered
 (`configure_logging`), on stderr; stdout carries the commands' own output.
 """
@@ -23,6 +24,7 @@ from ._bus import BUS_COMMANDS
 from ._command import Command
 from ._logging import LEVELS, configure_logging
 from ._queue import QUEUE_COMMANDS
+from ._rocketmq import ROCKETMQ_COMMANDS
 from ._tools import TOOL_COMMANDS
 
 if TYPE_CHECKING:
@@ -83,7 +85,7 @@ COMMANDS: list[Command] = [
         run=_run_demo,
     ),
 ]
-COMMANDS += TOOL_COMMANDS + QUEUE_COMMANDS + BUS_COMMANDS
+COMMANDS += TOOL_COMMANDS + QUEUE_COMMANDS + BUS_COMMANDS + ROCKETMQ_COMMANDS
 
 
 def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, overload
 
-from .._checks import seconds
+from .._checks import blocking_call, seconds
 from .._errors import RemotingStreamError
 from .._faces._blocking import RemotingClient
 from .._faces._trio import TrioRemotingClient
@@ -41,7 +41,7 @@ from ._requests import (
     subscribe_request,
 )
 from ._stream_steps import OpenStream
-from ._subscription import BlockingSubscription, Subscription, TrioSubscription
+from ._subscription import TRIO_QUEUE, BlockingSubscription, Subscription, TrioSubscription
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping
@@ -146,6 +146,7 @@ class BlockingQueueClient(QueueClient):
     client: RemotingClient
     _subscription = BlockingSubscription
 
+    @blocking_call("QueueClient.publish", TRIO_QUEUE)
     def publish(self, addr: str | None, topic: str, body: bytes,
                 headers: Mapping[str, str] | None = None, defer: float = 0.0, *,
                 key: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
@@ -164,6 +165,7 @@ class BlockingQueueClient(QueueClient):
         return drive(self._publish(addr, topic, [(body, headers or {})], defer, key,
                                    timeout))[0]
 
+    @blocking_call("QueueClient.publish_many", TRIO_QUEUE)
     def publish_many(self, addr: str | None, topic: str, bodies: Iterable[Body], *,
                      defer: float = 0.0, key: str | None = None,
                      timeout: float = DEFAULT_TIMEOUT) -> list[int]:
@@ -176,6 +178,7 @@ class BlockingQueueClient(QueueClient):
         """
         return drive(self._publish(addr, topic, bodies, defer, key, timeout))
 
+    @blocking_call("QueueClient.subscribe", TRIO_QUEUE)
     def subscribe(self, addr: str | None, topic: str, channel: str, credits: int = 64, *,
                   ack_window: float = DEFAULT_ACK_WINDOW, timeout: float = DEFAULT_TIMEOUT
                   ) -> BlockingSubscription:
@@ -193,6 +196,7 @@ class BlockingQueueClient(QueueClient):
         return drive(self._subscribe(addr, topic, channel, credits, ack_window,  # type: ignore[no-any-return]
                                      timeout))
 
+    @blocking_call("QueueClient.pull", TRIO_QUEUE)
     def pull(self, addr: str | None, topic: str, group: str | None = None,
              max_messages: int = 32, max_wait: float = 15.0, *, offset: int | None = None,
              incarnation: str | None = None, timeout: float | None = None) -> list[Message]:
@@ -210,6 +214,7 @@ class BlockingQueueClient(QueueClient):
         return drive(self._pull_messages(addr, topic, group, max_messages, max_wait, offset,
                                          incarnation, timeout))
 
+    @blocking_call("QueueClient.pull_records", TRIO_QUEUE)
     def pull_records(self, addr: str | None, topic: str, group: str | None = None,
                      max_messages: int = 32, max_wait: float = 15.0, *,
                      offset: int | None = None, incarnation: str | None = None,
@@ -223,11 +228,13 @@ class BlockingQueueClient(QueueClient):
         return drive(self._pull(addr, topic, group, max_messages, max_wait, offset,
                                 incarnation, timeout))
 
+    @blocking_call("QueueClient.commit", TRIO_QUEUE)
     def commit(self, addr: str | None, topic: str, group: str, offset: int, *,
                timeout: float = DEFAULT_TIMEOUT) -> None:
         """Set ``group``'s offset: the next message it reads (the last it processed + 1)."""
         drive(self._commit(addr, topic, group, offset, timeout))
 
+    @blocking_call("QueueClient.offsets", TRIO_QUEUE)
     def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
                 timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
         """Return ``topic``'s earliest and end offsets, its groups' offsets, how far a pull
@@ -236,11 +243,13 @@ class BlockingQueueClient(QueueClient):
         restarted)."""
         return drive(self._offsets(addr, topic, offset, timeout))
 
+    @blocking_call("QueueClient.create_topic", TRIO_QUEUE)
     def create_topic(self, addr: str | None, topic: str, *,
                      timeout: float = DEFAULT_TIMEOUT) -> None:
         """Make ``topic`` if it does not exist (subscriptions and pulls need it)."""
         drive(self._create_topic(addr, topic, timeout))
 
+    @blocking_call("QueueClient.statistics", TRIO_QUEUE)
     def statistics(self, addr: str | None, topic: str | None = None, *,
                    after: str | None = None, limit: int | None = None,
                    timeout: float = DEFAULT_TIMEOUT) -> QueueStatistics:

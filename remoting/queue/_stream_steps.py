@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from .._core._calling._caller import Caller
     from .._core._calling._future import ResponseFuture
-    from .._core._socket._connection import Connection
+    from .._core._trio_driver._connection import Connection
     from .._faces._blocking import RemotingClient
     from .._faces._streams import BlockingStream, TrioStream
     from .._faces._trio import TrioRemotingClient

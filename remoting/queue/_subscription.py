@@ -24,12 +24,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Self, TypeVar
 
 import trio
 
 from codec import ResponseCode
 
+from .._checks import blocking_call
 from .._errors import RemotingError, RemotingStreamError
 from .._log import log
 from .._steps import drive, drive_async
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BlockingSubscription", "Delivered", "Delivery", "Subscription", "TrioDelivery",
            "TrioSubscription"]
+
+# What a blocking call of the queue's faces names as the way to do it in trio code.
+TRIO_QUEUE: Final = ("QueueClient(client) over a TrioRemotingClient (remoting.open_client()), "
+                      "whose methods are awaited")
 
 _Sub = TypeVar("_Sub", bound="Subscription[Any]")
 _Delivery = TypeVar("_Delivery", bound="Delivered[Any]")
@@ -349,6 +354,7 @@ class BlockingSubscription(Subscription[Delivery]):
     def _clock() -> Callable[[], float]:
         return monotonic
 
+    @blocking_call("BlockingSubscription.receive", TRIO_QUEUE)
     def receive(self, timeout: float | None = None) -> Delivery | None:
         """Return the next delivery, waiting up to ``timeout`` seconds (None: for ever);
         None once the subscription has ended.
@@ -371,6 +377,7 @@ class BlockingSubscription(Subscription[Delivery]):
     def __iter__(self) -> Self:
         return self
 
+    @blocking_call("BlockingSubscription.__next__ (for msg in sub)", TRIO_QUEUE)
     def __next__(self) -> Delivery:
         delivery = self.receive()
         if delivery is None:
@@ -381,6 +388,7 @@ class BlockingSubscription(Subscription[Delivery]):
         """Send the acknowledgements pending now (from any thread)."""
         drive(self._flush())
 
+    @blocking_call("BlockingSubscription.close", TRIO_QUEUE)
     def close(self) -> None:
         """Send the pending acknowledgements, wait for their answers, and end the
         subscription: the deliveries not finished go back to the channel (idempotent)."""

@@ -27,6 +27,7 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
+from remoting._faces._client_io import ThreadsIO
 
 ECHO = 1  # sync pool processor
 ASYNC_ECHO = 2  # event-loop processor
@@ -162,12 +163,12 @@ def blocking_client() -> Iterator[RemotingClient]:
 def core_thread_of(client: RemotingClient) -> threading.Thread:
     """The thread that runs a started client's core: its loop (``io="loop"``, or the loop a
     thread-driven client starts for the server's requests), else its background reader."""
-    loop = (client._loop or client._stopping) if client._requests is None else (
-        client._requests.loop)
+    io = client._io
+    loop = io.loop if isinstance(io, ThreadsIO) else (io.loop or io._stopping)
     if loop is not None:
         assert loop._thread is not None
         return loop._thread
-    assert client._threads is not None
-    thread = client._threads.background.thread
+    assert isinstance(io, ThreadsIO)
+    thread = io.driver.background.thread
     assert thread is not None, "the background reader starts with the first connection"
     return thread

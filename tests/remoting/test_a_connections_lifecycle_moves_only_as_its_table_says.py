@@ -1,6 +1,8 @@
 """A connection's lifecycle (`ConnectionState`, shared by both drivers) moves only as its
-transition table says: every transition, every refused event, and what each state implies;
-a trio connection (real sockets) moves through it as its close, GO_AWAY and end say."""
+transition table says: every transition, every event a state takes and stays, every
+impossible one raising `ConnectionStateError` (a driver's bug, h11's LocalProtocolError)
+with nothing changed, and what each state implies; a trio connection (real sockets) moves
+through it as its close, GO_AWAY and end say."""
 
 from __future__ import annotations
 
@@ -18,14 +20,15 @@ from hypothesis import strategies as st
 
 from codec import RemotingCommand, ResponseCode
 from remoting import ClientConfig, RemotingClient, RemotingServer, ServerConfig
-from remoting._core._socket._connection import Connection
-from remoting._core._socket._connection_state import (
+from remoting._core._sansio._connection_state import (
     TRANSITIONS,
     ConnectionState,
+    ConnectionStateError,
     Event,
     Lifecycle,
 )
-from remoting._core._socket._transport import transport_for
+from remoting._core._trio_driver._connection import Connection
+from remoting._core._trio_driver._transport import transport_for
 from remoting._observability._statistics import Counters
 
 from ..factories import req
@@ -65,7 +68,8 @@ def test_the_table_names_every_state_and_only_known_events() -> None:
     assert set(TRANSITIONS) == set(Lifecycle)
     for moves in TRANSITIONS.values():
         assert set(moves) <= set(EVENTS)
-    assert TRANSITIONS[Lifecycle.CLOSED] == {}  # the end: nothing moves it
+    # the end: nothing moves it (a close asked for again stays)
+    assert TRANSITIONS[Lifecycle.CLOSED] == {"close": Lifecycle.CLOSED}
 
 
 def test_a_new_connection_is_open() -> None:
@@ -77,15 +81,23 @@ def test_a_new_connection_is_open() -> None:
 
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(Lifecycle, EVENTS)),
                          ids=lambda v: getattr(v, "name", v))
-def test_each_event_in_each_state_moves_as_the_table_says_or_changes_nothing(
+def test_each_event_in_each_state_moves_as_the_table_says_stays_or_raises(
         state: Lifecycle, event: Event) -> None:
     conn = reached(state)
-    before = (conn.state, conn.reason, conn.broken, implied(conn))
+    before = (conn.state, conn.reason, conn.broken, conn.told_go_away, implied(conn))
     target = TRANSITIONS[state].get(event)
+    if target is None:  # impossible: a driver's bug, said loudly; nothing at all changes
+        with pytest.raises(ConnectionStateError, match=repr(event)) as caught:
+            conn.handle(event, "later", broken=True)
+        assert (caught.value.state, caught.value.event) == (state, event)
+        assert (conn.state, conn.reason, conn.broken, conn.told_go_away,
+                implied(conn)) == before
+        return
     changed = conn.handle(event, "later", broken=True)
-    if target is None:  # refused: nothing at all changes
+    if target is state:  # taken, and it stays: nothing at all changes
         assert not changed
-        assert (conn.state, conn.reason, conn.broken, implied(conn)) == before
+        assert (conn.state, conn.reason, conn.broken, conn.told_go_away,
+                implied(conn)) == before
     else:
         assert changed
         assert conn.state is target
@@ -99,23 +111,26 @@ def test_the_first_close_keeps_its_reason_and_whether_it_broke(via_go_away: bool
     if via_go_away:
         assert conn.handle("go_away")
     assert conn.handle("close", "read failed", broken=True)
-    assert not conn.handle("close", "closed locally")  # a second close is refused
+    assert not conn.handle("close", "closed locally")  # a second close changes nothing
     assert conn.reason == "read failed" and conn.broken
     assert conn.handle("released")
     assert conn.reason == "read failed" and conn.broken
 
 
-def test_refused_events_are_exactly_those_the_table_lacks() -> None:
-    refused = {(s, e) for s in Lifecycle for e in EVENTS if e not in TRANSITIONS[s]}
-    assert refused == {
-        (Lifecycle.OPEN, "released"),  # released only once closing
-        (Lifecycle.GOING_AWAY, "go_away"),  # told once
-        (Lifecycle.GOING_AWAY, "released"),
-        (Lifecycle.CLOSING, "go_away"),  # a closing connection takes no call anyway
+def test_the_events_a_state_takes_and_stays_and_the_impossible_ones() -> None:
+    stays = {(s, e) for s in Lifecycle for e, t in TRANSITIONS[s].items() if t is s}
+    assert stays == {
+        (Lifecycle.GOING_AWAY, "go_away"),  # told once: another answer of the same read
+        (Lifecycle.CLOSING, "go_away"),  # read as another thread closed it
         (Lifecycle.CLOSING, "close"),  # the first close counts
-        (Lifecycle.CLOSED, "go_away"),
-        (Lifecycle.CLOSED, "close"),
+        (Lifecycle.CLOSED, "close"),  # a handle closed again once it is gone
+    }
+    impossible = {(s, e) for s in Lifecycle for e in EVENTS if e not in TRANSITIONS[s]}
+    assert impossible == {
+        (Lifecycle.OPEN, "released"),  # released only once closing
+        (Lifecycle.GOING_AWAY, "released"),
         (Lifecycle.CLOSED, "released"),  # released once
+        (Lifecycle.CLOSED, "go_away"),  # nothing is read once released
     }
 
 
@@ -128,8 +143,14 @@ def test_any_sequence_of_events_only_moves_forward_and_keeps_the_first_close(
     for i, event in enumerate(events):
         before = conn.state
         reason = f"close {i}"
+        target = TRANSITIONS[before].get(event)
+        if target is None:
+            with pytest.raises(ConnectionStateError):
+                conn.handle(event, reason, broken=broken[i])
+            assert conn.state is before
+            continue
         changed = conn.handle(event, reason, broken=broken[i])
-        assert changed == (TRANSITIONS[before].get(event) is not None)
+        assert changed == (target is not before)
         assert ORDER.index(conn.state) >= ORDER.index(before)
         if changed and event == "close":
             assert first_close is None
@@ -146,6 +167,8 @@ def test_any_sequence_of_events_only_moves_forward_and_keeps_the_first_close(
     told = False
     for event in events:
         before = taken.state
+        if TRANSITIONS[before].get(event) is None:
+            continue  # (it raises: checked above)
         if taken.handle(event) and event == "go_away":
             told = True
             assert before is Lifecycle.OPEN
@@ -236,7 +259,7 @@ def test_a_thread_driven_connection_told_go_away_stays_so_once_closed() -> None:
     install_standard_processors(server)
     with server, RemotingClient(ClientConfig(io="threads")) as client:
         assert client.invoke_sync(server.addr, req(ECHO), 5).code == ResponseCode.SUCCESS
-        conn = client._threads.channels.live(server.addr)
+        conn = client._io.driver.channels.live(server.addr)
         assert conn is not None and not conn.going_away
         assert conn.go_away() and conn.going_away and not conn.state.takes_calls
         conn.close("drained")

@@ -19,8 +19,8 @@ import trio.testing
 
 from codec import FrameDecoder, SerializeType, encode_frame
 from remoting import TrioRemotingServer
-from remoting._core._socket import _connection, _receive_buffers
-from remoting._core._socket._receive_buffers import BufferPool
+from remoting._core._sansio import _connection_core, _receive_buffers
+from remoting._core._sansio._receive_buffers import BufferPool
 
 from ..factories import req
 from .conftest import ASYNC_ECHO
@@ -35,7 +35,7 @@ CONNECTIONS = 8
 def empty_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     pool = BufferPool(16 * MIB)
     monkeypatch.setattr(_receive_buffers, "RECEIVE_BUFFERS", pool)
-    monkeypatch.setattr(_connection, "RECEIVE_BUFFERS", pool)
+    monkeypatch.setattr(_connection_core, "RECEIVE_BUFFERS", pool)
 
 
 async def read_by_server(server: TrioRemotingServer, total: int) -> None:

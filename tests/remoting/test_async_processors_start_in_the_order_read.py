@@ -9,14 +9,25 @@ import socket
 import threading
 import time
 
+import pytest
 import trio
 import trio.lowlevel
 
 from codec import FrameDecoder, RemotingCommand, ResponseCode, encode_frame
 from processors import AsyncRequestProcessor, RequestContext
 from remoting import ClientConfig, RemotingClient, TrioRemotingServer
+from remoting._core._receiving import _first_step
 
 from ..factories import req
+
+
+@pytest.fixture(autouse=True, params=["first step in the reader", "a task per request"])
+def async_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test runs both ways an async processor may run: its first step in the reader
+    (the shortcut), and the public path a trio that broke the shortcut falls back to."""
+    if request.param == "a task per request":
+        monkeypatch.setattr(_first_step.SelfCheck, "usable", False)
+
 
 RECORDED = 81
 ROUNDS = 6

@@ -11,9 +11,19 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from processors import AsyncRequestProcessor, RequestContext
 from remoting import RemotingSendRequestError, TrioRemotingClient, TrioRemotingServer
+from remoting._core._receiving import _first_step
 
 from ..factories import req
 from .conftest import ASYNC_ECHO, GATED_ASYNC, AsyncGate, addr_of
+
+
+@pytest.fixture(autouse=True, params=["first step in the reader", "a task per request"])
+def async_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test runs both ways an async processor may run: its first step in the reader
+    (the shortcut), and the public path a trio that broke the shortcut falls back to."""
+    if request.param == "a task per request":
+        monkeypatch.setattr(_first_step.SelfCheck, "usable", False)
+
 
 STEPS = 50
 STEPS_THEN_RAISE = 51

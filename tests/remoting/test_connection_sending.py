@@ -14,8 +14,8 @@ import trio.testing
 
 from codec import RemotingCommand, ResponseCode, encode_frame_parts
 from remoting import ServerConfig
-from remoting._core._socket._connection import Connection
-from remoting._core._socket._transport import transport_for
+from remoting._core._trio_driver._connection import Connection
+from remoting._core._trio_driver._transport import transport_for
 from remoting._observability._statistics import Counters
 
 HIGH, LOW = 8 * 1024, 4 * 1024

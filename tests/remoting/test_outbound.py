@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remoting._core._socket._outbound import FLUSH_FRAMES, Outbound
+from remoting._core._sansio._outbound import FLUSH_FRAMES, Outbound
 
 
 def test_frames_queue_as_pieces_in_order_and_count() -> None:

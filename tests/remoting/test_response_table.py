@@ -7,8 +7,9 @@ connection loss, send failure, late response and shutdown.
 
 from __future__ import annotations
 
+import pathlib
+
 import hypothesis.strategies as st
-import pytest
 from hypothesis import settings
 from hypothesis.stateful import (
     Bundle,
@@ -20,8 +21,8 @@ from hypothesis.stateful import (
 
 from codec import RemotingCommand
 from remoting._core._calling._future import ResponseFuture
-from remoting._core._calling._permits import Permits
-from remoting._core._calling._response_table import ResponseTable
+from remoting._core._sansio._response_table import ResponseTable
+from remoting._core._trio_driver._permits import Permits
 
 
 class Conn:
@@ -59,7 +60,7 @@ class TableMachine(RuleBasedStateMachine):
         fut.conn = self.conns[conn]
         assert self.permits.try_take()
         fut._permits = self.permits  # what the invoker's send does
-        self.table.add(fut)
+        self.table.register(fut)
         self.futures.append(fut)
         return fut
 
@@ -137,15 +138,56 @@ def test_heap_is_compacted_when_completed_entries_pile_up() -> None:
     for _ in range(5000):
         fut = ResponseFuture(RemotingCommand.create_request(1), "p", 3600)
         fut.deadline = 3600.0
-        table.add(fut)
+        table.register(fut)
         assert table.pop_for(fut.opaque, fut.conn) is fut
     assert len(table) == 0
     assert table.deadline_entries <= 2 * 1024 + 2
 
 
-def test_adding_a_pending_opaque_twice_is_refused() -> None:
-    table = ResponseTable()
-    fut = ResponseFuture(RemotingCommand.create_request(1), "p", 1)
-    table.add(fut)
-    with pytest.raises(ValueError, match="already pending"):
-        table.add(fut)
+def test_a_command_registered_while_its_opaque_is_pending_goes_out_as_a_copy() -> None:
+    """The same command sent twice at once: the second call gets a copy of it with an opaque
+    of its own; the caller's command is never changed, and both are pending."""
+    table: ResponseTable[ResponseFuture] = ResponseTable()
+    request = RemotingCommand.create_request(1)
+    first = ResponseFuture(request, "p", 1)
+    second = ResponseFuture(request, "p", 1)
+    table.register(first)
+    table.register(second)
+    assert first.request is request and first.opaque == request.opaque
+    assert second.request is not request and second.opaque != request.opaque
+    assert second.request.opaque == second.opaque
+    assert table.get(first.opaque) is first and table.get(second.opaque) is second
+    assert len(table) == 2
+
+
+def test_one_reads_answers_are_taken_only_by_the_connection_their_calls_went_on() -> None:
+    """`take_answers`: each answer's call, in order; None for an orphan, and a call of
+    another connection with the same opaque stays pending."""
+    table: ResponseTable[ResponseFuture] = ResponseTable()
+    mine, other = Conn(), Conn()
+    futs = [ResponseFuture(RemotingCommand.create_request(1), "p", 1) for _ in range(3)]
+    futs[0].conn = futs[1].conn = mine
+    futs[2].conn = other
+    for fut in futs:
+        table.register(fut)
+    answers = [RemotingCommand.create_response(0) for _ in range(4)]
+    answers[0].opaque, answers[1].opaque, answers[2].opaque = (
+        futs[1].opaque, futs[2].opaque, futs[0].opaque)
+    answers[3].opaque = futs[0].opaque  # twice: the second finds nothing
+    assert table.take_answers(mine, answers) == [futs[1], None, futs[0], None]
+    assert table.on_connection(other) == [futs[2]]
+    assert len(table) == 1
+
+
+def test_nothing_outside_the_table_touches_its_entries() -> None:
+    """The table owns its entries: no module of the library reads or changes them but
+    through its methods (issue 37: no caller pops an entry and puts it back)."""
+    root = pathlib.Path(__file__).resolve().parents[2] / "remoting"
+    table = root / "_core" / "_sansio" / "_response_table.py"
+    for path in root.rglob("*.py"):
+        if path == table:
+            continue
+        text = path.read_text()
+        assert "table.entries" not in text and "table._entries" not in text, path
+        assert "_entries" not in text or "ResponseTable" not in text, path
+    assert not hasattr(ResponseTable(), "entries")

@@ -18,8 +18,8 @@ from processors import RequestContext, RequestProcessor
 from remoting import ChannelHandle, RemotingClient, RemotingServer, ResponseFuture
 from remoting._core._doors._threads import CallbackRunner
 from remoting._core._events import EventDispatcher
+from remoting._core._loop_thread import JOIN_TIMEOUT, LoopThread
 from remoting._core._receiving._pools import THREAD_JOIN_SECONDS
-from remoting._faces._loop_thread import JOIN_TIMEOUT, LoopThread
 
 from ..factories import req
 from ..logs import capture_logs

@@ -1,2 +1,2 @@
-"""The calling side: every kind of call, the trio driver's invoker, and the call
-bookkeeping both drivers share."""
+"""A call, whichever driver runs it: `Caller` (every kind of call, for every face) and
+`ResponseFuture`."""

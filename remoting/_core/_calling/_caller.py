@@ -25,14 +25,13 @@ Calls).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from codec import FLAG_RESPONSE
 
 from ..._checks import batch_limit, call_timeout, callback_of, requests_of, the_request
 from ..._interceptors import ClientCall, chain, chain_async
-from ._call_kinds import KINDS, DirectDriver, check_many_options
-from ._invoker import Invoker
+from .._sansio._call_kinds import KINDS, check_many_options
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -42,18 +41,72 @@ if TYPE_CHECKING:
     from ..._errors import RemotingError
     from ..._hooks import RPCHook
     from ..._interceptors import CallKind, ClientInterceptor
-    from ._call_kinds import BlockingDriver, TrioDriver
-    from ._channels import Target
     from ._future import ResponseFuture
 
-__all__ = ["Caller"]
+__all__ = ["BlockingDriver", "Caller", "DirectDriver", "DirectTrioDriver", "TrioDriver"]
+
+
+class BlockingDriver(Protocol):
+    """What runs a call on the blocking face, one method per kind (on the calling thread)."""
+
+    def call_sync(self, call: ClientCall) -> RemotingCommand: ...
+
+    def call_async(self, call: ClientCall) -> ResponseFuture: ...
+
+    def call_oneway(self, call: ClientCall) -> None: ...
+
+    def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]: ...
+
+
+class DirectDriver(Protocol):
+    """A blocking driver's methods for a call no interceptor and no RPC hook sees, taking
+    its checked arguments instead of a `ClientCall` (`Caller._direct_blocking`)."""
+
+    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
+               retry_busy: bool) -> RemotingCommand: ...
+
+    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
+                   callback: Callable[[ResponseFuture], object] | None) -> ResponseFuture: ...
+
+    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float) -> None: ...
+
+
+class DirectTrioDriver(Protocol):
+    """A trio driver's methods for a call no interceptor and no RPC hook sees, taking its
+    checked arguments instead of a `ClientCall` (`Caller._direct`), each returning the
+    coroutine to await."""
+
+    def invoke(self, target: Any, request: RemotingCommand, timeout: float,
+               retry_busy: bool = False) -> Coroutine[Any, Any, RemotingCommand]: ...
+
+    def start_call(self, target: Any, request: RemotingCommand, timeout: float,
+                   callback: Callable[[ResponseFuture], object] | None = None
+                   ) -> Coroutine[Any, Any, ResponseFuture]: ...
+
+    def invoke_oneway(self, target: Any, request: RemotingCommand, timeout: float
+                      ) -> Coroutine[Any, Any, None]: ...
+
+
+class TrioDriver(Protocol):
+    """What runs a call on the trio face, one method per kind (awaited in the calling task).
+    A method may be a plain function returning the coroutine to await: one frame less for
+    every suspension and resumption of the call (`Invoker`)."""
+
+    def call_sync(self, call: ClientCall) -> Awaitable[RemotingCommand]: ...
+
+    def call_async(self, call: ClientCall) -> Awaitable[ResponseFuture]: ...
+
+    def call_oneway(self, call: ClientCall) -> Awaitable[None]: ...
+
+    def call_many(self, call: ClientCall) -> Awaitable[list[RemotingCommand | RemotingError]]: ...
 
 
 class Caller:
     """The call paths of one endpoint (see the module docstring)."""
 
     def __init__(self, blocking: BlockingDriver, trio: TrioDriver, hooks: list[RPCHook], *,
-                 run_hooks: bool, role: str) -> None:
+                 run_hooks: bool, role: str, direct_trio: DirectTrioDriver | None = None
+                 ) -> None:
         self._hooks = hooks if run_hooks else []
         self._role: Any = role
         self.interceptors: list[ClientInterceptor] = []  # outermost first
@@ -64,23 +117,24 @@ class Caller:
         self._drive: dict[CallKind, Callable[[ClientCall], Any]] = {}
         self._adrive: dict[CallKind, Callable[[ClientCall], Awaitable[Any]]] = {}
         self._direct_driver: DirectDriver | None = None
-        self.use(blocking, trio)
+        self._direct_trio: DirectTrioDriver | None = None
+        self.use(blocking, trio, direct_trio=direct_trio)
 
-    def use(self, blocking: BlockingDriver, trio: TrioDriver,
-            direct: DirectDriver | None = None) -> None:
+    def use(self, blocking: BlockingDriver, trio: TrioDriver, *,
+            direct: DirectDriver | None = None,
+            direct_trio: DirectTrioDriver | None = None) -> None:
         """Drive calls with ``blocking`` (blocking face) and ``trio`` (trio face);
-        ``direct``: ``blocking``'s methods for calls that skip their `ClientCall`, if it has
-        them (the thread driver)."""
+        ``direct`` and ``direct_trio``: their methods for calls that skip their
+        `ClientCall`, if they have them (the thread driver; the trio driver's `Invoker`)."""
         self._drive = {kind: getattr(blocking, row.method) for kind, row in KINDS.items()}
         self._adrive = {kind: getattr(trio, row.method) for kind, row in KINDS.items()}
-        # the Invoker, when it drives the trio face (not a blocking client's ToThreadDriver)
-        self._invoker = trio if isinstance(trio, Invoker) else None
         self._direct_driver = direct
+        self._direct_trio = direct_trio
 
-    def _direct(self) -> Invoker | None:
-        """The `Invoker`, when a trio call may skip its `ClientCall` (see the module
-        docstring): nothing would see the call but the Invoker."""
-        return None if self.interceptors or self._hooks else self._invoker
+    def _direct(self) -> DirectTrioDriver | None:
+        """The trio driver, when a trio call may skip its `ClientCall` (see the module
+        docstring): nothing would see the call but the driver."""
+        return None if self.interceptors or self._hooks else self._direct_trio
 
     def _direct_blocking(self) -> DirectDriver | None:
         """The thread driver, when a blocking call may skip its `ClientCall` (as `_direct`)."""
@@ -100,7 +154,7 @@ class Caller:
         self._async_chain = chain_async([i.intercept_call_async for i in self.interceptors],
                                         self._aend)
 
-    def _new(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+    def _new(self, kind: CallKind, target: Any, addr: str | None, subject: Any,
              timeout: Any, options: dict[str, Any]) -> ClientCall | None:
         """Make the checked call; None for an ``invoke_many`` of no request (nothing to do)."""
         if kind == "many":
@@ -120,7 +174,7 @@ class Caller:
 
     # ------------------------------------------------------------------ the kinds, by name
 
-    def invoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
+    def invoke_sync(self, target: Any, addr: str | None, request: RemotingCommand,
                     timeout: float, retry_busy: bool = False) -> RemotingCommand:
         """`call` of a sync call (see `RemotingClient.invoke_sync`)."""
         if (driver := self._direct_blocking()) is not None:
@@ -129,7 +183,7 @@ class Caller:
         return self.call("sync", target, addr, request, timeout,  # type: ignore[no-any-return]
                          retry_busy=retry_busy)
 
-    def invoke_async(self, target: Target, addr: str | None, request: RemotingCommand,
+    def invoke_async(self, target: Any, addr: str | None, request: RemotingCommand,
                      timeout: float, callback: Callable[[ResponseFuture], object] | None
                      ) -> ResponseFuture:
         """`call` of an async call (see `RemotingClient.invoke_async`)."""
@@ -139,7 +193,7 @@ class Caller:
         return self.call("async", target, addr, request, timeout,  # type: ignore[no-any-return]
                          callback=callback)
 
-    def invoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
+    def invoke_oneway(self, target: Any, addr: str | None, request: RemotingCommand,
                       timeout: float) -> None:
         """`call` of a oneway call (see `RemotingClient.invoke_oneway`)."""
         if (driver := self._direct_blocking()) is not None:
@@ -148,7 +202,7 @@ class Caller:
             return
         self.call("oneway", target, addr, request, timeout)
 
-    def invoke_many(self, target: Target, addr: str | None,
+    def invoke_many(self, target: Any, addr: str | None,
                     requests: Sequence[RemotingCommand], timeout: float, limit: int
                     ) -> list[RemotingCommand | RemotingError]:
         """`call` of a batch (see `RemotingClient.invoke_many`)."""
@@ -158,7 +212,7 @@ class Caller:
     # The trio kinds return `acall`'s coroutine rather than awaiting it: one frame less on
     # the call's await chain, which every suspension and resumption passes through.
 
-    def ainvoke_sync(self, target: Target, addr: str | None, request: RemotingCommand,
+    def ainvoke_sync(self, target: Any, addr: str | None, request: RemotingCommand,
                      timeout: float, retry_busy: bool = False
                      ) -> Coroutine[Any, Any, RemotingCommand]:
         """`acall` of a sync call (see `TrioRemotingClient.invoke_sync`), to await."""
@@ -167,7 +221,7 @@ class Caller:
                                   retry_busy)
         return self.acall("sync", target, addr, request, timeout, retry_busy=retry_busy)
 
-    def ainvoke_async(self, target: Target, addr: str | None, request: RemotingCommand,
+    def ainvoke_async(self, target: Any, addr: str | None, request: RemotingCommand,
                       timeout: float, callback: Callable[[ResponseFuture], object] | None
                       ) -> Coroutine[Any, Any, ResponseFuture]:
         """`acall` of an async call (see `TrioRemotingClient.invoke_async`), to await."""
@@ -176,7 +230,7 @@ class Caller:
                                       callback_of(callback))
         return self.acall("async", target, addr, request, timeout, callback=callback)
 
-    def ainvoke_oneway(self, target: Target, addr: str | None, request: RemotingCommand,
+    def ainvoke_oneway(self, target: Any, addr: str | None, request: RemotingCommand,
                        timeout: float) -> Coroutine[Any, Any, None]:
         """`acall` of a oneway call (see `TrioRemotingClient.invoke_oneway`), to await."""
         if (invoker := self._direct()) is not None:
@@ -184,7 +238,7 @@ class Caller:
                                          call_timeout(timeout))
         return self.acall("oneway", target, addr, request, timeout)
 
-    def ainvoke_many(self, target: Target, addr: str | None,
+    def ainvoke_many(self, target: Any, addr: str | None,
                      requests: Sequence[RemotingCommand], timeout: float, limit: int
                      ) -> Coroutine[Any, Any, list[RemotingCommand | RemotingError]]:
         """`acall` of a batch (see `TrioRemotingClient.invoke_many`), to await."""
@@ -193,7 +247,7 @@ class Caller:
     # ------------------------------------------------------------------ blocking (threads)
 
 
-    def call(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+    def call(self, kind: CallKind, target: Any, addr: str | None, subject: Any,
              timeout: Any, **options: Any) -> Any:
         """Make a call of ``kind`` on the calling thread; ``subject`` is its request (for
         ``"many"``, its requests). Returns what `ClientCall` says ``proceed`` returns.
@@ -225,7 +279,7 @@ class Caller:
     # ------------------------------------------------------------------ trio (the loop)
 
 
-    async def acall(self, kind: CallKind, target: Target, addr: str | None, subject: Any,
+    async def acall(self, kind: CallKind, target: Any, addr: str | None, subject: Any,
                     timeout: Any, **options: Any) -> Any:
         """`call`, in the calling trio task."""
         call = self._new(kind, target, addr, subject, timeout, options)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .._doors._threads import CallbackRunner
 
 __all__ = ["CallDriver", "CallSupport", "GivesBack", "NotifyingFuture", "ResponseFuture",
-           "ThreadCall", "ThreadWaiter", "thread_waiter"]
+           "ThreadWaiter", "thread_waiter"]
 
 # Extra seconds a thread waits past the deadline before it stops trusting the loop's timer.
 THREAD_WAIT_SLACK: Final = 5.0
@@ -392,20 +392,6 @@ class NotifyingFuture(ResponseFuture):
         except Exception:  # a bug of the caller's: logged, and the loop goes on
             log.error("callback.failed", opaque=self.opaque, addr=self.addr, exc_info=True)
         return True
-
-
-class ThreadCall(ResponseFuture):
-    """A call of the thread driver: a `ResponseFuture` that knows whether a thread waits for
-    it (``unattended``: none does, so the background reader reads for it) and the batch it
-    belongs to, if any (``batch``: the answers of one read go to their batch together)."""
-
-    __slots__ = ("batch", "unattended")
-
-    def __init__(self, request: RemotingCommand, addr: str | None, timeout: float,
-                 driver: Any) -> None:
-        super().__init__(request, addr, timeout, driver, driver=driver)
-        self.unattended = False
-        self.batch: Any = None
 
 
 class _Waiter:

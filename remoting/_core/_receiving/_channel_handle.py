@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from .._calling._caller import Caller
     from .._calling._future import ResponseFuture
-    from .._socket._connection import Connection
+    from .._trio_driver._connection import Connection
     from ._dispatch import Dispatcher
 
 __all__ = ["ChannelHandle", "ChannelHost", "channel_of", "channels_of"]

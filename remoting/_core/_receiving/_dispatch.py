@@ -41,7 +41,7 @@ from ..._interceptors import ServerCall, chain, chain_async
 from ..._log import log
 from ..._messaging._codes import STREAM_CODES
 from .._doors._threads import mark_own_thread
-from ._first_step import Suspended
+from ._first_step import WHOLE, SelfCheck, Suspended
 from ._pools import ExecutorPool, ProcessorPool
 from ._processing import run_async_request, run_sync_request, serve_async, serve_sync
 from ._replies import FAILURES, encode_reply, error_reply, failure
@@ -403,6 +403,10 @@ class Dispatcher:
             else run_async_request(serve, self._server_call(conn, request, processor),
                                    self._max_frame, self._max_header))
         wrapped = serve is not None  # run_async_request's coroutine: its value is the reply
+        if SelfCheck.usable is not True:  # this trio changed what it relies on (or unchecked)
+            return Suspended(request, coro, WHOLE, context, wrapped=wrapped,
+                             limit=self._max_frame, header_limit=self._max_header,
+                             done=partial(self._processed, conn))
         try:
             trap = context.run(coro.send, None)
         except StopIteration as finished:

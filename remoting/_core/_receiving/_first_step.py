@@ -14,6 +14,15 @@ Theory of operation (loop thread only):
   resumed with their outcome), which trio does not document as public; a processor never
   sees the difference. The public alternative, a task per request, was measured at about
   twice the server's CPU per pipelined request: docs/architecture.md, Dispatch.
+- So it is checked before it is used: the first endpoint to run in a process (`check_first_step`)
+  steps a probe by hand exactly as the reader does and finishes it through the relay (it
+  suspends, is cancelled and resumed, and reads its context and task). A trio release that
+  changed the protocol fails the probe: the shortcut is then off for the process
+  (`first_step_usable` is False), which is logged once (``first_step.disabled``), and every
+  async processor takes the public path instead: a `Suspended` from its start (``trap``
+  `WHOLE`), which the reader runs to its end the ordinary way (``await``) while a new task
+  takes over reading, so each request still runs in a context of its own (the task that runs it ends
+  with it), begins in the order read and is cancelled with its connection.
 - `mark_reader_task` labels a reader task; `in_async_processor` tells whether the calling task
   runs an async processor now (a processor waiting for the endpoint's processing to end
   must not wait for itself).
@@ -21,12 +30,15 @@ Theory of operation (loop thread only):
 
 from __future__ import annotations
 
+import threading
 import types
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final
+from contextvars import ContextVar, copy_context
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import trio
+import trio.lowlevel
 
+from ..._log import log
 from ._replies import FAILURES, encode_reply, failure
 
 if TYPE_CHECKING:
@@ -37,7 +49,10 @@ if TYPE_CHECKING:
 
     from ._replies import Reply
 
-__all__ = ["Suspended", "in_async_processor", "mark_reader_task", "resume_suspended"]
+__all__ = ["WHOLE", "SelfCheck", "Suspended", "check_first_step", "first_step_usable",
+           "in_async_processor", "mark_reader_task", "resume_suspended"]
+
+T = TypeVar("T")
 
 # A connection's reader task, set once per reader; each request's context is a copy of its
 # reader's, and the task that runs an async processor to its end is the reader that began it.
@@ -56,8 +71,8 @@ def in_async_processor() -> bool:
 
 
 @types.coroutine
-def resume_suspended(coro: Coroutine[Any, Any, Reply | None], trap: Any, context: Context
-                     ) -> Generator[Any, Any, Reply | None]:
+def resume_suspended(coro: Coroutine[Any, Any, T], trap: Any, context: Context
+                     ) -> Generator[Any, Any, T]:
     """Await ``coro`` after its first step was run by hand and yielded ``trap``.
 
     The caller ran ``context.run(coro.send, None)`` itself to learn whether the coroutine
@@ -88,9 +103,15 @@ def resume_suspended(coro: Coroutine[Any, Any, Reply | None], trap: Any, context
                 raise RuntimeError("the processor raised GeneratorExit") from own
 
 
+WHOLE: Final = object()  # the ``trap`` of a processor not stepped by hand (the public path)
+
+
 class Suspended:
-    """An async processor that suspended in its first step: finished by the task that ran
-    that step (see `resume_suspended`), then ``done(code, reply)``."""
+    """An async processor the reader hands over, then ``done(code, reply)``: one that
+    suspended in its first step, run by hand, which the task that ran that step finishes
+    (see `resume_suspended`); or, with the shortcut off (`check_first_step`), one not
+    stepped at all (``trap`` is `WHOLE`), which that task awaits whole, the ordinary way,
+    while a new task reads on."""
 
     __slots__ = ("_context", "_coro", "_done", "_header_limit", "_limit", "_request", "_trap",
                  "_wrapped")
@@ -110,9 +131,11 @@ class Suspended:
     async def finish(self) -> None:
         """Run the processor to the end and reply."""
         request = self._request
+        coro = self._coro
         reply: Reply | None = None
         try:
-            result = await resume_suspended(self._coro, self._trap, self._context)
+            result = await (coro if self._trap is WHOLE
+                            else resume_suspended(coro, self._trap, self._context))
             reply = result if self._wrapped or result is None else encode_reply(
                 request, result, self._limit, self._header_limit)
         except FAILURES as exc:  # a hook-less processor's own failure
@@ -120,3 +143,87 @@ class Suspended:
                                  self._header_limit)
         finally:
             self._done(request.code, reply)
+
+
+# ------------------------------------------------------------------ the self-check
+
+class SelfCheck:
+    """Whether the shortcut works with the trio in use: None until checked (once per
+    process), then True or False."""
+
+    usable: bool | None = None
+    lock: Final = threading.Lock()  # endpoints of several threads may start at once
+
+
+_PROBE_VAR: Final[ContextVar[str]] = ContextVar("remoting_first_step_probe", default="outside")
+_PROBE_ANSWER: Final = "finished"
+
+
+def first_step_usable() -> bool:
+    """True once the self-check found the shortcut works (`check_first_step`)."""
+    return SelfCheck.usable is True
+
+
+async def _probe() -> str:
+    """What a processor may do after its first step: suspend, be cancelled and go on, read
+    its own context and task."""
+    _PROBE_VAR.set("inside")
+    await trio.lowlevel.checkpoint()  # suspends: its first step yields trio a trap
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await trio.lowlevel.checkpoint()  # Cancelled is thrown in through the relay
+    if not scope.cancelled_caught:
+        raise RuntimeError("a cancellation was not delivered")
+    await trio.lowlevel.checkpoint()
+    if _PROBE_VAR.get() != "inside" or trio.lowlevel.current_task() is None:
+        raise RuntimeError("the step ran outside its context")
+    return _PROBE_ANSWER
+
+
+async def _run_probe() -> None:
+    """Step the probe by hand as `Dispatcher` does, then finish it as `Suspended` does.
+
+    Raises:
+        RuntimeError (or whatever the relay raised): the protocol is not the one relied on.
+    """
+    context = copy_context()
+    coro = _probe()
+    try:
+        trap = context.run(coro.send, None)
+    except StopIteration:
+        raise RuntimeError("the probe finished without yielding trio a trap") from None
+    with trio.move_on_after(CHECK_SECONDS) as bound:
+        result = await resume_suspended(coro, trap, context)
+    if bound.cancelled_caught:
+        raise RuntimeError(f"the probe did not finish within {CHECK_SECONDS}s")
+    if result != _PROBE_ANSWER:
+        raise RuntimeError(f"the probe returned {result!r}")
+    if _PROBE_VAR.get() != "outside":
+        raise RuntimeError("the probe's context leaked into its reader's")
+
+
+CHECK_SECONDS: Final = 5.0  # the probe checkpoints only: it ends at once unless broken
+
+
+async def check_first_step() -> bool:
+    """Check, once per process and from a trio task, that the shortcut works with the trio
+    in use; return whether it does. If it does not, log ``first_step.disabled`` (once) and
+    leave it off: every async processor then runs the public way (`WHOLE`)."""
+    if SelfCheck.usable is not None:
+        return SelfCheck.usable
+    try:
+        await _run_probe()
+    except trio.Cancelled:
+        raise  # the endpoint is being cancelled: check again next time
+    except Exception as exc:
+        error: Exception | None = exc
+    else:
+        error = None
+    with SelfCheck.lock:
+        first = SelfCheck.usable is None
+        if first:
+            SelfCheck.usable = error is None
+    if first and error is not None:
+        log.warning("first_step.disabled", trio=trio.__version__, error=repr(error),
+                    instead="a task per request (the public path)")
+    return SelfCheck.usable is True

@@ -29,7 +29,7 @@ from ..._messaging._credits import credits_of
 
 if TYPE_CHECKING:
     from .._calling._future import ResponseFuture
-    from .._socket._connection import Connection
+    from .._trio_driver._connection import Connection
 
 __all__ = ["IncomingStream", "IncomingStreams", "Receiver", "control_frame", "item_cost",
            "opened", "prepare_open", "refusal"]

@@ -38,7 +38,7 @@ from .._receiving._replies import FAILURES, encode_reply, failure
 if TYPE_CHECKING:
     from processors import RequestContext
 
-    from .._socket._connection import Connection
+    from .._trio_driver._connection import Connection
 
 __all__ = ["MAX_STREAMS_PER_CONNECTION", "OutgoingStream", "OutgoingStreams", "StreamOpener"]
 

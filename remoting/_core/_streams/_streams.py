@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
     from processors import StreamProcessor
 
-    from .._socket._connection import Connection
+    from .._trio_driver._connection import Connection
 
 __all__ = ["Streams"]
 

@@ -27,10 +27,10 @@ from time import monotonic
 from typing import TYPE_CHECKING, Final
 
 from ..._security._tls import certificate_subject
-from .._socket._outbound import consume
+from .._sansio._outbound import consume
 
 if TYPE_CHECKING:
-    from .._socket._outbound import Piece
+    from .._sansio._outbound import Piece
 
 __all__ = ["IO", "SocketIO", "TLSIO", "dial", "wait_for"]
 

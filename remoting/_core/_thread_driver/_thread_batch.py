@@ -6,7 +6,7 @@ its own answers (`ThreadConnection.wait`), keeps the window full without a hand-
 completion read by another thread pumps the window from there (sends never wait). What a
 completion cannot do (wait for room below the high water mark, connect elsewhere after
 GO_AWAY) wakes the calling thread, which does it. Every request has its own deadline; a
-failed request fails alone; one answered GO_AWAY is resent once (`ThreadDriver._resend`).
+failed request fails alone; one answered GO_AWAY is resent once (`ThreadGoAway`).
 The batch holds the in-flight permits of its window (taken as it grows, passed from a
 finished request to the next, given back when nothing is left to send).
 
@@ -21,8 +21,9 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..._errors import RemotingError, RemotingTimeoutError
-from .._calling._future import ThreadCall, thread_waiter
-from .._calling._permits import batch_got_no_permit
+from .._calling._future import thread_waiter
+from .._sansio._permit_errors import batch_got_no_permit
+from ._pending_calls import ThreadCall
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,9 +31,9 @@ if TYPE_CHECKING:
     from codec import RemotingCommand
 
     from .._calling._future import ResponseFuture, ThreadWaiter
-    from .._calling._permits import ThreadPermits
     from ._thread_channels import ThreadTarget
     from ._thread_connection import ThreadConnection
+    from ._thread_permits import ThreadPermits
 
 __all__ = ["GROUP_FRAMES", "BatchDriver", "ThreadBatch"]
 

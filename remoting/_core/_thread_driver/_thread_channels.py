@@ -25,8 +25,7 @@ from ..._errors import (
     RemotingTimeoutError,
     translate,
 )
-from .._calling._addresses import AddressList
-from .._calling._channels import NO_ADDRESS, parse_addr
+from .._sansio._addresses import NO_ADDRESS, AddressList, parse_addr
 from ._thread_connection import ThreadConnection
 
 if TYPE_CHECKING:

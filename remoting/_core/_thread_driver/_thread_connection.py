@@ -1,33 +1,25 @@
 """`ThreadConnection`: one socket driven by the threads that use it (the thread driver).
 
-Theory of operation (httpcore's ``_sync`` model: whoever waits reads):
-- Reading is a role, held by one thread at a time (``_reader``): a thread waiting for one of
-  its calls takes it if it is free and reads for everyone, handing each answer to its call
-  (which wakes that call's thread) and the server's own requests to the owner; otherwise it
-  queues as a follower and sleeps until its call completes or the role is handed to it. The
-  reader keeps the role until its own call is done or its wait ends, then hands it to the
-  first follower whose call is not done (leader/follower; those it answered are woken by
-  their completion and leave); with no such follower it leaves it free, and tells the owner
-  when something must still be read (calls no thread waits for, the server's requests): the
-  background reader takes it then. Only the role's holder touches the decoder and the
-  socket's read side, so reading needs no lock beyond taking the role.
-- Sending is a role too (``_flushing``): a thread queues its frame in the `Outbound` and, if
-  nobody is sending, sends what is queued at once with non-blocking sends; what the socket
-  does not take is left to the background reader, which sends it as the socket drains
-  (no thread ever waits to write while nobody reads). A caller waits for room below the
-  high water mark before it queues (`wait_for_room`), within its deadline.
-- ``_mutex`` guards the roles, joining the followers, the queue and the lifecycle state
-  (`ConnectionState`), and is held only around bookkeeping, never across a wait or a
-  socket call. A follower leaves the queue without it (`_stop_following`: the pop is the
-  claim, which a reader handing the role on makes the same way). Completing calls and
-  handing requests over happen outside it.
+Theory of operation:
+- It is a `ConnectionCore` (the lifecycle, the decoder and the frame in progress, the bounds
+  on the peer, shared with the trio driver) driven by whichever threads use it, through two
+  roles: reading (`ReadRole`, `_read_role`: one reader at a time, leader/follower: whoever
+  waits reads for everyone) and sending (`ThreadSender`, `_thread_sender`: one sender at a
+  time, what a burst produced leaves together).
+- Reading, by the read role's holder: wait for readability with ``poll`` (until the holder's
+  own deadline or the frame in progress's stall), read once (the rest of a large frame
+  straight into place), and hand what it completed to the owner: the read's answers
+  together, to complete their calls on this thread, then its requests together, for the
+  loop that processes them (another thread). While it waits, the reader also sends what a
+  full socket left (it would otherwise wait for the background reader).
+- ``_mutex`` guards both roles, the followers joining, the send queue and the lifecycle
+  state, and is held only around bookkeeping, never across a wait or a socket call but the
+  one non-blocking send of a frame to an idle socket. Completing calls and handing requests
+  over happen outside it.
 - Closing (`close`, from any thread) shuts the socket, which wakes a reader waiting on it;
   the socket is released (and the owner told, which fails the calls on it) only once no
-  thread reads or sends on it, by the last to leave, so a file descriptor is never reused
-  under a thread still using it.
-- A frame still incomplete ``partial_frame_timeout`` seconds after it began closes the
-  connection, as on the trio driver; so do a codec error and responses nobody asked for
-  (`note_orphan`).
+  thread reads or sends on it, by the last to leave (the move to CLOSED under the mutex is
+  the claim), so a file descriptor is never reused under a thread still using it.
 """
 
 from __future__ import annotations
@@ -36,59 +28,32 @@ import math
 import select
 import threading
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
-from codec import FLAG_RESPONSE, CodecError, ForeignProtocolError, FrameDecoder
+from codec import FLAG_RESPONSE, CodecError
 
-from ..._errors import RemotingTooManyRequestsError
 from ..._log import log
-from .._calling._future import ThreadWaiter, thread_waiter
-from .._socket._connection_state import (
-    CLOSED_AT_ONCE,
-    ConnectionState,
-    eof_reason,
-    next_connection_id,
-    note_orphan,
-)
-from .._socket._outbound import FLUSH_FRAMES, Outbound, consume
-from .._socket._receive_buffers import RECEIVE_BUFFERS, memory_for_rest
+from .._calling._future import thread_waiter
+from .._sansio._connection_core import RECEIVE_BYTES, ConnectionCore
+from ._read_role import ReadRole
 from ._socket_io import poll_ms
+from ._thread_sender import ThreadSender
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from codec import EncodedFrame, RemotingCommand
-    from processors import Channel, RequestContext
 
     from ..._config import ConnectionSettings
-    from .._socket._outbound import Piece
+    from .._calling._future import ThreadWaiter
+    from ._read_role import Awaited
     from ._socket_io import IO
 
-__all__ = ["BACKGROUND", "Awaited", "ThreadConnection", "ThreadConnectionOwner"]
+__all__ = ["BACKGROUND", "ThreadConnection", "ThreadConnectionOwner"]
 
-RECEIVE_BYTES: Final = 64 * 1024  # as the trio driver's (below glibc's mmap threshold)
-RECEIVE_INTO_MIN_BYTES: Final = 64 * 1024
-# A request queued for the reader (`send`'s ``defer``) leaves after the reader's next read,
-# or this long after it was queued at the latest (the background reader's timer).
-DEFER_SECONDS: Final = 0.001
 _READ_EVENTS: Final = select.POLLIN | select.POLLPRI
 BACKGROUND: Final = object()  # the background reader, as holder of the read role
-_CALLER: Final = object()  # a calling thread, sending
-_PARKED: Final = object()  # the send role, left to the background reader (a full socket)
-_BACKGROUND_SENDING: Final = object()  # the background reader, sending
-
-
-class Awaited(Protocol):
-    """What a thread waits for on a connection: a call's future, or a batch."""
-
-    @property
-    def conn(self) -> Any: ...
-
-    def done(self) -> bool: ...
-
-    def _add_thread_waiter(self, waiter: ThreadWaiter) -> bool: ...
-
-    def _remove_thread_waiter(self, waiter: ThreadWaiter) -> None: ...
+_CALLER: Final = object()  # a calling thread, as holder of the read role
 
 
 class ThreadConnectionOwner(Protocol):
@@ -123,84 +88,45 @@ class ThreadConnectionOwner(Protocol):
         ...
 
 
-class ThreadConnection:
+class ThreadConnection(ConnectionCore):
     """A connection driven by the threads that use it (see the module docstring)."""
-
-    channel: Channel  # set by the owner: how processors and listeners see the connection
-    ctx: RequestContext  # set by the owner: what its processors receive
-    role: Literal["client"] = "client"
 
     def __init__(self, io: IO, remote_addr: str, owner: ThreadConnectionOwner,
                  config: ConnectionSettings, *, addr_key: str | None = None) -> None:
-        self.id = next_connection_id()
-        self.remote_addr = remote_addr
-        self.addr_key = addr_key  # the "host:port" dialled
-        self.attributes: dict[str, Any] = {}
-        self.state = ConnectionState()
-        self.processing = 0  # the server's requests in processing here (the loop's count)
-        self.max_processing = 0  # a client never pauses its reads
-        self.abandoned = 0  # calls on it given up (timed out): late answers are expected
-        self.orphans = 0  # responses on it that matched no call
-        self.overloaded = 0  # the server's requests refused with SYSTEM_BUSY
-        self.dropped = 0  # the server's requests dropped unanswered (it did not read)
+        # a client's connection: it never pauses its reads (max_processing 0)
+        super().__init__(remote_addr, config, monotonic(), role="client", addr_key=addr_key,
+                         max_processing=0)
         self.unattended = 0  # calls on it no thread waits for (the owner counts them)
         # the latest deadline of such a call sent on it (the owner sets it): the background
         # reader keeps polling it until then, answered or not, so that the next call nobody
         # waits for need not wake it (a window of `invoke_async` calls refilled by their
         # callbacks drains to none in flight between reads, again and again)
         self.unattended_until = -math.inf
-        self.high_water = config.write_buffer_high_water_mark
-        self.low_water = config.write_buffer_low_water_mark
-        self.outbound = Outbound()
+        self.calls = 0  # calls pending on it (the driver counts them, under its lock)
         self.background_events = 0  # what the background reader polls it for
         self.on_idle: Callable[[ThreadConnection], None] | None = None  # see processing_done
-        # counters, each changed by one role's holder only
-        self.bytes_read = 0
-        self.bytes_written = 0
-        self.writes = 0
-        self.frames_written = 0
-        self.last_read = self.last_sent = monotonic()
+        self.bytes_read = 0  # changed by the read role's holder only
         self._io = io
         self.fileno = io.sock.fileno()
         self._owner = owner
-        self._mutex = threading.Lock()
-        self._room = threading.Condition(self._mutex)  # callers waiting below high water
-        self._room_waiters = 0  # how many wait on it (sends notify only then: it is not free)
-        self._reader: object | None = None  # who holds the read role
-        # waiting threads and what each waits for, in arrival order (a dict: O(1) removal)
-        self._followers: dict[ThreadWaiter, Awaited] = {}
-        self._flushing: object | None = None  # who holds the send role
-        self._holds = 0  # bursts being handled (a read, a batch of replies): sends only queue
-        self.calls = 0  # calls pending on it (the driver counts them, under its lock)
-        self._deferred = False  # frames wait in the queue for the reader (`send`'s ``defer``)
-        self._budget = False  # a held burst may still send its first frame straight away
-        self._decoder = FrameDecoder(config.max_frame_bytes, config.max_header_bytes)
-        self._partial_frame_timeout = config.partial_frame_timeout
-        self._partial_since: float | None = None
-        self._lent: bytearray | None = None
-        self._got_data = False
+        self._mutex = mutex = threading.Lock()
+        self._read = ReadRole(mutex, self.state)
+        self.sender = sender = ThreadSender(self, io, mutex, self.state, config)
+        # the sending half's methods are the connection's: no wrapper call on the hot path
+        self.send = sender.send
+        self.send_many = sender.send_many
+        self.hold = sender.hold
+        self.flush_held = sender.flush_held
+        self.send_queued = sender.send_queued
+        self.flush_parked = sender.flush_parked
+        self.wait_for_room = sender.wait_for_room
+        self.outbound = sender.outbound
+        self.low_water = sender.low_water
         self._read_poll = select.poll()  # used by the read role's holder only
         self._read_poll.register(self.fileno, _READ_EVENTS)
 
     def __repr__(self) -> str:
         return f"<ThreadConnection #{self.id} {self.remote_addr} {self.state.state.value}>"
-
-    @property
-    def closed(self) -> bool:
-        """True once it is closing or closed."""
-        return self.state.closed
-
-    @property
-    def going_away(self) -> bool:
-        """True once the peer answered GO_AWAY here, also after it closed, as on the trio
-        face's `Connection`: no new call goes there, and a call that waited for room on it
-        takes another connection rather than failing on a closed one."""
-        return self.state.told_go_away
-
-    @property
-    def close_reason(self) -> str | None:
-        """Why it closed."""
-        return self.state.reason
 
     @property
     def tls_version(self) -> str | None:
@@ -215,38 +141,71 @@ class ThreadConnection:
     @property
     def last_activity(self) -> float:
         """When this connection last received or sent (`time.monotonic`)."""
-        return max(self.last_read, self.last_sent)
+        return max(self.last_read, self.sender.last_sent)
+
+    @property
+    def bytes_written(self) -> int:
+        return self.sender.bytes_written
+
+    @property
+    def writes(self) -> int:
+        return self.sender.writes
+
+    @property
+    def frames_written(self) -> int:
+        return self.sender.frames_written
 
     @property
     def read_free(self) -> bool:
         """True while no thread holds the read role (a racy hint)."""
-        return self._reader is None
+        return self._read.holder is None
 
-    # ------------------------------------------------------------------ waiting: the read role
+    # ------------------------------------------------------------------ what the sender asks
+
+    @property
+    def reading(self) -> bool:
+        """True while a thread holds the read role."""
+        return self._read.holder is not None
+
+    def flush_soon(self) -> None:
+        """Frames wait for the reader (see `SendHost`)."""
+        self._owner.flush_soon(self)
+
+    def background_wanted(self) -> None:
+        """Bytes wait for a full socket (see `SendHost`)."""
+        self._owner.background_wanted(self)
+
+    def send_from_thread(self, frame: EncodedFrame) -> bool:
+        """A pool thread's lone reply: never taken here (it goes back through the loop,
+        which sends it with `send`)."""
+        return False
+
+    # ------------------------------------------------------------------ the read role
 
     def wait(self, call: Awaited, until: float, *, reading: bool = False) -> None:
         """Drive this connection from the calling thread until ``call`` is done, moves to
         another connection, or ``until`` (`time.monotonic`) passes: read for everyone while
         holding the read role (``reading``: held already, see `claim_read`), else sleep as a
-        follower until the call completes or the role is handed over."""
+        follower until the call completes or the role is handed over (`_read_role`)."""
+        role = self._read
         waiter: ThreadWaiter | None = None
         try:
             while True:
                 if call.done() or call.conn is not self:
                     return
                 if not reading:  # take the role, or follow; then look at the call again:
-                    reading = self.claim_read()  # the last reader may have ended it
+                    reading = role.claim(_CALLER)  # the last reader may have ended it
                     if not reading:
                         if waiter is None:  # a leader needs none: it sees its call end
                             waiter = thread_waiter()
                             if not call._add_thread_waiter(waiter):
                                 return
-                        reading = self._lead_or_follow(waiter, call)
+                        reading = role.lead_or_follow(waiter, call)
                         if not reading:
                             remaining = until - monotonic()
                             if remaining > 0:
                                 waiter.sleep(remaining)
-                            reading = self._stop_following(waiter)
+                            reading = role.stop_following(waiter)
                             if not reading and monotonic() >= until:
                                 return
                     continue
@@ -265,13 +224,7 @@ class ThreadConnection:
     def claim_read(self) -> bool:
         """Take the read role if it is free and the connection open; True if taken (give it
         back with `release_read`, or pass ``reading=True`` to `wait`)."""
-        if self._reader is not None:  # a racy look first: taken, most of the time, when busy
-            return False
-        with self._mutex:
-            if self._reader is None and self.state.usable:
-                self._reader = _CALLER
-                return True
-            return False
+        return self._read.claim(_CALLER)
 
     def release_read(self) -> None:
         """Give back the read role taken with `claim_read`."""
@@ -282,62 +235,33 @@ class ThreadConnection:
         the server sent while nobody read."""
         self._read_once(0.0)
 
-    def _lead_or_follow(self, waiter: ThreadWaiter, call: Awaited) -> bool:
-        """Take the read role if it is free (True); else queue as a follower (on a closing
-        connection too: its release fails the call, which wakes the thread)."""
-        with self._mutex:
-            if self._reader is None and self.state.usable:
-                self._reader = waiter
-                return True
-            self._followers[waiter] = call
-            return False
-
-    def _stop_following(self, waiter: ThreadWaiter) -> bool:
-        """Stop following; True if the role was handed to this thread meanwhile.
-
-        A follower leaves without the mutex when it takes itself out of the queue: threads
-        that one read woke together would otherwise queue up on the mutex as they leave,
-        each losing the GIL while it holds it. Taking a follower out of the queue is the
-        claim: one `dict.pop` (atomic under the GIL), made the same way by a leader handing
-        the role on (`_next_reader`), so exactly one of them wins. If the leader did, it
-        makes this thread the reader within the same hold of the mutex."""
-        if self._followers.pop(waiter, None) is not None:
-            return False
-        with self._mutex:
-            return self._reader is waiter
+    def read_now(self) -> None:
+        """Read what is there now without waiting, if the read role is free (the background
+        reader)."""
+        if not self._read.claim(BACKGROUND):
+            return
+        try:
+            self._read_once(0.0)
+        finally:
+            self._leave()
 
     def _leave(self) -> None:
-        """Give up the read role: to the first follower still waiting, else free (see the
-        module docstring). On a closing connection nobody reads any more: the last thread
-        using it releases it, which fails the followers' calls (and so wakes them)."""
-        if self._deferred:  # nobody may read it next: what waits for a reader leaves now
+        """Give up the read role: to the first follower still waiting, else free. On a
+        closing connection nobody reads any more: the last thread using it releases it,
+        which fails the followers' calls (and so wakes them)."""
+        if self.sender.deferred:  # nobody may read it next: what waits for a reader leaves
             self.send_queued()
         with self._mutex:
             usable = self.state.usable
-            follower = None
-            if self._followers and usable:
-                follower = self._next_reader()
-            self._reader = follower
+            follower = self._read.pass_on()
             wanted = (follower is None and usable
                       and not self.background_events & select.POLLIN and self._wants_reading())
         if follower is not None:
             follower.wake()
         elif not usable:
-            self._release_if_unused()
+            self.release_if_unused()
         elif wanted:
             self._owner.background_wanted(self)
-
-    def _next_reader(self) -> ThreadWaiter | None:
-        """Take the first follower whose call is not done yet out of the queue (mutex held).
-        Those done already are woken by their completion and leave by themselves: handing
-        them the role would only pass it on, one thread switch each, while nobody reads."""
-        followers = self._followers
-        # a copy: followers leave the queue without the mutex (`_stop_following`), so the
-        # claim is the pop, and one may be gone by the time it is looked at
-        for waiter, call in list(followers.items()):
-            if not call.done() and followers.pop(waiter, None) is not None:
-                return waiter
-        return None
 
     def _wants_reading(self) -> bool:
         """Something must be read though no caller waits: calls nobody waits for, the
@@ -351,25 +275,13 @@ class ThreadConnection:
         with self._mutex:
             events = 0
             if self.state.usable:
-                if self._reader is None and (self._wants_reading()
-                                             or monotonic() < self.unattended_until):
+                if self._read.holder is None and (self._wants_reading()
+                                                  or monotonic() < self.unattended_until):
                     events |= _READ_EVENTS
-                if self._flushing is _PARKED:
+                if self.sender.parked:
                     events |= select.POLLOUT
             self.background_events = events
             return events
-
-    def read_now(self) -> None:
-        """Read what is there now without waiting, if the read role is free (the background
-        reader; a caller about to use a connection nobody read lately)."""
-        with self._mutex:
-            if self._reader is not None or not self.state.usable:
-                return
-            self._reader = BACKGROUND
-        try:
-            self._read_once(0.0)
-        finally:
-            self._leave()
 
     def _read_once(self, until: float) -> None:
         """Wait until readable or ``until``, read once, and hand over what it completed
@@ -378,16 +290,14 @@ class ThreadConnection:
         io = self._io
         if not io.buffered():
             timeout = until - monotonic()
-            since = self._partial_since
-            if since is not None and self._partial_frame_timeout:
-                stall_at = since + self._partial_frame_timeout
-                if stall_at <= until:
-                    timeout = stall_at - monotonic()
-                    if timeout <= 0:
-                        self._stalled()
-                        return
+            stall_at = self.stall_at()
+            if stall_at is not None and stall_at <= until:
+                timeout = stall_at - monotonic()
+                if timeout <= 0:
+                    self.stalled()
+                    return
             poll = self._read_poll
-            if self._flushing is _PARKED:
+            if self.sender.parked:
                 poll.modify(self.fileno, _READ_EVENTS | select.POLLOUT)
                 try:
                     ready = poll.poll(poll_ms(timeout))
@@ -402,24 +312,21 @@ class ThreadConnection:
         try:
             count = self._receive()
         except OSError as exc:
-            self._failed("read", exc)
+            self.failed("read", exc)
             return
         if count is None:
             return
         if not count:
-            self.close(eof_reason(mid_frame=bool(self._decoder.buffered_bytes),
-                                  got_data=self._got_data, client=True,
-                                  tls=self.tls_version is not None))
+            self.close(self.eof_reason())
             return
-        self._got_data = True
         self.bytes_read += count
-        self.last_read = monotonic()
+        self.received(monotonic())
         try:
             self._dispatch()
         except CodecError as exc:
-            self._codec_failed(exc)
+            self.codec_failed(exc)
             return
-        if self._deferred:
+        if self.sender.deferred:
             self.send_queued()
 
     def _receive(self) -> int | None:
@@ -427,14 +334,12 @@ class ThreadConnection:
         chunk. Return the count (0: end of stream; None: nothing there)."""
         decoder = self._decoder
         io = self._io
-        if self._lent is not None or (io.receives_into
-                                      and decoder.missing_bytes >= RECEIVE_INTO_MIN_BYTES):
-            into, self._lent = memory_for_rest(decoder, self._lent, RECEIVE_INTO_MIN_BYTES)
-            if into is not None:
-                count = io.recv_into(into)
-                if count:
-                    decoder.buffer_updated(count)
-                return count
+        into = self.receive_buffer(io.receives_into)
+        if into is not None:
+            count = io.recv_into(into)
+            if count:
+                decoder.buffer_updated(count)
+            return count
         data = io.recv(RECEIVE_BYTES)
         if data:
             decoder.feed(data)
@@ -467,230 +372,7 @@ class ThreadConnection:
                     owner.requests_received(self, requests)
                 if held:
                     self.flush_held()
-                if self._lent is not None and not decoder.holds_buffer:
-                    RECEIVE_BUFFERS.give(self._lent)  # its frame was decoded
-                    self._lent = None
-                if not decoder.buffered_bytes:
-                    self._partial_since = None
-                elif responses or requests or self._partial_since is None:
-                    self._partial_since = self.last_read  # a new frame began in this read
-
-    def orphaned(self, response: RemotingCommand) -> None:
-        """A response read here matched no call (see `note_orphan`)."""
-        note_orphan(self, response)
-
-    # ------------------------------------------------------------------ sending: the send role
-
-    def wait_for_room(self, deadline: float) -> None:
-        """Wait until the queue is under the high water mark, until ``deadline``; a
-        connection told GO_AWAY ends the wait at once (the call goes elsewhere).
-
-        Raises:
-            RemotingTooManyRequestsError: the peer does not drain the queue in time.
-        """
-        if self.outbound.size <= self.high_water:
-            return
-        with self._room:
-            while self.outbound.size > self.high_water and self.state.takes_calls:
-                remaining = deadline - monotonic()
-                if remaining <= 0:
-                    raise RemotingTooManyRequestsError(
-                        f"{self.outbound.size} bytes wait to be sent to a peer that is not "
-                        f"reading (high water mark {self.high_water})", self.remote_addr)
-                self._room_waiters += 1
-                try:
-                    self._room.wait(min(remaining, threading.TIMEOUT_MAX))
-                finally:
-                    self._room_waiters -= 1
-
-    def send(self, frame: EncodedFrame, on_sent: Callable[[], None] | None = None, *,
-             defer: bool = False) -> bool:
-        """Queue ``frame`` and send what is queued now unless another thread is sending
-        (which sends it too); never waits. ``on_sent`` runs once the frame was handed to the
-        socket, or the connection closed. False, doing nothing, if it is closing.
-
-        ``defer`` (a call's request): while other calls on this connection are in flight and
-        a thread reads it, only queue the frame: the reader sends what is queued after its
-        next read (an answer is due), so calls made while others are in flight leave
-        together, and the peer gets them together; the background reader sends it
-        `DEFER_SECONDS` later at the latest."""
-        out = self.outbound
-        first = False
-        with self._mutex:
-            if not self.state.usable:
-                return False
-            if defer and self._flushing is None and self.calls > 1 and (
-                    self._reader is not None or self.background_events & select.POLLIN):
-                queued = out.add(frame, on_sent)
-                first = not self._deferred
-                self._deferred = True
-                direct = False
-                if queued >= FLUSH_FRAMES:
-                    self._flushing = _CALLER
-                    first = False  # sent now, below
-                elif not first:
-                    return True
-            elif self._flushing is not None or not out.idle or (
-                    self._holds and not self._budget):
-                queued = out.add(frame, on_sent)
-                if self._flushing is not None or (self._holds and queued < FLUSH_FRAMES):
-                    return True
-                self._flushing = _CALLER
-                direct = False
-            else:  # nothing queued: straight to the socket, under the mutex (order holds)
-                self._budget = False  # a burst's first frame goes at once: the peer starts
-                direct = True
-                try:
-                    sent, rest = self._send_now(frame)
-                except OSError as exc:
-                    error: OSError | None = exc
-                else:
-                    error = None
-                    if rest or self._io.wants_write():  # (TLS: encrypted bytes wait)
-                        if rest:
-                            out.add_rest(rest, on_sent)
-                            on_sent = None
-                        self._flushing = _CALLER
-                        rest = rest or [b""]
-        if first:  # the timer, set outside the mutex: it may wake the background reader
-            # (a pipe write, which lets go of the GIL: threads sending meanwhile would queue
-            # up on the mutex behind it)
-            self._owner.flush_soon(self)
-            return True
-        if not direct:
-            self._flush()
-        elif error is not None:
-            self._failed("write", error)
-            if on_sent is not None:
-                on_sent()
-        elif rest:
-            self._flush()
-        elif on_sent is not None:
-            on_sent()
-        return True
-
-    def send_many(self, frames: list[EncodedFrame]) -> bool:
-        """Queue ``frames`` (a batch's requests) and send what is queued now unless another
-        thread is sending or a burst holds sends (`hold`) with fewer than `FLUSH_FRAMES`
-        queued; never waits. False, doing nothing, if it is closing."""
-        out = self.outbound
-        with self._mutex:
-            if not self.state.usable:
-                return False
-            queued = out.add_many(frames)
-            if self._flushing is not None or (self._holds and queued < FLUSH_FRAMES):
-                return True
-            self._flushing = _CALLER
-        self._flush()
-        return True
-
-    def _send_now(self, frame: EncodedFrame) -> tuple[int, list[Piece]]:
-        """Hand ``frame`` to the socket at once (mutex held); return the bytes sent and what
-        is left of it."""
-        pieces: list[Piece] = [frame] if type(frame) is bytes else list(frame)  # type: ignore[arg-type]
-        sent = self._io.send_now(pieces)
-        if sent:
-            self.writes += 1
-            self.bytes_written += sent
-            self.last_sent = monotonic()
-        rest = consume(pieces, sent)
-        if not rest:
-            self.frames_written += 1
-        return sent, rest
-
-    def send_from_thread(self, frame: EncodedFrame) -> bool:
-        """A pool thread's lone reply: never taken here (it goes back through the loop,
-        which sends it with `send`)."""
-        return False
-
-    def hold(self) -> bool:
-        """Only queue (up to `FLUSH_FRAMES` frames) until the matching `flush_held`: a burst
-        of work (a read, a batch of replies) sends what it produced together. Always True
-        (holds nest)."""
-        with self._mutex:
-            self._holds += 1
-            self._budget = True
-            return True
-
-    def flush_held(self) -> None:
-        """End a burst begun with `hold`: send what was queued (the last burst out does)."""
-        with self._mutex:
-            self._holds -= 1
-            if (self._holds or self._flushing is not None or not self.outbound
-                    or not self.state.usable):
-                return
-            self._flushing = _CALLER
-        self._flush()
-
-    def send_queued(self) -> None:
-        """Send what is queued if nobody is sending (deferred frames; any thread)."""
-        with self._mutex:
-            if (self._flushing is not None or self._holds or not self.outbound
-                    or not self.state.usable):
-                return
-            self._flushing = _CALLER
-        self._flush()
-
-    def flush_parked(self) -> None:
-        """Send what the socket takes now, for the background reader (a sender left it the
-        rest, and the send role with it)."""
-        with self._mutex:
-            if self._flushing is not _PARKED:
-                return
-            self._flushing = _BACKGROUND_SENDING
-        self._flush()
-
-    def _flush(self) -> None:
-        """Send what is queued until the queue is empty or the socket is full (send role
-        held); a full socket leaves the role to the background reader."""
-        io = self._io
-        out = self.outbound
-        while True:
-            with self._mutex:
-                if not self.state.usable:
-                    self._flushing = None
-                    break
-                if not out and not io.wants_write():
-                    self._flushing = None
-                    self._deferred = False
-                    if self._room_waiters:
-                        self._room.notify_all()
-                    return
-                pieces = out.pieces
-                frames = out.frames
-            try:
-                sent = io.send_now(pieces) if pieces else 0
-                if not sent:
-                    io.flush()
-            except OSError as exc:
-                with self._mutex:
-                    self._flushing = None
-                self._failed("write", exc)
-                self._release_if_unused()
-                return
-            callbacks = None
-            with self._mutex:
-                if sent:
-                    callbacks = out.sent(sent)
-                    self.writes += 1
-                    self.bytes_written += sent
-                    self.last_sent = monotonic()
-                    if callbacks is not None:
-                        self.frames_written += frames
-                    if self._room_waiters and out.size <= self.low_water:
-                        self._room.notify_all()
-                full = not sent and (bool(out) or io.wants_write())
-                if full:  # left to the background reader, which sends as the socket drains
-                    self._flushing = _PARKED
-                hand_over = full and self.background_events & select.POLLOUT == 0
-            if callbacks:
-                for fn in callbacks:
-                    fn()
-            if full:
-                if hand_over:
-                    self._owner.background_wanted(self)
-                return
-        self._release_if_unused()
+                self.read_handled(bool(responses or requests))
 
     # ------------------------------------------------------------------ the server's requests
 
@@ -708,7 +390,7 @@ class ThreadConnection:
         with self._mutex:
             if not self.state.handle("go_away"):
                 return False
-            self._room.notify_all()
+            self.sender.wake_room()
             return True
 
     def request_close(self, reason: str) -> bool:
@@ -722,68 +404,41 @@ class ThreadConnection:
         with self._mutex:
             if not self.state.handle("close", reason, broken=broken):
                 return
-            if self._flushing is _PARKED:  # nobody is sending: what is queued is dropped
-                self._flushing = None
-            self._room.notify_all()
+            self.sender.closing()
         self._io.shutdown()
-        self._release_if_unused()
+        self.release_if_unused()
 
-    def _release_if_unused(self) -> None:
-        """Release a closing connection once no thread reads or sends on it (each holder of
-        a role calls this as it drops the role; the release happens once)."""
+    def release_if_unused(self) -> None:
+        """Release a closing connection once no thread reads or sends on it: let go of the
+        socket and tell the owner. Each holder of a role calls this as it drops the role;
+        whoever finds it unused first releases it (the state's move to CLOSED, under the
+        mutex, is the claim), so it happens once."""
+        state = self.state
         with self._mutex:
-            unused = (not self.state.usable and self._reader is None
-                      and self._flushing is None)
-        if unused:
-            self._release()
-
-    def _release(self) -> None:
-        """Release the socket and tell the owner (once: by whoever left it last)."""
-        with self._mutex:
-            if not self.state.handle("released"):
+            if (state.usable or state.released or self._read.holder is not None
+                    or not self.sender.idle):
                 return
+            state.handle("released")
             callbacks = self.outbound.clear()
-            self._followers.clear()  # their calls fail below (connection_closed)
+            self._read.drop_followers()  # their calls fail below (connection_closed)
         self._io.close()
-        self._lent = None  # a lent buffer the decoder may still hold: never given back
+        self.forget_lent()
         for fn in callbacks:
             fn()
         self._owner.connection_closed(self)
         log.info("connection.closed", conn_id=self.id, peer=self.remote_addr, role="client",
                  reason=self.state.reason or "shut down")
 
-    def _failed(self, what: str, exc: BaseException) -> None:
-        if not self.closed:
-            log.info("connection.broken", conn_id=self.id, peer=self.remote_addr,
-                     during=what, error=repr(exc))
-        hint = CLOSED_AT_ONCE[True] if (what == "read" and not self._got_data
-                                        and self.tls_version is not None) else ""
-        self.close(f"{what} failed: {exc!r}{hint}", broken=True)
-
-    def _codec_failed(self, exc: CodecError) -> None:
-        foreign = {"protocol": exc.protocol} if isinstance(exc, ForeignProtocolError) else {}
-        log.warning("connection.broken", conn_id=self.id, peer=self.remote_addr,
-                    error=str(exc), **foreign)
-        self.close(f"not our protocol: {foreign['protocol']}" if foreign
-                   else f"codec error: {exc}", broken=True)
-
-    def _stalled(self) -> None:
-        log.warning("connection.stalled", conn_id=self.id, peer=self.remote_addr,
-                    buffered_bytes=self._decoder.buffered_bytes,
-                    timeout=self._partial_frame_timeout)
-        self.close(f"partial frame not completed within {self._partial_frame_timeout}s")
-
     def check_stalled(self, now: float) -> None:
         """Close if a frame began ``partial_frame_timeout`` ago and is still incomplete
         (the background reader's sweep; a racy read of when it began is enough)."""
-        since = self._partial_since
-        if (since is not None and self._partial_frame_timeout
-                and now >= since + self._partial_frame_timeout and self._reader is None):
-            self._stalled()
+        stall_at = self.stall_at()
+        if stall_at is not None and now >= stall_at and self._read.free:
+            self.stalled()
 
     def is_idle(self, now: float, idle_seconds: float) -> bool:
         """True if nothing was read or sent for ``idle_seconds`` and nothing is in
         processing, queued or being read."""
         return (not math.isinf(idle_seconds) and now - self.last_activity >= idle_seconds
-                and not self.processing and not self.outbound and self._reader is None
+                and not self.processing and not self.outbound and self._read.free
                 and not self.unattended)

@@ -2,36 +2,30 @@
 
 Theory of operation (docs/architecture.md, "The thread driver"):
 - It runs the same sans-I/O parts as the trio driver: the codec, a `ResponseTable` of pending
-  calls and its deadline heap, each connection's `Outbound` queue, the `AddressList`, and the
-  call kinds of `Caller` (hooks, interceptors, telemetry); only who runs them differs. There
-  is no loop thread: the calling thread connects, registers its call in the table before its
-  first byte leaves, sends it, and waits by driving the connection
-  (`ThreadConnection.wait`: whoever waits reads for everyone, under the read role).
-- ``_lock`` guards the table, the calling side's counters and each connection's count of
-  calls nobody waits for; it is held around bookkeeping only, never around I/O or a
-  completion. Whoever removes a call from the table completes it, outside the lock: the
-  thread that read its answer, the thread that found it past its deadline, the release of its
-  connection, shutdown. So every call ends exactly once.
+  calls and its deadline heap, each connection's `ConnectionCore` and `Outbound` queue, the
+  `AddressList`, and the call kinds of `Caller` (hooks, interceptors, telemetry); only who
+  runs them differs. There is no loop thread: the calling thread connects, registers its call
+  before its first byte leaves and sends it (`PendingCalls`, `_pending_calls`: how calls are
+  registered and found again), and waits by driving the connection (`ThreadConnection.wait`:
+  who reads is `ReadRole`'s, `_read_role`; how frames leave, `ThreadSender`'s).
+- One lock (``_lock``, `PendingCalls.lock`) guards the calls in flight and what is counted
+  with them, the connections and the calling side's counters; it is held around bookkeeping
+  only, never around I/O or a completion. Whoever removes a call from the table completes
+  it, outside the lock, so every call ends exactly once.
 - Timeouts run on one clock, `time.monotonic`: a waiting thread ends its own call at its
   deadline (``precise_timeouts``; else ``scan_grace`` later, as RocketMQ's scan); the
   `BackgroundReader` ends the calls nobody waits for at theirs, and reads their answers.
 - Calls nobody waits for (``invoke_async``; a batch's requests left on a connection it moved
   off) are counted on their connection, so that a reader leaving it hands it to the
   background reader. A thread that waits for such a future later (``result()``) reads too.
-- GO_AWAY: the connection takes no new call (forgotten, its address moved off), the calls on
-  it finish there and it closes once none is left; the call answered GO_AWAY is resent once,
-  within its deadline, by a job on the callback executor (it may have to connect), as a call
-  nobody waits for: whoever waits for it is woken by its completion.
+- GO_AWAY is `ThreadGoAway`'s (`_thread_go_away`).
 - The server's requests on these connections are handed to the `Receiver`, which runs them in
-  order on a loop thread started only then (`_faces._request_loop`); it is told when a
+  order on a loop thread started only then (`_request_loop`); it is told when a
   connection closes (the streams on it end).
 """
 
 from __future__ import annotations
 
-import math
-import select
-import threading
 import time
 from time import monotonic
 from typing import TYPE_CHECKING, Final, Protocol
@@ -49,28 +43,27 @@ from ..._errors import (
     RemotingError,
     RemotingSendRequestError,
     RemotingTimeoutError,
-    RemotingTooManyRequestsError,
     translate,
 )
 from ..._log import log
-from ..._observability._histogram import LatencyHistogram
 from ..._observability._statistics import EndpointStatistics, ReceivingStatistics
 from ..._security._tls import client_context
-from .._calling._deadlines import busy_backoff
-from .._calling._future import ResponseFuture, ThreadCall, thread_waiter
-from .._calling._permits import ThreadPermits
-from .._calling._response_table import ResponseTable
+from .._calling._future import ResponseFuture, thread_waiter
 from .._receiving._channel_handle import ChannelHandle
+from .._sansio._backoff import busy_backoff
+from .._sansio._permit_errors import no_permit
 from ._background_reader import BackgroundReader
+from ._pending_calls import PendingCalls, ThreadCall
 from ._socket_io import TLSIO, SocketIO, dial
 from ._thread_batch import ThreadBatch
 from ._thread_channels import ThreadChannels, ThreadTarget
-from ._thread_connection import DEFER_SECONDS, ThreadConnection
+from ._thread_connection import ThreadConnection
+from ._thread_go_away import ThreadGoAway
+from ._thread_permits import ThreadPermits
+from ._thread_sender import DEFER_SECONDS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-
-    from codec import EncodedFrame
+    from collections.abc import Callable
 
     from ..._config import ClientConfig
     from ..._interceptors import ClientCall
@@ -107,7 +100,7 @@ class ThreadHost(Protocol):
 
 
 class Receiver(Protocol):
-    """Where the server's requests run (`remoting._faces._request_loop.RequestLoop`)."""
+    """Where the server's requests run (`_request_loop.RequestLoop`)."""
 
     def serves(self) -> bool:
         """True if the server's requests are read at any time, not only while a call waits."""
@@ -136,21 +129,28 @@ class ThreadDriver:
         self.max_frame = config.max_frame_bytes
         self.max_header = config.max_header_bytes  # the peer's too, as RocketMQ assumes
         self._close_on_timeout = config.close_socket_if_timeout
-        self._retry_go_away = config.enable_reconnect_for_go_away
         self._grace = 0.0 if config.precise_timeouts else config.scan_grace
         self._tls = client_context(config)
         self._unverified_warned: set[str] = set()  # addresses told tls.verification_skipped
-        self._lock = threading.Lock()
-        self.table: ResponseTable[ThreadCall] = ResponseTable()
         self.async_permits = ThreadPermits(config.client_async_semaphore_value)
         self.oneway_permits = ThreadPermits(config.client_oneway_semaphore_value)
         self.connections: set[ThreadConnection] = set()
         self.channels = ThreadChannels(config.connect_timeout, self._open)
         self.background = BackgroundReader("remoting-client-reader", self)
-        self._closed = False
+        self.pending = pending = PendingCalls(
+            counters, self.background, max_frame=self.max_frame, max_header=self.max_header,
+            grace=self._grace)
+        self._lock = pending.lock  # one lock (see the module docstring)
+        self.table = pending.table
+        # what a batch and a resend ask of the calls in flight: straight to them
+        self.send_batch = pending.send_batch
+        self.next_deadline = pending.next_deadline
+        self.make_unattended = pending.make_unattended
+        self.go_away = ThreadGoAway(self, pending, self.channels, self.background,
+                                    self.callbacks, counters,
+                                    retry=config.enable_reconnect_for_go_away)
+        self.closed = False
         self._next_sweep = 0.0
-        self._sent = counters.sent
-        self._latency = counters.latency
 
     # ------------------------------------------------------------------ the blocking driver
 
@@ -205,9 +205,7 @@ class ThreadDriver:
             raise RemotingTimeoutError(conn.remote_addr, 0.0, "send")
         permits = self.oneway_permits
         if not permits.take(deadline):
-            raise RemotingTooManyRequestsError(
-                f"no oneway permit within {timeout}s ({permits.waiting} waiting); slow down "
-                "or raise client_oneway_semaphore_value", conn.remote_addr)
+            raise no_permit("oneway", self.role, timeout, permits.waiting, conn.remote_addr)
         try:
             conn = self._room(conn, target, deadline, timeout)
             oneway = request.with_opaque(request.opaque)  # a copy: the caller's stays as is
@@ -222,8 +220,7 @@ class ThreadDriver:
         if not conn.send(frame, permits.give):
             permits.give()
             raise RemotingSendRequestError(conn.remote_addr, "connection is closed")
-        with self._lock:
-            self._sent[request.code] = self._sent.get(request.code, 0) + 1
+        self.pending.count_oneway(request.code)
 
     def call_many(self, call: ClientCall) -> list[RemotingCommand | RemotingError]:
         """Send a batch and wait for all of it, driving the connection (see
@@ -251,7 +248,7 @@ class ThreadDriver:
                     keep_reading: bool) -> tuple[ThreadConnection, bool]:
         """`connection`, and whether the calling thread holds its read role (taken if free,
         kept with ``keep_reading``: a sync call reads its answer next)."""
-        if self._closed:
+        if self.closed:
             raise RemotingError("the client is shut down", target_addr(target))
         conn = self.channels.live(target)
         if conn is not None and not conn.background_events and conn.claim_read():
@@ -295,10 +292,8 @@ class ThreadDriver:
                     permits = self.async_permits
                     if not permits.take(deadline):
                         permits = None
-                        raise RemotingTooManyRequestsError(
-                            f"no in-flight permit within {timeout}s "
-                            f"({self.async_permits.waiting} waiting); slow down or raise "
-                            "client_async_semaphore_value", conn.remote_addr)
+                        raise no_permit("async", self.role, timeout,
+                                        self.async_permits.waiting, conn.remote_addr)
                 if conn.queued_bytes > conn.high_water:
                     if reading:  # waiting for room: others read meanwhile
                         conn.release_read()
@@ -313,7 +308,8 @@ class ThreadDriver:
                     raise
                 self.fail_unsent(fut, exc)
                 return fut, False
-            if self.send(conn, fut, permits, unattended=kind == "async", elsewhere=elsewhere):
+            if self.pending.send(conn, fut, permits, unattended=kind == "async",
+                                 elsewhere=elsewhere):
                 break
             if reading:  # told GO_AWAY since it was taken: take another
                 conn.release_read()
@@ -337,132 +333,17 @@ class ThreadDriver:
             conn.wait_for_room(deadline)
         return conn
 
+    def connection_with_room(self, target: ThreadTarget, deadline: float, timeout: float
+                             ) -> ThreadConnection:
+        """`connection`, then room below its high water mark (see `_room`)."""
+        return self._room(self.connection(target, deadline, timeout), target, deadline,
+                          timeout)
+
     def fail_unsent(self, fut: ResponseFuture, exc: BaseException) -> None:
         """End ``fut``, not sent, with ``exc`` (a bug's exception is logged first)."""
         if isinstance(exc, Exception) and not isinstance(exc, RemotingError):
             log.error("request.failed", addr=fut.addr, exc_info=exc)
         fut._fail(translate(exc, "call", fut.addr))
-
-    def send(self, conn: ThreadConnection, fut: ThreadCall, permits: GivesBack | None, *,
-             unattended: bool, elsewhere: bool = False) -> bool:
-        """Register ``fut`` and send its request on ``conn``; a failure ends it. Its permit
-        (held by the call, or by its batch when None) comes back at its completion.
-
-        ``elsewhere``: the call may go to another connection. Then, if ``conn`` was told
-        GO_AWAY since the caller took it, nothing is registered and False is returned (the
-        caller takes another). This is decided under the driver's lock, which `_settle`
-        takes before it counts the calls left on such a connection: a call is either counted
-        there (it finishes there) or goes elsewhere, never sent on a connection closing
-        under it."""
-        request = fut.request
-        entries = self.table.entries
-        with self._lock:
-            if elsewhere and not conn.state.takes_calls:
-                return False
-            fut._permits = permits
-            fut.conn = conn
-            fut.addr = conn.remote_addr
-            if request.opaque in entries:  # the same command in flight twice: a copy goes out
-                request = fut.request = request.with_opaque(next_opaque())
-            try:
-                frame = encode_frame_parts(request, self.max_frame, self.max_header)
-            except Exception as exc:
-                error: BaseException | None = exc
-            else:
-                error = None
-                fut.opaque = request.opaque
-                self.table.add(fut)
-                conn.calls += 1
-                code = request.code
-                self._sent[code] = self._sent.get(code, 0) + 1
-                if unattended:
-                    fut.unattended = True
-                    conn.unattended += 1
-                    if fut.deadline > conn.unattended_until:
-                        conn.unattended_until = fut.deadline
-        if error is not None:
-            fut._fail(translate(error, "encode", fut.addr))
-            return True
-        if not conn.send(frame, defer=True):
-            with self._lock:
-                popped = self._pop_for(fut, conn)
-            if popped:
-                fut._fail_send("connection is closed")
-            return True
-        if unattended:
-            background = self.background
-            if not conn.background_events & select.POLLIN and conn.read_free:
-                background.want(conn)
-            background.arm(fut.deadline + self._grace)
-        return True
-
-    def send_batch(self, conn: ThreadConnection, futs: list[ThreadCall], *, elsewhere: bool
-                   ) -> bool:
-        """Register ``futs`` (requests of one batch made for ``conn``, whose permits the
-        batch holds) and send them on ``conn`` together: encoded first, registered under one
-        hold of the lock, queued and handed to the socket at once. A request that cannot be
-        encoded fails alone; otherwise as `send` (``elsewhere``: False, nothing done, if
-        ``conn`` was told GO_AWAY since the caller took it)."""
-        max_frame, max_header = self.max_frame, self.max_header
-        addr = conn.remote_addr
-        frames: list[EncodedFrame] = []
-        failed: list[tuple[ThreadCall, BaseException]] = []
-        codes: dict[int, int] = {}
-        code = count = 0
-        for fut in futs:  # outside the lock: it is held only for the table
-            request = fut.request  # (its conn and addr are set: the batch made it for conn)
-            try:
-                frames.append(encode_frame_parts(request, max_frame, max_header))
-            except Exception as exc:
-                failed.append((fut, exc))
-                continue
-            if request.code != code:
-                if count:
-                    codes[code] = codes.get(code, 0) + count
-                code, count = request.code, 0
-            count += 1
-        if count:
-            codes[code] = codes.get(code, 0) + count
-        if failed:  # (rare) those go no further
-            futs = [fut for fut in futs if all(fut is not f for f, _ in failed)]
-        table = self.table
-        copies: list[int] = []
-        with self._lock:
-            if elsewhere and not conn.state.takes_calls:
-                return False
-            n = len(futs)
-            i = table.add_all(futs)
-            while i < n:  # the same command in flight twice: a copy goes out
-                fut = futs[i]
-                fut.request = fut.request.with_opaque(next_opaque())
-                fut.opaque = fut.request.opaque
-                copies.append(i)
-                i += table.add_all(futs, i)
-            sent = self._sent
-            for code, count in codes.items():
-                sent[code] = sent.get(code, 0) + count
-            conn.calls += n
-        for fut, cause in failed:
-            fut._fail(translate(cause, "encode", addr))
-        unsent: list[int] = []
-        for i in copies:  # encoded again with their new opaque
-            try:
-                frames[i] = encode_frame_parts(futs[i].request, max_frame, max_header)
-            except Exception as error:  # (its longer opaque crossed the header limit)
-                copy = futs[i]
-                with self._lock:
-                    taken = self._pop_for(copy, conn)
-                if taken:
-                    copy._fail(translate(error, "encode", addr))
-                unsent.append(i)
-        if unsent:  # (rare) nothing of those is sent
-            frames = [f for i, f in enumerate(frames) if i not in unsent]
-        if frames and not conn.send_many(frames):
-            with self._lock:
-                lost = [fut for fut in futs if self._pop_for(fut, conn)]
-            for fut in lost:
-                fut._fail_send("connection is closed")
-        return True
 
     # ------------------------------------------------------------------ waiting
 
@@ -486,77 +367,29 @@ class ThreadDriver:
                 _sleep_until_done(fut, until)
         if fut._done or not expire:
             return
-        with self._lock:
-            popped = self._pop_for(fut, fut.conn)
-        if popped:
-            self.timed_out(fut)
+        if self.pending.remove(fut, fut.conn):
+            self.pending.timed_out(fut)
+            self._timed_out(fut)
             return
         _sleep_until_done(fut, monotonic() + RESEND_WAIT_SLACK)  # its resend ends it
         fut._fail_timeout()  # (a no-op if it did)
 
-    # ------------------------------------------------------------------ the table
-
-    def _pop_for(self, fut: ResponseFuture, conn: object) -> bool:
-        """Remove ``fut`` if still pending on ``conn`` (lock held); True if removed."""
-        if self.table.pop_for(fut.opaque, conn) is not fut:
-            return False
-        self._popped(fut)
-        return True
-
-    @staticmethod
-    def _popped(fut: ThreadCall) -> None:
-        """Count ``fut``, just removed from the table, off its connection (lock held)."""
-        conn = fut.conn
-        conn.calls -= 1
-        if fut.unattended:
-            fut.unattended = False
-            conn.unattended -= 1
-
-    def next_deadline(self) -> float:
-        """The earliest deadline of a pending call, grace included (inf: none)."""
-        with self._lock:
-            deadline = self.table.next_deadline()
-        return math.inf if deadline is None else deadline + self._grace
-
     def expire_due(self, now: float) -> None:
         """End every call whose deadline (grace included) is at or before ``now``."""
-        with self._lock:
-            expired = self.table.expire(now - self._grace)
-            for fut in expired:
-                self._popped(fut)
-        for fut in expired:
-            self.timed_out(fut)
+        for fut in self.pending.expire(now):
+            self._timed_out(fut)
 
-    def timed_out(self, fut: ResponseFuture) -> None:
-        """Fail ``fut`` (already out of the table) for its deadline."""
+    def _timed_out(self, fut: ResponseFuture) -> None:
+        """Fail ``fut`` (out of the table, counted) for its deadline."""
         conn = fut.conn
-        with self._lock:
-            self._counters.timeouts += 1
-            if conn is not None:
-                conn.abandoned += 1
         log.debug("request.timed_out", opaque=fut.opaque, addr=fut.addr, timeout=fut.timeout)
         fut._fail_timeout()
         if conn is None:
             return
         if conn.going_away:
-            self._settle(conn)
+            self.go_away.settle(conn)
         if fut.close_on_timeout:
             conn.close("invoke_sync timed out (close_socket_if_timeout)")
-
-    def make_unattended(self, conn: ThreadConnection, futs: Iterable[ResponseFuture]) -> None:
-        """Nobody waits for ``futs`` on ``conn`` any more (their batch moved off it): let the
-        background reader read their answers and end them at their deadlines."""
-        latest = -math.inf
-        with self._lock:
-            for fut in futs:
-                if (isinstance(fut, ThreadCall) and not fut.unattended
-                        and self.table.entries.get(fut.opaque) is fut):
-                    fut.unattended = True
-                    conn.unattended += 1
-                    latest = max(latest, fut.deadline)
-        if latest > -math.inf:
-            self.background.want(conn)
-            self.background.arm(latest + self._grace)
 
     # ------------------------------------------------------------------ what connections tell
 
@@ -570,74 +403,24 @@ class ThreadDriver:
         """Complete the calls ``responses`` (one read's) answer, on the thread that read
         them: all taken out of the table at once, then completed one by one, except a
         batch's, handed to their batch together (it sends its next requests once)."""
-        entries = self.table.entries
-        read_at = conn.last_read
-        # round trips are recorded per run of answers sent together (a batch's group
-        # shares its send time, so its answers in one read share one duration)
-        code = -1
-        started = math.nan
-        run = 0
-        singles: list[tuple[ThreadCall, RemotingCommand]] = []
-        orphans: list[RemotingCommand] = []
-        batches: dict[ThreadBatch, tuple[list[ThreadCall], list[RemotingCommand]]] = {}
-        batch = None
-        futs: list[ThreadCall] = []
-        answers: list[RemotingCommand] = []
-        with self._lock:
-            for response in responses:
-                fut = entries.pop(response.opaque, None)
-                if fut is None or fut.conn is not conn:
-                    if fut is not None:  # (rare) another connection's call: it stays
-                        entries[response.opaque] = fut
-                    orphans.append(response)  # counted below, while it is open
-                    continue
-                if fut.unattended:
-                    fut.unattended = False
-                    conn.unattended -= 1
-                start = fut.deadline - fut.timeout  # (calls of one deadline may differ)
-                if start != started or fut.request.code != code:
-                    if run:
-                        self._record_latency(code, read_at - started, run)
-                    code, started, run = fut.request.code, start, 0
-                run += 1
-                group = fut.batch
-                if group is None or response.code == _GO_AWAY:
-                    singles.append((fut, response))
-                elif group is batch:
-                    futs.append(fut)
-                    answers.append(response)
-                else:
-                    batch = group
-                    futs, answers = batches.setdefault(batch, ([], []))
-                    futs.append(fut)
-                    answers.append(response)
-            if run:
-                self._record_latency(code, read_at - started, run)
-            conn.calls -= len(responses) - len(orphans)
-        for fut, response in singles:
-            if response.code == _GO_AWAY and self._go_away(fut, conn):
-                self._settle(conn)  # that may have been its last call
+        answered = self.pending.answered(conn, responses)
+        go_away = self.go_away
+        for fut, response in answered.singles:
+            if response.code == _GO_AWAY and go_away.received(fut, conn):
+                go_away.settle(conn)  # that may have been its last call
             else:
                 fut._complete(response)
                 if conn.going_away:
-                    self._settle(conn)
-        for batch, (futs, answers) in batches.items():
-            batch.answered(futs, answers)  # type: ignore[arg-type]  # (its entries)
+                    go_away.settle(conn)
+        for batch, (futs, answers) in answered.batches.items():
+            batch.answered(futs, answers)
             if conn.going_away:
-                self._settle(conn)
-        for response in orphans:
+                go_away.settle(conn)
+        for response in answered.orphans:
             if conn.closed:  # condemned by an orphan before it: the rest is not looked at
                 break
-            with self._lock:
-                self._counters.orphans += 1
+            self.pending.count_orphan()
             conn.orphaned(response)
-
-    def _record_latency(self, code: int, seconds: float, calls: int) -> None:
-        """Add the round trip of ``calls`` calls of ``code`` to its histogram (lock held)."""
-        hist = self._latency.get(code)
-        if hist is None:
-            hist = self._latency[code] = LatencyHistogram()
-        hist.record(seconds, calls)
 
     def requests_received(self, conn: ThreadConnection, requests: list[RemotingCommand]
                           ) -> None:
@@ -662,9 +445,7 @@ class ThreadDriver:
             counters.writes += conn.writes
             counters.frames_written += conn.frames_written
             counters.sent_by_threads += conn.frames_written
-            gone = self.table.pop_connection(conn)
-            for fut in gone:
-                self._popped(fut)
+            gone = self.pending.connection_lost(conn)
         self.channels.forget(conn)
         reason = conn.close_reason or "the client shut down"
         for fut in gone:
@@ -674,65 +455,6 @@ class ThreadDriver:
         if conn.state.broken:
             events.emit("exception", conn.remote_addr, conn.channel)
         events.emit("close", conn.remote_addr, conn.channel)
-
-    # ------------------------------------------------------------------ GO_AWAY
-
-    def _go_away(self, fut: ResponseFuture, conn: ThreadConnection) -> bool:
-        """Handle a GO_AWAY reply to ``fut`` (already out of the table); True if handled
-        (to be resent, or failed), False if it is returned as data (resending disabled)."""
-        with self._lock:
-            self._counters.go_away += 1
-        self._retire(conn)
-        if not self._retry_go_away:
-            return False
-        target = fut.retry_target
-        if fut.resent or isinstance(target, bool) or self._closed:
-            fut._fail(RemotingSendRequestError(
-                fut.addr, "the peer is shutting down (GO_AWAY)"
-                + (", also after one resend" if fut.resent else ""), going_away=True))
-            return True
-        fut.resent = True
-        fut.conn = None  # in transit: the resend job owns it now
-        self.callbacks.submit(self._resend, target, fut)
-        return True
-
-    def _resend(self, target: ThreadTarget, fut: ThreadCall) -> None:
-        """Resend ``fut`` on a new connection within its deadline (the callback executor)."""
-        try:
-            conn = self._room(self.connection(target, fut.deadline, fut.timeout), target,
-                              fut.deadline, fut.timeout)
-        except Exception as exc:
-            self.fail_unsent(fut, exc)
-            return
-        fut.request = fut.request.with_opaque(next_opaque())  # never the caller's command
-        log.info("request.resent", reason="go_away", opaque=fut.request.opaque,
-                 peer=conn.remote_addr)
-        while not self.send(conn, fut, fut._permits, unattended=True, elsewhere=True):
-            try:  # told GO_AWAY too since it was taken
-                conn = self._room(self.connection(target, fut.deadline, fut.timeout), target,
-                                  fut.deadline, fut.timeout)
-            except Exception as exc:
-                self.fail_unsent(fut, exc)
-                return
-
-    def _retire(self, conn: ThreadConnection) -> None:
-        """``conn`` answered GO_AWAY: no new call goes there; it closes once drained."""
-        if not conn.go_away():
-            return
-        self.channels.forget(conn)
-        self.channels.move_off(conn.addr_key)
-        conn.on_idle = self._settle
-        self.background.start()  # its sweep closes it if nothing else does
-
-    def _settle(self, conn: ThreadConnection) -> None:
-        """Close ``conn`` (told GO_AWAY) once no call is left on it, none of the server's
-        requests is in processing and its queue has left."""
-        if not conn.state.going_away or conn.processing or conn.outbound:
-            return  # (closed already, or calls and work still on it)
-        with self._lock:
-            if any(f.conn is conn for f in self.table.entries.values()):
-                return
-        conn.close("the peer is shutting down (GO_AWAY) and no call is left on it")
 
     # ------------------------------------------------------------------ connections
 
@@ -800,7 +522,7 @@ class ThreadDriver:
             if conn.read_free:
                 conn.read_now()
             if conn.going_away:
-                self._settle(conn)
+                self.go_away.settle(conn)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -812,6 +534,13 @@ class ThreadDriver:
         """The connections open now."""
         with self._lock:
             return list(self.connections)
+
+    def unfolded_bytes(self) -> tuple[int, int]:
+        """Bytes read and written on the connections open now (each closing connection's
+        are folded into the counters)."""
+        conns = self.live_connections()
+        return (sum(conn.bytes_read for conn in conns),
+                sum(conn.bytes_written for conn in conns))
 
     def watch_all(self) -> None:
         """Read every connection when nobody waits (a processor was registered: the
@@ -829,17 +558,14 @@ class ThreadDriver:
         """Shut down: close every connection, fail every pending call, stop the background
         reader (idempotent)."""
         with self._lock:
-            if self._closed:
+            if self.closed:
                 return
-            self._closed = True
+            self.closed = True
             conns = list(self.connections)
         self.channels.close()
         for conn in conns:
             conn.close("the client shut down")
-        with self._lock:
-            left = self.table.pop_all()
-            for fut in left:
-                self._popped(fut)
+        left = self.pending.pop_all()
         for fut in left:
             fut._fail_send("client shut down")
         self.background.stop()
