@@ -52,9 +52,9 @@ import orjson
 import trio
 
 from .._core._receiving._held import HeldRequests
+from .._core._sansio._deadlines import DeadlineHeap
 from .._log import log
 from .._messaging._credits import MAX_CREDITS
-from .._messaging._deadlines import DeadlineHeap
 from ._messages import Message
 from ._refusals import (
     disk_failed,

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from .._messaging._deadlines import new_key
+from .._core._sansio._deadlines import new_key
 from ._sansio._channel_queue import ChannelQueue
 from ._sansio._dedup import KeyWindow
 from ._sansio._deferred import DeferredOffsets
