@@ -282,6 +282,7 @@ def _run_stats(args: argparse.Namespace) -> int:
               f"{stats['processor_queue'].get(key, 0):>7}")
     _print_latency(stats.get("latency"))
     _print_bus(stats.get("bus"))
+    _print_queue(stats.get("queue"))
     return 0
 
 
@@ -304,6 +305,24 @@ def _print_bus(bus: object) -> None:
         cells = [f"{key} {bus[key]}" for key in keys if isinstance(bus.get(key), int)]
         if cells:
             print(f"  {title + ':':<11}" + "  ".join(cells))
+
+
+def _print_queue(queue: object) -> None:
+    """Print a queue service's totals and first topics, with their channels and groups,
+    when the reply has them (``remoting queue``); skip what is not that."""
+    from ..queue._stats import statistics_from_json
+    from ._queue_tools import queue_table
+
+    if not isinstance(queue, dict):
+        return
+    try:
+        now = statistics_from_json(json.dumps(queue).encode())
+    except (KeyError, TypeError, ValueError):
+        return
+    for line in queue_table(now, None, 0.0, "queue service"):
+        print(line)
+    if now.topic_count:
+        print("(rates, and every topic: remoting queue stats ADDR)")
 
 
 LATENCY_COLUMNS = ("mean", "p50", "p90", "p99", "max")

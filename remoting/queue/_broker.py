@@ -1079,12 +1079,13 @@ class Broker:
         return sum(1 for s in list(self.subscribers.values()) if s.deliveries.room == 0)
 
     def statistics(self, topic: str | None = None, *, after: str | None = None,
-                   limit: int | None = None) -> QueueStatistics:
+                   limit: int | None = None, detail: bool = False) -> QueueStatistics:
         """Return a snapshot (on the loop thread, or once it has stopped): the service's
         totals; with ``topic``, that topic with its channels and groups (bounded by
         ``max_channels`` each); with ``limit``, up to ``limit`` topics in name order after
-        ``after``, each with its counts but not its channels and groups. What one snapshot
-        costs is bounded whatever the service holds."""
+        ``after``, each with its counts but not its channels and groups (with ``detail``,
+        with them: for a small ``limit``). What one snapshot costs is bounded whatever the
+        service holds."""
         topics: dict[str, TopicStatistics] = {}
         next_after = None
         if topic is not None:
@@ -1095,7 +1096,7 @@ class Broker:
             names = self._names
             start = 0 if after is None else bisect.bisect_right(names, after)
             page = names[start:start + limit]
-            topics = {name: self._topic_statistics(self.topics[name], detail=False)
+            topics = {name: self._topic_statistics(self.topics[name], detail=detail)
                       for name in page}
             if start + limit < len(names):
                 next_after = page[-1]
