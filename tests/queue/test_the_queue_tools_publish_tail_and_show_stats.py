@@ -11,17 +11,20 @@ from __future__ import annotations
 import io
 import json
 import re
+import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from remoting import RemotingClient
+from codec import RemotingCommand
+from remoting import STATS_REQUEST_CODE, RemotingClient
 from remoting.cli import main
 from remoting.cli._queue_tools import queue_table
 from remoting.queue import BlockingQueueClient, QueueClient
+from remoting.queue._wire import QueueCode
 
 from ..processes import Proc
 from .service_process import QueueProcess
@@ -48,6 +51,22 @@ def table_rows(out: str) -> list[list[str]]:
     start = next(i for i, line in enumerate(lines) if line.startswith("TOPIC"))
     return [re.split(r"\s{2,}", line.strip()) for line in lines[start + 1:]
             if not line.startswith("(")]
+
+
+def offsets_requests(addr: str) -> int:
+    """The offsets requests the service has received (its stats processor's count)."""
+    with RemotingClient() as client:
+        reply = client.invoke_sync(addr, RemotingCommand.create_request(STATS_REQUEST_CODE), 10)
+    received = json.loads(reply.body or b"{}")["requests_received"]
+    return int(received.get(str(int(QueueCode.OFFSETS)), 0))
+
+
+def wait_until(done: Callable[[], bool], tail: Proc) -> None:
+    """A bounded wait for the service to show what the tail process did."""
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline and tail.popen.poll() is None
+        time.sleep(0.05)
 
 
 def test_pub_publishes_its_argument_with_headers(service: QueueProcess, q: BlockingQueueClient,
@@ -115,13 +134,37 @@ def test_tail_prints_what_is_published_after_it_starts(service: QueueProcess,
     q.publish(service.addr, "tail-new", b"before")
     tail = Proc("queue", "tail", service.addr, "tail-new", "-n", "2")
     try:
-        deadline = time.monotonic() + 60  # a bounded wait for its pull to be held
-        while q.statistics(service.addr).held_pulls == 0:
-            assert time.monotonic() < deadline and tail.popen.poll() is None
-            time.sleep(0.05)
+        wait_until(lambda: q.statistics(service.addr).held_pulls > 0, tail)
         q.publish_many(service.addr, "tail-new", [b"after 1", b"after 2"])
         assert [m.group(0) for m in tail.expect_all(r"tail-new@\d+ .*", 2)] == [
             "tail-new@1 after 1", "tail-new@2 after 2"]
+        assert tail.popen.wait(30) == 0
+    finally:
+        tail.stop()
+    assert "Traceback" not in tail.stderr
+
+
+def test_tail_waits_for_a_topic_and_reads_it_from_its_start(service: QueueProcess,
+                                                             q: BlockingQueueClient) -> None:
+    asked = offsets_requests(service.addr)
+    tail = Proc("queue", "tail", service.addr, "tail-later", "-n", "2")
+    try:
+        wait_until(lambda: offsets_requests(service.addr) > asked, tail)  # found none
+        q.publish_many(service.addr, "tail-later", [b"first", b"second"])
+        assert [m.group(0) for m in tail.expect_all(r"tail-later@\d+ .*", 2)] == [
+            "tail-later@0 first", "tail-later@1 second"]
+        assert tail.popen.wait(30) == 0
+    finally:
+        tail.stop()
+    assert "waiting for topic 'tail-later' to exist" in tail.stderr
+
+
+def test_ctrl_c_ends_a_tail_quietly(service: QueueProcess, q: BlockingQueueClient) -> None:
+    q.create_topic(service.addr, "tail-int")
+    tail = Proc("queue", "tail", service.addr, "tail-int")
+    try:
+        wait_until(lambda: q.statistics(service.addr).held_pulls > 0, tail)
+        tail.popen.send_signal(signal.SIGINT)
         assert tail.popen.wait(30) == 0
     finally:
         tail.stop()
