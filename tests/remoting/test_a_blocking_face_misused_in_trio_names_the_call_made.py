@@ -1,4 +1,5 @@
-"""A blocking face that wraps the blocking client (the queue's, the bus's, Spark's calls),
+"""A blocking face that wraps the blocking client (the queue's, the bus's; Spark's calls in
+tests/spark/test_spark_calls_misused_in_trio_name_themselves.py),
 called in a thread that runs trio, refuses at once naming the call the user made and its
 trio form: it said ``RemotingClient.invoke_sync blocks...`` when the user had called
 ``QueueClient.publish``. `remoting._checks.blocking_call` marks such methods: the client's
@@ -6,6 +7,7 @@ own check (`outside_trio`) names the outermost marked call made in its context."
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +20,7 @@ from remoting import RemotingClient, ServerConfig
 from remoting._checks import blocking_call, outside_trio
 from remoting.bus import BusClient, EventBus
 from remoting.queue import QueueClient, QueueService
-from remoting.spark._calls import CallSpec, call_bodies
+from remoting.rocketmq import LitePullConsumer, Producer, PushConsumer
 
 pytestmark = pytest.mark.default_io  # the check is the face's, before any io
 
@@ -71,13 +73,6 @@ async def test_the_bus_client_s_blocking_calls_name_themselves() -> None:
         bus.close()
 
 
-async def test_spark_s_calls_name_themselves() -> None:
-    with RemotingClient() as client:
-        spec = CallSpec(addresses=("127.0.0.1:1",), code=1, timeout=1.0, max_in_flight=1)
-        message = refused(lambda: call_bodies(client, spec, [b"x"]))
-    assert message.startswith("remoting.spark's UDF calls (call_bodies) blocks"), message
-
-
 async def test_the_outermost_marked_call_is_named_and_a_thread_runs_it() -> None:
     ran = []
 
@@ -104,3 +99,34 @@ async def test_the_outermost_marked_call_is_named_and_a_thread_runs_it() -> None
     assert ran == []
     await trio.to_thread.run_sync(send, RemotingCommand.create_request(1))  # a thread: runs
     assert len(ran) == 1
+
+
+def _closed_port() -> str:
+    with socket.socket() as probe:  # a port nobody listens on (nothing is sent: refused first)
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+async def test_the_rocketmq_blocking_faces_name_themselves() -> None:
+    name_servers = [_closed_port()]
+    producer = Producer(name_servers, group="misused").start()
+    try:
+        for name, call in [
+            ("send", lambda: producer.send("t", b"x")),
+            ("send_batch", lambda: producer.send_batch("t", [b"x"])),
+            ("send_oneway", lambda: producer.send_oneway("t", b"x")),
+        ]:
+            message = refused(call)
+            assert message.startswith(f"Producer.{name} blocks"), message
+            assert f"open_producer() and `await producer.{name}(...)`" in message
+    finally:
+        await trio.to_thread.run_sync(producer.shutdown)
+    consumer = LitePullConsumer(name_servers, "misused", "t")
+    for name, call in [("poll", lambda: consumer.poll(0.1)), ("commit", consumer.commit)]:
+        message = refused(call)
+        assert message.startswith(f"LitePullConsumer.{name} blocks"), message
+        assert "open_lite_pull_consumer()" in message
+    for face in (consumer, PushConsumer(name_servers, "misused", "t", handler=print)):
+        message = refused(face.start)
+        assert message.startswith(f"{type(face).__name__}.start (or entering its with block) "
+                                  "blocks"), message
