@@ -183,6 +183,7 @@ def test_tail_with_a_channel_acknowledges_what_it_prints(
 def test_stats_shows_depth_in_flight_consumers_and_lag(
         service: QueueProcess, q: BlockingQueueClient, capsys: pytest.CaptureFixture[str]) -> None:
     q.publish_many(service.addr, "a-stats", [b"m"] * 5)
+    q.publish(service.addr, "b-stats", b"m")  # one more topic, whichever tests ran before
     q.commit(service.addr, "a-stats", "g", 2)
     with q.subscribe(service.addr, "a-stats", "c", credits=2) as sub:
         assert all(sub.receive(10) is not None for _ in range(2))  # left unacknowledged
