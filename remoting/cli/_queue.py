@@ -39,7 +39,7 @@ SETTINGS: Final = ("memory_messages", "memory_bytes", "total_memory_bytes", "msg
                    "max_attempts", "fsync", "fsync_interval", "segment_bytes", "retention",
                    "retention_bytes", "max_topics", "max_channels", "max_total_channels",
                    "max_total_groups", "channel_idle_timeout", "max_held_pulls",
-                   "max_in_flight_per_connection")
+                   "max_deferred", "max_in_flight_per_connection")
 # topics the stats processor's answer shows in detail (``remoting stats``): the whole
 # service is ``remoting queue stats``'s, page by page
 TOPICS_IN_STATS: Final = 10
@@ -86,6 +86,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                              "0: when its last subscriber leaves (default: keep it)")
     parser.add_argument("--max-held-pulls", type=count,
                         help="pulls held at once, all connections together (default 65,536)")
+    parser.add_argument("--max-deferred", type=whole_number,
+                        help="deferred messages not yet due, all topics together (default "
+                             "1,000,000)")
     parser.add_argument("--max-in-flight-per-connection", type=count,
                         help="deliveries one connection's subscriptions hold unacknowledged "
                              "at most, together (default 65,536)")
@@ -169,7 +172,8 @@ def describe(service: QueueService, config: ServerConfig) -> list[str]:
         f"in all; {settings.max_topics:,} topics; {settings.max_channels:,} channels and "
         f"groups per topic, {settings.max_total_channels:,} channels and "
         f"{settings.max_total_groups:,} groups in all; {settings.max_held_pulls:,} held "
-        f"pulls; {settings.max_in_flight_per_connection:,} deliveries in flight per "
+        f"pulls; {settings.max_deferred:,} deferred messages; "
+        f"{settings.max_in_flight_per_connection:,} deliveries in flight per "
         f"connection; {settings.msg_timeout:g} s to acknowledge")
     return [storage, bounds, "queue tls: " + _tls(config)]
 

@@ -65,6 +65,7 @@ from ._refusals import (
     no_topic,
     past_end,
     too_many,
+    too_many_deferred,
     too_many_in_all,
     too_many_pulls,
     too_many_topics,
@@ -390,8 +391,10 @@ class Broker:
         Raises:
             Refusal: a new topic past ``max_topics``; no room (a topic without a data
                 directory, or the service's memory total); the disk failed (nothing kept),
-                or its fsync (kept).
+                or its fsync (kept); a deferred publish past ``max_deferred``.
         """
+        if defer_ms and self.deferred_room() < len(contents):
+            raise too_many_deferred(self.settings.max_deferred)
         topic = self.topic_to_write(name)
         now = trio.current_time()
         if key is not None:
@@ -585,10 +588,7 @@ class Broker:
         until ``msg_timeout`` from ``now``; counted on its connection's bound."""
         queue = consumer.channel.queue
         topic = consumer.topic
-        later = queue.waiting_later
         taken = queue.take(consumer.id, count, now, topic.end, topic.deferred)
-        if queue.waiting_later > later:
-            self.schedule_channel(consumer.channel)
         if taken:
             subscriber = consumer.subscriber
             if subscriber.deliveries.taken(len(taken)):
@@ -737,15 +737,18 @@ class Broker:
             self.channels_expired += 1
             log.info("queue.channel_expired", topic=topic.name, channel=channel.name,
                      idle_seconds=round(now - channel.idle_since, 3),
-                     undelivered=queue.depth(topic.end))
+                     undelivered=queue.depth(topic.end, topic.deferred))
             return
         self.schedule_channel(channel)
 
     def _expire_topic(self, topic: Topic, now: float) -> None:
         if self.topics.get(topic.name) is not topic:
             return
-        for first, count in topic.release_due(now):
+        released = topic.release_due(now)
+        for first, count in released:
             self.wake_pulls(topic, first, count)
+        if released and topic.channels:  # subscribers may deliver what their cursor passed
+            topic.waiting.unpark_all()
         topic.forget_keys(now)
         self.schedule(topic, topic.next_due())
         segments = topic.store.log
@@ -753,6 +756,12 @@ class Broker:
             written = segments.oldest_deletable_written()
             if written is not None and written + self.settings.retention <= time.time():
                 self.changed(topic)  # housekeeping deletes the segments
+
+    def deferred_room(self) -> int:
+        """How many more deferred messages the service takes (``max_deferred`` less those
+        not yet due in all topics; O(topics), asked by deferred publishes only)."""
+        return (self.settings.max_deferred
+                - sum(len(topic.deferred) for topic in self.topics.values()))
 
     def wake_pulls(self, topic: Topic, first: int, count: int = 1) -> None:
         """Wake the pulls held at offsets ``first`` to ``first + count - 1`` of ``topic``
@@ -923,7 +932,8 @@ class Broker:
         for topic in self.topics.values() if topics is None else topics:
             data = orjson.dumps({
                 "groups": topic.groups,
-                "channels": {name: c.queue.floor() for name, c in topic.channels.items()}},
+                "channels": {name: c.queue.floor(topic.deferred)
+                             for name, c in topic.channels.items()}},
                 option=orjson.OPT_SORT_KEYS)
             if self._offsets_saved.get(topic.name) == data:
                 continue
@@ -1119,8 +1129,8 @@ class Broker:
         if detail:
             channels = {
                 c.name: ChannelStatistics(
-                    depth=c.queue.depth(end), in_flight=len(c.queue.in_flight),
-                    deferred=c.queue.waiting_later, consumers=len(c.consumers),
+                    depth=c.queue.depth(end, topic.deferred), in_flight=len(c.queue.in_flight),
+                    deferred=c.queue.waiting(topic.deferred), consumers=len(c.consumers),
                     delivered=c.queue.delivered, finished=c.queue.finished,
                     requeued=c.queue.requeued, timed_out=c.queue.timed_out,
                     dead_lettered=c.queue.dead_lettered, expired=c.queue.expired,

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from ._topic import Topic
 
 __all__ = ["disk_failed", "fsync_failed", "full", "moved", "no_subscription", "no_topic",
-           "past_end", "too_many", "too_many_in_all", "too_many_pulls", "too_many_topics"]
+           "past_end", "too_many", "too_many_deferred", "too_many_in_all", "too_many_pulls",
+           "too_many_topics"]
 
 
 def no_topic(name: str) -> Refusal:
@@ -45,6 +46,12 @@ def too_many_pulls(limit: int) -> Refusal:
     return Refusal(ResponseCode.POLLING_FULL, (
         f"the service holds {limit} pulls already, its max_held_pulls: pull again later (or "
         "with max_wait=0)"))
+
+
+def too_many_deferred(limit: int) -> Refusal:
+    return Refusal(ResponseCode.SYSTEM_BUSY, (
+        f"the service holds {limit} deferred messages not yet due (its max_deferred) "
+        "already: publish these later, or without defer"))
 
 
 def past_end(offset: int, topic: Topic, what: str = "") -> Refusal:

@@ -20,7 +20,7 @@ from .._checks import seconds
 from .._messaging._codes import STREAM_ID
 from ._errors import refusal_error
 from ._sansio._acks import MAX_DELAY_MS, pack_acks
-from ._sansio._records import encode_content, pack_entries
+from ._sansio._records import MAX_PUBLISH_HEADERS, encode_content, pack_entries
 from ._stats import MAX_TOPICS_PER_PAGE, QueueStatistics, TopicOffsets, statistics_from_json
 from ._wire import (
     AFTER,
@@ -124,15 +124,17 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
 
     Raises:
         TypeError, ValueError: a body that is not bytes (or ``(bytes, headers)``), no body
-            or more than `MAX_PUBLISH`, bad headers, a ``defer`` that is not seconds >= 0,
-            a ``key`` that is not a str.
+            or more than `MAX_PUBLISH`, bad headers (more than 64 in a message, 65,536 in
+            the publish), a ``defer`` that is not seconds >= 0, a ``key`` that is not a str.
     """
     fields = {TOPIC: _name("topic", topic)}
     contents = []
+    header_count = 0
     for item in bodies:
         if isinstance(item, tuple):
             body, headers = item
             contents.append(encode_content(headers, body))
+            header_count += len(headers) if headers else 0
         else:
             contents.append(encode_content(None, item))
     if not contents:
@@ -140,6 +142,9 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
     if len(contents) > MAX_PUBLISH:
         raise ValueError(f"a publish carries at most {MAX_PUBLISH} messages, got "
                          f"{len(contents)}: split the batch")
+    if header_count > MAX_PUBLISH_HEADERS:
+        raise ValueError(f"a publish carries at most {MAX_PUBLISH_HEADERS} headers in all, "
+                         f"got {header_count}: split the batch")
     defer = seconds("defer", defer)
     if defer:
         fields[DEFER_MS] = str(_ms(defer))

@@ -14,6 +14,7 @@ from ._metrics import install_metrics
 from ._settings import (
     DEFAULT_DEDUP_WINDOW,
     DEFAULT_MAX_CHANNELS,
+    DEFAULT_MAX_DEFERRED,
     DEFAULT_MAX_HELD_PULLS,
     DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
     DEFAULT_MAX_TOPICS,
@@ -93,6 +94,9 @@ class QueueService:
         max_held_pulls: pulls the service holds at once, all connections together
             (default 65,536, about 90 MB); one more is answered POLLING_FULL at once. Each
             connection holds at most 16,384.
+        max_deferred: deferred messages not yet due, all topics together (default
+            1,000,000: about 150 MB); a publish with a ``defer`` past it is refused
+            (`QueueFullError`, SYSTEM_BUSY). Channels keep nothing per deferred message.
         max_in_flight_per_connection: deliveries one connection's subscriptions hold
             unacknowledged at most, together (NSQ's ``--max-rdy-count``). At it, the
             connection's subscriptions are handed nothing more until some of its deliveries
@@ -121,6 +125,7 @@ class QueueService:
                  max_total_groups: int = DEFAULT_MAX_TOTAL_GROUPS,
                  channel_idle_timeout: float | None = None,
                  max_held_pulls: int = DEFAULT_MAX_HELD_PULLS,
+                 max_deferred: int = DEFAULT_MAX_DEFERRED,
                  total_memory_bytes: int = DEFAULT_TOTAL_MEMORY_BYTES,
                  ) -> None:
         if dead_letter is not None and not callable(dead_letter):
@@ -135,6 +140,7 @@ class QueueService:
             retention_bytes=retention_bytes, max_topics=max_topics, max_channels=max_channels,
             max_total_channels=max_total_channels, max_total_groups=max_total_groups,
             channel_idle_timeout=channel_idle_timeout, max_held_pulls=max_held_pulls,
+            max_deferred=max_deferred,
             max_in_flight_per_connection=max_in_flight_per_connection)
         self.broker = Broker(settings, dead_letter)
         self._endpoint: Endpoint | None = None

@@ -39,6 +39,9 @@ DEFAULT_MAX_TOTAL_GROUPS: Final = 100_000
 # Pulls held at once by the whole service (each connection holds at most 16,384): a held pull
 # costs about 1.4 KB, so about 90 MB.
 DEFAULT_MAX_HELD_PULLS: Final = 65_536
+# deferred messages not yet due, all topics together (about 150 bytes each of memory, with
+# or without a data directory, whatever the channels: 150 MB)
+DEFAULT_MAX_DEFERRED: Final = 1_000_000
 # Bytes of messages all topics hold in memory together: the per-topic bound (256 MiB) times
 # 10,000 topics would be 2.4 TiB.
 DEFAULT_TOTAL_MEMORY_BYTES: Final = 1024 * 1024 * 1024
@@ -76,6 +79,7 @@ class QueueSettings:
     max_total_groups: int = DEFAULT_MAX_TOTAL_GROUPS
     channel_idle_timeout: float | None = None
     max_held_pulls: int = DEFAULT_MAX_HELD_PULLS
+    max_deferred: int = DEFAULT_MAX_DEFERRED
     max_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION
 
     def __post_init__(self) -> None:
@@ -102,7 +106,7 @@ class QueueSettings:
 _COUNTS: Final = {"memory_messages": 1, "memory_bytes": 1, "total_memory_bytes": 1,
                   "max_attempts": 0, "segment_bytes": 4096, "retention_bytes": 1,
                   "max_topics": 1, "max_channels": 1, "max_total_channels": 1,
-                  "max_total_groups": 1, "max_held_pulls": 1,
+                  "max_total_groups": 1, "max_held_pulls": 1, "max_deferred": 0,
                   "max_in_flight_per_connection": 1}
 _OPTIONAL: Final = {"retention_bytes"}
 
