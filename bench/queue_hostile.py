@@ -45,7 +45,7 @@ import trio  # noqa: E402
 
 from remoting import RemotingClient, TrioRemotingClient  # noqa: E402
 from remoting.queue import BlockingQueueClient, QueueClient  # noqa: E402
-from remoting.queue._client import offsets_request, pull_request  # noqa: E402
+from remoting.queue._requests import offsets_request, pull_request  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

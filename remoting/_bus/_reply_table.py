@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from .._messaging._deadlines import LazyDeadlines
+from .._core._sansio._deadlines import LazyDeadlines
 
 __all__ = ["PendingReply", "ReplyTable"]
 

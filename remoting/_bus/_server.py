@@ -164,7 +164,7 @@ class BusServer(AsyncRequestProcessor):
         self._remote: dict[ChannelHandle, dict[int, RemoteConsumer]] = {}
         self._budgets: dict[ChannelHandle, Budget] = {}  # one per connection with consumers
         # sends and requests waiting for their outcome, per connection (under the bus lock)
-        self._waiting: dict[ChannelHandle, int] = {}
+        self._waiting: dict[object, int] = {}
         self._refusals = FirstOfEach()  # bad requests logged, per connection and reason
         self._expiry: trio.CancelScope | None = None  # the reply timer's sleep (loop only)
         self._serve: dict[int, Callable[[RequestContext, RemotingCommand],

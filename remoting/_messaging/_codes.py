@@ -1,9 +1,11 @@
-"""Request codes of our own, and the ext fields they carry: defined once here.
+"""Request codes of our own: the ranges, and the transport's stream frames with their ext fields.
 
 The ROCKETMQ binary header carries a code as an int16, so ours sit just below 32,767, far
 from RocketMQ's: 32,000 is the statistics processor's (`remoting.STATS_REQUEST_CODE`),
 32,100-32,199 the transport's streams, 32,200-32,299 the queue service, 32,300-32,399 the
-event bus. docs/protocol.md documents each with its fields.
+event bus. The stream frames are defined here (the core, the faces and the queue share
+them); the queue's own codes in `remoting.queue._wire`, the bus's in `remoting._bus._wire`.
+docs/protocol.md documents each with its fields.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ __all__ = [
     "COST",
     "CREDITS",
     "END_CODE",
-    "QUEUE_CODES",
     "STREAM_CODES",
     "STREAM_ID",
-    "QueueCode",
     "StreamCode",
 ]
 
@@ -32,21 +32,7 @@ class StreamCode(IntEnum):
     END = 32_103  # server -> client: the stream ended (ext streamId, endCode; remark)
 
 
-class QueueCode(IntEnum):
-    """The requests of the queue service (`remoting.queue`)."""
-
-    PUBLISH = 32_200  # one or many messages to a topic; answered with their offsets
-    SUBSCRIBE = 32_201  # opens a stream of deliveries from a channel
-    ACK = 32_202  # finish / requeue / touch deliveries, grouped
-    PULL = 32_203  # messages from an offset or a group's offset; held while there are none
-    COMMIT = 32_204  # a group's offset
-    OFFSETS = 32_205  # a topic's earliest and latest offsets and its groups' offsets
-    STATS = 32_206  # statistics per topic, channel and group (JSON)
-    CREATE_TOPIC = 32_207  # make a topic before anything is published to it
-
-
 STREAM_CODES: Final = frozenset(StreamCode)
-QUEUE_CODES: Final = frozenset(QueueCode)
 
 # ext fields of the stream frames
 STREAM_ID: Final = "streamId"  # the stream's id, chosen by the client (on every frame)

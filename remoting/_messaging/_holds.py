@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from ._deadlines import LazyDeadlines
+from .._core._sansio._deadlines import LazyDeadlines
 
 if TYPE_CHECKING:
     from collections.abc import Hashable

@@ -107,9 +107,12 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
         prog="remoting", description="trio-remoting: RocketMQ-compatible RPC on trio")
     parser.add_argument("--version", action="version",
                         version=f"remoting (trio-remoting) {__version__}")
+    servers = ", ".join(command.name for command in commands if command.log_level == "info")
     parser.add_argument("--log-level", choices=LEVELS, default=None,
-                        help="events shown on stderr: this level and above (default: info for "
-                             "serve, warning otherwise)")
+                        help=f"events shown on stderr: this level and above (default: info "
+                             f"for the servers ({servers}), whose info events include a line "
+                             f"per connection opened and closed; warning for the other "
+                             f"commands, queue pub, tail and stats included)")
     parser.add_argument("--log-format", choices=("console", "json"), default="console",
                         help="how events are rendered (default: console)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -4,43 +4,49 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["count", "ext_pair", "port", "positive_int", "seconds", "seconds_from_zero"]
+__all__ = ["count", "ext_pair", "port", "positive_int", "seconds", "seconds_from_zero",
+           "whole_number"]
 
 
-def positive_int(text: str) -> int:
-    """An int >= 1 (``1_000_000`` and ``1,000,000`` allowed)."""
+def whole_number(text: str, minimum: int = 0) -> int:
+    """An int >= ``minimum`` (``1_000_000`` and ``1,000,000`` allowed)."""
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An int >= 1 (``1_000_000`` and ``1,000,000`` allowed)."""
+    return whole_number(text, 1)
 
 
 count = positive_int
 
 
-def seconds(text: str) -> float:
-    """A duration in seconds, > 0."""
+def _seconds(text: str, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not value > 0:
+    if zero and not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    if not zero and not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
     return value
 
 
+def seconds(text: str) -> float:
+    """A duration in seconds, > 0."""
+    return _seconds(text, zero=False)
+
+
 def seconds_from_zero(text: str) -> float:
-    """A duration in seconds, >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
-    return value
+    """A duration in seconds, >= 0 (not infinite)."""
+    return _seconds(text, zero=True)
 
 
 def port(text: str) -> int:

@@ -11,51 +11,27 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._observability._stats_processor import STATS_REQUEST_CODE, StatsProcessor
-from ._signals import stopped_by_signals
+from ._serving import exporting, serve_until_stopped
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable
 
     from processors import AsyncRequestProcessor, RequestProcessor, StreamProcessor
 
     from .._config import ServerConfig
     from ..blocking import RemotingServer
+    from ._telemetry import TelemetryOptions
 
-__all__ = ["FactoryError", "TelemetryOptions", "load_factory", "run_server"]
+__all__ = ["FactoryError", "load_factory", "run_server"]
 
 
 class FactoryError(Exception):
     """The factory spec cannot be loaded or returned something unusable."""
-
-
-@dataclass(frozen=True)
-class TelemetryOptions:
-    """What ``--metrics-port``, ``--otlp-endpoint`` and ``--service-name`` asked for."""
-
-    metrics_port: int | None = None
-    otlp_endpoint: str | None = None
-    service_name: str = "remoting-serve"
-
-    @property
-    def wanted(self) -> bool:
-        """True if anything is to be exported."""
-        return self.metrics_port is not None or self.otlp_endpoint is not None
-
-    def worker_argv(self, worker: int) -> list[str]:
-        """The options of worker number ``worker`` (its own metrics port)."""
-        argv = ["--service-name", self.service_name]
-        if self.metrics_port is not None:
-            argv += ["--metrics-port", str(self.metrics_port + worker if self.metrics_port
-                                           else 0)]
-        if self.otlp_endpoint is not None:
-            argv += ["--otlp-endpoint", self.otlp_endpoint]
-        return argv
 
 
 def load_factory(spec: str) -> Mapping[
@@ -146,38 +122,15 @@ def _started_server(config: ServerConfig, processors: Mapping[
 
 def run_server(spec: str, config: ServerConfig, ready: Callable[[], object] | None = None,
                stop: threading.Event | None = None,
-               telemetry: TelemetryOptions = TelemetryOptions()) -> None:
+               telemetry: TelemetryOptions | None = None) -> None:
     """Serve the factory's processors (plus the stats processor) until SIGTERM/SIGINT,
     exporting telemetry if asked (the SDK is configured before the server starts); call
     ``ready`` once serving."""
-    from ._telemetry import start_exporters
-
     processors = load_factory(spec)
-    exporters = None
-    if telemetry.wanted:
-        exporters = start_exporters(
-            metrics_port=telemetry.metrics_port, metrics_bind=config.bind_address,
-            otlp_endpoint=telemetry.otlp_endpoint, service_name=telemetry.service_name)
-        if exporters.metrics_url is not None:
-            sys.stdout.write(f"metrics on {exporters.metrics_url} (pid {os.getpid()})\n")
-    stop = stop or threading.Event()
-    try:
+    with exporting(telemetry, config.bind_address):
         server = _started_server(config, processors)
-    except BaseException:
-        if exporters is not None:
-            exporters.shutdown()
-        raise
-    try:
-        with stopped_by_signals(stop):  # once serving: a failed start leaves them alone
-            # One write of the whole line: workers share the supervisor's stdout, and print() may
-            # write the text and the newline separately, which let two workers' lines run together.
-            sys.stdout.write(f"serving {spec} on {config.bind_address}:{server.port} "
-                             f"(pid {os.getpid()})\n")
-            sys.stdout.flush()
-            if ready is not None:
-                ready()
-            stop.wait()
-    finally:
-        server.shutdown()
-        if exporters is not None:
-            exporters.shutdown()  # flushes the last spans and metrics
+        try:
+            serve_until_stopped(f"serving {spec} on {config.bind_address}:{server.port}",
+                                stop, ready)
+        finally:
+            server.shutdown()

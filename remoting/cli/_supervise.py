@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from .._core._listen import reserve_port
-from ._serve import TelemetryOptions
 from ._signals import stopped_by_signals
+from ._telemetry import TelemetryOptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

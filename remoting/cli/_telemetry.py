@@ -15,9 +15,33 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Exporters", "TelemetrySetupError", "start_exporters"]
+__all__ = ["Exporters", "TelemetryOptions", "TelemetrySetupError", "start_exporters"]
 
 INSTALL_HINT: Final = "pip install 'trio-remoting[otel-export]'"
+
+
+@dataclass(frozen=True)
+class TelemetryOptions:
+    """What ``--metrics-port``, ``--otlp-endpoint`` and ``--service-name`` asked for."""
+
+    metrics_port: int | None = None
+    otlp_endpoint: str | None = None
+    service_name: str = "remoting-serve"
+
+    @property
+    def wanted(self) -> bool:
+        """True if anything is to be exported."""
+        return self.metrics_port is not None or self.otlp_endpoint is not None
+
+    def worker_argv(self, worker: int) -> list[str]:
+        """The options of worker number ``worker`` (its own metrics port)."""
+        argv = ["--service-name", self.service_name]
+        if self.metrics_port is not None:
+            argv += ["--metrics-port", str(self.metrics_port + worker if self.metrics_port
+                                           else 0)]
+        if self.otlp_endpoint is not None:
+            argv += ["--otlp-endpoint", self.otlp_endpoint]
+        return argv
 
 
 class TelemetrySetupError(Exception):

@@ -1,4 +1,5 @@
-"""The TLS options of ``serve``, ``call``, ``ping`` and ``stats``: one argument group, here.
+"""The TLS options of the commands (servers and clients): one argument group, here; and a
+client command's started client.
 
 A client command turns TLS on with any ``--tls*`` option. ``--tls-properties`` reads RocketMQ's
 ``tls.properties`` (``tls.server.*`` for ``serve``; ``tls.enable`` and ``tls.client.*``
@@ -7,12 +8,16 @@ otherwise); an option given on the command line wins over the file, as a config 
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["Side", "add_tls_options", "tls_problem", "tls_settings", "tls_worker_argv"]
+    from ..blocking import RemotingClient
+
+__all__ = ["Side", "add_tls_options", "started_client", "tls_problem", "tls_settings",
+           "tls_worker_argv"]
 
 Side = Literal["client", "server"]
 
@@ -94,3 +99,19 @@ def tls_worker_argv(args: argparse.Namespace) -> list[str]:
         if value is not None:
             argv += ["--" + option.replace("_", "-"), value]
     return argv
+
+
+def started_client(args: argparse.Namespace) -> RemotingClient | None:
+    """Return a started client with a client command's TLS options, or None after printing
+    why it cannot start (a bad option or TLS file) on stderr."""
+    from .._config import ClientConfig
+    from ..blocking import RemotingClient
+
+    try:
+        config = ClientConfig(**tls_settings(args, "client"))  # type: ignore[arg-type]
+        return RemotingClient(config).start()
+    except (ValueError, TypeError, OSError) as exc:  # RemotingStartError is an OSError
+        command = " ".join(part for part in (args.command, getattr(args, "queue_tool", None))
+                           if part)
+        print(f"remoting {command}: {exc}", file=sys.stderr)
+        return None

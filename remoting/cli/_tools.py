@@ -14,29 +14,16 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._args import count, ext_pair, port, seconds
+from ._args import count, ext_pair, seconds
 from ._command import Command
-from ._tls import add_tls_options, tls_problem, tls_settings, tls_worker_argv
+from ._serving import add_server_options
+from ._tls import add_tls_options, started_client, tls_worker_argv
 
 if TYPE_CHECKING:
     from codec import RemotingCommand
 
 __all__ = ["TOOL_COMMANDS"]
 
-
-
-def _client(args: argparse.Namespace) -> Any:
-    """Return a started client with the command's TLS options, or None after printing why
-    it cannot start (a bad option or TLS file)."""
-    from .._config import ClientConfig
-    from ..blocking import RemotingClient
-
-    try:
-        config = ClientConfig(**tls_settings(args, "client"))  # type: ignore[arg-type]
-        return RemotingClient(config).start()
-    except (ValueError, TypeError, OSError) as exc:  # RemotingStartError is an OSError
-        print(f"remoting {args.command}: {exc}", file=sys.stderr)
-        return None
 
 
 def _describe(response: RemotingCommand) -> dict[str, object]:
@@ -61,42 +48,24 @@ def _describe(response: RemotingCommand) -> dict[str, object]:
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("factory", help="module:callable returning {request code: processor}")
-    parser.add_argument("--port", type=port, default=0, help="listen port (default: ephemeral)")
-    parser.add_argument("--bind", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
     parser.add_argument("--workers", type=count, default=1,
                         help="server processes sharing the port with SO_REUSEPORT (default 1)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--status-fd", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--metrics-port", type=port, default=None,
-                        help="serve Prometheus metrics on this port, on the --bind address "
-                             "(0: a free port; with --workers, worker i uses port + i)")
-    parser.add_argument("--otlp-endpoint", metavar="URL", default=None,
-                        help="push traces and metrics over OTLP/HTTP to this collector "
-                             "(e.g. http://127.0.0.1:4318)")
-    parser.add_argument("--service-name", default="remoting-serve",
-                        help="the service.name of exported telemetry (default: remoting-serve;"
-                             " OTEL_SERVICE_NAME wins)")
-    add_tls_options(parser, "server")
+    add_server_options(parser, "remoting-serve", workers=True)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from .._config import ServerConfig
     from .._errors import RemotingStartError
-    from ._serve import FactoryError, TelemetryOptions, run_server
+    from ._serve import FactoryError, run_server
+    from ._serving import server_config, telemetry_of
     from ._supervise import WorkerStatus, supervise
     from ._telemetry import TelemetrySetupError
 
-    telemetry = TelemetryOptions(metrics_port=args.metrics_port,
-                                 otlp_endpoint=args.otlp_endpoint,
-                                 service_name=args.service_name)
+    telemetry = telemetry_of(args)
     status = WorkerStatus(args.status_fd)  # a worker of `supervise` reports to it
     try:
-        config = ServerConfig(listen_port=args.port, bind_address=args.bind,
-                              reuse_port=args.reuse_port or args.workers > 1,
-                              **tls_settings(args, "server"))  # type: ignore[arg-type]
-        problem = tls_problem(config)
-        if problem is not None:
-            return status.refuse(f"remoting serve: {problem}")
+        config = server_config(args, reuse_port=args.reuse_port or args.workers > 1)
         if args.workers > 1:
             return supervise(args.factory, config, args.workers, telemetry=telemetry,
                              worker_options=tls_worker_argv(args))
@@ -158,7 +127,7 @@ def _run_call(args: argparse.Namespace) -> int:
                                              body=body)
     if args.rocketmq:
         request.serialize_type = SerializeType.ROCKETMQ
-    client = _client(args)
+    client = started_client(args)
     if client is None:
         return 2
     try:
@@ -198,7 +167,7 @@ def _run_ping(args: argparse.Namespace) -> int:
     from .._core._receiving._dispatch import PING_REQUEST_CODE
     from .._errors import RemotingError
 
-    client = _client(args)
+    client = started_client(args)
     if client is None:
         return 2
     times: list[float] = []
@@ -275,7 +244,7 @@ def _run_stats(args: argparse.Namespace) -> int:
     from .._errors import RemotingError
     from .._observability._stats_processor import STATS_REQUEST_CODE
 
-    client = _client(args)
+    client = started_client(args)
     if client is None:
         return 2
     try:
@@ -313,6 +282,7 @@ def _run_stats(args: argparse.Namespace) -> int:
               f"{stats['processor_queue'].get(key, 0):>7}")
     _print_latency(stats.get("latency"))
     _print_bus(stats.get("bus"))
+    _print_queue(stats.get("queue"))
     return 0
 
 
@@ -335,6 +305,24 @@ def _print_bus(bus: object) -> None:
         cells = [f"{key} {bus[key]}" for key in keys if isinstance(bus.get(key), int)]
         if cells:
             print(f"  {title + ':':<11}" + "  ".join(cells))
+
+
+def _print_queue(queue: object) -> None:
+    """Print a queue service's totals and first topics, with their channels and groups,
+    when the reply has them (``remoting queue``); skip what is not that."""
+    from ..queue._stats import statistics_from_json
+    from ._queue_tools import queue_table
+
+    if not isinstance(queue, dict):
+        return
+    try:
+        now = statistics_from_json(json.dumps(queue).encode())
+    except (KeyError, TypeError, ValueError):
+        return
+    for line in queue_table(now, None, 0.0, "queue service"):
+        print(line)
+    if now.topic_count:
+        print("(rates, and every topic: remoting queue stats ADDR)")
 
 
 LATENCY_COLUMNS = ("mean", "p50", "p90", "p99", "max")

@@ -10,23 +10,24 @@ from __future__ import annotations
 
 from codec._module_metadata import fixup_module_metadata as _fixup_module_metadata
 
-from .._messaging._codes import QueueCode as QueueCode
 from ._client import BlockingQueueClient as BlockingQueueClient
-from ._client import BlockingSubscription as BlockingSubscription
-from ._client import Delivery as Delivery
 from ._client import QueueClient as QueueClient
-from ._client import TrioDelivery as TrioDelivery
 from ._client import TrioQueueClient as TrioQueueClient
-from ._client import TrioSubscription as TrioSubscription
 from ._errors import QueueError as QueueError
 from ._errors import QueueFullError as QueueFullError
 from ._messages import Message as Message
+from ._messages import PulledRecords as PulledRecords
 from ._service import QueueService as QueueService
 from ._stats import ChannelStatistics as ChannelStatistics
 from ._stats import GroupStatistics as GroupStatistics
 from ._stats import QueueStatistics as QueueStatistics
 from ._stats import TopicOffsets as TopicOffsets
 from ._stats import TopicStatistics as TopicStatistics
+from ._subscription import BlockingSubscription as BlockingSubscription
+from ._subscription import Delivery as Delivery
+from ._subscription import TrioDelivery as TrioDelivery
+from ._subscription import TrioSubscription as TrioSubscription
+from ._wire import QueueCode as QueueCode
 
 __all__ = [
     "BlockingQueueClient",
@@ -35,6 +36,7 @@ __all__ = [
     "Delivery",
     "GroupStatistics",
     "Message",
+    "PulledRecords",
     "QueueClient",
     "QueueCode",
     "QueueError",

@@ -48,18 +48,35 @@ import os
 import time
 import uuid
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 import orjson
 import trio
 
 from .._core._receiving._held import HeldRequests
+from .._core._sansio._deadlines import DeadlineHeap
 from .._log import log
-from .._messaging._connection_deliveries import ConnectionDeliveries
 from .._messaging._credits import MAX_CREDITS
-from .._messaging._deadlines import DeadlineHeap
-from .._messaging._records import record_fields
 from ._messages import Message
+from ._refusals import (
+    disk_failed,
+    fsync_failed,
+    full,
+    moved,
+    no_subscription,
+    no_topic,
+    past_end,
+    too_many,
+    too_many_deferred,
+    too_many_in_all,
+    too_many_pulls,
+    too_many_topics,
+)
+from ._sansio._acks import AckOp
+from ._sansio._channel_queue import Outcome
+from ._sansio._connection_deliveries import ConnectionDeliveries
+from ._sansio._dedup import KEY_OVERHEAD
+from ._sansio._records import FIXED_BYTES, record_fields
 from ._segments import SegmentLog, fsync_paths
 from ._stats import (
     MAX_PROBLEMS_SHOWN,
@@ -69,48 +86,22 @@ from ._stats import (
     TopicStatistics,
 )
 from ._store import MemoryBudget, TopicStore
-from ._topic import Channel, Topic
+from ._topic import COLD, Channel, Topic
 from ._wire import is_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from processors import ServerStream
+    from codec import RemotingCommand
+    from processors import RequestContext, ServerStream
 
     from ._segments import Problem
+    from ._settings import QueueSettings
 
-__all__ = ["Broker", "Consumer", "FsyncPolicy", "Subscriber"]
+__all__ = ["Broker", "Consumer", "Subscriber"]
 
-FsyncPolicy = Literal["always", "interval", "never"]
 HOUSEKEEPING_SECONDS: Final = 1.0  # retention, key expiry, offsets to disk (and fsync)
-DEFAULT_SEGMENT_BYTES: Final = 64 * 1024 * 1024
-DEFAULT_DEDUP_WINDOW: Final = 600.0  # seconds a publish's key is remembered
-# Names a peer may make, at most: each topic is a directory and state in memory, each channel
-# or group state in memory and in offsets.json, kept until deleted. Far above what a service
-# of one process serves in practice; a client making names in a loop is stopped here.
-# Bytes of messages a topic holds in memory at most (with memory_messages): without a data
-# directory its most, with one its cache of the newest. Ten thousand messages of 1 MiB would
-# otherwise be 10 GiB.
-DEFAULT_MEMORY_BYTES: Final = 256 * 1024 * 1024
-DEFAULT_MAX_TOPICS: Final = 10_000
-DEFAULT_MAX_CHANNELS: Final = 1_000  # channels of a topic, and groups of a topic (each)
-# Channels of all topics at most: a channel costs about 2 KB while idle (its queue, its
-# tables, its statistics), so 10,000 are about 20 MB; the per-topic bound alone let 10,000
-# topics x 1,000 channels (10 million, about 19 GB) be made by one peer.
-DEFAULT_MAX_TOTAL_CHANNELS: Final = 10_000
-# Groups of all topics at most: a group is a name and an offset (about 300 bytes), and a
-# Spark query makes one per checkpoint location, so more room than channels.
-DEFAULT_MAX_TOTAL_GROUPS: Final = 100_000
-# Pulls held at once by the whole service (each connection holds at most 16,384): a held pull
-# costs about 1.4 KB, so about 90 MB.
-DEFAULT_MAX_HELD_PULLS: Final = 65_536
-# deferred messages not yet due, all topics together (about 150 bytes each of memory, with
-# or without a data directory, whatever the channels: 150 MB)
-DEFAULT_MAX_DEFERRED: Final = 1_000_000
-# Bytes of messages all topics hold in memory together: the per-topic bound (256 MiB) times
-# 10,000 topics would be 2.4 TiB.
-DEFAULT_TOTAL_MEMORY_BYTES: Final = 1024 * 1024 * 1024
 INCARNATION_FILE: Final = "incarnation"
 READ_THREADS: Final = 4  # segment reads that wait for the disk at once, in worker threads
 # Topics whose newest segment is kept open for appending, at most: the least recently written
@@ -118,12 +109,6 @@ READ_THREADS: Final = 4  # segment reads that wait for the disk at once, in work
 # out of file descriptors (often 1,024 at most).
 MAX_OPEN_APPENDS: Final = 256
 OFFSETS_FILE: Final = "offsets.json"
-# Deliveries in flight one connection's subscriptions hold at most, together (NSQ bounds a
-# connection's RDY at 2,500 by default). One subscription's largest window, so a connection
-# with one subscription is never slowed by it; and a client's connection (one per server,
-# shared by all its subscriptions) fits 1,024 subscriptions, the most streams a connection
-# may open, at the default 64 credits. Without it one connection could hold 1,024 x 65,536.
-DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: Final = MAX_CREDITS
 
 
 class Subscriber:
@@ -194,41 +179,11 @@ class Broker:
     """The queue's state and what changes it, owned by its server's event loop (see the module
     docstring); `QueueService` is its public face."""
 
-    def __init__(self, *, data_dir: Path | None, memory_messages: int, msg_timeout: float,
-                 max_attempts: int, dead_letter: Callable[[str, Message], object] | None,
-                 fsync: FsyncPolicy, fsync_interval: float, segment_bytes: int,
-                 dedup_window: float, retention: float | None = None,
-                 retention_bytes: int | None = None, max_topics: int = DEFAULT_MAX_TOPICS,
-                 max_channels: int = DEFAULT_MAX_CHANNELS,
-                 memory_bytes: int = DEFAULT_MEMORY_BYTES,
-                 max_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
-                 max_total_channels: int = DEFAULT_MAX_TOTAL_CHANNELS,
-                 max_total_groups: int = DEFAULT_MAX_TOTAL_GROUPS,
-                 max_held_pulls: int = DEFAULT_MAX_HELD_PULLS,
-                 max_deferred: int = DEFAULT_MAX_DEFERRED,
-                 total_memory_bytes: int = DEFAULT_TOTAL_MEMORY_BYTES,
-                 channel_idle_timeout: float | None = None) -> None:
-        self.data_dir = data_dir
-        self.memory_messages = memory_messages
-        self.memory_bytes = memory_bytes
-        self.msg_timeout = msg_timeout
-        self.max_attempts = max_attempts
+    def __init__(self, settings: QueueSettings,
+                 dead_letter: Callable[[str, Message], object] | None = None) -> None:
+        self.settings = settings
         self.dead_letter = dead_letter
-        self.fsync: FsyncPolicy = fsync
-        self.fsync_interval = fsync_interval
-        self.segment_bytes = segment_bytes
-        self.dedup_window = dedup_window
-        self.retention = retention
-        self.retention_bytes = retention_bytes
-        self.max_topics = max_topics
-        self.max_channels = max_channels
-        self.max_in_flight_per_connection = max_in_flight_per_connection
-        self.max_total_channels = max_total_channels
-        self.max_total_groups = max_total_groups
-        self.max_held_pulls = max_held_pulls
-        self.max_deferred = max_deferred
-        self.channel_idle_timeout = channel_idle_timeout
-        self.budget = MemoryBudget(total_memory_bytes)
+        self.budget = MemoryBudget(settings.total_memory_bytes)
         self.topics: dict[str, Topic] = {}
         self.channel_count = 0  # channels of all topics
         self.group_count = 0  # groups of all topics
@@ -276,8 +231,8 @@ class Broker:
         self._closed = False
         # what fails on disk now, by (operation, topic): reported in statistics' problems
         self._disk_failing: dict[tuple[str, str | None], str] = {}
-        if self.data_dir is not None:
-            self._recover(self.data_dir)
+        if self.settings.data_dir is not None:
+            self._recover(self.settings.data_dir)
 
     # ------------------------------------------------------------------ topics
 
@@ -289,23 +244,26 @@ class Broker:
         """Return the topic ``name``, made (and its directory) if new (loop thread)."""
         found = self.topics.get(name)
         if found is None:
-            log_ = None if self.data_dir is None else SegmentLog(
-                self.data_dir / "topics" / name, self.segment_bytes)
+            log_ = None if self.settings.data_dir is None else SegmentLog(
+                self.settings.data_dir / "topics" / name, self.settings.segment_bytes)
             found = self.topics[name] = self._topic(name, log_)
             bisect.insort(self._names, name)
         return found
 
     def _topic(self, name: str, segments: SegmentLog | None) -> Topic:
-        store = TopicStore(self.memory_messages, segments, self.memory_bytes, self.budget)
-        return Topic(name, store, msg_timeout=self.msg_timeout, max_attempts=self.max_attempts,
-                     dedup_window=self.dedup_window, incarnation=self._incarnation(name))
+        settings = self.settings
+        store = TopicStore(settings.memory_messages, segments, settings.memory_bytes,
+                           self.budget)
+        return Topic(name, store, msg_timeout=settings.msg_timeout,
+                     max_attempts=settings.max_attempts, dedup_window=settings.dedup_window,
+                     incarnation=self._incarnation(name))
 
     def _incarnation(self, name: str) -> str | None:
         """Return the id of topic ``name``'s log: the one its directory keeps, or a new one
         (kept there; in memory only while the disk refuses it, saved again each second)."""
-        if self.data_dir is None:
+        if self.settings.data_dir is None:
             return None  # made by the topic: a new log each time the service starts
-        path = self.data_dir / "topics" / name / INCARNATION_FILE
+        path = self.settings.data_dir / "topics" / name / INCARNATION_FILE
         try:
             kept = path.read_text().strip()
         except FileNotFoundError:
@@ -321,8 +279,8 @@ class Broker:
         return made
 
     def _save_incarnation(self, name: str, incarnation: str) -> None:
-        assert self.data_dir is not None
-        path = self.data_dir / "topics" / name / INCARNATION_FILE
+        assert self.settings.data_dir is not None
+        path = self.settings.data_dir / "topics" / name / INCARNATION_FILE
         temporary = path.with_name(INCARNATION_FILE + ".tmp")
         try:
             temporary.write_text(incarnation + "\n")
@@ -349,7 +307,7 @@ class Broker:
                 log.warning("queue.file_ignored", file=str(directory),
                             reason="not a topic name")
                 continue
-            segments = SegmentLog(directory, self.segment_bytes)
+            segments = SegmentLog(directory, self.settings.segment_bytes)
             for path in segments.recovered.ignored:
                 log.warning("queue.file_ignored", file=str(path),
                             reason="not named as a segment (20 digits and .log)")
@@ -367,7 +325,7 @@ class Broker:
                     log.warning("queue.segment_truncated", topic=directory.name,
                                 file=str(problem.path), position=problem.position,
                                 reason=problem.reason, kept=problem.kept)
-            window_ms = self.dedup_window * 1000
+            window_ms = self.settings.dedup_window * 1000
             self._keys_wall[directory.name] = [
                 item for item in recovered.keys if now_ms - item[3] <= window_ms]
             self._deferred_wall[directory.name] = [
@@ -402,6 +360,260 @@ class Broker:
             log.warning("queue.offsets_dropped", file=str(path), dropped=dropped)
         self._offsets_saved[topic.name] = path.read_bytes()
 
+    # ------------------------------------------------------------------ requests
+
+    def topic_to_write(self, name: str) -> Topic:
+        """Return the topic ``name``, made if new (a publish, CREATE_TOPIC).
+
+        Raises:
+            Refusal: it is new, and the service holds ``max_topics``.
+        """
+        topic = self.topics.get(name)
+        if topic is None:
+            if len(self.topics) >= self.settings.max_topics:
+                raise too_many_topics(name, self.settings.max_topics)
+            topic = self.create_topic(name)
+        return topic
+
+    def existing(self, name: str) -> Topic:
+        """Return the topic ``name``.
+
+        Raises:
+            Refusal: it does not exist.
+        """
+        topic = self.topics.get(name)
+        if topic is None:
+            raise no_topic(name)
+        return topic
+
+    async def publish(self, name: str, contents: list[bytes], key: str | None,
+                      defer_ms: int) -> tuple[int, int, bool]:
+        """Append ``contents`` to topic ``name`` (made if new) as one publish; return its
+        first offset, its count, and whether ``key`` was seen within the dedup window (then
+        nothing is appended: the offsets are the first publish's). With ``fsync="always"``
+        it returns once they are on the disk.
+
+        Raises:
+            Refusal: a new topic past ``max_topics``; no room (a topic without a data
+                directory, or the service's memory total); the disk failed (nothing kept),
+                or its fsync (kept); a deferred publish past ``max_deferred``.
+        """
+        if defer_ms and self.deferred_room() < len(contents):
+            raise too_many_deferred(self.settings.max_deferred)
+        topic = self.topic_to_write(name)
+        now = trio.current_time()
+        if key is not None:
+            seen = topic.keys.get(key, now)
+            if seen is not None:
+                topic.duplicates += 1
+                return seen[0], seen[1], True
+        store = topic.store
+        size = sum(map(len, contents)) + FIXED_BYTES * len(contents)  # as records
+        if key is not None:  # and its key, remembered for the window
+            size += len(key) + KEY_OVERHEAD
+        if not store.has_room(len(contents), size):
+            topic.trim()
+            if not store.budget.fits(size):  # the service's total: what others let go of
+                self.trim_changed()
+            if not store.has_room(len(contents), size):
+                raise full(topic, size)
+        try:
+            first = topic.append(contents, now, int(time.time() * 1000), defer_ms / 1000, key)
+        except OSError as exc:  # nothing of it was kept (`SegmentLog.append`)
+            self.disk_failed("append", name, exc)
+            raise disk_failed("write", name, exc) from None
+        self.disk_ok("append", name)
+        self.written(topic)
+        if defer_ms or key is not None:  # a message coming due, a key to forget
+            self.schedule(topic, topic.next_due())
+        if self.settings.retention is not None:
+            self.schedule_retention(topic, now)
+        if not defer_ms:  # the pulls held at its first offset, no other, once this
+            # answer is on its way
+            self.wake_pulls_soon(topic, first)
+        if self.settings.fsync == "always":
+            try:
+                await self.sync()
+            except OSError as exc:
+                self.disk_failed("fsync", name, exc)
+                raise fsync_failed(name, first, len(contents), exc) from None
+        return first, len(contents), False
+
+    def subscription(self, handle: object, stream_id: int) -> Consumer:
+        """Return the subscription on stream ``stream_id`` of the connection ``handle``.
+
+        Raises:
+            Refusal: there is none (it ended: its deliveries went back to the channel).
+        """
+        consumer = self.by_stream.get((handle, stream_id))
+        if consumer is None:
+            raise no_subscription(stream_id)
+        return consumer
+
+    def settle(self, consumer: Consumer, acks: list[tuple[AckOp, int, int]], now: float
+               ) -> list[int]:
+        """Apply a subscriber's acknowledgements (finish, requeue after a delay, touch: NSQ's
+        FIN, REQ and TOUCH) of its deliveries; return the offsets refused (not its delivery
+        now: it timed out and went to another subscriber, or was settled already), counted
+        for the channel's statistics. What ended gives its credits back; a requeue past
+        ``max_attempts`` is dead-lettered."""
+        queue = consumer.channel.queue
+        cid = consumer.id
+        if all(op is AckOp.FINISH for op, _, _ in acks):  # the usual group: finishes only
+            refused = [offset for offset, _ in queue.finish_many(
+                [offset for _, offset, _ in acks], cid)]
+            returned = len(acks) - len(refused)
+            requeued = False
+        else:
+            refused, returned, requeued = self._settle_each(consumer, acks, now)
+        if returned:
+            consumer.ended(returned)
+            self.changed(consumer.topic)
+        if requeued:
+            consumer.topic.waiting.unpark_all()
+        if refused:
+            key = (consumer.topic.name, consumer.channel.name)
+            self.acks_refused[key] = self.acks_refused.get(key, 0) + len(refused)
+        return refused
+
+    def _settle_each(self, consumer: Consumer, acks: list[tuple[AckOp, int, int]],
+                     now: float) -> tuple[list[int], int, bool]:
+        """`settle` one by one: return the offsets refused, how many deliveries ended, and
+        whether one went back to the channel."""
+        queue = consumer.channel.queue
+        cid = consumer.id
+        returned = 0
+        refused = []
+        requeued = False
+        for op, offset, delay_ms in acks:
+            if op is AckOp.FINISH:
+                outcome = queue.finish(offset, cid)
+            elif op is AckOp.REQUEUE:
+                attempts = queue.attempts(offset)  # for the dead letter, if it is one now
+                outcome = queue.requeue(offset, cid, delay_ms / 1000, now)
+                if outcome is Outcome.DONE:
+                    requeued = True
+                    if delay_ms:
+                        self.schedule_channel(consumer.channel)
+                elif outcome is Outcome.DEAD:
+                    self.dead(consumer.topic, consumer.channel, offset, attempts)
+            else:
+                outcome = queue.touch(offset, cid, now)
+            if outcome is Outcome.UNKNOWN or outcome is Outcome.FOREIGN:
+                refused.append(offset)
+            elif op is not AckOp.TOUCH:
+                returned += 1
+        return refused, returned, requeued
+
+    async def pull(self, topic: Topic, start: int, count: int, incarnation: str | None
+                   ) -> bytes | None:
+        """Return the records of ``topic`` from ``start`` (up to ``count``), None if there
+        is none to read yet; with ``incarnation``, only from that log.
+
+        Raises:
+            Refusal: ``topic`` is another log than ``incarnation``, ``start`` is past its
+                end, or the disk failed.
+        """
+        if incarnation is not None and incarnation != topic.incarnation:
+            raise moved(topic, incarnation)
+        if start > topic.end:
+            raise past_end(start, topic)
+        try:
+            return await topic.pull_body_async(start, count, trio.current_time(),
+                                               self.readers)
+        except OSError as exc:
+            self.disk_failed("read", topic.name, exc)
+            raise disk_failed("read", topic.name, exc) from None
+
+    def hold_pull(self, ctx: RequestContext, request: RemotingCommand, topic: Topic,
+                  start: int, count: int, wait_ms: int,
+                  answer: Callable[[bytes | None], RemotingCommand]) -> None:
+        """Hold a pull with nothing to read yet for up to ``wait_ms``: a publish at the
+        offset it waits at, or that deferred message coming due, wakes it, and nothing
+        else does; it is answered with ``answer(records)`` (None: none, at its deadline).
+
+        Raises:
+            Refusal: the service holds ``max_held_pulls`` already (POLLING_FULL).
+        """
+        limit = self.settings.max_held_pulls
+        if len(self.holds) >= limit:
+            self.pulls_refused += 1
+            refused = self.pulls_refused
+            if refused & (refused - 1) == 0:  # 1, 2, 4, 8...: peers cannot flood the log
+                log.warning("queue.pulls_refused", held=limit, refused=refused,
+                            peer=ctx.remote_addr)
+            raise too_many_pulls(limit)
+
+        def wake(ctx: RequestContext, request: RemotingCommand, expired: bool
+                 ) -> RemotingCommand | None:
+            if not expired:
+                self.pulls_woken += 1
+            body = topic.pull_body(start, count, trio.current_time())
+            if body is COLD:  # rare: the records woken for need the disk
+                if expired:
+                    return answer(None)  # an empty answer: the next pull reads them
+                self.prefetch(topic, start, count)  # then wakes the pulls held here again
+                self.pulls_rewaited += 1
+                return None
+            if body is None and not expired:
+                self.pulls_rewaited += 1
+                topic.held_at.add(max(start, topic.store.earliest))  # still waits there
+                return None
+            return answer(body)  # type: ignore[arg-type]
+
+        # held where it reads from (the earliest held, if its offset was let go)
+        waits_at = max(start, topic.store.earliest)
+        topic.held_at.add(waits_at)
+        self.holds.hold(ctx, request, key=(topic.name, waits_at), timeout=wait_ms / 1000,
+                        wake=wake)
+
+    def subscribe(self, name: str, channel_name: str, stream: ServerStream, handle: object,
+                  peer: str) -> Consumer:
+        """Register a subscription to channel ``channel_name`` of topic ``name`` (the channel
+        made if new); its deliveries are acknowledged through ``handle``, the connection's
+        channel, and the stream's id (``peer``: its address, for logs).
+
+        Raises:
+            Refusal: no such topic; a new channel past ``max_channels`` or
+                ``max_total_channels``.
+        """
+        topic = self.existing(name)
+        channel = topic.channels.get(channel_name)
+        if channel is None:
+            settings = self.settings
+            if len(topic.channels) >= settings.max_channels:
+                raise too_many("channels", topic.name, settings.max_channels)
+            if self.channel_count >= settings.max_total_channels:
+                raise too_many_in_all("channels", settings.max_total_channels)
+            channel = self.add_channel(topic, channel_name)
+        return self.add_consumer(topic, channel, stream, handle, peer)
+
+    def take(self, consumer: Consumer, count: int, now: float) -> list[tuple[int, int]]:
+        """Take up to ``count`` deliveries for ``consumer`` (offsets and attempts), in flight
+        until ``msg_timeout`` from ``now``; counted on its connection's bound."""
+        queue = consumer.channel.queue
+        topic = consumer.topic
+        taken = queue.take(consumer.id, count, now, topic.end, topic.deferred)
+        if taken:
+            subscriber = consumer.subscriber
+            if subscriber.deliveries.taken(len(taken)):
+                self._reached_bound(subscriber)
+            self.schedule(consumer.channel, now + queue.msg_timeout)
+        return taken
+
+    def skip(self, consumer: Consumer, offset: int) -> None:
+        """A delivery of ``consumer`` whose record was let go of meanwhile (a corrupt
+        segment's gap): it ends."""
+        if consumer.channel.queue.skip(offset, consumer.id):
+            consumer.subscriber.ended(1)
+
+    def _reached_bound(self, subscriber: Subscriber) -> None:
+        self.times_at_bound += 1
+        times = subscriber.deliveries.times_at_bound
+        if times & (times - 1) == 0:  # 1, 2, 4, 8...: a peer cannot flood the log
+            log.warning("queue.deliveries_paused", peer=subscriber.peer,
+                        in_flight=subscriber.deliveries.limit, paused_on_connection=times)
+
     # ------------------------------------------------------------------ running
 
     async def run(self) -> None:
@@ -428,7 +640,7 @@ class Broker:
             for channel in topic.channels.values():
                 if not channel.consumers:
                     channel.idle_since = now
-                self.schedule(channel, channel.next_due(self.channel_idle_timeout))
+                self.schedule(channel, channel.next_due(self.settings.channel_idle_timeout))
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -454,7 +666,7 @@ class Broker:
         for topic in self.topics.values():
             segments = topic.store.log
             if segments is not None:
-                if self.fsync != "never":
+                if self.settings.fsync != "never":
                     try:
                         fsync_paths(segments.to_sync())
                     except OSError as exc:
@@ -476,16 +688,16 @@ class Broker:
 
     def schedule_channel(self, channel: Channel) -> None:
         """Have the timer visit ``channel`` when it next has something to do."""
-        self.schedule(channel, channel.next_due(self.channel_idle_timeout))
+        self.schedule(channel, channel.next_due(self.settings.channel_idle_timeout))
 
     def schedule_retention(self, topic: Topic, now: float) -> None:
         """Have the timer visit ``topic`` when its oldest segment outlives ``retention``."""
         segments = topic.store.log
-        if self.retention is None or segments is None:
+        if self.settings.retention is None or segments is None:
             return
         written = segments.oldest_deletable_written()
         if written is not None:  # its wall clock, on the loop's
-            self.schedule(topic, now + max(0.0, written + self.retention - time.time()))
+            self.schedule(topic, now + max(0.0, written + self.settings.retention - time.time()))
 
     async def _timer(self) -> None:
         while True:
@@ -524,7 +736,7 @@ class Broker:
             self.changed(topic)
         if queue.has_ready(now, topic.end):
             topic.waiting.unpark_all()
-        idle = self.channel_idle_timeout
+        idle = self.settings.channel_idle_timeout
         if (idle is not None and channel.idle_since is not None and not channel.consumers
                 and now >= channel.idle_since + idle):
             self._delete_channel(topic, channel)
@@ -546,15 +758,16 @@ class Broker:
         topic.forget_keys(now)
         self.schedule(topic, topic.next_due())
         segments = topic.store.log
-        if self.retention is not None and segments is not None:
+        if self.settings.retention is not None and segments is not None:
             written = segments.oldest_deletable_written()
-            if written is not None and written + self.retention <= time.time():
+            if written is not None and written + self.settings.retention <= time.time():
                 self.changed(topic)  # housekeeping deletes the segments
 
     def deferred_room(self) -> int:
         """How many more deferred messages the service takes (``max_deferred`` less those
         not yet due in all topics; O(topics), asked by deferred publishes only)."""
-        return self.max_deferred - sum(len(topic.deferred) for topic in self.topics.values())
+        return (self.settings.max_deferred
+                - sum(len(topic.deferred) for topic in self.topics.values()))
 
     def wake_pulls(self, topic: Topic, first: int, count: int = 1) -> None:
         """Wake the pulls held at offsets ``first`` to ``first + count - 1`` of ``topic``
@@ -592,7 +805,8 @@ class Broker:
             await trio.sleep(HOUSEKEEPING_SECONDS)
             now = trio.current_time()
             self.housekeep(now)
-            if self.fsync == "interval" and now - last_sync >= self.fsync_interval:
+            settings = self.settings
+            if settings.fsync == "interval" and now - last_sync >= settings.fsync_interval:
                 last_sync = now
                 try:
                     await self.sync()
@@ -607,7 +821,7 @@ class Broker:
         dirty, self._dirty = self._dirty, set()
         self._untrimmed.clear()  # trimmed below
         wall = time.time()
-        written_before = None if self.retention is None else wall - self.retention
+        written_before = None if self.settings.retention is None else wall - self.settings.retention
         visit = [self.topics[name] for name in sorted(dirty) if name in self.topics]
         for topic in visit:
             try:
@@ -689,9 +903,9 @@ class Broker:
 
     def _expire(self, topic: Topic, written_before: float | None) -> None:
         """Apply the retention settings to ``topic`` (whoever still needs its records)."""
-        if written_before is None and self.retention_bytes is None:
+        if written_before is None and self.settings.retention_bytes is None:
             return
-        let_go = topic.expire(written_before, self.retention_bytes)
+        let_go = topic.expire(written_before, self.settings.retention_bytes)
         if let_go:
             log.info("queue.retention_expired", topic=topic.name, messages=let_go,
                      earliest=topic.store.earliest)
@@ -720,7 +934,7 @@ class Broker:
     async def sync(self) -> None:
         """fsync what was written before this call (the writes of a publish being
         acknowledged); calls made while one runs share the next (a group commit)."""
-        if self.data_dir is None:
+        if self.settings.data_dir is None:
             return
         wanted = self._sync_started + 1  # a sync that starts after this call's writes
         while self._sync_done < wanted:
@@ -742,7 +956,7 @@ class Broker:
 
     def _save_offsets(self, topics: list[Topic] | None = None) -> None:
         """Save the offsets of ``topics`` (None: every topic) that changed since saved."""
-        if self.data_dir is None:
+        if self.settings.data_dir is None:
             return
         for topic in self.topics.values() if topics is None else topics:
             data = orjson.dumps({
@@ -752,7 +966,7 @@ class Broker:
                 option=orjson.OPT_SORT_KEYS)
             if self._offsets_saved.get(topic.name) == data:
                 continue
-            path = self.data_dir / "topics" / topic.name / OFFSETS_FILE
+            path = self.settings.data_dir / "topics" / topic.name / OFFSETS_FILE
             temporary = path.with_name(OFFSETS_FILE + ".tmp")
             try:
                 temporary.write_bytes(data)
@@ -767,8 +981,8 @@ class Broker:
     # ------------------------------------------------------------------ consumers
 
     def add_channel(self, topic: Topic, name: str) -> Channel:
-        """Return ``topic``'s channel ``name``, made (and counted) if new; the caller
-        checked the bounds."""
+        """Return ``topic``'s channel ``name``, made (and counted) if new, whatever the
+        bounds (`subscribe` checks them)."""
         channel = topic.channels.get(name)
         if channel is None:
             channel = topic.channel(name)
@@ -777,8 +991,20 @@ class Broker:
         return channel
 
     def commit(self, topic: Topic, group: str, offset: int) -> None:
-        """Set ``group``'s offset (made, and counted, if new); the caller checked the
-        bounds."""
+        """Set ``group``'s offset (made, and counted, if new).
+
+        Raises:
+            Refusal: ``offset`` is past the topic's end; a new group past
+                ``max_channels`` or ``max_total_groups``.
+        """
+        if offset > topic.end:
+            raise past_end(offset, topic, ": commit the next offset to read")
+        if group not in topic.groups:
+            settings = self.settings
+            if len(topic.groups) >= settings.max_channels:
+                raise too_many("groups", topic.name, settings.max_channels)
+            if self.group_count >= settings.max_total_groups:
+                raise too_many_in_all("groups", settings.max_total_groups)
         self.group_count += group not in topic.groups
         topic.groups[group] = offset
         self.changed(topic)
@@ -818,12 +1044,11 @@ class Broker:
 
     def add_consumer(self, topic: Topic, channel: Channel, stream: ServerStream,
                      handle: object, peer: str) -> Consumer:
-        """Register a subscription (its deliveries are acknowledged through ``handle``, the
-        connection's channel, and the stream's id; ``peer`` is its address, for logs)."""
+        """Register a subscription to ``channel`` (see `subscribe`)."""
         subscriber = self.subscribers.get(handle)
         if subscriber is None:
             subscriber = self.subscribers[handle] = Subscriber(
-                self.max_in_flight_per_connection, peer)
+                self.settings.max_in_flight_per_connection, peer)
         subscriber.subscriptions += 1
         consumer = Consumer(next(self._ids), topic, channel, stream, (handle, stream.stream_id),
                             subscriber)
@@ -893,12 +1118,13 @@ class Broker:
         return sum(1 for s in list(self.subscribers.values()) if s.deliveries.room == 0)
 
     def statistics(self, topic: str | None = None, *, after: str | None = None,
-                   limit: int | None = None) -> QueueStatistics:
+                   limit: int | None = None, detail: bool = False) -> QueueStatistics:
         """Return a snapshot (on the loop thread, or once it has stopped): the service's
         totals; with ``topic``, that topic with its channels and groups (bounded by
         ``max_channels`` each); with ``limit``, up to ``limit`` topics in name order after
-        ``after``, each with its counts but not its channels and groups. What one snapshot
-        costs is bounded whatever the service holds."""
+        ``after``, each with its counts but not its channels and groups (with ``detail``,
+        with them: for a small ``limit``). What one snapshot costs is bounded whatever the
+        service holds."""
         topics: dict[str, TopicStatistics] = {}
         next_after = None
         if topic is not None:
@@ -909,7 +1135,7 @@ class Broker:
             names = self._names
             start = 0 if after is None else bisect.bisect_right(names, after)
             page = names[start:start + limit]
-            topics = {name: self._topic_statistics(self.topics[name], detail=False)
+            topics = {name: self._topic_statistics(self.topics[name], detail=detail)
                       for name in page}
             if start + limit < len(names):
                 next_after = page[-1]

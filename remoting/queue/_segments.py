@@ -5,7 +5,7 @@ the page cache; a read on the loop takes only what the page cache holds (`read_s
 ``nowait``), the rest is read in a worker thread; fsync runs in a worker thread too):
 - A topic's directory holds segment files named by the first offset they hold
   (``00000000000000000042.log``), each at most about ``segment_bytes``. Records
-  (`_messaging/_records.py`) are appended to the newest with one ``write`` per publish: once
+  (`_sansio/_records.py`) are appended to the newest with one ``write`` per publish: once
   it returns, the record survives the process (the kernel has it); surviving the machine
   needs an fsync (see `QueueService`'s ``fsync`` setting).
 - Each segment keeps a sparse index in memory (an offset and its byte position every
@@ -39,7 +39,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
-from .._messaging._records import Scan, record_offset, scan
+from ._sansio._records import Scan, record_offset, scan
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -8,8 +8,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Self, TypeVar
 
-from .._checks import seconds
-from ._broker import (
+from ._broker import Broker
+from ._handlers import register_handlers
+from ._metrics import install_metrics
+from ._settings import (
     DEFAULT_DEDUP_WINDOW,
     DEFAULT_MAX_CHANNELS,
     DEFAULT_MAX_DEFERRED,
@@ -21,11 +23,10 @@ from ._broker import (
     DEFAULT_MEMORY_BYTES,
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_TOTAL_MEMORY_BYTES,
-    Broker,
     FsyncPolicy,
+    QueueSettings,
+    count,
 )
-from ._handlers import register_handlers
-from ._metrics import install_metrics
 from ._stats import MAX_TOPICS_PER_PAGE
 
 if TYPE_CHECKING:
@@ -130,42 +131,24 @@ class QueueService:
         if dead_letter is not None and not callable(dead_letter):
             raise TypeError(f"dead_letter must be a function of (channel, message), got "
                             f"{dead_letter!r}")
-        if fsync not in ("always", "interval", "never"):
-            raise ValueError(f"fsync must be 'always', 'interval' or 'never', got {fsync!r}")
-        if data_dir is None and (retention is not None or retention_bytes is not None):
-            raise ValueError("retention and retention_bytes bound a data directory's segment "
-                             "files: give a data_dir (without one, memory_messages bounds "
-                             "each topic)")
-        self.broker = Broker(
+        settings = QueueSettings(
             data_dir=None if data_dir is None else Path(data_dir),
-            memory_messages=_count("memory_messages", memory_messages, 1),
-            msg_timeout=seconds("msg_timeout", msg_timeout, above=True),
-            max_attempts=_count("max_attempts", max_attempts, 0), dead_letter=dead_letter,
-            fsync=fsync, fsync_interval=seconds("fsync_interval", fsync_interval, above=True),
-            segment_bytes=_count("segment_bytes", segment_bytes, 4096),
-            dedup_window=seconds("dedup_window", dedup_window),
-            retention=None if retention is None else seconds("retention", retention,
-                                                             above=True),
-            retention_bytes=None if retention_bytes is None else _count(
-                "retention_bytes", retention_bytes, 1),
-            max_topics=_count("max_topics", max_topics, 1),
-            max_channels=_count("max_channels", max_channels, 1),
-            memory_bytes=_count("memory_bytes", memory_bytes, 1),
-            max_in_flight_per_connection=_count("max_in_flight_per_connection",
-                                                max_in_flight_per_connection, 1),
-            max_total_channels=_count("max_total_channels", max_total_channels, 1),
-            max_total_groups=_count("max_total_groups", max_total_groups, 1),
-            channel_idle_timeout=None if channel_idle_timeout is None else seconds(
-                "channel_idle_timeout", channel_idle_timeout),
-            max_held_pulls=_count("max_held_pulls", max_held_pulls, 1),
-            max_deferred=_count("max_deferred", max_deferred, 0),
-            total_memory_bytes=_count("total_memory_bytes", total_memory_bytes, 1))
+            memory_messages=memory_messages, memory_bytes=memory_bytes,
+            total_memory_bytes=total_memory_bytes, msg_timeout=msg_timeout,
+            max_attempts=max_attempts, fsync=fsync, fsync_interval=fsync_interval,
+            segment_bytes=segment_bytes, dedup_window=dedup_window, retention=retention,
+            retention_bytes=retention_bytes, max_topics=max_topics, max_channels=max_channels,
+            max_total_channels=max_total_channels, max_total_groups=max_total_groups,
+            channel_idle_timeout=channel_idle_timeout, max_held_pulls=max_held_pulls,
+            max_deferred=max_deferred,
+            max_in_flight_per_connection=max_in_flight_per_connection)
+        self.broker = Broker(settings, dead_letter)
         self._endpoint: Endpoint | None = None
 
     @property
     def data_dir(self) -> Path | None:
         """Where the topics are kept (None: in memory)."""
-        return self.broker.data_dir
+        return self.broker.settings.data_dir
 
     @property
     def problems(self) -> list[Problem]:
@@ -229,7 +212,7 @@ class QueueService:
             TypeError, ValueError: ``limit`` is not an int from 1 to 1,000.
         """
         if limit is not None:
-            _count("limit", limit, 1)
+            count("limit", limit, 1)
             if limit > MAX_TOPICS_PER_PAGE:
                 raise ValueError(f"limit must be <= {MAX_TOPICS_PER_PAGE}, got {limit}")
         return self._on_loop(lambda: self.broker.statistics(topic, after=after, limit=limit))
@@ -257,11 +240,3 @@ class QueueService:
                 and endpoint.loop_thread_id != threading.get_ident()):
             return endpoint.inbox.call(fn, LOOP_ANSWER_SECONDS)
         return fn()
-
-
-def _count(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value

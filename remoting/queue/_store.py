@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._messaging._records import record_offset
+from ._sansio._records import record_offset
 from ._segments import NO_BYTE_LIMIT, read_spans
 
 if TYPE_CHECKING:

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from .._messaging._channel_queue import ChannelQueue
-from .._messaging._deadlines import new_key
-from .._messaging._dedup import KeyWindow
-from .._messaging._deferred import DeferredOffsets
-from .._messaging._records import build_record, record_offset
+from .._core._sansio._deadlines import new_key
+from ._sansio._channel_queue import ChannelQueue
+from ._sansio._dedup import KeyWindow
+from ._sansio._deferred import DeferredOffsets
+from ._sansio._records import build_record, record_offset
 
 if TYPE_CHECKING:
     from ._store import TopicStore

@@ -1,7 +1,7 @@
 """The queue service's requests on the wire: their ext fields, read and checked in one place.
 
 Each request is an ordinary `RemotingCommand` with a `QueueCode`; its parameters are ext
-fields (names below), messages travel in the body (`_messaging/_records.py`). `name_of`,
+fields (names below), messages travel in the body (`_sansio/_records.py`). `name_of`,
 `optional_int`, `required_int` and `key_of` turn a request's fields into checked values or
 raise a `Refusal` (a response code and a remark that says what to do), which the service
 answers with; the client builds the same fields.
@@ -10,18 +10,20 @@ answers with; the client builds the same fields.
 from __future__ import annotations
 
 import re
+from enum import IntEnum
 from typing import TYPE_CHECKING, Final
 
 from codec import RemotingCommand, ResponseCode
 from codec._header_numbers import header_int
 
-from .._messaging._records import MAX_KEY_BYTES
 from ._errors import QueueError
+from ._sansio._records import MAX_KEY_BYTES
 
 if TYPE_CHECKING:
     from codec import ExtFields
 
 __all__ = [
+    "QueueCode",
     "AFTER",
     "ATTEMPTS",
     "CHANNEL",
@@ -51,6 +53,19 @@ __all__ = [
     "refusal_response",
     "required_int",
 ]
+
+class QueueCode(IntEnum):
+    """The requests of the queue service (`remoting.queue`)."""
+
+    PUBLISH = 32_200  # one or many messages to a topic; answered with their offsets
+    SUBSCRIBE = 32_201  # opens a stream of deliveries from a channel
+    ACK = 32_202  # finish / requeue / touch deliveries, grouped
+    PULL = 32_203  # messages from an offset or a group's offset; held while there are none
+    COMMIT = 32_204  # a group's offset
+    OFFSETS = 32_205  # a topic's earliest and latest offsets and its groups' offsets
+    STATS = 32_206  # statistics per topic, channel and group (JSON)
+    CREATE_TOPIC = 32_207  # make a topic before anything is published to it
+
 
 # ext field names
 TOPIC: Final = "topic"

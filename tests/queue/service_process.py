@@ -11,10 +11,14 @@ from ..processes import Proc
 
 class QueueProcess:
     """``remoting queue`` with the given options; ``addr`` once it serves. With
-    ``file_size_limit``, its files cannot grow past that many bytes (`file_size_limited`)."""
+    ``file_size_limit``, its files cannot grow past that many bytes (`file_size_limited`);
+    with ``log_level``, ``remoting --log-level`` that."""
 
-    def __init__(self, *options: str, file_size_limit: int | None = None) -> None:
-        if file_size_limit is None:
+    def __init__(self, *options: str, file_size_limit: int | None = None,
+                 log_level: str | None = None) -> None:
+        if log_level is not None:  # an option of ``remoting``, before the command
+            self.proc = Proc("--log-level", log_level, "queue", "--port", "0", *options)
+        elif file_size_limit is None:
             self.proc = Proc("queue", "--port", "0", *options)
         else:
             self.proc = Proc(str(file_size_limit), "queue", "--port", "0", *options,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from codec import ResponseCode
-from remoting._messaging._records import build_record, encode_content
 from remoting.queue import BlockingQueueClient, QueueError
+from remoting.queue._sansio._records import build_record, encode_content
 
 from .service_process import QueueProcess
 

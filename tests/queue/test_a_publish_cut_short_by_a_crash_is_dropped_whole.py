@@ -21,11 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from codec import RemotingCommand
 from remoting import RemotingError
 from remoting.queue import BlockingQueueClient
-from remoting.queue._client import publish_request, published_offsets
-from remoting.queue._wire import DUPLICATE
+from remoting.queue._requests import publish_request, published
 
 from .service_process import QueueProcess
 
@@ -45,9 +43,8 @@ def _publish(q: BlockingQueueClient, addr: str, batch: int) -> tuple[list[int], 
     """Publish batch ``batch`` with its key; return its offsets and whether the service
     answered "duplicate"."""
     request, _ = publish_request(TOPIC, _bodies(batch), 0.0, f"batch-{batch}")
-    reply: RemotingCommand = q.client.invoke_sync(addr, request, 60.0)
-    duplicate = (reply.ext_fields or {}).get(DUPLICATE) == "true"
-    return published_offsets(addr, reply), duplicate
+    answer = published(addr, q.client.invoke_sync(addr, request, 60.0))
+    return answer.offsets, answer.duplicate
 
 
 def _read_all(q: BlockingQueueClient, addr: str) -> dict[int, bytes]:

@@ -16,7 +16,7 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from remoting import RemotingError, TrioRemotingClient
 from remoting.queue import QueueError, QueueService
-from remoting.queue._client import pull_request
+from remoting.queue._requests import pull_request
 from remoting.queue._topic import Topic
 
 from .counted import counting, serve_trio

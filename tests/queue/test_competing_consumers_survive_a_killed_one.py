@@ -34,7 +34,8 @@ class Consumer:
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.got: list[tuple[int, int]] = []
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pumping = threading.Thread(target=self._pump, daemon=True)
+        self._pumping.start()
         assert self.lines.get(timeout=30).strip() == "subscribed"
 
     def _pump(self) -> None:
@@ -57,9 +58,12 @@ class Consumer:
             self.got.append((int(offset), int(attempts)))
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
+        """End the process; every line it printed is in ``lines`` then (its pipe was read
+        to its end)."""
         if self.popen.poll() is None:
             self.popen.send_signal(sig)
         self.popen.wait(20)
+        self._pumping.join(20)
         assert self.popen.stdout is not None
         self.popen.stdout.close()
 
@@ -98,7 +102,8 @@ def test_a_killed_consumers_deliveries_go_to_the_others_with_attempt_two(
                 break
             assert time.monotonic() < deadline, f"stuck at {channel}"
             time.sleep(0.05)  # polling other processes' progress
-        for survivor in survivors:
+        for survivor in survivors:  # what they printed, to the last line
+            survivor.stop()
             survivor.read()
     finally:
         client.shutdown()

@@ -19,7 +19,7 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from remoting import RemotingError, TrioRemotingClient
 from remoting.queue import QueueClient, TrioQueueClient
-from remoting.queue._client import pull_request
+from remoting.queue._requests import pull_request
 
 from .service_process import QueueProcess
 

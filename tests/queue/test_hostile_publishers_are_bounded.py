@@ -15,7 +15,6 @@ import pytest
 
 from codec import RemotingCommand, ResponseCode
 from remoting import RemotingClient, RemotingServer, ServerConfig
-from remoting._messaging._records import MAX_HEADERS, MAX_PUBLISH_HEADERS, pack_entries
 from remoting.queue import (
     BlockingQueueClient,
     QueueClient,
@@ -24,6 +23,7 @@ from remoting.queue import (
     QueueFullError,
     QueueService,
 )
+from remoting.queue._sansio._records import MAX_HEADERS, MAX_PUBLISH_HEADERS, pack_entries
 from remoting.queue._wire import MAX_PUBLISH
 
 from .conftest import serving

@@ -9,10 +9,10 @@ import trio
 from codec import RemotingCommand, ResponseCode
 from remoting import ServerConfig, StreamCode, TrioRemotingClient, TrioRemotingServer
 from remoting._core._streams._stream_in import control_frame
-from remoting._messaging._acks import AckOp, pack_acks
 from remoting._messaging._credits import MAX_CREDITS
 from remoting.queue import QueueClient, QueueCode, QueueService, TrioQueueClient
-from remoting.queue._client import subscribe_request
+from remoting.queue._requests import subscribe_request
+from remoting.queue._sansio._acks import AckOp, pack_acks
 
 
 async def _queue(nursery: trio.Nursery, service: QueueService

@@ -16,10 +16,10 @@ import pytest
 import trio
 
 from codec import ResponseCode
-from remoting._messaging._channel_queue import ChannelQueue
 from remoting.queue import QueueError, QueueService, TrioQueueClient
 from remoting.queue._broker import Broker
-from remoting.queue._client import stats_request
+from remoting.queue._requests import stats_request
+from remoting.queue._sansio._channel_queue import ChannelQueue
 
 from ..logs import capture_logs
 from .counted import counting, serve_trio

@@ -34,7 +34,8 @@ def test_a_port_in_use_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("args", [["--fsync", "sometimes"], ["--memory-messages", "0"],
                                   ["--msg-timeout", "-1"], ["--port", "70000"],
-                                  ["--max-in-flight-per-connection", "0"]])
+                                  ["--max-in-flight-per-connection", "0"],
+                                  ["--max-deferred", "-1"]])
 def test_bad_options_are_refused_by_the_parser(args: list[str],
                                                capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:

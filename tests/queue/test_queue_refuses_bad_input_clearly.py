@@ -9,7 +9,6 @@ import pytest
 
 from codec import RemotingCommand, ResponseCode
 from remoting import RemotingClient, RemotingServer, ServerConfig
-from remoting._messaging._acks import AckOp, pack_acks
 from remoting.queue import (
     BlockingQueueClient,
     QueueClient,
@@ -19,6 +18,7 @@ from remoting.queue import (
     QueueService,
     TrioQueueClient,
 )
+from remoting.queue._sansio._acks import AckOp, pack_acks
 
 
 @pytest.mark.parametrize("call", [

@@ -16,7 +16,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remoting._messaging._records import build_record, encode_content, record_offset
+from remoting.queue._sansio._records import build_record, encode_content, record_offset
 from remoting.queue._segments import READ_CHUNK, SegmentLog
 from remoting.queue._store import TopicStore
 from remoting.queue._topic import Topic

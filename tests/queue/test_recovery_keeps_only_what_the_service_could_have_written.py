@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from remoting._messaging._records import build_record, decode_records, encode_content
 from remoting.queue import QueueService
+from remoting.queue._sansio._records import build_record, decode_records, encode_content
 
 
 def _records(offsets: list[int] | range) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from remoting._messaging._records import build_record, decode_records, encode_content
+from remoting.queue._sansio._records import build_record, decode_records, encode_content
 from remoting.queue._segments import SegmentLog, fsync_paths
 from remoting.queue._store import TopicStore
 

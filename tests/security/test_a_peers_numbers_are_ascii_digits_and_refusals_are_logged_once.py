@@ -30,10 +30,10 @@ from remoting import (
     TrioRemotingServer,
 )
 from remoting._bus._wire import BusCode
-from remoting._messaging._codes import QueueCode, StreamCode
+from remoting._messaging._codes import StreamCode
 from remoting.bus import EventBus
 from remoting.cli._tools import _statistics
-from remoting.queue import QueueError, QueueService
+from remoting.queue import QueueCode, QueueError, QueueService
 from remoting.queue._wire import answered_int, parse_attempts
 from tests.logs import capture_logs
 

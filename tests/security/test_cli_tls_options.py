@@ -151,3 +151,35 @@ def test_serve_says_why_client_auth_needs_a_ca(pki: Pki,
                  "--tls-cert", pki.server_cert, "--tls-key", pki.server_key,
                  "--tls-client-auth", "optional"]) == 2
     assert "tls_client_auth='optional' needs tls_ca_file" in capsys.readouterr().err
+
+
+@pytest.mark.default_io  # the command line's own client: the drivers' TLS is tested elsewhere
+def test_queue_serves_tls_says_so_and_its_tools_reach_it(
+        pki: Pki, capsys: pytest.CaptureFixture[str]) -> None:
+    proc = Proc("queue", "--tls-mode", "enforcing", "--tls-cert", pki.server_cert,
+                "--tls-key", pki.server_key, "--tls-ca", pki.ca_file,
+                "--tls-client-auth", "optional")
+    try:
+        assert proc.expect(r"queue tls: .*").group(0) == (
+            "queue tls: enforcing (TLS only; client certificates optional)")
+        addr = proc.expect(r"serving queue on (\S+) \(pid").group(1)
+        assert main(["queue", "pub", addr, "t", "secret", "--tls-ca", pki.ca_file]) == 0
+        assert capsys.readouterr().out == "published t@0\n"
+        assert main(["queue", "tail", addr, "t", "--from", "earliest", "-n", "1",
+                     "--tls-ca", pki.ca_file, "--tls-cert", pki.client_cert,
+                     "--tls-key", pki.client_key]) == 0
+        assert capsys.readouterr().out == "t@0 secret\n"
+        assert main(["queue", "stats", addr, "--interval", "0", "--tls-ca",
+                     pki.ca_file]) == 0
+        assert "1 topic, 0 channels" in capsys.readouterr().out
+        assert main(["queue", "pub", addr, "t", "plain", "--timeout", "3"]) == 2
+        assert "remoting queue pub: " in capsys.readouterr().err
+    finally:
+        assert proc.stop() == 0
+
+
+def test_queue_refuses_a_certificate_without_a_tls_mode(
+        pki: Pki, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["queue", "--tls-cert", pki.server_cert, "--tls-key", pki.server_key]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("remoting queue: ") and "give --tls-mode" in err

@@ -14,18 +14,22 @@ Theory of operation:
 - An opaque is in the table at most once, and removing it is the only way to own its
   completion: each entry completes exactly once. An answer is taken only by the connection
   its call was sent on: an opaque of another connection's call stays where it is.
-- ``_heap`` may hold entries already removed (lazy deletion); it is rebuilt when it grows to
-  more than twice the live entries plus `_COMPACT_SLACK`. It holds (deadline, opaque) only,
-  never the future: a completed call (its response body included) must not stay alive until
-  the next rebuild. A heap entry is live while its opaque maps to a future with that deadline.
+- The deadlines are a `LazyDeadlines` heap (the one the held requests and the queue's
+  deliveries use, `_deadlines.py`): it may hold entries already removed (lazy deletion), and
+  is rebuilt when it grows to more than twice the live entries plus `COMPACT_SLACK`. It holds
+  (deadline, opaque) only, never the future: a completed call (its response body included)
+  must not stay alive until the next rebuild. A heap entry is live while its opaque maps to
+  a future with that deadline. `register` pushes onto its heap directly (the hot path).
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from codec import RemotingCommand, next_opaque
+
+from ._deadlines import COMPACT_SLACK, LazyDeadlines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,18 +48,17 @@ class Entry(Protocol):
 
 F = TypeVar("F", bound=Entry)
 
-_COMPACT_SLACK: Final = 1024
 _push = heapq.heappush
 
 
 class ResponseTable(Generic[F]):
     """Pending calls (`Entry`: one driver's `ResponseFuture` objects) by opaque."""
 
-    __slots__ = ("_entries", "_heap")
+    __slots__ = ("_deadlines", "_entries")
 
     def __init__(self) -> None:
         self._entries: dict[int, F] = {}  # pending futures by opaque (see the module docstring)
-        self._heap: list[tuple[float, int]] = []
+        self._deadlines = LazyDeadlines()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -66,7 +69,7 @@ class ResponseTable(Generic[F]):
     @property
     def deadline_entries(self) -> int:
         """Entries in the deadline heap, removed ones included (bounded by compaction)."""
-        return len(self._heap)
+        return len(self._deadlines)
 
     def get(self, opaque: int) -> F | None:
         """Return the pending entry for ``opaque``, if any (it stays in the table)."""
@@ -89,9 +92,9 @@ class ResponseTable(Generic[F]):
             opaque = request.opaque
         fut.opaque = opaque
         entries[opaque] = fut
-        heap = self._heap
+        heap = self._deadlines.heap
         _push(heap, (fut.deadline, opaque))
-        if len(heap) > 2 * len(entries) + _COMPACT_SLACK:
+        if len(heap) > 2 * len(entries) + COMPACT_SLACK:
             self._compact()
 
     def register_all(self, futs: Sequence[F]) -> list[int]:
@@ -99,7 +102,7 @@ class ResponseTable(Generic[F]):
         indexes of those given a copy with a new opaque (their frames, encoded before, must
         be encoded again)."""
         entries = self._entries
-        heap = self._heap
+        heap = self._deadlines.heap
         copied: list[int] = []
         for i, fut in enumerate(futs):
             opaque = fut.request.opaque
@@ -111,13 +114,26 @@ class ResponseTable(Generic[F]):
             fut.opaque = opaque
             entries[opaque] = fut
             _push(heap, (fut.deadline, opaque))
-        if len(heap) > 2 * len(entries) + _COMPACT_SLACK:
+        if len(heap) > 2 * len(entries) + COMPACT_SLACK:
             self._compact()
         return copied
 
     def _compact(self) -> None:
-        self._heap = [(f.deadline, o) for o, f in self._entries.items()]
-        heapq.heapify(self._heap)
+        entries = self._entries
+        self._deadlines.compact(len(entries),
+                                lambda: [(f.deadline, o) for o, f in entries.items()])
+
+    def _take(self, opaque: int, deadline: float) -> F | None:
+        """Remove and return the entry of a heap pair that is due, if the pair is live."""
+        fut = self._entries.get(opaque)
+        if fut is None or fut.deadline != deadline:
+            return None
+        del self._entries[opaque]
+        return fut
+
+    def _live(self, opaque: int, deadline: float) -> bool:
+        fut = self._entries.get(opaque)
+        return fut is not None and fut.deadline == deadline
 
     # ------------------------------------------------------------------ out
 
@@ -149,28 +165,11 @@ class ResponseTable(Generic[F]):
 
     def expire(self, now: float) -> list[F]:
         """Remove and return every entry whose deadline is at or before ``now``."""
-        heap = self._heap
-        entries = self._entries
-        expired: list[F] = []
-        while heap and heap[0][0] <= now:
-            deadline, opaque = heapq.heappop(heap)
-            fut = entries.get(opaque)
-            if fut is not None and fut.deadline == deadline:
-                del entries[opaque]
-                expired.append(fut)
-        return expired
+        return self._deadlines.pop_due(now, self._take)
 
     def next_deadline(self) -> float | None:
         """Return the earliest deadline still pending, or None."""
-        heap = self._heap
-        entries = self._entries
-        while heap:
-            deadline, opaque = heap[0]
-            fut = entries.get(opaque)
-            if fut is not None and fut.deadline == deadline:
-                return deadline
-            heapq.heappop(heap)
-        return None
+        return self._deadlines.next_deadline(self._live)
 
     def pop_connection(self, conn: object) -> list[F]:
         """Remove and return every entry sent on ``conn``."""
@@ -183,5 +182,5 @@ class ResponseTable(Generic[F]):
         """Remove and return every entry."""
         gone = list(self._entries.values())
         self._entries.clear()
-        self._heap.clear()
+        self._deadlines.clear()
         return gone

@@ -21,42 +21,26 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from codec import ResponseCode
 
 from ..._errors import RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError
-from ...queue._client import (
-    BlockingQueueClient,
-    checked,
-    publish_request,
-    pull_request,
-)
+from ...queue._client import BlockingQueueClient
 from ...queue._errors import QueueError
-from ...queue._wire import COUNT, DUPLICATE, OFFSET
+from ...queue._requests import Published, publish_request, published
 from .._client import get_client
 from .._fleet import log
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ...queue._messages import PulledRecords
     from ...queue._stats import TopicOffsets
     from ._options import QueueOptions
 
-__all__ = ["Published", "QueueCalls"]
+__all__ = ["QueueCalls"]
 
 T = TypeVar("T")
 
 UNREACHABLE: Final = (RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError)
 FIRST_BACKOFF: Final = 0.1
 MAX_BACKOFF: Final = 2.0
-
-
-class Published:
-    """What a keyed publish got: its first offset, its count, and whether the service had
-    seen its key already (nothing appended)."""
-
-    __slots__ = ("count", "duplicate", "first")
-
-    def __init__(self, first: int, count: int, duplicate: bool) -> None:
-        self.first = first
-        self.count = count
-        self.duplicate = duplicate
 
 
 class QueueCalls:
@@ -97,20 +81,20 @@ class QueueCalls:
         return self._retried("offsets", call)
 
     def pull(self, offset: int, max_messages: int, max_wait: float = 0.0,
-             incarnation: str | None = None) -> bytes:
+             incarnation: str | None = None) -> PulledRecords:
         """Return the records from ``offset`` on (up to ``max_messages``; held up to
         ``max_wait`` seconds while there are none), as the service sent them; with
         ``incarnation``, only from that log.
 
         Raises:
+            TypeError, ValueError: a bad argument (nothing is sent).
             QueueError: the topic does not exist, ``offset`` is past its end, or the topic
                 is another log than ``incarnation`` (PULL_OFFSET_MOVED).
         """
-        request = pull_request(self.topic, None, offset, max_messages, max_wait, incarnation)
-
-        def call(q: BlockingQueueClient, addr: str) -> bytes:
-            reply = q.client.invoke_sync(addr, request, max_wait + self.options.timeout)
-            return checked(addr, reply).body or b""
+        def call(q: BlockingQueueClient, addr: str) -> PulledRecords:
+            return q.pull_records(addr, self.topic, offset=offset, max_messages=max_messages,
+                                  max_wait=max_wait, incarnation=incarnation,
+                                  timeout=max_wait + self.options.timeout)
         return self._retried("pull", call)
 
     def commit(self, group: str, offset: int) -> None:
@@ -129,10 +113,7 @@ class QueueCalls:
         request, _ = publish_request(self.topic, contents, 0.0, key)
 
         def call(q: BlockingQueueClient, addr: str) -> Published:
-            reply = checked(addr, q.client.invoke_sync(addr, request, self.options.timeout))
-            fields = reply.ext_fields or {}
-            return Published(int(fields.get(OFFSET) or 0), int(fields.get(COUNT) or 0),
-                             fields.get(DUPLICATE) == "true")
+            return published(addr, q.client.invoke_sync(addr, request, self.options.timeout))
         return self._retried("publish", call)
 
     def _retried(self, what: str, call: Callable[[BlockingQueueClient, str], T]) -> T:

@@ -18,7 +18,6 @@ import functools
 from typing import TYPE_CHECKING, Final
 
 from ..._errors import RemotingError
-from ..._messaging._records import record_fields
 from ...queue._errors import QueueError
 from ...queue._wire import MAX_PULL
 from .._fleet import log
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
+    from ...queue._messages import PulledRecords
     from ._calls import QueueCalls
 
 __all__ = ["SCHEMA_DDL", "MessagesLostError", "arrow_schema", "read_range", "spark_schema"]
@@ -110,7 +110,7 @@ def arrow_schema() -> pa.Schema:
     return arrow_schema_of(spark_schema())
 
 
-def records_batch(data: bytes, end: int) -> tuple[pa.RecordBatch, list[int]]:
+def records_batch(pulled: PulledRecords, end: int) -> tuple[pa.RecordBatch, list[int]]:
     """Return the records of a pull's answer below ``end`` as an Arrow batch, and their
     offsets."""
     import pyarrow as pa
@@ -120,7 +120,7 @@ def records_batch(data: bytes, end: int) -> tuple[pa.RecordBatch, list[int]]:
     stamps: list[int] = []
     headers: list[list[tuple[str, str]]] = []
     bodies: list[bytes] = []
-    for offset, ts_ms, _, heads, body, _, _ in record_fields(data):
+    for offset, ts_ms, _, heads, body, _, _ in pulled.fields():
         if offset >= end:
             break
         offsets.append(offset)
@@ -152,19 +152,19 @@ def read_range(calls: QueueCalls, start: int, end: int, *, fail_on_data_loss: bo
     waited = False
     while cursor < end:
         try:
-            data = calls.pull(cursor, min(MAX_PULL, end - cursor),
+            pulled = calls.pull(cursor, min(MAX_PULL, end - cursor),
                               calls.options.timeout if waited else 0.0, incarnation)
         except QueueError as exc:  # no such topic, or the offset is past its end now
             _lost(calls, cursor, end, fail_on_data_loss, exc)
             return
-        if not data:
+        if not pulled:
             if not waited:  # nothing readable before the planned end: wait for it once
                 waited = True
                 continue
             _lost(calls, cursor, end, fail_on_data_loss)
             return
         waited = False
-        batch, offsets = records_batch(data, end)
+        batch, offsets = records_batch(pulled, end)
         if not offsets:  # every record is past the range: the rest of it is gone
             _lost(calls, cursor, end, fail_on_data_loss)
             return

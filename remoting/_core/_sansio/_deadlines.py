@@ -21,9 +21,12 @@ Theory of operation (sync, takes ``now``, no I/O):
   in the keys scheduled, and ``visited`` counts the pairs `pop_due` looked at: what a timer
   tick cost.
 
-`InFlight` (a channel's deliveries), `HoldTable` (held requests) and the bus's `ReplyTable`
-(reply addresses) keep their deadlines in a `LazyDeadlines`; the queue service's timer task
-sleeps until a `DeadlineHeap`'s first.
+`ResponseTable` (pending calls, both drivers), `HoldTable` (held requests), `InFlight` (a
+queue channel's deliveries) and the bus's `ReplyTable` (reply addresses) keep their
+deadlines in a `LazyDeadlines`; the queue service's timer task sleeps until a
+`DeadlineHeap`'s first. It lives with the drivers' shared parts
+because the core's response table is its first user; what the messaging features build on
+it imports it from here (nothing here imports anything of theirs).
 """
 
 from __future__ import annotations

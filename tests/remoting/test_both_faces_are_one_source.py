@@ -1,7 +1,8 @@
-"""The bus's blocking and trio faces are written once (docs/architecture.md, "One source for
-both faces"): every call is a generator of steps in the shared code, and each face method only
-drives it. These checks fail when a face grows a body of its own (a twin written twice by
-hand), or when the twins' names or signatures drift apart."""
+"""The blocking and trio faces of the bus and of the queue are written once
+(docs/architecture.md, "One source for both faces"): every call is a generator of steps in
+the shared code, and each face method only drives it. These checks fail when a face grows a
+body of its own (a twin written twice by hand), or when the twins' names or signatures drift
+apart."""
 
 from __future__ import annotations
 
@@ -9,19 +10,37 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+import remoting.queue
 from remoting._steps import Await, Steps, drive, drive_async
 from remoting.bus import BusClient, EventBus, Message, TrioBusClient
+from remoting.queue import (
+    BlockingQueueClient,
+    BlockingSubscription,
+    Delivery,
+    TrioDelivery,
+    TrioQueueClient,
+    TrioSubscription,
+)
 
 # blocking name -> trio name, where they differ (the rest are the same name)
-RENAMED = {"close": "aclose", "__enter__": "__aenter__", "__exit__": "__aexit__"}
-# methods both faces inherit, sync on both (they never wait)
-SHARED = {"add_interceptor", "statistics", "addr", "connection_lost", "credit", "resize",
-          "send_reply", "replying"}
+RENAMED = {"close": "aclose", "__enter__": "__aenter__", "__exit__": "__aexit__",
+           "__iter__": "__aiter__", "__next__": "__anext__"}
+# methods the bus's faces inherit, sync on both (they never wait): in neither face
+SHARED = {BusClient: {"add_interceptor", "statistics", "addr", "connection_lost", "credit",
+                      "resize", "send_reply", "replying"}}
+# a trio method that is sync by its protocol (``async for`` calls it without awaiting)
+SYNC_ON_BOTH = {"__aiter__"}
+# a trio twin with other parameters on purpose: a task's timeout is its cancel scope
+OWN_PARAMETERS = {(TrioSubscription, "receive")}
+
+TWINS = [(BusClient, TrioBusClient), (BlockingQueueClient, TrioQueueClient),
+         (BlockingSubscription, TrioSubscription), (Delivery, TrioDelivery)]
 
 
 def public_methods(cls: type) -> dict[str, Any]:
@@ -30,15 +49,31 @@ def public_methods(cls: type) -> dict[str, Any]:
                                      or name in RENAMED.values())}
 
 
-def test_the_bus_clients_have_the_same_calls_with_the_same_signatures() -> None:
-    blocking, trio_face = public_methods(BusClient), public_methods(TrioBusClient)
-    assert {RENAMED.get(name, name) for name in blocking} == set(trio_face)
+def awaited(method: Callable[..., object]) -> bool:
+    """True if calling ``method`` gives something to await, or an async context manager."""
+    wrapped = getattr(method, "__wrapped__", None)  # @asynccontextmanager
+    return inspect.iscoroutinefunction(method) or (
+        wrapped is not None and inspect.isasyncgenfunction(wrapped))
+
+
+@pytest.mark.parametrize(("blocking_face", "trio_face"), TWINS,
+                         ids=[b.__name__ for b, _ in TWINS])
+def test_the_twins_have_the_same_calls_with_the_same_parameters(
+        blocking_face: type, trio_face: type) -> None:
+    blocking, trio_methods = public_methods(blocking_face), public_methods(trio_face)
+    assert {RENAMED.get(name, name) for name in blocking} == set(trio_methods)
     for name, method in blocking.items():
-        twin = trio_face[RENAMED.get(name, name)]
-        assert inspect.iscoroutinefunction(twin), f"TrioBusClient.{twin.__name__} must be async"
-        ours, theirs = inspect.signature(method), inspect.signature(twin)
+        twin_name = RENAMED.get(name, name)
+        twin = trio_methods[twin_name]
+        if twin_name not in SYNC_ON_BOTH:
+            assert awaited(twin), f"{trio_face.__name__}.{twin_name} must be async"
+        if (trio_face, twin_name) in OWN_PARAMETERS:
+            continue
+        ours = inspect.signature(method).parameters
+        theirs = inspect.signature(twin).parameters
         assert ours == theirs, f"{name}: {ours} != {theirs}"
-    assert SHARED.isdisjoint(blocking) and SHARED.isdisjoint(trio_face)  # written once
+    shared = SHARED.get(blocking_face, set())
+    assert shared.isdisjoint(blocking) and shared.isdisjoint(trio_methods)  # written once
 
 
 @pytest.mark.parametrize(("blocking", "trio_face"), [
@@ -52,6 +87,7 @@ def test_the_blocking_and_async_methods_of_one_class_are_twins(
 
 def body(method: Callable[..., object]) -> list[ast.stmt]:
     """The statements of ``method``, its docstring left out."""
+    method = getattr(method, "__wrapped__", method)
     tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
     function = tree.body[0]
     assert isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
@@ -62,11 +98,19 @@ def body(method: Callable[..., object]) -> list[ast.stmt]:
     return statements
 
 
+QUEUE_CALLS = ["publish", "publish_many", "subscribe", "pull", "pull_records", "commit",
+               "offsets", "create_topic", "statistics"]
 DRIVEN = {  # class -> its methods that are only a drive of shared steps
     BusClient: ["consumer", "send", "publish", "request"],
     TrioBusClient: ["consumer", "send", "publish", "request"],
     EventBus: ["send_async", "request_async"],
     Message: ["reply_and_request_async"],
+    BlockingQueueClient: QUEUE_CALLS,
+    TrioQueueClient: QUEUE_CALLS,
+    BlockingSubscription: ["receive", "flush", "close"],
+    TrioSubscription: ["receive", "flush", "aclose"],
+    Delivery: ["ack", "requeue", "touch"],
+    TrioDelivery: ["ack", "requeue", "touch"],
 }
 
 
@@ -78,6 +122,16 @@ def test_a_face_method_only_drives_the_shared_steps(cls: type, name: str) -> Non
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
     assert len(statements) <= 2, f"{cls.__name__}.{name} has a body of its own"
     assert {"drive", "drive_async"} & {c.id for c in calls}, f"{cls.__name__}.{name}"
+
+
+def test_both_queue_faces_open_their_streams_through_the_public_api() -> None:
+    """The one way to open a subscription's stream, and to move it, is the transport
+    client's public ``open_stream`` (a task's and a thread's alike)."""
+    package = Path(remoting.queue.__file__).parent
+    private = [f"{path.name}: {name}" for path in sorted(package.rglob("*.py"))
+               for name in ("open_trio_stream", "open_blocking_stream")
+               if name in path.read_text()]
+    assert private == []
 
 
 # --------------------------------------------------------------------------- the drivers

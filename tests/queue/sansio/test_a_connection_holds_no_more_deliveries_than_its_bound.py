@@ -8,9 +8,9 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from remoting._messaging._channel_queue import ChannelQueue, Outcome
-from remoting._messaging._connection_deliveries import ConnectionDeliveries
-from remoting._messaging._deferred import DeferredOffsets
+from remoting.queue._sansio._channel_queue import ChannelQueue, Outcome
+from remoting.queue._sansio._connection_deliveries import ConnectionDeliveries
+from remoting.queue._sansio._deferred import DeferredOffsets
 
 TIMEOUT = 10.0
 

@@ -286,6 +286,11 @@ class ChannelQueue:
             self._ready.append(offset)
         return Outcome.DONE
 
+    def attempts(self, offset: int) -> int:
+        """Return the deliveries ``offset`` had so far (0: not in flight)."""
+        entry = self.in_flight.entries.get(offset)
+        return 0 if entry is None else entry.attempts
+
     def touch(self, offset: int, consumer: Hashable, now: float) -> Outcome:
         """Give ``offset`` a full timeout again from ``now`` (NSQ's TOUCH)."""
         if not self.in_flight.touch(offset, consumer, now + self.msg_timeout):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remoting._messaging._records import (
+from remoting.queue._sansio._records import (
     FIXED_BYTES,
     RecordError,
     build_record,

@@ -17,9 +17,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from remoting._messaging._channel_queue import ChannelQueue, Outcome
-from remoting._messaging._deferred import DeferredOffsets
-from remoting._messaging._in_flight import InFlight
+from remoting.queue._sansio._channel_queue import ChannelQueue, Outcome
+from remoting.queue._sansio._deferred import DeferredOffsets
+from remoting.queue._sansio._in_flight import InFlight
 
 TIMEOUT = 10.0
 

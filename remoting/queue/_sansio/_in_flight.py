@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from ._deadlines import COMPACT_SLACK, LazyDeadlines
+from ..._core._sansio._deadlines import COMPACT_SLACK, LazyDeadlines
 
 if TYPE_CHECKING:
     from collections.abc import Hashable

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remoting._messaging._acks import ACK_BYTES, AckGroup, AckOp, pack_acks, unpack_acks
+from remoting.queue._sansio._acks import ACK_BYTES, AckGroup, AckOp, pack_acks, unpack_acks
 
 
 def test_finishes_wait_for_the_count() -> None:

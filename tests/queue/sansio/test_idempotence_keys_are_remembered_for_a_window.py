@@ -3,7 +3,7 @@ offsets; after it, the key is new."""
 
 from __future__ import annotations
 
-from remoting._messaging._dedup import KeyWindow
+from remoting.queue._sansio._dedup import KeyWindow
 
 
 def test_a_repeat_within_the_window_is_recognised() -> None:

@@ -10,7 +10,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remoting._messaging._deferred import DeferredOffsets
+from remoting.queue._sansio._deferred import DeferredOffsets
 from remoting.queue._store import TopicStore
 from remoting.queue._topic import Topic
 
