@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # shows each step (and its download bars on a terminal).
 PIP := $(PY) -m pip install --disable-pip-version-check
 
-.PHONY: test test-cluster test-rocketmq test-all test-newest-trio demo lint docs wheel-check bench charts clean
+.PHONY: test test-pure test-cluster test-rocketmq test-all test-newest-trio demo lint docs wheel-check bench charts clean
 
 $(VENV)/.created:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -31,8 +31,20 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
 	$(PIP) -e '.[docs]'
 	@touch $@
 
-test: $(VENV)/.installed-dev
+# The compiled fast path (codec/_speedups.c): an editable install builds it in place; rebuilt
+# here when its source changed since (a machine without a C compiler says so in one line and
+# runs the pure-Python package, which the suite also covers: make test-pure).
+$(VENV)/.compiled: codec/_speedups.c hatch_build.py $(VENV)/.installed-dev
+	-$(PY) hatch_build.py
+	@$(PY) -c "import codec._native as n; print('== trio-remoting codec:', n.STATUS)"
+	@touch $@
+
+test: $(VENV)/.installed-dev $(VENV)/.compiled
 	$(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q
+
+# The same suite on the pure-Python package (the compiled fast path left out at run time).
+test-pure: $(VENV)/.installed-dev
+	TRIO_REMOTING_PURE_PYTHON=1 $(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q
 
 # A Spark standalone cluster (Master + Worker JVMs) calling fleets of servers, with the
 # death tests; the first run also builds the executors' packed virtualenv (~40 s).
@@ -103,4 +115,5 @@ charts: $(VENV)/.installed-docs
 	$(PY) bench/charts.py
 
 clean:
-	rm -rf $(VENV) $(NEWEST_TRIO) .cache .pytest_cache .mypy_cache .ruff_cache docs/_build dist
+	rm -rf $(VENV) $(NEWEST_TRIO) .cache .pytest_cache .mypy_cache .ruff_cache docs/_build dist build
+	rm -f codec/_speedups.*.so codec/_speedups.*.pyd
