@@ -8,6 +8,7 @@
  *   decode_binary_header  codec/_header_binary.py  decode_binary_header
  *   encode_binary_header  codec/_header_binary.py  encode_binary_header
  *   encode_frame_parts    codec/_encoder.py        encode_frame_parts
+ *   next_command          codec/_decoder.py        FrameDecoder.next_command
  *
  * Theory of operation: a fast path handles only what the common case looks like (exact types,
  * values in range, strings that need no escaping, JSON in the shape fastjson and we write) and
@@ -1115,6 +1116,207 @@ python:
     return call_python(py_encode_frame_parts, args, nargs, kwnames);
 }
 
+/* ------------------------------------------------------------------ the frame decoder */
+
+/* FrameDecoder.next_command's fast path: a whole frame buffered in ``_buf`` (no memory from
+ * get_buffer in use, no sticky error), its prefix valid; anything else goes to the Python
+ * method. Its slots are read and written at their descriptors' offsets, as the command's. */
+enum { D_BUF, D_POS, D_ERROR, D_REST, D_MAX_FRAME, D_MAX_HEADER, N_DECODER };
+static const char *const DECODER_SLOTS[N_DECODER] = {
+    "_buf", "_pos", "_error", "_rest", "max_frame_bytes", "max_header_bytes"};
+static PyTypeObject *decoder_type = NULL;
+static Py_ssize_t decoder_offsets[N_DECODER];
+static PyObject *codec_error = NULL;
+static PyObject *py_next_command = NULL;
+
+#define DSLOT(obj, f) (*(PyObject **)((char *)(obj) + decoder_offsets[f]))
+
+static inline void
+set_dslot(PyObject *self, int f, PyObject *value) /* steals value */
+{
+    PyObject *old = DSLOT(self, f);
+    DSLOT(self, f) = value;
+    Py_XDECREF(old);
+}
+
+static PyObject *
+decoder_next(PyObject *self, PyObject *unused)
+{
+    PyObject *buf, *header, *body, *out = NULL, *st;
+    const char *data;
+    Py_ssize_t size, pos, available, end, start;
+    long long length, max_frame, max_header;
+    unsigned long word, header_length;
+    int r, overflow;
+
+    if (decoder_type == NULL || !PyObject_TypeCheck(self, decoder_type) || cmd_type == NULL
+        || lang_by_name == NULL || lang_by_value == NULL || py_decode_json == NULL
+        || py_decode_binary == NULL)
+        goto python;
+    buf = DSLOT(self, D_BUF);
+    if (buf == NULL || DSLOT(self, D_POS) == NULL || DSLOT(self, D_ERROR) != Py_None
+        || DSLOT(self, D_REST) != Py_None || !PyLong_CheckExact(DSLOT(self, D_POS))
+        || DSLOT(self, D_MAX_FRAME) == NULL || DSLOT(self, D_MAX_HEADER) == NULL
+        || !PyLong_CheckExact(DSLOT(self, D_MAX_FRAME))
+        || !PyLong_CheckExact(DSLOT(self, D_MAX_HEADER)))
+        goto python;
+    if (PyBytes_CheckExact(buf)) {
+        data = PyBytes_AS_STRING(buf);
+        size = PyBytes_GET_SIZE(buf);
+    }
+    else if (PyByteArray_CheckExact(buf)) {
+        data = PyByteArray_AS_STRING(buf);
+        size = PyByteArray_GET_SIZE(buf);
+    }
+    else {
+        goto python;
+    }
+    pos = PyLong_AsSsize_t(DSLOT(self, D_POS));
+    if (pos < 0 || pos > size) {
+        PyErr_Clear();
+        goto python;
+    }
+    available = size - pos;
+    if (available < 4)
+        Py_RETURN_NONE;
+    if (available < 8) /* a length prefix alone: the Python method checks it */
+        goto python;
+    max_frame = PyLong_AsLongLongAndOverflow(DSLOT(self, D_MAX_FRAME), &overflow);
+    if (overflow)
+        goto python;
+    max_header = PyLong_AsLongLongAndOverflow(DSLOT(self, D_MAX_HEADER), &overflow);
+    if (overflow)
+        goto python;
+    length = get_be32((const unsigned char *)data + pos);
+    word = (unsigned long)(uint32_t)get_be32((const unsigned char *)data + pos + 4);
+    header_length = word & 0xFFFFFF;
+    if (length < 4 || length + 4 > max_frame || (long long)header_length > length - 4
+        || word >= 0x2000000 || (long long)header_length > max_header)
+        goto python; /* it raises the error that says which */
+    if (available < 4 + length)
+        Py_RETURN_NONE;
+    end = pos + 4 + (Py_ssize_t)length;
+    start = pos + 8 + (Py_ssize_t)header_length;
+    header = PyBytes_FromStringAndSize(data + pos + 8, (Py_ssize_t)header_length);
+    if (header == NULL)
+        return NULL;
+    if (end > start) {
+        body = PyBytes_FromStringAndSize(data + start, end - start);
+        if (body == NULL) {
+            Py_DECREF(header);
+            return NULL;
+        }
+    }
+    else {
+        body = Py_NewRef(Py_None);
+    }
+    if (end == size) {
+        PyObject *empty = PyBytes_FromStringAndSize(NULL, 0), *zero = PyLong_FromLong(0);
+        if (empty == NULL || zero == NULL) {
+            Py_XDECREF(empty);
+            Py_XDECREF(zero);
+            goto failed;
+        }
+        set_dslot(self, D_BUF, empty);
+        set_dslot(self, D_POS, zero);
+    }
+    else {
+        PyObject *next = PyLong_FromSsize_t(end);
+        if (next == NULL)
+            goto failed;
+        set_dslot(self, D_POS, next);
+    }
+    if (word < 0x1000000) {
+        st = st_json;
+        r = json_decode_fast(PyBytes_AS_STRING(header), PyBytes_GET_SIZE(header), body, st,
+                             &out);
+    }
+    else {
+        st = st_rocketmq;
+        r = binary_decode_fast((const unsigned char *)PyBytes_AS_STRING(header),
+                               PyBytes_GET_SIZE(header), body, st, &out);
+    }
+    if (r == FALLBACK) {
+        PyObject *args[3] = {header, body, st};
+        out = call_python(word < 0x1000000 ? py_decode_json : py_decode_binary, args, 3, NULL);
+        if (out == NULL && PyErr_ExceptionMatches(codec_error)) {
+            /* sticky, as the Python method makes it: the stream's framing is lost */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_NormalizeException(&type, &value, &tb);
+            if (value != NULL) {
+                if (tb != NULL)
+                    PyException_SetTraceback(value, tb);
+                set_dslot(self, D_ERROR, Py_NewRef(value));
+            }
+            PyErr_Restore(type, value, tb);
+        }
+    }
+    Py_DECREF(header);
+    Py_DECREF(body);
+    return out;
+failed:
+    Py_DECREF(header);
+    Py_DECREF(body);
+    return NULL;
+python:
+    if (py_next_command == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "codec._speedups is not bound");
+        return NULL;
+    }
+    return PyObject_CallOneArg(py_next_command, self);
+}
+
+static PyMethodDef decoder_next_def = {
+    "next_command", decoder_next, METH_NOARGS,
+    "Return the next complete command, or None if more bytes are needed (the compiled fast "
+    "path of codec._decoder.FrameDecoder.next_command).\n\nRaises:\n    CodecError: the "
+    "stream is not valid; the same error is raised again on every call."};
+
+static PyObject *
+sp_bind_decoder(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *error, *python;
+    int i;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyType_Type, &cls, &error, &python))
+        return NULL;
+    for (i = 0; i < N_DECODER; i++) {
+        PyObject *d = PyObject_GetAttrString(cls, DECODER_SLOTS[i]);
+        if (d == NULL)
+            return NULL;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type)
+            || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "FrameDecoder.%s is not a slot", DECODER_SLOTS[i]);
+            return NULL;
+        }
+        decoder_offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    Py_XSETREF(decoder_type, (PyTypeObject *)Py_NewRef(cls));
+    Py_XSETREF(codec_error, Py_NewRef(error));
+    Py_XSETREF(py_next_command, Py_NewRef(python));
+    Py_RETURN_NONE;
+}
+
+/* The fast path as a method of FrameDecoder (no Python frame in between). */
+static PyObject *
+sp_decoder_method(PyObject *self, PyObject *unused)
+{
+    if (decoder_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "call bind_decoder first");
+        return NULL;
+    }
+    return PyDescr_NewMethod(decoder_type, &decoder_next_def);
+}
+
+/* The same, as a function of the decoder (for tests). */
+static PyObject *
+sp_next_command(PyObject *self, PyObject *decoder)
+{
+    return decoder_next(decoder, NULL);
+}
+
 /* ------------------------------------------------------------------ binding */
 
 static int
@@ -1199,6 +1401,12 @@ static PyMethodDef methods[] = {
      "bind_json(decode, encode, language_by_name, language_names, SerializeType.JSON)."},
     {"bind_binary", sp_bind_binary, METH_VARARGS,
      "bind_binary(decode, encode, language_by_value, language_byte, SerializeType.ROCKETMQ)."},
+    {"bind_decoder", sp_bind_decoder, METH_VARARGS,
+     "bind_decoder(FrameDecoder, CodecError, FrameDecoder.next_command)."},
+    {"decoder_method", sp_decoder_method, METH_NOARGS,
+     "FrameDecoder.next_command's compiled fast path, as a method of FrameDecoder."},
+    {"next_command", sp_next_command, METH_O,
+     "next_command(decoder): the same fast path as a function."},
     {"bind_frames", sp_bind_frames, METH_VARARGS,
      "bind_frames(encode_frame_parts, large_body_bytes)."},
     {"new_command", (PyCFunction)(void (*)(void))sp_new_command,

@@ -19,7 +19,7 @@ import codec
 PROBE = """
 import json
 import codec
-from codec import _command, _encoder, _header_binary, _header_json, _native
+from codec import _command, _decoder, _encoder, _header_binary, _header_json, _native
 swapped = {
     "new_command": _command.new_command is not _command.python_new_command,
     "decode_json_header": _header_json.decode_json_header
@@ -31,6 +31,7 @@ swapped = {
     "encode_binary_header": _header_binary.encode_binary_header
         is not _header_binary.python_encode_binary_header,
     "encode_frame_parts": _encoder.encode_frame_parts is not _encoder.python_encode_frame_parts,
+    "next_command": codec.FrameDecoder.next_command is not _decoder.python_next_command,
 }
 # a corpus through the whole codec: frames out, commands back, errors
 results = []
