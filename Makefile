@@ -33,18 +33,26 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
 
 # The compiled fast path (codec/_speedups.c): an editable install builds it in place; rebuilt
 # here when its source changed since (a machine without a C compiler says so in one line and
-# runs the pure-Python package, which the suite also covers: make test-pure).
+# runs the pure-Python package, which CI also tests: make test-pure).
 $(VENV)/.compiled: codec/_speedups.c hatch_build.py $(VENV)/.installed-dev
 	-$(PY) hatch_build.py
 	@$(PY) -c "import codec._native as n; print('== trio-remoting codec:', n.STATUS)"
 	@touch $@
 
+# Two worker processes (pytest-xdist; the tests that share the SparkSession run in one of
+# them; TEST_WORKERS=0 runs them in this process), a line per finished test file, and the
+# slowest tests at the end.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev $(VENV)/.compiled
-	$(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q
+	$(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q -n $(TEST_WORKERS) \
+		--dist loadgroup --durations=15
 
-# The same suite on the pure-Python package (the compiled fast path left out at run time).
+# The core's tests (codec, processors, transport) on the pure-Python package: the compiled
+# fast path left out at run time (make test runs everything with it, where it was built).
 test-pure: $(VENV)/.installed-dev
-	TRIO_REMOTING_PURE_PYTHON=1 $(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q
+	TRIO_REMOTING_PURE_PYTHON=1 $(PY) -m pytest -m "not slow and not cluster and not rocketmq" \
+		-q -n $(TEST_WORKERS) --dist loadgroup \
+		tests/codec tests/processors tests/remoting
 
 # A Spark standalone cluster (Master + Worker JVMs) calling fleets of servers, with the
 # death tests; the first run also builds the executors' packed virtualenv (~40 s).

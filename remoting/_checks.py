@@ -7,23 +7,26 @@ event loop later, a hang, or a permit that is never given back.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import sys
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from codec import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from processors import RequestProcessor
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
-__all__ = ["ANSWERED", "batch_limit", "call_timeout", "callback_of",
+__all__ = ["ANSWERED", "batch_limit", "blocking_call", "call_timeout", "callback_of",
            "command_of", "config_of", "grace_seconds", "outside_trio", "processor_registration",
            "request_code", "requests_of", "seconds", "the_request", "wait_seconds"]
 
 C = TypeVar("C")
+F = TypeVar("F", bound="Callable[..., Any]")
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -46,11 +49,18 @@ def seconds(name: str, value: object, *, minimum: float = 0.0, above: bool = Fal
     return value
 
 
+# The public blocking call being made in this context, and its trio form (`blocking_call`):
+# what `outside_trio` names, instead of the client's method the face called.
+_PUBLIC_CALL: Final[ContextVar[tuple[str, str] | None]] = ContextVar(
+    "remoting_public_blocking_call", default=None)
+
+
 def outside_trio(call: str, instead: str = "remoting.open_client() and "
                  "`await client.invoke_sync(...)`") -> None:
     """Refuse a blocking ``call`` made in a thread that runs a trio loop: it would block that
     loop, and a server or client running in it, until the call's timeout (a server in the
     same loop could never answer). Every public blocking method that waits calls this first.
+    Within a face's method marked with `blocking_call`, the message names that method.
 
     Raises:
         RuntimeError: this thread runs trio (any ``trio.run``, the endpoint's own or not);
@@ -60,10 +70,37 @@ def outside_trio(call: str, instead: str = "remoting.open_client() and "
     # import it)
     trio = sys.modules.get("trio")
     if trio is not None and trio.lowlevel.in_trio_run():
+        public = _PUBLIC_CALL.get()
+        if public is not None:
+            call, instead = public
         raise RuntimeError(
             f"{call} blocks, and this thread runs a trio event loop, which it would stall "
             f"until the call's timeout: in trio code use {instead}, or make the blocking call "
             "from a worker thread (trio.to_thread.run_sync)")
+
+
+def blocking_call(call: str, instead: str) -> Callable[[F], F]:
+    """Mark a public blocking method of a face that wraps a blocking client (a queue, a bus,
+    a Spark helper...): when the client refuses to block a thread that runs trio
+    (`outside_trio`), the message names ``call``, what the user called
+    (``"QueueClient.publish"``), and ``instead``, its trio form, not the client's method the
+    face called (``RemotingClient.invoke_sync``). The outermost marked call is named.
+
+    It costs a context variable's set and reset per call (a check of its own would cost a
+    second ``in_trio_run``, a raised and caught AttributeError outside trio: ~1 us).
+    """
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def named(*args: Any, **kwargs: Any) -> Any:
+            if _PUBLIC_CALL.get() is not None:  # called by a marked method: that one is named
+                return method(*args, **kwargs)
+            token = _PUBLIC_CALL.set((call, instead))
+            try:
+                return method(*args, **kwargs)
+            finally:
+                _PUBLIC_CALL.reset(token)
+        return cast("F", named)
+    return decorate
 
 
 def call_timeout(timeout: object) -> float:

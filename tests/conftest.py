@@ -25,6 +25,8 @@ from hypothesis import HealthCheck, settings
 
 from remoting import ClientConfig, RemotingClient
 
+from . import progress
+
 # How a RemotingClient drives its connections (ClientConfig.io): every test that makes a
 # blocking client runs on each while both exist.
 CLIENT_IO = ("threads", "loop")
@@ -43,6 +45,44 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    progress.install(config)  # a line per finished test file (tests/progress.py)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook names them in ids)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the tests that use the session's SparkSession (the ``spark`` fixture) in one
+    xdist group: under ``make test`` (``-n 2 --dist loadgroup``) they run in one worker,
+    which starts one session (a JVM of its own, seconds to start, ~1 GB), while the other
+    worker runs the rest. Spark tests that start their own (a job in a subprocess: the
+    demo, tracing) go to either worker."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        if item.get_closest_marker("xdist_group") is not None:
+            _name_the_group_in_the_id(item)
+
+
+def _name_the_group_in_the_id(item: pytest.Item) -> None:
+    """Append ``@group`` to ``item``'s id in an xdist worker running ``--dist loadgroup``,
+    which is how its controller learns the groups. pytest-xdist 3.8 does it by setting
+    ``item._nodeid``, which pytest 9.2 no longer reads (an item's id is ``item._id``, a
+    ``NodeId``): its loadgroup then grouped nothing, and each worker started a SparkSession.
+    Where pytest's internals differ, nothing is changed (xdist's own way applies)."""
+    config = item.config
+    if not hasattr(config, "workerinput") or not config.getvalue("loadgroup"):
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # a pytest without NodeId: xdist's _nodeid works there
+        return
+    if not hasattr(item, "_id") or "@" in item.nodeid:
+        return
+    groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 @pytest.fixture(autouse=True)

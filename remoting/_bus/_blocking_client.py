@@ -7,8 +7,9 @@ A thin face: each call is `BusClientBase`'s steps, driven in the calling thread
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Final, Self
 
+from .._checks import blocking_call
 from .._errors import RemotingError
 from .._faces._blocking import RemotingClient
 from .._steps import drive
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
     from ._message import Message
 
 __all__ = ["BusClient"]
+
+# What a blocking call of this module names as the way to do it in trio code.
+_TRIO_BUS: Final = ("TrioBusClient(client, addr) over a TrioRemotingClient "
+                    "(remoting.open_client()), whose methods are awaited")
 
 
 class BusClient(BusClientBase):
@@ -62,6 +67,7 @@ class BusClient(BusClientBase):
         self._closing()
         self._threads.close()
 
+    @blocking_call("BusClient.consumer", _TRIO_BUS)
     def consumer(self, address: str, handler: Callable[[Message], object], *,
                  max_buffered: int = DEFAULT_MAX_BUFFERED,
                  max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
@@ -91,6 +97,7 @@ class BusClient(BusClientBase):
         return self._new_consumer(address, handler, max_buffered, max_buffered_bytes,
                                   on_discard, local=True)
 
+    @blocking_call("BusClient.send", _TRIO_BUS)
     def send(self, address: str, body: bytes | None = None,
              headers: dict[str, str] | None = None, *,
              timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -107,6 +114,7 @@ class BusClient(BusClientBase):
         """
         drive(self._send("send", address, body, headers, timeout))
 
+    @blocking_call("BusClient.publish", _TRIO_BUS)
     def publish(self, address: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None, *,
                 timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -120,6 +128,7 @@ class BusClient(BusClientBase):
         """
         drive(self._send("publish", address, body, headers, timeout))
 
+    @blocking_call("BusClient.request", _TRIO_BUS)
     def request(self, address: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None, *,
                 timeout: float = DEFAULT_TIMEOUT) -> Message:

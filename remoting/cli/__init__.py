@@ -13,7 +13,9 @@ The command line is an application: it configures how the library's events are r
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,4 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of our output left (`remoting ... | head`): stop quietly, as a command
+        # killed by SIGPIPE would; stdout goes to /dev/null so the exit's flush cannot fail
+        # again (the Python docs' recipe, "Note on SIGPIPE")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     return code

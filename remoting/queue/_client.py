@@ -42,7 +42,7 @@ import trio
 
 from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode
 
-from .._checks import seconds
+from .._checks import blocking_call, seconds
 from .._errors import RemotingError, RemotingStreamError
 from .._faces._blocking import RemotingClient
 from .._faces._streams import open_trio_stream
@@ -85,6 +85,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BlockingQueueClient", "BlockingSubscription", "Delivery", "QueueClient",
            "TrioDelivery", "TrioQueueClient", "TrioSubscription"]
+
+# What a blocking call of this module names as the way to do it in trio code.
+_TRIO_QUEUE: Final = ("QueueClient(client) over a TrioRemotingClient (remoting.open_client()), "
+                      "whose methods are awaited")
 
 DEFAULT_TIMEOUT: Final = 3.0
 DEFAULT_ACK_WINDOW: Final = 0.05  # seconds; Pulsar's client groups acknowledgements 100 ms
@@ -601,6 +605,7 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
     def __repr__(self) -> str:
         return f"<BlockingSubscription {self.topic}/{self.channel} from {self._stream.addr}>"
 
+    @blocking_call("BlockingSubscription.receive", _TRIO_QUEUE)
     def receive(self, timeout: float | None = None) -> Delivery | None:
         """Return the next delivery, waiting up to ``timeout`` seconds (None: for ever);
         None once the subscription has ended.
@@ -666,6 +671,7 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
     def __iter__(self) -> Self:
         return self
 
+    @blocking_call("BlockingSubscription.__next__ (for msg in sub)", _TRIO_QUEUE)
     def __next__(self) -> Delivery:
         delivery = self.receive()
         if delivery is None:
@@ -702,6 +708,7 @@ class BlockingSubscription(_Subscription[RemotingClient, "BlockingStream", Deliv
         with self._lock:
             acks.sent.append((fut, count))
 
+    @blocking_call("BlockingSubscription.close", _TRIO_QUEUE)
     def close(self) -> None:
         """Send the pending acknowledgements, wait for their answers, and end the
         subscription: the deliveries not finished go back to the channel (idempotent)."""
@@ -744,6 +751,7 @@ class BlockingQueueClient(QueueClient):
               ) -> RemotingCommand:
         return checked(addr, self.client.invoke_sync(addr, request, timeout))
 
+    @blocking_call("QueueClient.publish", _TRIO_QUEUE)
     def publish(self, addr: str | None, topic: str, body: bytes,
                 headers: Mapping[str, str] | None = None, defer: float = 0.0, *,
                 key: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
@@ -762,6 +770,7 @@ class BlockingQueueClient(QueueClient):
         request, _ = publish_request(topic, [(body, headers or {})], defer, key)
         return published_offsets(addr, self.client.invoke_sync(addr, request, timeout))[0]
 
+    @blocking_call("QueueClient.publish_many", _TRIO_QUEUE)
     def publish_many(self, addr: str | None, topic: str, bodies: Iterable[Body], *,
                      defer: float = 0.0, key: str | None = None,
                      timeout: float = DEFAULT_TIMEOUT) -> list[int]:
@@ -775,6 +784,7 @@ class BlockingQueueClient(QueueClient):
         request, _ = publish_request(topic, bodies, defer, key)
         return published_offsets(addr, self.client.invoke_sync(addr, request, timeout))
 
+    @blocking_call("QueueClient.subscribe", _TRIO_QUEUE)
     def subscribe(self, addr: str | None, topic: str, channel: str, credits: int = 64, *,
                   ack_window: float = DEFAULT_ACK_WINDOW, timeout: float = DEFAULT_TIMEOUT
                   ) -> BlockingSubscription:
@@ -799,6 +809,7 @@ class BlockingQueueClient(QueueClient):
         return BlockingSubscription(self.client, stream, topic, channel, credits, window,
                                     timeout, addr)
 
+    @blocking_call("QueueClient.pull", _TRIO_QUEUE)
     def pull(self, addr: str | None, topic: str, group: str | None = None,
              max_messages: int = 32, max_wait: float = 15.0, *, offset: int | None = None,
              incarnation: str | None = None, timeout: float | None = None) -> list[Message]:
@@ -818,11 +829,13 @@ class BlockingQueueClient(QueueClient):
                            else timeout)
         return messages_of(topic, reply.body)
 
+    @blocking_call("QueueClient.commit", _TRIO_QUEUE)
     def commit(self, addr: str | None, topic: str, group: str, offset: int, *,
                timeout: float = DEFAULT_TIMEOUT) -> None:
         """Set ``group``'s offset: the next message it reads (the last it processed + 1)."""
         self._call(addr, commit_request(topic, group, offset), timeout)
 
+    @blocking_call("QueueClient.offsets", _TRIO_QUEUE)
     def offsets(self, addr: str | None, topic: str, *, offset: int | None = None,
                 timeout: float = DEFAULT_TIMEOUT) -> TopicOffsets:
         """Return ``topic``'s earliest and end offsets, its groups' offsets, how far a pull
@@ -832,12 +845,14 @@ class BlockingQueueClient(QueueClient):
         return offsets_of(addr, self.client.invoke_sync(addr, offsets_request(topic, offset),
                                                         timeout))
 
+    @blocking_call("QueueClient.create_topic", _TRIO_QUEUE)
     def create_topic(self, addr: str | None, topic: str, *,
                      timeout: float = DEFAULT_TIMEOUT) -> None:
         """Make ``topic`` if it does not exist (subscriptions and pulls need it)."""
         self._call(addr, _request(QueueCode.CREATE_TOPIC, {TOPIC: _name("topic", topic)}),
                    timeout)
 
+    @blocking_call("QueueClient.statistics", _TRIO_QUEUE)
     def statistics(self, addr: str | None, topic: str | None = None, *,
                    after: str | None = None, limit: int | None = None,
                    timeout: float = DEFAULT_TIMEOUT) -> QueueStatistics:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import trio
 
+from .._checks import outside_trio
 from .._log import log
 from ._engine import statistics_of
 from ._errors import RocketMQError
@@ -30,9 +31,13 @@ if TYPE_CHECKING:
     from ._message import MessageQueue
     from ._setup import ConsumerSetup
 
-__all__ = ["BlockingConsumer", "EngineThread"]
+__all__ = ["TRIO_CONSUMERS", "BlockingConsumer", "EngineThread"]
 
 T = TypeVar("T")
+
+# what a blocking consumer's methods are in trio code (`blocking_call`)
+TRIO_CONSUMERS = ("remoting.rocketmq.open_push_consumer() or open_lite_pull_consumer() and "
+                  "their methods, awaited")
 
 
 class EngineThread:
@@ -152,6 +157,8 @@ class BlockingConsumer:
         Raises:
             RocketMQError: the consumer was shut down before.
         """
+        outside_trio(f"{type(self).__name__}.start (or entering its with block)",
+                     TRIO_CONSUMERS)
         with self._lock:
             if self._thread is not None:
                 return self
@@ -173,6 +180,8 @@ class BlockingConsumer:
     def shutdown(self) -> None:
         """Stop pulling, let running handlers finish, store the offsets and unregister
         (idempotent; any thread but the consumer's own)."""
+        outside_trio(f"{type(self).__name__}.shutdown (or leaving its with block)",
+                     TRIO_CONSUMERS)
         with self._lock:
             thread, self._thread = self._thread, None
             self._closed = True
@@ -190,6 +199,7 @@ class BlockingConsumer:
         self.shutdown()
 
     def _running(self) -> tuple[EngineThread, Engine]:
+        outside_trio(f"{type(self).__name__}'s methods", TRIO_CONSUMERS)
         thread, engine = self._thread, self._engine
         if thread is None or engine is None:
             raise RocketMQError("the consumer is not running: call start() or use it in a "

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._blocking_consumer import BlockingConsumer
+from .._checks import blocking_call
+from ._blocking_consumer import TRIO_CONSUMERS, BlockingConsumer
 from ._drive import run_trio
 from ._engine import ConsumerStatistics, Engine, PollBuffer, statistics_of
 from ._flows import query_offset
@@ -88,6 +89,7 @@ class LitePullConsumer(BlockingConsumer):
             raise ValueError(f"max_poll_messages is an int >= 1, got {max_poll_messages!r}")
         self._max_poll = max_poll_messages
 
+    @blocking_call("LitePullConsumer.poll", TRIO_CONSUMERS)
     def poll(self, timeout: float = 5.0) -> list[Message]:
         """Return the messages pulled and not yet polled (at most ``max_poll_messages``),
         waiting up to ``timeout`` seconds for one; an empty list if none came.
@@ -107,6 +109,7 @@ class LitePullConsumer(BlockingConsumer):
                 return []
             self._poll_buffer.wait_blocking(min(remaining, 1.0))
 
+    @blocking_call("LitePullConsumer.commit", TRIO_CONSUMERS)
     def commit(self) -> None:
         """Store, now, the offsets past every message `poll` returned (on the brokers).
 
@@ -117,6 +120,7 @@ class LitePullConsumer(BlockingConsumer):
         thread, engine = self._running()
         thread.call(engine.store_offsets)
 
+    @blocking_call("LitePullConsumer.assign", TRIO_CONSUMERS)
     def assign(self, queues: list[MessageQueue]) -> None:
         """Read exactly ``queues`` from now on, from the group's committed offsets (or
         ``consume_from``); no rebalancing with other members."""
@@ -124,6 +128,7 @@ class LitePullConsumer(BlockingConsumer):
         thread, engine = self._running()
         thread.call(engine.assign, chosen)
 
+    @blocking_call("LitePullConsumer.seek", TRIO_CONSUMERS)
     def seek(self, queue: MessageQueue, offset: int) -> None:
         """Read ``queue`` from ``offset`` next; messages pulled before and not polled are
         dropped.
@@ -136,11 +141,13 @@ class LitePullConsumer(BlockingConsumer):
         thread, engine = self._running()
         thread.call(engine.seek, queue, offset)
 
+    @blocking_call("LitePullConsumer.fetch_message_queues", TRIO_CONSUMERS)
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """Return ``topic``'s readable queues (for `assign`)."""
         thread, engine = self._running()
         return thread.call(engine.fetch_queues, topic)
 
+    @blocking_call("LitePullConsumer.committed", TRIO_CONSUMERS)
     def committed(self, queue: MessageQueue) -> int:
         """Return the group's offset of ``queue`` stored on its broker (-1: none)."""
         thread, engine = self._running()

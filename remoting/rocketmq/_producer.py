@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Self
 import trio
 
 from .. import ClientConfig, RemotingClient, TrioRemotingClient, open_client
+from .._checks import blocking_call, outside_trio
 from .._log import log
 from ._drive import run_blocking, run_callbacks, run_trio
 from ._errors import RocketMQError
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["Producer", "SendFuture", "TrioProducer", "open_producer"]
 
 DEFAULT_GROUP = "DEFAULT_PRODUCER"  # MixAll.DEFAULT_PRODUCER_GROUP
+_TRIO_PRODUCER = "remoting.rocketmq.open_producer() and `await producer.{}(...)`"
 
 
 class SendFuture:
@@ -65,6 +67,7 @@ class SendFuture:
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return
+        outside_trio("SendFuture.result", "`await future.wait()`")
         with self._lock:
             if self._done:
                 return
@@ -325,6 +328,7 @@ class Producer(_ProducerFace):
 
     # ------------------------------------------------------------------ sending
 
+    @blocking_call("Producer.send", _TRIO_PRODUCER.format("send"))
     def send(self, topic: str, body: bytes, *, tags: str | None = None,
              keys: str | list[str] | None = None, properties: Mapping[str, str] | None = None,
              sharding_key: str | None = None, timeout: float | None = None) -> SendResult:
@@ -349,6 +353,7 @@ class Producer(_ProducerFace):
         assert result is not None
         return result
 
+    @blocking_call("Producer.send_batch", _TRIO_PRODUCER.format("send_batch"))
     def send_batch(self, topic: str, bodies: Iterable[bytes | Outgoing], *,
                    tags: str | None = None, keys: str | list[str] | None = None,
                    properties: Mapping[str, str] | None = None,
@@ -369,6 +374,7 @@ class Producer(_ProducerFace):
         assert result is not None
         return result
 
+    @blocking_call("Producer.send_oneway", _TRIO_PRODUCER.format("send_oneway"))
     def send_oneway(self, topic: str, body: bytes, *, tags: str | None = None,
                     keys: str | list[str] | None = None,
                     properties: Mapping[str, str] | None = None,
@@ -385,6 +391,7 @@ class Producer(_ProducerFace):
             run_blocking(send(self._core.state, self._core.options, prepared, oneway=True),
                          client)
 
+    @blocking_call("Producer.send_async", _TRIO_PRODUCER.format("send_async"))
     def send_async(self, topic: str, body: bytes, *,
                    callback: Callable[[SendFuture], object] | None = None,
                    tags: str | None = None, keys: str | list[str] | None = None,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 from codec import RemotingCommand, ResponseCode, SerializeType, next_opaque
 
-from .._checks import request_code, seconds
+from .._checks import blocking_call, request_code, seconds
 from .._core._sansio._addresses import split_addr
 from .._errors import (
     RemotingConnectError,
@@ -126,6 +126,9 @@ class CallReport:
     cooling: tuple[str, ...] = ()
 
 
+@blocking_call("remoting.spark's UDF calls (call_bodies)",
+               "the UDF in a Spark job (it runs in Spark's Python workers), or "
+               "remoting.open_client() and `await client.invoke_many(...)`")
 def call_bodies(client: RemotingClient, spec: CallSpec, bodies: Sequence[bytes | None],
                 turn: int | None = None, report: CallReport | None = None,
                 cooldowns: Cooldowns = COOLDOWNS) -> list[Outcome]:

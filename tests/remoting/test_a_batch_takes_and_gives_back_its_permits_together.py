@@ -123,7 +123,7 @@ def test_a_batch_that_gets_no_permit_within_its_timeout_fails_the_rest_then() ->
         stats = client.statistics()
     assert [type(r) for r in results] == [RemotingTooManyRequestsError] * 3
     assert "no in-flight permit within 0.3s" in str(results[0])
-    assert waited >= 0.25  # it waited for a permit, not failed at once
+    assert waited >= 0.25  # wall-clock: a lower bound (it waited for a permit, not failed at once)
     assert stats.async_permits_free == 1
 
 

@@ -4,7 +4,6 @@ loop could never answer, the loop being blocked by the call."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,10 +20,10 @@ CALL_TIMEOUT = 5.0  # what a hang would cost before the fix (bounded)
 
 
 def refused_at_once(call: Callable[[], Any]) -> RuntimeError:
-    started = time.monotonic()
+    """Return the `RuntimeError` ``call`` raises (a call that waited for its timeout would
+    raise `RemotingTimeoutError` instead)."""
     with pytest.raises(RuntimeError) as caught:
         call()
-    assert time.monotonic() - started < CALL_TIMEOUT / 2  # not after the call's timeout
     return caught.value
 
 

@@ -173,6 +173,7 @@ def test_blocking_call_from_the_loop_thread_raises(blocking_server: RemotingServ
 def test_calls_after_shutdown_raise_and_shutdown_is_idempotent(
     blocking_server: RemotingServer,
 ) -> None:
+    others = set(threading.enumerate())  # other tests' clients' threads (pytest-xdist)
     client = RemotingClient().start()
     try:
         assert client.invoke_sync(blocking_server.addr, req(ECHO), 5).code == (
@@ -183,7 +184,8 @@ def test_calls_after_shutdown_raise_and_shutdown_is_idempotent(
             client.invoke_sync(blocking_server.addr, req(ECHO), 5)
     finally:
         client.shutdown()  # idempotent: stops it if the test failed before its own calls
-    assert not any(t.name.startswith("remoting-client") for t in threading.enumerate())
+    assert not any(t.name.startswith("remoting-client") and t not in others
+                   for t in threading.enumerate())
 
 
 def test_shutdown_fails_pending_calls_with_a_clear_error() -> None:

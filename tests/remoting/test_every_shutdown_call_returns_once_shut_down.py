@@ -12,6 +12,7 @@ from processors import RequestContext, RequestProcessor
 from remoting import RemotingClient, RemotingServer, ResponseFuture, ServerConfig
 
 from ..factories import req
+from ..hangs import HANG_SECONDS, returns_within
 from .conftest import ASYNC_ECHO, core_thread_of, install_standard_processors
 
 SLOW = 70
@@ -108,18 +109,18 @@ class StopsItsServer(RequestProcessor):
 
 def test_a_second_shutdown_from_a_processor_still_returns_at_once() -> None:
     # the first shutdown waits for this processor: waiting for the shutdown would deadlock
-    server = RemotingServer(ServerConfig(shutdown_grace_seconds=5)).start()
+    # a grace of a minute: a shutdown that waited it out would hang, and the processor's
+    # call (10 s) would time out
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=60)).start()
     stop = StopsItsServer(server)
     server.register_processor(STOP, stop)
     client = RemotingClient().start()
     try:
         future = client.invoke_async(server.addr, req(STOP), 10)
         assert stop.entered.wait(5)
-        start = time.monotonic()
-        server.shutdown()
-        assert time.monotonic() - start < 4.0  # not the 5 s grace
+        returns_within(HANG_SECONDS, server.shutdown)
         assert future.result(5).remark == "stopping"
-        assert 0 <= stop.returned_after < 2.0
+        assert stop.returned_after >= 0
     finally:
         client.shutdown()
         server.shutdown()

@@ -102,8 +102,9 @@ async def test_the_deadline_answers_a_request_nothing_woke(
     started = trio.current_time()
     reply = await client.invoke_sync(addr_of(server), poll("empty", 0.3), 10)
     waited = trio.current_time() - started
+    # answered empty by its hold's deadline (the call's own 10 s would raise a timeout)
     assert reply.code == ResponseCode.SUCCESS and reply.body is None
-    assert 0.3 <= waited < 3.0
+    assert waited >= 0.3  # wall-clock: a lower bound (it was held until its deadline)
     assert mailbox.holds.expired == 1
 
 

@@ -198,7 +198,7 @@ async def test_many_reports_when_each_request_finished(
     await client.invoke_many(addr_of(server), [req(ECHO) for _ in range(10)], 5, limit=3)
     [call] = seen
     assert len(call.finished_at) == 10
-    assert all(before <= t <= time.monotonic() for t in call.finished_at)
+    assert all(before <= stamp <= time.monotonic() for stamp in call.finished_at)
 
 
 class ContextSetting(ServerInterceptor):

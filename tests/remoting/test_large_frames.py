@@ -132,7 +132,7 @@ async def test_stalled_large_frame_is_closed_after_the_partial_frame_timeout(
                 except trio.BrokenResourceError:
                     pass
         elapsed = trio.current_time() - start
-    assert 0.3 <= elapsed < 3
+    assert elapsed >= 0.3  # wall-clock: a lower bound (the stall had its timeout)
     [stalled] = [e for e in logs if e["event"] == "connection.stalled"]
     assert stalled["buffered_bytes"] >= RECEIVE_BYTES
 

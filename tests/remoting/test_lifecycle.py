@@ -35,6 +35,7 @@ from remoting import (
 )
 
 from ..factories import req
+from ..hangs import HANG_SECONDS, returns_within
 from .conftest import ASYNC_ECHO, ECHO, GATED, GATED_ASYNC, AsyncGate, Gate, addr_of, stalled_flood
 
 
@@ -316,6 +317,8 @@ async def test_broadcast_reaches_every_member_of_a_group(
 
 
 def test_graceful_shutdown_lets_running_processors_finish() -> None:
+    # threads of servers other tests of this process keep (a session's), under pytest-xdist
+    others = set(threading.enumerate())
     server = RemotingServer(ServerConfig(shutdown_grace_seconds=10)).start()
     release = threading.Event()
     started = threading.Event()
@@ -351,17 +354,15 @@ def test_graceful_shutdown_lets_running_processors_finish() -> None:
         release.set()
         client.shutdown()
         server.shutdown()
-    assert not [t for t in threading.enumerate() if t.name.startswith("remoting-server")]
+    assert not [t for t in threading.enumerate()
+                if t.name.startswith("remoting-server") and t not in others]
 
 
 def test_shutdown_is_fast_when_idle() -> None:
-    import time
-
-    server = RemotingServer(ServerConfig(shutdown_grace_seconds=30)).start()
-    start = time.monotonic()
-    server.shutdown()
-    server.shutdown()
-    assert time.monotonic() - start < 2
+    # an idle server has nothing to wait for: a shutdown that waited out the grace hangs
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=600)).start()
+    returns_within(HANG_SECONDS, server.shutdown)
+    returns_within(HANG_SECONDS, server.shutdown)
 
 
 def test_threads_stuck_past_the_grace_share_one_join_deadline_then_are_logged(
@@ -377,6 +378,15 @@ def test_threads_stuck_past_the_grace_share_one_join_deadline_then_are_logged(
     from .conftest import Gate
 
     monkeypatch.setattr(_endpoint, "THREAD_JOIN_SECONDS", 1.0)
+    joins: list[float | None] = []  # the timeout of each join of a stuck pool thread
+    real_join = threading.Thread.join
+
+    def join(thread: threading.Thread, timeout: float | None = None) -> None:
+        if thread.name.startswith(("remoting-server-30", "remoting-server-31")):
+            joins.append(timeout)
+        real_join(thread, timeout)
+
+    monkeypatch.setattr(threading.Thread, "join", join)
     gates = [Gate(), Gate()]
     server = RemotingServer().start()
     for code, gate in zip((30, 31), gates, strict=True):
@@ -391,7 +401,9 @@ def test_threads_stuck_past_the_grace_share_one_join_deadline_then_are_logged(
         with capture_logs() as logs:
             server.shutdown(grace=0)
         elapsed = time.monotonic() - start
-        assert 0.9 <= elapsed < 3.0  # waited for the one 1 s deadline, not 4 x 1 s
+        assert elapsed >= 0.9  # wall-clock: a lower bound (it waited for the deadline)
+        # the four joins shared the one 1 s deadline (each took what was left), not 4 x 1 s
+        assert len(joins) == 4 and sum(t or 0.0 for t in joins) <= 1.0, joins
         [left] = [e for e in logs if e["event"] == "pool.threads_left_running"]
         assert sorted(left["threads"]) == ["remoting-server-30-0", "remoting-server-30-1",
                                            "remoting-server-31-0", "remoting-server-31-1"]
@@ -481,7 +493,7 @@ async def test_statistics_report_latency_percentiles(
         await client.invoke_sync(addr_of(server), req(ASYNC_ECHO), 5)
     lat = client.statistics().latency[ASYNC_ECHO]
     assert lat["count"] == 50
-    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"] < 1.0
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]  # wall-clock: a lower bound (measured)
 
 
 def test_shutdown_during_traffic_loses_nothing_and_hangs_nothing() -> None:
@@ -514,16 +526,13 @@ def test_shutdown_during_traffic_loses_nothing_and_hangs_nothing() -> None:
                 if outcomes.count("ok") >= 200:
                     flowing.set()
 
-    import time
 
     try:
         with ThreadPoolExecutor(8) as pool:
             futures = [pool.submit(caller, t) for t in range(8)]
             started.wait(10)
             assert flowing.wait(30)  # traffic is flowing when the shutdown begins
-            start = time.monotonic()
-            server.shutdown()
-            shutdown_took = time.monotonic() - start
+            returns_within(HANG_SECONDS, server.shutdown)
             for f in futures:
                 f.result(timeout=60)  # no call hangs
     finally:
@@ -534,7 +543,6 @@ def test_shutdown_during_traffic_loses_nothing_and_hangs_nothing() -> None:
     allowed = {"ok", "RemotingConnectError", "RemotingSendRequestError", "RemotingError",
                "RemotingTimeoutError"}
     assert set(outcomes) <= allowed, set(outcomes) - allowed
-    assert shutdown_took < 6
 
 
 async def test_a_second_go_away_is_a_send_failure(
@@ -575,26 +583,27 @@ class Stop(RequestProcessor):
 def test_a_processor_shutting_down_its_own_server_neither_waits_for_itself_nor_loses_its_reply(
 ) -> None:
     # It waited out the grace period for itself (it is a running processor), then the pool's
-    # join waited for it too (the thread calling shutdown): about 10 s and a warning.
+    # join waited for it too (the thread calling shutdown): the grace and a warning. With a
+    # grace of a minute, a processor that waited for it would miss its call's 10 s timeout.
     from ..logs import capture_logs
 
     stop = Stop()
-    server = RemotingServer(ServerConfig(shutdown_grace_seconds=5)).start()
+    others = set(threading.enumerate())  # other tests' servers' threads (pytest-xdist)
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=60)).start()
     stop.server = server
     server.register_processor(40, stop)
     client = RemotingClient().start()
     try:
         with capture_logs() as logs:
-            start = time.monotonic()
             response = client.invoke_sync(server.addr, req(40), 10)
             assert response.code == ResponseCode.SUCCESS and response.remark == "stopping"
-            assert 0 <= stop.returned_after < 2.0
-            server.shutdown()  # from another thread: returns once the server has stopped
-            assert time.monotonic() - start < 4.0
+            assert stop.returned_after >= 0
+            # from another thread: returns once the server has stopped
+            returns_within(HANG_SECONDS, server.shutdown)
         assert not [e for e in logs if e["event"] in ("pool.threads_left_running",
                                                       "server.shutdown_forced")]
-        assert not [t for t in threading.enumerate()
-                    if t.name.startswith("remoting-server") and t.is_alive()]
+        assert not [t for t in threading.enumerate() if t.name.startswith("remoting-server")
+                    and t.is_alive() and t not in others]
         with pytest.raises(RemotingError):
             client.invoke_sync(server.addr, req(40), 2)
     finally:
@@ -609,10 +618,9 @@ def test_a_direct_blocking_call_to_a_draining_server_fails_fast_with_go_away() -
         server.register_processor(ECHO, AsyncEchoProcessor())
         client.invoke_sync(server.addr, req(ECHO), timeout=3)  # the connection is live
         server.drain()
-        started = time.monotonic()
+        # GO_AWAY, not RemotingTimeoutError: it did not wait for its timeout
         with pytest.raises(RemotingSendRequestError, match="GO_AWAY"):
             client.invoke_sync(server.addr, req(ECHO), timeout=3)
-        assert time.monotonic() - started < 2
         assert client.statistics().go_away_received == 2
 
 

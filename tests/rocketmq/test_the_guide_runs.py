@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_doc_examples import ROOT, blocks, needs_a_broker, run_page
+from tests.test_doc_examples import ROOT, blocks, chains, needs_a_broker, run_chain
 
 from .cluster import RocketMQCluster
 
@@ -23,4 +23,5 @@ def test_the_rocketmq_guide_runs(rocketmq_cluster: RocketMQCluster, tmp_path: Pa
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NAMESRV_ADDR", rocketmq_cluster.namesrv_addr)
     monkeypatch.setenv("GUIDE_TOPIC", rocketmq_cluster.new_topic("guide"))
-    run_page(GUIDE, tmp_path, monkeypatch)
+    for chain in chains(GUIDE):
+        run_chain(chain, tmp_path, monkeypatch)

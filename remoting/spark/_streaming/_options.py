@@ -1,13 +1,16 @@
 """The options of the ``remoting`` data source, checked in the driver where they are given.
 
-Spark hands a data source its options as strings, keys in any case. Each is read here into a
-typed value, or refused with a `ValueError` naming the option and what it takes: a wrong
-option would otherwise show as a failed task on an executor, or not at all (a misspelt
-``maxMessagesPerTrigger`` that bounds nothing), so unknown options are refused too.
+Spark hands a data source its options as strings, keys lower-cased. Each is read here into a
+typed value, or refused with a `ValueError` naming the option as documented and what it
+takes: a wrong option would otherwise show as a failed task on an executor, or not at all (a
+misspelt ``maxMessagesPerTrigger`` that bounds nothing), so unknown options are refused too.
+`load_options` checks them all when the source is loaded (``load()``, a sink's ``start()``);
+`source_options` and `sink_options` again for what the source or the sink takes.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -29,8 +32,13 @@ DEFAULT_MESSAGES_PER_PARTITION: Final = 10_000  # offsets one task reads at most
 SPARK_OWN: Final = frozenset({"path", "paths", "checkpointlocation"})
 COMMON: Final = frozenset({"addresses", "topic", "timeout", "reconnecttimeout"})
 SOURCE: Final = COMMON | {"startingoffsets", "endingoffsets", "maxmessagespertrigger",
-                          "messagesperpartition", "group", "failondataloss"}
+                          "messagesperpartition", "group", "failondataloss", "waitfortopic"}
 SINK: Final = COMMON
+# Each option's name as documented (Spark lower-cases the names it hands over).
+DOCUMENTED: Final = {name.lower(): name for name in (
+    "addresses", "topic", "timeout", "reconnectTimeout", "startingOffsets", "endingOffsets",
+    "maxMessagesPerTrigger", "messagesPerPartition", "group", "failOnDataLoss",
+    "waitForTopic")}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +73,8 @@ class SourceOptions:
         group: the consumer group committed to (None: one made for the query).
         fail_on_data_loss: fail when offsets the query has not read are gone (else skip
             them, logged).
+        wait_for_topic: a stream whose topic does not exist yet waits for it (else the
+            query fails when it starts).
     """
 
     queue: QueueOptions
@@ -74,6 +84,7 @@ class SourceOptions:
     per_partition: int = DEFAULT_MESSAGES_PER_PARTITION
     group: str | None = None
     fail_on_data_loss: bool = True
+    wait_for_topic: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,7 +102,10 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
         ValueError: an option is missing, unknown, or not of its kind (the message says).
     """
     opts = _lower(options)
-    _known(opts, SOURCE if not streaming else SOURCE - {"endingoffsets"})
+    if streaming:
+        _known(opts, SOURCE - {"endingoffsets"}, "a stream (endingOffsets ends a batch read)")
+    else:
+        _known(opts, SOURCE - {"waitfortopic"}, "a batch read (waitForTopic is a stream's)")
     max_per_trigger = opts.get("maxmessagespertrigger")
     group = opts.get("group")
     if group is not None:
@@ -108,7 +122,23 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
                                       str(DEFAULT_MESSAGES_PER_PARTITION))),
         group=group,
         fail_on_data_loss=_flag("failOnDataLoss", opts.get("failondataloss", "true")),
+        wait_for_topic=_flag("waitForTopic", opts.get("waitfortopic", "false")),
     )
+
+
+def load_options(options: Mapping[str, str]) -> None:
+    """Check the options a source or a sink is loaded with: every name is one of the data
+    source's, and every value is of its kind (reading a sink's options as a source's: they
+    are a subset).
+
+    Raises:
+        ValueError: an option is missing, unknown (the message suggests the nearest name),
+            or not of its kind.
+    """
+    _known(_lower(options), SOURCE, "the data source")
+    source_options({k: v for k, v in options.items() if str(k).lower() != "waitfortopic"},
+                   streaming=False)
+    _flag("waitForTopic", _lower(options).get("waitfortopic", "false"))
 
 
 def sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -118,7 +148,7 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
         ValueError: an option is missing, unknown, or not of its kind.
     """
     opts = _lower(options)
-    _known(opts, SINK)
+    _known(opts, SINK, "the sink")
     return SinkOptions(queue=_queue(opts))
 
 
@@ -126,11 +156,19 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
-def _known(opts: Mapping[str, str], allowed: frozenset[str]) -> None:
+def _known(opts: Mapping[str, str], allowed: frozenset[str], what: str) -> None:
     unknown = sorted(set(opts) - allowed - SPARK_OWN)
-    if unknown:
-        raise ValueError(f"the remoting data source has no option {', '.join(unknown)}: it "
-                         f"takes {', '.join(sorted(allowed))} (see docs/spark.md, Streaming)")
+    if not unknown:
+        return
+    names = [DOCUMENTED[name] for name in sorted(allowed)]
+    guesses = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.75)
+        guesses.append(f"{name!r} (did you mean {DOCUMENTED[near[0]]}?)" if near
+                       else repr(name))
+    raise ValueError(f"the remoting data source has no option {', '.join(guesses)} for "
+                     f"{what} (Spark passes option names lower-cased): it takes "
+                     f"{', '.join(names)} (see docs/spark.md, Streaming)")
 
 
 def _queue(opts: Mapping[str, str]) -> QueueOptions:

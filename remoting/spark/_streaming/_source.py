@@ -44,6 +44,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from codec import ResponseCode
+
 from ..._errors import RemotingError
 from ...queue._errors import QueueError
 from .._fleet import log
@@ -56,7 +58,7 @@ from ._offsets import (
     split_range,
     trigger_end,
 )
-from ._options import SourceOptions, sink_options, source_options
+from ._options import SourceOptions, load_options, sink_options, source_options
 from ._reading import MessagesLostError, read_range, spark_schema
 
 if TYPE_CHECKING:
@@ -85,7 +87,15 @@ class OffsetRange(InputPartition):
 
 class QueueDataSource(DataSource):
     """The ``remoting`` format: read a topic of the queue service (streaming or batch),
-    or publish a stream to one. Options: docs/spark.md, Streaming."""
+    or publish a stream to one. Options: docs/spark.md, Streaming.
+
+    Spark makes it when a read is loaded (``load()``) or a sink starts: its options are
+    checked then, so a misspelt or wrong one fails there, named as documented.
+    """
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        load_options(self.options)
 
     @classmethod
     def name(cls) -> str:
@@ -134,8 +144,19 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, str | int]:  # noqa: N802
         """Where a new query starts (``startingOffsets``); its group is made here and
-        committed at once, so the service keeps what the query has not read."""
+        committed at once, so the service keeps what the query has not read.
+
+        Raises:
+            QueueError: the topic does not exist (``TOPIC_NOT_EXIST``) and the query does not
+                wait for it (``waitForTopic``).
+        """
         offsets = self.calls.offsets()
+        if offsets is None and not self.options.wait_for_topic:
+            addr = ", ".join(self.options.queue.addresses)
+            raise QueueError(addr, ResponseCode.TOPIC_NOT_EXIST,
+                             f"topic {self.topic!r} does not exist: publish to it (or create "
+                             "it) before the query starts, or set option waitForTopic=true "
+                             "to wait for it")
         start = 0 if offsets is None else resolve_start(
             self.options.starting, offsets.earliest, offsets.end)
         group = self.options.group or new_group()

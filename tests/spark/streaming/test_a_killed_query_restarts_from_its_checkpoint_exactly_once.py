@@ -59,7 +59,9 @@ def test_every_offset_is_in_the_output_once_after_a_kill_and_a_restart(
     after = [json.loads(p.json) for p in query.recentProgress]
     assert after[0]["batchId"] > killed_at  # resumed, not started over
     sizes = [int(b.group(2)) for b in before] + [p["numInputRows"] for p in after]
-    assert max(sizes) <= PER_TRIGGER and sum(s > 0 for s in sizes) >= MESSAGES // PER_TRIGGER
+    # the killed job may have committed a batch after the lines read and before the kill
+    # (printed too late, or not at all): every message is in the output once (above)
+    assert max(sizes) <= PER_TRIGGER and sum(s > 0 for s in sizes) >= MESSAGES // PER_TRIGGER - 1
     group = after[-1]["sources"][0]["endOffset"]["group"]
     committed = queue.q.offsets(queue.addr, "events").groups[group]
     # Spark tells a source a batch is committed when it plans the next one: the last trails

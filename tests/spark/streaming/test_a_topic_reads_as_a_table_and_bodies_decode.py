@@ -108,7 +108,8 @@ def test_arrow_bodies_decode_into_their_rows(streaming: Any, queue: Queue) -> No
         decode_bodies(df, "id long, score double", format="arrow").collect()
 
 
-def test_a_misspelt_option_is_refused_when_planned(streaming: Any, queue: Queue) -> None:
+def test_a_misspelt_option_is_refused_when_loaded(streaming: Any, queue: Queue) -> None:
     queue.q.create_topic(queue.addr, "t")
-    with pytest.raises(Exception, match="has no option maxmessagepertrigger"):
-        remoting_read(streaming, queue, maxMessagePerTrigger="10").collect()
+    with pytest.raises(Exception, match="has no option 'maxmessagepertrigger' "
+                       r"\(did you mean maxMessagesPerTrigger\?\)"):
+        remoting_read(streaming, queue, maxMessagePerTrigger="10")

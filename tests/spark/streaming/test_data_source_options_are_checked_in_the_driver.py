@@ -4,6 +4,8 @@ misspelt option that silently does nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from remoting.spark._streaming._options import sink_options, source_options
@@ -34,7 +36,8 @@ def test_options_are_read_whatever_their_case() -> None:
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    ({"maxMessagePerTrigger": "10"}, "no option maxmessagepertrigger"),
+    ({"maxMessagePerTrigger": "10"},
+     r"no option 'maxmessagepertrigger' \(did you mean maxMessagesPerTrigger\?\)"),
     ({"maxMessagesPerTrigger": "0"}, "maxMessagesPerTrigger must be a whole number >= 1"),
     ({"maxMessagesPerTrigger": "ten"}, "maxMessagesPerTrigger must be a whole number"),
     ({"startingOffsets": "newest"}, "startingOffsets must be earliest, latest or an offset"),
@@ -44,7 +47,8 @@ def test_options_are_read_whatever_their_case() -> None:
     ({"reconnectTimeout": "nan"}, "reconnectTimeout must be a number of seconds >= 0"),
     ({"group": "a group"}, "option group must be 1-128 of"),
     ({"topic": "../etc"}, "option topic must be 1-128 of"),
-    ({"endingOffsets": "latest"}, "no option endingoffsets"),  # a stream has no end
+    ({"endingOffsets": "latest"}, "no option 'endingoffsets'"),  # a stream has no end
+    ({"waitForTopic": "yes"}, "waitForTopic must be true or false"),
 ])
 def test_a_bad_option_is_refused_naming_it(extra: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -60,5 +64,29 @@ def test_addresses_and_topic_are_required() -> None:
 
 def test_the_sink_takes_only_its_options() -> None:
     assert sink_options({**BASE, "checkpointLocation": "/tmp/x"}).queue.topic == "events"
-    with pytest.raises(ValueError, match="no option startingoffsets"):
+    with pytest.raises(ValueError, match="no option 'startingoffsets'"):
         sink_options({**BASE, "startingOffsets": "earliest"})
+
+
+def test_a_batch_read_does_not_wait_for_its_topic() -> None:
+    with pytest.raises(ValueError, match="waitForTopic is a stream's"):
+        source_options({**BASE, "waitForTopic": "true"}, streaming=False)
+    assert source_options({**BASE, "waitForTopic": "TRUE"}, streaming=True).wait_for_topic
+
+
+@pytest.mark.spark
+def test_a_misspelt_option_fails_load_naming_the_documented_one(streaming: Any) -> None:
+    reader = (streaming.readStream.format("remoting")
+              .option("addresses", "127.0.0.1:9876").option("topic", "events")
+              .option("maxMessagesPerTriger", "10"))
+    with pytest.raises(Exception, match="did you mean maxMessagesPerTrigger") as caught:
+        reader.load()  # no query started, no service asked
+    assert "UnboundLocalError" not in str(caught.value)
+
+
+@pytest.mark.spark
+def test_a_bad_option_value_fails_load(streaming: Any) -> None:
+    reader = (streaming.read.format("remoting").option("addresses", "127.0.0.1:9876")
+              .option("topic", "events").option("failOnDataLoss", "maybe"))
+    with pytest.raises(Exception, match="failOnDataLoss must be true or false"):
+        reader.load()
