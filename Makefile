@@ -87,7 +87,7 @@ test-newest-trio:
 	@test -x $(NEWEST_TRIO)/bin/python || $(PYTHON) -m venv $(NEWEST_TRIO)
 	$(NEWEST_TRIO)/bin/python -m pip install --disable-pip-version-check -q -e '.[test]'
 	$(NEWEST_TRIO)/bin/python -m pip install --disable-pip-version-check -q --upgrade trio
-	@$(NEWEST_TRIO)/bin/python -c "import trio; print('== trio', trio.__version__)"
+	@$(NEWEST_TRIO)/bin/python -c "import trio, codec._native as n; print('== trio', trio.__version__, '; codec:', n.STATUS)"
 	$(NEWEST_TRIO)/bin/python -m pytest -m "not slow and not cluster and not rocketmq" -q -p no:cacheprovider \
 		tests/codec tests/processors tests/remoting --ignore=tests/remoting/bus
 
