@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from ._codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
 from ._custom_header import decode_custom_header, pack_custom_header
-from ._native import speedups
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -212,3 +212,4 @@ python_new_command: Final = new_command
 if speedups is not None:
     speedups.bind_command(RemotingCommand)
     new_command = speedups.new_command
+    adopt_doc(new_command, python_new_command)

@@ -32,7 +32,7 @@ from ._errors import CodecError, HeaderTooLargeError, MalformedFrameError
 from ._frame_checks import header_word_error, length_error, sniff_foreign_protocol
 from ._header_binary import decode_binary_header
 from ._header_json import decode_json_header
-from ._native import speedups
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from ._command import RemotingCommand
@@ -401,3 +401,4 @@ python_next_command: Final = FrameDecoder.next_command
 if speedups is not None:
     speedups.bind_decoder(FrameDecoder, CodecError, python_next_command)
     FrameDecoder.next_command = speedups.decoder_method()  # type: ignore[method-assign]
+    adopt_doc(FrameDecoder.next_command, python_next_command, method=True)

@@ -9,7 +9,7 @@ from ._codes import SerializeType
 from ._errors import FrameTooLargeError, HeaderTooLargeError, InvalidCommandError
 from ._header_binary import encode_binary_header
 from ._header_json import encode_json_header
-from ._native import speedups
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from ._command import RemotingCommand
@@ -133,3 +133,4 @@ python_encode_frame_parts: Final = encode_frame_parts
 if speedups is not None:
     speedups.bind_frames(encode_frame_parts, LARGE_BODY_BYTES)
     encode_frame_parts = speedups.encode_frame_parts
+    adopt_doc(encode_frame_parts, python_encode_frame_parts)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from ._codes import LANGUAGE_BY_VALUE, LANGUAGE_BYTE, SerializeType, language_error
 from ._command import RemotingCommand
 from ._errors import InvalidCommandError, MalformedFrameError
-from ._native import speedups
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from ._command import ExtFields
@@ -204,3 +204,5 @@ if speedups is not None:
                          LANGUAGE_BYTE, SerializeType.ROCKETMQ)
     decode_binary_header = speedups.decode_binary_header
     encode_binary_header = speedups.encode_binary_header
+    adopt_doc(decode_binary_header, python_decode_binary_header)
+    adopt_doc(encode_binary_header, python_encode_binary_header)

@@ -27,7 +27,7 @@ from ._command import RemotingCommand, new_command, next_opaque
 from ._errors import InvalidCommandError, MalformedFrameError
 from ._header_numbers import header_int
 from ._lenient_json import lenient_loads
-from ._native import speedups
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from ._command import ExtFields
@@ -358,3 +358,5 @@ if speedups is not None:
                        _LANGUAGE_NAMES, SerializeType.JSON)
     decode_json_header = speedups.decode_json_header
     encode_json_header = speedups.encode_json_header
+    adopt_doc(decode_json_header, python_decode_json_header)
+    adopt_doc(encode_json_header, python_encode_json_header)

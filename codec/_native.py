@@ -15,14 +15,16 @@ checkout edited since its build) is not used. `STATUS` says which, and why.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import ModuleType
 
-__all__ = ["COMPILED", "PURE_PYTHON_ENV", "STATUS", "speedups"]
+__all__ = ["COMPILED", "PURE_PYTHON_ENV", "STATUS", "adopt_doc", "speedups"]
 
 PURE_PYTHON_ENV: Final = "TRIO_REMOTING_PURE_PYTHON"
 
@@ -47,3 +49,19 @@ def _load() -> tuple[ModuleType | None, str]:
 
 speedups, STATUS = _load()
 COMPILED: Final = speedups is not None
+
+
+def adopt_doc(compiled: object, python: Callable[..., Any], *, method: bool = False) -> None:
+    """Give a compiled function its Python twin's docstring and signature (without the
+    annotations, which a C function cannot carry), so that ``help()``, `inspect` and the API
+    reference show the specification whichever path runs."""
+    assert speedups is not None
+    sig = inspect.signature(python)
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    inner = str(sig.replace(parameters=params, return_annotation=inspect.Signature.empty))[1:-1]
+    if method:  # the first parameter is self
+        inner = "$self" + inner[len(params[0].name):]
+    else:
+        inner = "$module" + (", " + inner if inner else "")
+    speedups.set_doc(compiled, f"{python.__name__}({inner})\n--\n\n"
+                               f"{inspect.cleandoc(python.__doc__ or '')}")

@@ -1317,6 +1317,49 @@ sp_next_command(PyObject *self, PyObject *decoder)
     return decoder_next(decoder, NULL);
 }
 
+/* ------------------------------------------------------------------ docstrings */
+
+/* Each function here takes its Python twin's docstring and signature (codec/_native.py,
+ * adopt_doc), so help(), inspect and the API reference show the specification: set_doc
+ * points the function's PyMethodDef at a copy of the text, which this table keeps alive. */
+#define N_DOCS 16
+static struct {
+    PyMethodDef *def;
+    PyObject *text; /* bytes, UTF-8 */
+} docs[N_DOCS];
+
+static PyObject *
+sp_set_doc(PyObject *self, PyObject *args)
+{
+    PyObject *fn, *text;
+    PyMethodDef *def;
+    int i;
+    if (!PyArg_ParseTuple(args, "OU", &fn, &text))
+        return NULL;
+    if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) == self)
+        def = ((PyCFunctionObject *)fn)->m_ml;
+    else if (Py_IS_TYPE(fn, &PyMethodDescr_Type)
+             && ((PyMethodDescrObject *)fn)->d_method == &decoder_next_def)
+        def = &decoder_next_def;
+    else {
+        PyErr_SetString(PyExc_TypeError, "set_doc takes a function of codec._speedups");
+        return NULL;
+    }
+    for (i = 0; i < N_DOCS && docs[i].def != NULL && docs[i].def != def; i++)
+        ;
+    if (i == N_DOCS) {
+        PyErr_SetString(PyExc_RuntimeError, "set_doc: too many docstrings");
+        return NULL;
+    }
+    text = PyUnicode_AsUTF8String(text);
+    if (text == NULL)
+        return NULL;
+    def->ml_doc = PyBytes_AS_STRING(text);
+    docs[i].def = def;
+    Py_XSETREF(docs[i].text, text);
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------ binding */
 
 static int
@@ -1407,6 +1450,8 @@ static PyMethodDef methods[] = {
      "FrameDecoder.next_command's compiled fast path, as a method of FrameDecoder."},
     {"next_command", sp_next_command, METH_O,
      "next_command(decoder): the same fast path as a function."},
+    {"set_doc", sp_set_doc, METH_VARARGS,
+     "set_doc(function, text): the function's docstring and text signature."},
     {"bind_frames", sp_bind_frames, METH_VARARGS,
      "bind_frames(encode_frame_parts, large_body_bytes)."},
     {"new_command", (PyCFunction)(void (*)(void))sp_new_command,

@@ -8,6 +8,7 @@ compiler), and never a build that is stale against the source beside it.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import codec
+from codec import _command, _decoder, _encoder, _header_binary, _header_json
 
 PROBE = """
 import json
@@ -98,3 +100,22 @@ def test_the_compiled_path_is_used_wherever_it_was_built() -> None:
 
 def test_both_paths_give_identical_results() -> None:
     assert probe()["results"] == probe(TRIO_REMOTING_PURE_PYTHON="1")["results"]
+
+
+def test_a_compiled_function_shows_its_python_twins_docstring_and_signature() -> None:
+    """help(), inspect and the API reference show the specification on either path."""
+    for compiled, python in (
+        (codec.encode_frame_parts, _encoder.python_encode_frame_parts),
+        (codec.FrameDecoder.next_command, _decoder.python_next_command),
+        (_command.new_command, _command.python_new_command),
+        (_header_json.decode_json_header, _header_json.python_decode_json_header),
+        (_header_json.encode_json_header, _header_json.python_encode_json_header),
+        (_header_binary.decode_binary_header, _header_binary.python_decode_binary_header),
+        (_header_binary.encode_binary_header, _header_binary.python_encode_binary_header),
+    ):
+        assert compiled.__name__ == python.__name__
+        assert inspect.getdoc(compiled) == inspect.getdoc(python)
+        assert inspect.getdoc(compiled)
+        got = inspect.signature(compiled).parameters.values()
+        want = inspect.signature(python).parameters.values()
+        assert [(p.name, p.default) for p in got] == [(p.name, p.default) for p in want]
