@@ -768,14 +768,17 @@ done:
     return r == 0 ? 0 : FAILED;
 }
 
+/* A header encoder: its fast path (bound, one argument) into a buffer, else the Python
+ * function. */
 static PyObject *
-sp_encode_json_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+encode_header(int (*fast)(PyObject *, Buf *), int bound, PyObject *python,
+              PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs == 1 && cmd_type != NULL && lang_names != NULL) {
+    if (nargs == 1 && bound) {
         Buf b;
         int r;
         buf_init(&b);
-        r = json_encode_fast(args[0], &b);
+        r = fast(args[0], &b);
         if (r == 0) {
             PyObject *out = PyBytes_FromStringAndSize(b.data, b.len);
             buf_free(&b);
@@ -785,7 +788,14 @@ sp_encode_json_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (r == FAILED)
             return NULL;
     }
-    return call_python(py_encode_json, args, nargs, NULL);
+    return call_python(python, args, nargs, NULL);
+}
+
+static PyObject *
+sp_encode_json_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return encode_header(json_encode_fast, cmd_type != NULL && lang_names != NULL,
+                         py_encode_json, args, nargs);
 }
 
 /* ------------------------------------------------------------------ ROCKETMQ: encoding */
@@ -886,21 +896,8 @@ done:
 static PyObject *
 sp_encode_binary_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs == 1 && cmd_type != NULL && lang_byte != NULL) {
-        Buf b;
-        int r;
-        buf_init(&b);
-        r = binary_encode_fast(args[0], &b);
-        if (r == 0) {
-            PyObject *out = PyBytes_FromStringAndSize(b.data, b.len);
-            buf_free(&b);
-            return out;
-        }
-        buf_free(&b);
-        if (r == FAILED)
-            return NULL;
-    }
-    return call_python(py_encode_binary, args, nargs, NULL);
+    return encode_header(binary_encode_fast, cmd_type != NULL && lang_byte != NULL,
+                         py_encode_binary, args, nargs);
 }
 
 /* ------------------------------------------------------------------ ROCKETMQ: decoding */
@@ -1387,34 +1384,35 @@ bind_command(PyObject *cls)
     return 0;
 }
 
+/* bind_json and bind_binary: a serialization's Python decoder and encoder, its two language
+ * tables and its SerializeType member. */
+static PyObject *
+bind_serialization(PyObject *args, PyObject **decode, PyObject **encode, PyObject **table,
+                   PyObject **other_table, PyObject **member)
+{
+    PyObject *d, *e, *t, *o, *m;
+    if (!PyArg_ParseTuple(args, "OOO!O!O", &d, &e, &PyDict_Type, &t, &PyDict_Type, &o, &m))
+        return NULL;
+    Py_XSETREF(*decode, Py_NewRef(d));
+    Py_XSETREF(*encode, Py_NewRef(e));
+    Py_XSETREF(*table, Py_NewRef(t));
+    Py_XSETREF(*other_table, Py_NewRef(o));
+    Py_XSETREF(*member, Py_NewRef(m));
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 sp_bind_json(PyObject *self, PyObject *args)
 {
-    PyObject *decode, *encode, *by_name, *names_of, *json;
-    if (!PyArg_ParseTuple(args, "OOO!O!O", &decode, &encode, &PyDict_Type, &by_name,
-                          &PyDict_Type, &names_of, &json))
-        return NULL;
-    Py_XSETREF(py_decode_json, Py_NewRef(decode));
-    Py_XSETREF(py_encode_json, Py_NewRef(encode));
-    Py_XSETREF(lang_by_name, Py_NewRef(by_name));
-    Py_XSETREF(lang_names, Py_NewRef(names_of));
-    Py_XSETREF(st_json, Py_NewRef(json));
-    Py_RETURN_NONE;
+    return bind_serialization(args, &py_decode_json, &py_encode_json, &lang_by_name,
+                              &lang_names, &st_json);
 }
 
 static PyObject *
 sp_bind_binary(PyObject *self, PyObject *args)
 {
-    PyObject *decode, *encode, *by_value, *byte_of, *rocketmq;
-    if (!PyArg_ParseTuple(args, "OOO!O!O", &decode, &encode, &PyDict_Type, &by_value,
-                          &PyDict_Type, &byte_of, &rocketmq))
-        return NULL;
-    Py_XSETREF(py_decode_binary, Py_NewRef(decode));
-    Py_XSETREF(py_encode_binary, Py_NewRef(encode));
-    Py_XSETREF(lang_by_value, Py_NewRef(by_value));
-    Py_XSETREF(lang_byte, Py_NewRef(byte_of));
-    Py_XSETREF(st_rocketmq, Py_NewRef(rocketmq));
-    Py_RETURN_NONE;
+    return bind_serialization(args, &py_decode_binary, &py_encode_binary, &lang_by_value,
+                              &lang_byte, &st_rocketmq);
 }
 
 static PyObject *
