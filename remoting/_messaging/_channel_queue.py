@@ -10,8 +10,13 @@ Theory of operation (sync, takes ``now``, no I/O):
   tests checks this over every interleaving.
 - `take` hands a consumer up to ``count`` messages: ready ones first, then new ones from the
   log. The caller bounds ``count`` by the consumer's credits, so a consumer never holds more
-  deliveries than it was granted. A new message published with a ``defer`` still in the
-  future goes to ``_later`` instead (NSQ's deferred queue), so it does not block the others.
+  deliveries than it was granted. A batch published with a ``defer`` and not released yet is
+  passed over (NSQ's deferred queue), so it does not block the others, and the channel keeps
+  nothing of it: when the topic releases it (`DeferredOffsets`' log of released batches),
+  its part below the cursor (from ``origin``, where the channel began or retention let go)
+  is delivered, before the cursor moves on. The log is read in order, and the cursor moves
+  only once it is read to its end, so a batch released before the cursor reached it is
+  delivered by the cursor, and one released after by the log: each once.
 - Each delivery has an attempt number: 1 for the first, one more for each redelivery. A
   delivery ends with `finish` (done), `requeue` (ready again, or later with a delay), its
   deadline (`expire`: ready again), or its consumer's end (`consumer_gone`: ready again). With
@@ -31,7 +36,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from ._in_flight import InFlight
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Mapping
+    from collections.abc import Hashable
+
+    from ._deferred import DeferredOffsets
 
 __all__ = ["ChannelQueue", "Outcome", "Returned"]
 
@@ -59,8 +66,12 @@ class Returned(NamedTuple):
 class ChannelQueue:
     """The delivery state of one channel (see the module docstring)."""
 
-    def __init__(self, start: int, *, msg_timeout: float, max_attempts: int = 0) -> None:
+    def __init__(self, start: int, *, msg_timeout: float, max_attempts: int = 0,
+                 released_seen: int = 0) -> None:
         self.cursor = start
+        self.origin = start  # below it, nothing is this channel's to deliver
+        self._seen = released_seen  # the next entry of the topic's released log to read
+        self._released_lo = self._released_hi = 0  # a released range being delivered
         self.msg_timeout = msg_timeout
         self.max_attempts = max_attempts
         self.in_flight = InFlight()
@@ -72,18 +83,39 @@ class ChannelQueue:
 
     # ------------------------------------------------------------------ reading
 
-    def depth(self, end: int) -> int:
-        """Messages waiting for a delivery (not in flight), the log up to ``end`` included."""
-        return max(0, end - self.cursor) + len(self._ready) + len(self._later)
+    def depth(self, end: int, deferred: DeferredOffsets | None = None) -> int:
+        """Messages waiting for a delivery (not in flight), the log up to ``end`` included;
+        with the topic's ``deferred``, those the cursor passed until they are released too."""
+        return (max(0, end - self.cursor) + len(self._ready) + len(self._later)
+                + self._released_hi - self._released_lo + self._passed(deferred))
+
+    def waiting(self, deferred: DeferredOffsets) -> int:
+        """Messages held back until a time: requeued with a delay, or deferred and passed."""
+        return len(self._later) + self._passed(deferred)
+
+    def _passed(self, deferred: DeferredOffsets | None) -> int:
+        if deferred is None or not deferred:
+            return 0
+        return deferred.pending_between(self.origin, self.cursor)
 
     @property
     def waiting_later(self) -> int:
         """Messages held back until a time (deferred or requeued with a delay)."""
         return len(self._later)
 
-    def floor(self) -> int:
-        """Return the lowest offset this channel has not finished (the cursor if none)."""
+    def floor(self, deferred: DeferredOffsets | None = None) -> int:
+        """Return the lowest offset this channel has not finished (the cursor if none);
+        ``deferred``: its topic's, whose batches the cursor passed are not finished."""
         low = self.cursor
+        if self._released_lo < self._released_hi:
+            low = min(low, self._released_lo)
+        if deferred is not None:
+            for first, end in self._unread(deferred):
+                if max(first, self.origin) < min(end, self.cursor):
+                    low = min(low, max(first, self.origin))
+            pending = deferred.lowest_pending(self.origin, self.cursor)
+            if pending is not None:
+                low = min(low, pending)
         if self._ready:
             low = min(low, min(self._ready))
         if self._later:
@@ -101,18 +133,34 @@ class ChannelQueue:
         return deadline
 
     def has_ready(self, now: float, end: int) -> bool:
-        """True if `take` would hand out something now."""
+        """True if `take` may hand out something now."""
         return (bool(self._ready) or self.cursor < end
+                or self._released_lo < self._released_hi
                 or bool(self._later and self._later[0][0] <= now))
+
+    def _unread(self, deferred: DeferredOffsets) -> list[tuple[int, int]]:
+        """The released batches of the topic's log this channel has not read yet."""
+        return [deferred.released_at(i)
+                for i in range(max(self._seen, deferred.released_base), deferred.released_end)]
+
+    def passed_deferred(self, deferred: DeferredOffsets) -> set[int]:
+        """The offsets the cursor passed while deferred and not delivered yet (for checks
+        and statistics: O(those offsets))."""
+        out = set(range(self._released_lo, self._released_hi))
+        for first, end in self._unread(deferred):
+            out.update(range(max(first, self.origin), min(end, self.cursor)))
+        out.update(offset for offset in deferred
+                   if self.origin <= offset < self.cursor and offset not in out)
+        return out
 
     # ------------------------------------------------------------------ delivering
 
     def take(self, consumer: Hashable, count: int, now: float, end: int,
-             deferred: Mapping[int, float]) -> list[tuple[int, int]]:
+             deferred: DeferredOffsets) -> list[tuple[int, int]]:
         """Deliver up to ``count`` messages to ``consumer``; return their (offset, attempt).
 
-        ``end`` is the log's next offset; ``deferred`` maps the offsets published with a
-        ``defer`` to when they are due (messages due later go to ``_later``).
+        ``end`` is the log's next offset; ``deferred``: the topic's messages published with
+        a ``defer`` (passed over until released, then delivered from its released log).
         """
         self._release_due(now)
         taken: list[tuple[int, int]] = []
@@ -121,31 +169,69 @@ class ChannelQueue:
         while ready and len(taken) < count:
             offset = ready.popleft()
             taken.append((offset, attempts_of.pop(offset) + 1))
+        if len(taken) < count and not self._take_released(count, deferred, taken):
+            if taken:
+                self._delivered(taken, consumer, now)
+            return taken  # the released log first: the cursor waits until it is read
         cursor = self.cursor
         if not deferred:  # the usual case: the next offsets as they are
             stop = min(end, cursor + count - len(taken))
             taken += [(offset, 1) for offset in range(cursor, stop)]
             cursor = max(cursor, stop)
+        pending_end = deferred.pending_end
         while cursor < end and len(taken) < count:
-            offset = cursor
-            cursor += 1
-            due = deferred.get(offset)
-            if due is not None and due > now:
-                heapq.heappush(self._later, (due, offset))
-                attempts_of[offset] = 0
+            passed = pending_end(cursor)
+            if passed is not None:  # not released yet: passed over whole, nothing kept
+                cursor = passed
                 continue
-            taken.append((offset, 1))
+            taken.append((cursor, 1))
+            cursor += 1
         self.cursor = cursor
         if taken:
-            self.in_flight.add_many(taken, consumer, now + self.msg_timeout)
-            self.delivered += len(taken)
+            self._delivered(taken, consumer, now)
         return taken
 
-    def drop_below(self, earliest: int) -> int:
+    def _take_released(self, count: int, deferred: DeferredOffsets,
+                       taken: list[tuple[int, int]]) -> bool:
+        """Add to ``taken`` what the topic released below the cursor, up to ``count``;
+        return True once the released log is read to its end (the cursor may move)."""
+        while len(taken) < count:
+            lo, hi = self._released_lo, self._released_hi
+            if lo < hi:
+                stop = min(hi, lo + count - len(taken))
+                taken += [(offset, 1) for offset in range(lo, stop)]
+                self._released_lo = stop
+                continue
+            seen = max(self._seen, deferred.released_base)
+            if seen >= deferred.released_end:
+                self._seen = seen
+                return True
+            first, end = deferred.released_at(seen)
+            self._seen = seen + 1
+            self._released_lo = max(first, self.origin)
+            self._released_hi = max(self._released_lo, min(end, self.cursor))
+        return self._released_lo >= self._released_hi and max(
+            self._seen, deferred.released_base) >= deferred.released_end
+
+    @property
+    def released_seen(self) -> int:
+        """The index of the next entry of the topic's released log this channel reads."""
+        return self._seen
+
+    def _delivered(self, taken: list[tuple[int, int]], consumer: Hashable, now: float) -> None:
+        self.in_flight.add_many(taken, consumer, now + self.msg_timeout)
+        self.delivered += len(taken)
+
+    def drop_below(self, earliest: int, deferred: DeferredOffsets | None = None) -> int:
         """Forget the messages below ``earliest`` that wait for a delivery (retention let
         go of them); return how many (counted as ``expired``). Deliveries in flight stay:
-        their subscribers have them, and may finish them."""
+        their subscribers have them, and may finish them. ``deferred``: the topic's, whose
+        batches the cursor passed below ``earliest`` are let go of too."""
         dropped = max(0, earliest - self.cursor)
+        if deferred is not None and earliest > self.origin:
+            dropped += sum(1 for offset in self.passed_deferred(deferred) if offset < earliest)
+        self.origin = max(self.origin, earliest)
+        self._released_lo = min(max(self._released_lo, earliest), self._released_hi)
         self.cursor = max(self.cursor, earliest)
         if self._ready and min(self._ready) < earliest:
             kept = [o for o in self._ready if o >= earliest]

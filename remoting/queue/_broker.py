@@ -103,6 +103,9 @@ DEFAULT_MAX_TOTAL_GROUPS: Final = 100_000
 # Pulls held at once by the whole service (each connection holds at most 16,384): a held pull
 # costs about 1.4 KB, so about 90 MB.
 DEFAULT_MAX_HELD_PULLS: Final = 65_536
+# deferred messages not yet due, all topics together (about 150 bytes each of memory, with
+# or without a data directory, whatever the channels: 150 MB)
+DEFAULT_MAX_DEFERRED: Final = 1_000_000
 # Bytes of messages all topics hold in memory together: the per-topic bound (256 MiB) times
 # 10,000 topics would be 2.4 TiB.
 DEFAULT_TOTAL_MEMORY_BYTES: Final = 1024 * 1024 * 1024
@@ -200,6 +203,7 @@ class Broker:
                  max_total_channels: int = DEFAULT_MAX_TOTAL_CHANNELS,
                  max_total_groups: int = DEFAULT_MAX_TOTAL_GROUPS,
                  max_held_pulls: int = DEFAULT_MAX_HELD_PULLS,
+                 max_deferred: int = DEFAULT_MAX_DEFERRED,
                  total_memory_bytes: int = DEFAULT_TOTAL_MEMORY_BYTES,
                  channel_idle_timeout: float | None = None) -> None:
         self.data_dir = data_dir
@@ -220,6 +224,7 @@ class Broker:
         self.max_total_channels = max_total_channels
         self.max_total_groups = max_total_groups
         self.max_held_pulls = max_held_pulls
+        self.max_deferred = max_deferred
         self.channel_idle_timeout = channel_idle_timeout
         self.budget = MemoryBudget(total_memory_bytes)
         self.topics: dict[str, Topic] = {}
@@ -520,15 +525,18 @@ class Broker:
             self.channels_expired += 1
             log.info("queue.channel_expired", topic=topic.name, channel=channel.name,
                      idle_seconds=round(now - channel.idle_since, 3),
-                     undelivered=queue.depth(topic.end))
+                     undelivered=queue.depth(topic.end, topic.deferred))
             return
         self.schedule_channel(channel)
 
     def _expire_topic(self, topic: Topic, now: float) -> None:
         if self.topics.get(topic.name) is not topic:
             return
-        for first, count in topic.release_due(now):
+        released = topic.release_due(now)
+        for first, count in released:
             self.wake_pulls(topic, first, count)
+        if released and topic.channels:  # subscribers may deliver what their cursor passed
+            topic.waiting.unpark_all()
         topic.forget_keys(now)
         self.schedule(topic, topic.next_due())
         segments = topic.store.log
@@ -536,6 +544,11 @@ class Broker:
             written = segments.oldest_deletable_written()
             if written is not None and written + self.retention <= time.time():
                 self.changed(topic)  # housekeeping deletes the segments
+
+    def deferred_room(self) -> int:
+        """How many more deferred messages the service takes (``max_deferred`` less those
+        not yet due in all topics; O(topics), asked by deferred publishes only)."""
+        return self.max_deferred - sum(len(topic.deferred) for topic in self.topics.values())
 
     def wake_pulls(self, topic: Topic, first: int, count: int = 1) -> None:
         """Wake the pulls held at offsets ``first`` to ``first + count - 1`` of ``topic``
@@ -705,7 +718,8 @@ class Broker:
         for topic in self.topics.values() if topics is None else topics:
             data = orjson.dumps({
                 "groups": topic.groups,
-                "channels": {name: c.queue.floor() for name, c in topic.channels.items()}},
+                "channels": {name: c.queue.floor(topic.deferred)
+                             for name, c in topic.channels.items()}},
                 option=orjson.OPT_SORT_KEYS)
             if self._offsets_saved.get(topic.name) == data:
                 continue
@@ -889,8 +903,8 @@ class Broker:
         if detail:
             channels = {
                 c.name: ChannelStatistics(
-                    depth=c.queue.depth(end), in_flight=len(c.queue.in_flight),
-                    deferred=c.queue.waiting_later, consumers=len(c.consumers),
+                    depth=c.queue.depth(end, topic.deferred), in_flight=len(c.queue.in_flight),
+                    deferred=c.queue.waiting(topic.deferred), consumers=len(c.consumers),
                     delivered=c.queue.delivered, finished=c.queue.finished,
                     requeued=c.queue.requeued, timed_out=c.queue.timed_out,
                     dead_lettered=c.queue.dead_lettered, expired=c.queue.expired,

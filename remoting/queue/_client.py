@@ -51,7 +51,12 @@ from .._log import log
 from .._messaging._acks import MAX_DELAY_MS, AckGroup, AckOp, pack_acks
 from .._messaging._codes import STREAM_ID, QueueCode
 from .._messaging._credits import credits_of
-from .._messaging._records import encode_content, pack_entries, record_fields
+from .._messaging._records import (
+    MAX_PUBLISH_HEADERS,
+    encode_content,
+    pack_entries,
+    record_fields,
+)
 from ._errors import QueueError, refusal_error
 from ._messages import Message, messages_of
 from ._stats import MAX_TOPICS_PER_PAGE, QueueStatistics, TopicOffsets, statistics_from_json
@@ -117,15 +122,17 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
 
     Raises:
         TypeError, ValueError: a body that is not bytes (or ``(bytes, headers)``), no body
-            or more than `MAX_PUBLISH`, bad headers, a ``defer`` that is not seconds >= 0,
-            a ``key`` that is not a str.
+            or more than `MAX_PUBLISH`, bad headers (more than 64 in a message, 65,536 in
+            the publish), a ``defer`` that is not seconds >= 0, a ``key`` that is not a str.
     """
     fields = {TOPIC: _name("topic", topic)}
     contents = []
+    header_count = 0
     for item in bodies:
         if isinstance(item, tuple):
             body, headers = item
             contents.append(encode_content(headers, body))
+            header_count += len(headers) if headers else 0
         else:
             contents.append(encode_content(None, item))
     if not contents:
@@ -133,6 +140,9 @@ def publish_request(topic: str, bodies: Iterable[Body], defer: float, key: str |
     if len(contents) > MAX_PUBLISH:
         raise ValueError(f"a publish carries at most {MAX_PUBLISH} messages, got "
                          f"{len(contents)}: split the batch")
+    if header_count > MAX_PUBLISH_HEADERS:
+        raise ValueError(f"a publish carries at most {MAX_PUBLISH_HEADERS} headers in all, "
+                         f"got {header_count}: split the batch")
     defer = seconds("defer", defer)
     if defer:
         fields[DEFER_MS] = str(_ms(defer))

@@ -195,6 +195,10 @@ class _Handlers:
         except RecordError as exc:
             raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
                           f"the messages are not well-formed: {exc}") from None
+        if defer_ms and broker.deferred_room() < len(contents):
+            raise Refusal(ResponseCode.SYSTEM_BUSY, (
+                f"the service holds {broker.max_deferred} deferred messages not yet due "
+                "(its max_deferred) already: publish these later, or without defer"))
         topic = self.made(name)
         now = trio.current_time()
         if key is not None:
@@ -496,11 +500,8 @@ class Subscribe(StreamProcessor):
                 await subscriber.paused.park()
                 continue
             now = trio.current_time()
-            later = queue.waiting_later
             taken = queue.take(consumer.id, min(credits, MAX_BATCH, room), now, topic.end,
                                topic.deferred)
-            if queue.waiting_later > later:
-                broker.schedule_channel(consumer.channel)
             if not taken:
                 subscriber.pass_on()  # the room this one was woken for is another's turn
                 await topic.waiting.park()

@@ -63,7 +63,7 @@ def install_metrics(broker: Broker, endpoint: Endpoint) -> bool:
 
     gauges: list[tuple[str, str, str, Any]] = [
         ("remoting.queue.depth", "{message}", "Messages of a channel waiting for a delivery.",
-         per_channel(lambda t, c: c.queue.depth(t.end))),
+         per_channel(lambda t, c: c.queue.depth(t.end, t.deferred))),
         ("remoting.queue.in_flight", "{message}",
          "Deliveries of a channel not yet acknowledged.",
          per_channel(lambda t, c: len(c.queue.in_flight))),

@@ -12,6 +12,7 @@ from .._checks import seconds
 from ._broker import (
     DEFAULT_DEDUP_WINDOW,
     DEFAULT_MAX_CHANNELS,
+    DEFAULT_MAX_DEFERRED,
     DEFAULT_MAX_HELD_PULLS,
     DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
     DEFAULT_MAX_TOPICS,
@@ -92,6 +93,9 @@ class QueueService:
         max_held_pulls: pulls the service holds at once, all connections together
             (default 65,536, about 90 MB); one more is answered POLLING_FULL at once. Each
             connection holds at most 16,384.
+        max_deferred: deferred messages not yet due, all topics together (default
+            1,000,000: about 150 MB); a publish with a ``defer`` past it is refused
+            (`QueueFullError`, SYSTEM_BUSY). Channels keep nothing per deferred message.
         max_in_flight_per_connection: deliveries one connection's subscriptions hold
             unacknowledged at most, together (NSQ's ``--max-rdy-count``). At it, the
             connection's subscriptions are handed nothing more until some of its deliveries
@@ -120,6 +124,7 @@ class QueueService:
                  max_total_groups: int = DEFAULT_MAX_TOTAL_GROUPS,
                  channel_idle_timeout: float | None = None,
                  max_held_pulls: int = DEFAULT_MAX_HELD_PULLS,
+                 max_deferred: int = DEFAULT_MAX_DEFERRED,
                  total_memory_bytes: int = DEFAULT_TOTAL_MEMORY_BYTES,
                  ) -> None:
         if dead_letter is not None and not callable(dead_letter):
@@ -153,6 +158,7 @@ class QueueService:
             channel_idle_timeout=None if channel_idle_timeout is None else seconds(
                 "channel_idle_timeout", channel_idle_timeout),
             max_held_pulls=_count("max_held_pulls", max_held_pulls, 1),
+            max_deferred=_count("max_deferred", max_deferred, 0),
             total_memory_bytes=_count("total_memory_bytes", total_memory_bytes, 1))
         self._endpoint: Endpoint | None = None
 

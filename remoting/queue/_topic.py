@@ -137,7 +137,8 @@ class Topic:
             earliest, end = self.store.earliest, self.store.end
             begin = earliest if start is None else min(max(start, earliest), end)
             found = self.channels[name] = Channel(name, ChannelQueue(
-                begin, msg_timeout=self.msg_timeout, max_attempts=self.max_attempts), self)
+                begin, msg_timeout=self.msg_timeout, max_attempts=self.max_attempts,
+                released_seen=self.deferred.released_end), self)
         return found
 
     def append(self, contents: list[bytes], now: float, now_ms: int, defer: float,
@@ -280,9 +281,13 @@ class Topic:
     def release_due(self, now: float) -> list[tuple[int, int]]:
         """Let the deferred messages due at ``now`` go; return their batches, ``(first,
         count)`` (`DeferredOffsets.release_batches`)."""
-        released = self.deferred.release_batches(now)
+        deferred = self.deferred
+        released = deferred.release_batches(now)
         if released:
             self.changes += 1
+            # the log of released batches keeps what a channel has not read yet
+            deferred.forget_released(min((c.queue.released_seen for c in self.channels.values()),
+                                         default=deferred.released_end))
         return released
 
     def next_due(self) -> float | None:
@@ -306,7 +311,7 @@ class Topic:
 
     def floor(self) -> int | None:
         """The lowest offset a channel or a group still needs (None: nobody reads)."""
-        needs = [c.queue.floor() for c in self.channels.values()]
+        needs = [c.queue.floor(self.deferred) for c in self.channels.values()]
         needs += self.groups.values()
         return min(needs) if needs else None
 
@@ -320,7 +325,7 @@ class Topic:
             return 0
         self.changes += 1
         for channel in self.channels.values():
-            channel.queue.drop_below(now_earliest)
+            channel.queue.drop_below(now_earliest, self.deferred)
         return now_earliest - earliest
 
     def trim(self) -> None:

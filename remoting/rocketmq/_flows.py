@@ -31,6 +31,7 @@ from ._protocol import (
     checked,
     consumer_list_request,
     int_field,
+    json_int,
     lock_request,
     queue_json,
     request,
@@ -274,7 +275,7 @@ def lock_queues(addr: str, group: str, client_id: str, queues: list[MessageQueue
     try:
         for item in data.get("lockOKMQSet") or ():
             locked.add(MessageQueue(str(item["topic"]), str(item["brokerName"]),
-                                    int(item["queueId"])))
+                                    json_int("queueId", item["queueId"], 0, 2**31 - 1)))
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise MalformedResponseError(f"a LOCK_BATCH_MQ answer: {exc!r}", addr) from None
     return locked

@@ -52,8 +52,10 @@ STOREHOST_V6: Final = 0x1 << 5
 COMPRESSION_TYPE_MASK: Final = 0x7 << 8
 ZLIB_TYPE: Final = 0x3 << 8  # MessageSysFlag.COMPRESSION_ZLIB_TYPE
 DEFAULT_COMPRESS_LEVEL: Final = 5  # DefaultMQProducerImpl.compressLevel
-# A compressed body inflates to at most this: a small hostile body cannot make the client
-# allocate gigabytes (the broker's own limit on a message is 4 MiB by default).
+# A compressed body inflates to at most this, and the compressed bodies of one pull's answer
+# together too: a small hostile answer cannot make the client allocate gigabytes (a 306 KB
+# answer of three bodies inflated to 300 MiB). The broker's own limit on a message is 4 MiB
+# by default, and a pull answers 32 messages at most.
 MAX_INFLATED_BYTES: Final = 256 * 1024 * 1024
 
 # the fixed part of a stored message with IPv4 hosts, up to and including BODY's length
@@ -111,6 +113,8 @@ def decompress(body: bytes, sys_flag: int, limit: int = MAX_INFLATED_BYTES) -> b
             LZ4 / zstd without the ``lz4`` / ``zstandard`` package installed.
     """
     kind = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+    if limit <= 0:  # (zlib's max_length 0 means no limit)
+        raise MalformedResponseError(f"a compressed body inflates past {limit} bytes")
     try:
         if kind in (0, 3):  # CompressionType.findByValue: 0 (older clients) and 3 are zlib
             inflater = zlib.decompressobj()
@@ -147,24 +151,28 @@ def decode_messages(data: bytes | memoryview, broker_name: str
     """Return the messages of a pull's answer body, and the error that stopped reading.
 
     Messages of the same answer share nothing; each one's body is its own bytes (inflated
-    if it was compressed). ``broker_name`` is the broker the answer came from.
+    if it was compressed: `MAX_INFLATED_BYTES` at most, for the whole answer).
+    ``broker_name`` is the broker the answer came from.
     """
     view = memoryview(data)
     end = len(view)
     pos = 0
     out: list[Message] = []
     append = out.append
+    inflatable = MAX_INFLATED_BYTES
     try:
         while pos < end:
-            message, pos = _decode_one(view, pos, end, broker_name)
+            message, pos = _decode_one(view, pos, end, broker_name, inflatable)
+            if message.sys_flag & COMPRESSED:
+                inflatable -= len(message.body)
             append(message)
     except MalformedResponseError as exc:
         return out, exc
     return out, None
 
 
-def _decode_one(view: memoryview, start: int, end: int, broker_name: str
-                ) -> tuple[Message, int]:
+def _decode_one(view: memoryview, start: int, end: int, broker_name: str,
+                inflatable: int = MAX_INFLATED_BYTES) -> tuple[Message, int]:
     if end - start < _FIXED_V4.size:
         raise _malformed(start, "a message shorter than its fixed fields")
     (sys_flag,) = _INT.unpack_from(view, start + _SYSFLAG_AT)
@@ -213,7 +221,7 @@ def _decode_one(view: memoryview, start: int, end: int, broker_name: str
     properties = parse_properties(str(view[pos:pos + props_len], "utf-8", "replace"))
     if sys_flag & COMPRESSED:
         try:
-            body = decompress(body, sys_flag)
+            body = decompress(body, sys_flag, inflatable)
         except MalformedResponseError as exc:
             raise _malformed(start, str(exc)) from exc
     offset_id = offset_msg_id(store_addr, store_port, commit_offset)

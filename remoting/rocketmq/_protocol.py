@@ -12,6 +12,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Final
 
 from codec import RemotingCommand, RequestCode, ResponseCode, SerializeType
+from codec._header_numbers import INT64_MAX, INT64_MIN, header_int
 
 from ._errors import MalformedResponseError, MQBrokerError
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ._message import MessageQueue
 
 __all__ = [
+    "json_int",
     "CLIENT_VERSION",
     "DLQ_PREFIX",
     "MASTER_ID",
@@ -122,11 +124,27 @@ def int_field(response: RemotingCommand, name: str) -> int:
     fields = response.ext_fields or {}
     value = fields.get(name)
     try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return json_int(name, value)
+    except ValueError:
         raise MalformedResponseError(
-            f"the broker's response (code {response.code}) has no integer {name!r} "
-            f"(got {value!r:.40})") from None
+            f"the broker's response (code {response.code}) has no integer {name!r}") from None
+
+
+def json_int(name: str, value: object, low: int = INT64_MIN, high: int = INT64_MAX) -> int:
+    """Return the integer a broker or name server sent as ``value``: a JSON integer (not a
+    bool, a float or 1e999) or a header's text (`codec.header_int`: ASCII digits, no ``٣``
+    or ``1_0``), from ``low`` to ``high``.
+
+    Raises:
+        ValueError: anything else; the message names ``name``, not the peer's text.
+    """
+    if isinstance(value, str):
+        return header_int(name, value, low, high)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} is not an integer")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be from {low} to {high}, got {value}")
+    return value
 
 
 def checked(response: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:

@@ -29,6 +29,7 @@ from ._protocol import (
     SERIALIZE_TYPE,
     Code,
     PullStatus,
+    json_int,
 )
 
 if TYPE_CHECKING:
@@ -102,10 +103,11 @@ def pull_result(response: RemotingCommand, queue: MessageQueue, subscription: Su
         raise MQBrokerError(response.code, response.remark, addr)
     fields = response.ext_fields or {}
     try:
-        next_offset = int(fields["nextBeginOffset"])  # type: ignore[arg-type]
-        min_offset = int(fields["minOffset"])  # type: ignore[arg-type]
-        max_offset = int(fields["maxOffset"])  # type: ignore[arg-type]
-        suggest = int(fields.get("suggestWhichBrokerId") or 0)
+        next_offset = json_int("nextBeginOffset", fields["nextBeginOffset"])
+        min_offset = json_int("minOffset", fields["minOffset"])
+        max_offset = json_int("maxOffset", fields["maxOffset"])
+        suggest = json_int("suggestWhichBrokerId", fields.get("suggestWhichBrokerId") or "0",
+                           0, 2**31 - 1)
     except (KeyError, TypeError, ValueError):
         raise MalformedResponseError(
             f"a pull's answer (code {response.code}) lacks its offsets", addr) from None

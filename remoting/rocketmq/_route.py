@@ -10,7 +10,7 @@ broker name) and a consumer reads (``topicRouteData2TopicSubscribeInfo``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -19,12 +19,21 @@ from codec._lenient_json import lenient_loads
 
 from ._errors import MalformedResponseError
 from ._message import MessageQueue
-from ._protocol import MASTER_ID, PERM_READ, PERM_WRITE
+from ._protocol import MASTER_ID, PERM_READ, PERM_WRITE, json_int
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["QueueData", "TopicRoute", "loads_fastjson", "parse_route"]
+__all__ = ["MAX_QUEUES_PER_BROKER", "MAX_ROUTE_QUEUES", "QueueData", "TopicRoute",
+           "loads_fastjson", "parse_route"]
+
+# What a route may hold: a name server's answer is a few hundred bytes whatever it claims, so
+# its counts are bounded before queues are made of them (a "writeQueueNums" of 1,000,000 in
+# a 150-byte answer cost 100 MB and 1.6 s; of 5,000,000 a MemoryError). RocketMQ's default is
+# 4 (producers) to 8 (the broker) queues a topic.
+MAX_QUEUES_PER_BROKER: Final = 4096
+MAX_ROUTE_QUEUES: Final = 65_536  # all the brokers' queues of one topic together
+_INT32_MAX: Final = 2**31 - 1
 
 
 def loads_fastjson(body: bytes | None, what: str) -> Any:
@@ -90,9 +99,13 @@ class TopicRoute:
             out: list[MessageQueue] = []
             for item in self.order_topic_conf.split(";"):
                 name, _, count = item.partition(":")
-                if name and count.isdigit():
-                    out.extend(MessageQueue(topic, name, i) for i in range(int(count)))
-            return out
+                if name and count.isascii() and count.isdigit():
+                    queues = min(int(count), MAX_QUEUES_PER_BROKER) if len(count) <= 5 \
+                        else MAX_QUEUES_PER_BROKER  # capped as parse_route caps counts
+                    out.extend(MessageQueue(topic, name, i) for i in range(queues))
+                    if len(out) >= MAX_ROUTE_QUEUES:
+                        break
+            return out[:MAX_ROUTE_QUEUES]
         return [MessageQueue(topic, qd.broker_name, i)
                 for qd in sorted(self.queue_datas, key=lambda q: _java_key(q.broker_name))
                 if qd.writable and self.master(qd.broker_name) is not None
@@ -136,13 +149,20 @@ def parse_route(body: bytes | None, topic: str) -> TopicRoute:
     data = loads_fastjson(body, f"the route of {topic!r}")
     try:
         queue_datas = tuple(
-            QueueData(str(q["brokerName"]), int(q.get("readQueueNums", 0)),
-                      int(q.get("writeQueueNums", 0)), int(q.get("perm", 0)))
+            QueueData(str(q["brokerName"]),
+                      json_int("readQueueNums", q.get("readQueueNums", 0), 0,
+                               MAX_QUEUES_PER_BROKER),
+                      json_int("writeQueueNums", q.get("writeQueueNums", 0), 0,
+                               MAX_QUEUES_PER_BROKER),
+                      json_int("perm", q.get("perm", 0), 0, _INT32_MAX))
             for q in data.get("queueDatas") or ())
+        if sum(max(q.read_queues, q.write_queues) for q in queue_datas) > MAX_ROUTE_QUEUES:
+            raise ValueError(f"more than {MAX_ROUTE_QUEUES} queues in all")
         brokers: dict[str, dict[int, str]] = {}
         for b in data.get("brokerDatas") or ():
             addrs = b.get("brokerAddrs") or {}
-            brokers[str(b["brokerName"])] = {int(k): str(v) for k, v in addrs.items()}
+            brokers[str(b["brokerName"])] = {
+                json_int("a broker id", k, 0, _INT32_MAX): str(v) for k, v in addrs.items()}
         order = data.get("orderTopicConf")
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise MalformedResponseError(

@@ -15,7 +15,15 @@ import pytest
 
 from codec import RemotingCommand, ResponseCode
 from remoting import RemotingClient, RemotingServer, ServerConfig
-from remoting.queue import BlockingQueueClient, QueueClient, QueueCode, QueueError, QueueService
+from remoting._messaging._records import MAX_HEADERS, MAX_PUBLISH_HEADERS, pack_entries
+from remoting.queue import (
+    BlockingQueueClient,
+    QueueClient,
+    QueueCode,
+    QueueError,
+    QueueFullError,
+    QueueService,
+)
 from remoting.queue._wire import MAX_PUBLISH
 
 from .conftest import serving
@@ -108,3 +116,60 @@ def test_many_topics_do_not_run_the_service_out_of_file_descriptors(tmp_path: Pa
         assert open_files < 300, open_files  # at most 256 topics keep a file open
     finally:
         assert "Too many open files" not in service.stop()
+
+
+def _empty_headers(count: int) -> bytes:
+    """A message content of ``count`` headers with empty keys and values, and no body."""
+    return struct.pack(">H", count) + b"\x00\x00\x00\x00\x00\x00" * count
+
+
+def test_a_publish_of_many_headers_is_refused_before_they_are_all_read(
+        roomy: tuple[QueueService, RemotingServer], q: BlockingQueueClient) -> None:
+    """Headers are checked one by one on the service's loop: 16,384 messages of 160 empty
+    headers each (2.6 million, the last one broken) cost 1.3 s of the loop's CPU and stalled
+    every connection before it was refused. A message holds at most 64 headers, a publish
+    65,536 in all: the check stops at the first message over (its index in the reply)."""
+    service, server = roomy
+    over_one = pack_entries([_empty_headers(MAX_HEADERS + 1)] * 3)
+    reply = q.client.invoke_sync(server.addr, RemotingCommand.create_request(
+        QueueCode.PUBLISH, header={"topic": "t"}, body=over_one), 10)
+    assert reply.code == ResponseCode.MESSAGE_ILLEGAL
+    assert f"entry 0: {MAX_HEADERS + 1} headers, at most {MAX_HEADERS}" in (reply.remark or "")
+
+    # 16,384 messages of 5 headers: 81,920, refused at the message that goes over
+    per_message = 5
+    over_all = pack_entries([_empty_headers(per_message)] * MAX_PUBLISH)
+    reply = q.client.invoke_sync(server.addr, RemotingCommand.create_request(
+        QueueCode.PUBLISH, header={"topic": "t"}, body=over_all), 10)
+    assert reply.code == ResponseCode.MESSAGE_ILLEGAL
+    first_over = MAX_PUBLISH_HEADERS // per_message  # entries 0..first_over-1 fit
+    assert (f"entry {first_over}: more than {MAX_PUBLISH_HEADERS} headers in one publish: "
+            "split the batch") in (reply.remark or "")
+    assert "t" not in service.broker.topics or service.broker.topics["t"].end == 0
+
+    # the client says the same before sending; up to the bounds, a publish is stored
+    headers = {f"h{i}": "v" for i in range(MAX_HEADERS + 1)}
+    with pytest.raises(ValueError, match=f"at most {MAX_HEADERS} headers"):
+        q.publish(server.addr, "t", b"x", headers=headers)
+    few = {f"h{i}": "v" for i in range(per_message)}
+    with pytest.raises(ValueError, match=f"at most {MAX_PUBLISH_HEADERS} headers in all"):
+        q.publish_many(server.addr, "t", [(b"", few)] * MAX_PUBLISH)
+    most = {f"h{i}": "v" for i in range(MAX_HEADERS)}
+    fits = MAX_PUBLISH_HEADERS // MAX_HEADERS
+    assert q.publish_many(server.addr, "t", [(b"", most)] * fits)[-1] == fits - 1
+    assert q.publish(server.addr, "t", b"after") == fits  # and the service serves on
+
+
+def test_deferred_messages_are_bounded_in_all(q: BlockingQueueClient) -> None:
+    """Deferred messages cost memory until due (with a data directory too, where nothing
+    bounded them): ``max_deferred`` bounds those not yet due across topics; a publish with
+    a ``defer`` past it is refused whole, publishes without one go on."""
+    with serving(QueueService(max_deferred=5)) as (service, server):
+        assert q.publish_many(server.addr, "a", [b"1", b"2", b"3"], defer=3600) == [0, 1, 2]
+        with pytest.raises(QueueFullError, match="max_deferred"):
+            q.publish_many(server.addr, "b", [b"4", b"5", b"6"], defer=3600)
+        assert q.publish_many(server.addr, "b", [b"4", b"5"], defer=3600) == [0, 1]
+        with pytest.raises(QueueFullError, match="5 deferred messages not yet due"):
+            q.publish(server.addr, "a", b"x", defer=1)
+        assert q.publish(server.addr, "a", b"now") == 3
+        assert sum(len(t.deferred) for t in service.broker.topics.values()) == 5

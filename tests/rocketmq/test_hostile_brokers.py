@@ -5,6 +5,7 @@ keep what they could read, and never hang."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -168,3 +169,65 @@ def test_pulls_answered_with_error_codes_are_retried_and_shutdown_still_works(
                       lambda c, got: bool(got))
     assert [m.body for m in got] == [b"after"]
     assert fake.seen.count(Code.PULL_MESSAGE) >= 3 and Code.UNREGISTER_CLIENT in fake.seen
+
+
+@pytest.mark.parametrize(("queue_data", "why"), [
+    (b'{"brokerName":"broker-a","readQueueNums":1000000,"writeQueueNums":1000000,"perm":6}',
+     "QueueNums must be from 0 to 4096"),  # was 100 MB and 1.6 s; 5,000,000: MemoryError
+    (b'{"brokerName":"broker-a","readQueueNums":4,"writeQueueNums":1e999,"perm":6}',
+     "writeQueueNums is not an integer"),  # was a bare OverflowError from send
+    (b'{"brokerName":"broker-a","readQueueNums":"\xd9\xa3","writeQueueNums":4,"perm":6}',
+     "readQueueNums is not an integer"),  # Arabic-Indic 3: int() took it
+])
+def test_a_route_of_impossible_queue_counts_is_a_malformed_response(
+        fake: FakeCluster, queue_data: bytes, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A name server's route is a few hundred bytes whatever queue counts it claims: they
+    are bounded (4,096 a broker, 65,536 a topic) and must be JSON integers or ASCII digits,
+    before a queue is made of them. A consumer logs it and tries again later, as with any
+    route it cannot get (it raised an ExceptionGroup from start)."""
+    body = (b'{"brokerDatas":[{"brokerName":"broker-a","brokerAddrs":{0:"%s"}}],'
+            b'"queueDatas":[%s]}' % (fake.addr.encode(), queue_data))
+    fake.answers[Code.GET_ROUTEINFO_BY_TOPIC] = lambda r: _ok(body=body)
+    with Producer([fake.addr], timeout=2) as producer, pytest.raises(
+            MalformedResponseError, match=why):
+        producer.send("t", b"x")
+    caplog.clear()
+    with PushConsumer([fake.addr], "g", "t", handler=print, instance_name="hostile-route"):
+        pass
+    refused = [r.getMessage() for r in caplog.records
+               if "rocketmq.route_refresh_failed" in r.getMessage()]
+    assert refused and all(re.search(why, line) for line in refused), refused
+
+
+def test_a_pull_answer_s_offsets_are_ascii_digits() -> None:
+    """``int()`` took ``"٣"`` and ``"1_0"`` and 4,300 digits from a broker's pull answer."""
+    from remoting.rocketmq._message import MessageQueue
+    from remoting.rocketmq._pull import pull_result
+    from remoting.rocketmq._subscription import Subscription
+
+    queue = MessageQueue("t", "broker-a", 0)
+    subscription = Subscription.parse("t", None, 0)
+    for bad in ("\u0663", "1_0", "9" * 4000, " 1"):
+        answer = _pull_answer(ResponseCode.SUCCESS, None)
+        assert answer.ext_fields is not None
+        answer.ext_fields["maxOffset"] = bad
+        with pytest.raises(MalformedResponseError, match="lacks its offsets"):
+            pull_result(answer, queue, subscription, "127.0.0.1:1")
+
+
+def test_the_compressed_bodies_of_one_pull_answer_inflate_to_a_bounded_total(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each compressed body was bounded (256 MiB), an answer of several not: a 306 KB answer
+    of three inflated to 300 MiB. The answer's bodies share one budget now."""
+    from remoting.rocketmq import _message_codec
+    from remoting.rocketmq._message_codec import decode_messages
+
+    budget = 3 * 1024 * 1024  # the same rule at a size a test can afford
+    bodies = [stored_message(topic="t", body=b"\x00" * (budget // 2), compress=True,
+                             queue_offset=i, properties={"UNIQ_KEY": f"K{i}"})
+              for i in range(3)]
+    monkeypatch.setattr(_message_codec, "MAX_INFLATED_BYTES", budget)
+    messages, error = decode_messages(b"".join(bodies), "broker-a")
+    assert [len(m.body) for m in messages] == [budget // 2, budget // 2]
+    assert error is not None and "inflates past" in str(error)

@@ -10,6 +10,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from remoting._messaging._channel_queue import ChannelQueue, Outcome
 from remoting._messaging._connection_deliveries import ConnectionDeliveries
+from remoting._messaging._deferred import DeferredOffsets
 
 TIMEOUT = 10.0
 
@@ -84,7 +85,8 @@ class OneConnection(RuleBasedStateMachine):
         room = self.deliveries.room
         if not room:
             return  # paused at the bound
-        taken = self.subscriptions[cid].take(cid, min(credits, room), self.now, self.end, {})
+        taken = self.subscriptions[cid].take(cid, min(credits, room), self.now, self.end,
+                                               DeferredOffsets())
         self.deliveries.taken(len(taken))
 
     @rule(data=st.data(), requeue=st.booleans())
