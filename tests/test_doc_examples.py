@@ -8,8 +8,9 @@ block that goes on from the one before says so on its first line, for the reader
 and runs after it, in its namespace (a page's first block cannot). A block that cannot run
 as shown (it needs certificate files of your own, say) starts with ``# not run: <why>``;
 such fragments must stay rare. Chains that use Spark run in the ``spark`` marker's set;
-pages that need a RocketMQ broker (they read ``NAMESRV_ADDR``) run in the ``rocketmq``
-marker's set, against the cluster fixture (tests/rocketmq/). Blocks that start servers
+chains that need a RocketMQ broker (they read ``NAMESRV_ADDR``) run in the ``rocketmq``
+marker's set, against the cluster fixture (docs/rocketmq.md's in tests/rocketmq/,
+docs/spark.md's in tests/spark/rocketmq/). Blocks that start servers
 start them themselves, on free ports (``listen_port=0``).
 A fence without a language must not hold Python (it would never run): label it.
 """
@@ -74,9 +75,17 @@ def chains(page: Path) -> list[list[Block]]:
     return found
 
 
+BROKER = 'os.environ["NAMESRV_ADDR"]'  # how an example finds its RocketMQ name servers
+
+
 def needs_a_broker(page: Path) -> bool:
-    """Whether ``page``'s examples talk to a RocketMQ cluster (tests/rocketmq/ runs them)."""
-    return "os.environ[\"NAMESRV_ADDR\"]" in page.read_text()
+    """Whether ``page``'s examples talk to a RocketMQ cluster."""
+    return BROKER in page.read_text()
+
+
+def chain_needs_a_broker(chain: list[Block]) -> bool:
+    """Whether an example talks to a RocketMQ cluster (a ``rocketmq`` test runs it)."""
+    return any(BROKER in block.code for block in chain)
 
 
 def _uses_spark(chain: list[Block]) -> bool:
@@ -86,9 +95,9 @@ def _uses_spark(chain: list[Block]) -> bool:
 def examples(spark: bool) -> list[Any]:
     chosen = []
     for page in PAGES:
-        if needs_a_broker(page):
-            continue
         for chain in chains(page):
+            if chain_needs_a_broker(chain):
+                continue
             if _uses_spark(chain) == spark:
                 # with the tests of the session's SparkSession (tests/conftest.py), whose
                 # session getOrCreate() then returns

@@ -44,6 +44,13 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream", action="store_true",
                         help="a Structured Streaming query instead: messages from a queue "
                              "service, scored per trigger, to Parquet; stops after --rows")
+    parser.add_argument("--source", choices=("queue", "rocketmq"), default="queue",
+                        help="with --stream: what the query reads, a queue service started "
+                             "here (default) or a new topic of a RocketMQ cluster")
+    parser.add_argument("--name-servers", default=None, metavar="HOST:PORT",
+                        help="with --source rocketmq: its name servers (default: "
+                             "$NAMESRV_ADDR, else 127.0.0.1:9876, where "
+                             "../shared/rocketmq-broker/start.sh puts one)")
     parser.add_argument("--output", type=Path, default=Path("output"),
                         help="folder for the Parquet tables (default: output/)")
     parser.add_argument("--partitions", type=positive_int, default=None,
@@ -76,7 +83,11 @@ def _run_demo(args: argparse.Namespace) -> int:
         from ..spark._demo import run_stream_demo
 
         return run_stream_demo(rows=args.rows or 200_000, output=args.output,
-                               partitions=args.partitions, master=args.master)
+                               partitions=args.partitions, master=args.master,
+                               source=args.source, name_servers=args.name_servers)
+    if args.source != "queue" or args.name_servers is not None:
+        print("remoting demo: --source and --name-servers go with --stream", file=sys.stderr)
+        return 2
     return run_demo(rows=args.rows or 1_000_000, output=args.output,
                     partitions=args.partitions, master=args.master)
 

@@ -7,11 +7,16 @@ differs between the faces.
 - `run_callbacks`: on a `RemotingClient` without waiting: each call is ``invoke_async`` and
   the flow steps on in its callback (on the client's callback threads); ``done`` gets the
   result or the error, once.
+
+`Calls` (several requests at once) go out as one ``invoke_many`` in the first two; the
+callback driver takes single calls only.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._flows import Calls
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,6 +34,10 @@ def run_blocking(flow: Flow[T], client: RemotingClient) -> T:
     try:
         call = next(flow)
         while True:
+            if isinstance(call, Calls):
+                call = flow.send(client.invoke_many(call.addr, call.requests, call.timeout,
+                                                    call.limit))
+                continue
             try:
                 if call.oneway:
                     client.invoke_oneway(call.addr, call.request, call.timeout)
@@ -48,6 +57,10 @@ async def run_trio(flow: Flow[T], client: TrioRemotingClient) -> T:
     try:
         call = next(flow)
         while True:
+            if isinstance(call, Calls):
+                call = flow.send(await client.invoke_many(call.addr, call.requests,
+                                                          call.timeout, call.limit))
+                continue
             try:
                 if call.oneway:
                     await client.invoke_oneway(call.addr, call.request, call.timeout)
@@ -97,6 +110,9 @@ class _Stepper:
                 self._done(None, exc)
                 return
             response, error = None, None
+            if isinstance(call, Calls):
+                error = TypeError("run_callbacks runs flows of single calls only")
+                continue
             try:
                 if call.oneway:
                     self._client.invoke_oneway(call.addr, call.request, call.timeout)

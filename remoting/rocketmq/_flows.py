@@ -1,7 +1,10 @@
 """The client's conversations with name servers and brokers, written once for both faces.
 
 A flow is a generator: it yields a `Call` (an address, a request, a timeout) and is sent the
-response, or has the transport's exception thrown into it; it returns its result. It does no
+response, or has the transport's exception thrown into it; it returns its result. A flow may
+also yield `Calls` (several requests to one address, sent together): it is sent one entry per
+request, in order, the response or the transport's error (never thrown). The callback
+driver runs only flows of single calls. It does no
 I/O and never blocks: `_drive` runs it on a blocking client from the calling thread, on a
 trio client from a task, or from the transport's callbacks (a send that must not wait).
 So the blocking and trio faces share every line of protocol logic here and in `_send`.
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
 
     from ._instance import ClientState
 
-__all__ = ["Call", "Flow", "fetch_route", "heartbeat", "publish_queues", "query_offset",
+__all__ = ["Call", "Calls", "Flow", "fetch_route", "heartbeat", "publish_queues", "query_offset",
            "unregister", "update_offset"]
 
 T = TypeVar("T")
@@ -60,7 +63,18 @@ class Call:
     oneway: bool = False
 
 
-Flow = Generator[Call, Any, T]
+@dataclass(slots=True)
+class Calls:
+    """Requests a flow wants made to ``addr`` at once, at most ``limit`` in flight, each
+    waiting ``timeout`` seconds: one round trip for many (``invoke_many``)."""
+
+    addr: str
+    requests: list[RemotingCommand]
+    timeout: float
+    limit: int = 64
+
+
+Flow = Generator[Call | Calls, Any, T]
 
 NOT_FOUND: Final = -1  # an offset the broker has none of (QUERY_NOT_FOUND)
 

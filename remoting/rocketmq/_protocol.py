@@ -132,8 +132,8 @@ def int_field(response: RemotingCommand, name: str) -> int:
 
 def json_int(name: str, value: object, low: int = INT64_MIN, high: int = INT64_MAX) -> int:
     """Return the integer a broker or name server sent as ``value``: a JSON integer (not a
-    bool, a float or 1e999) or a header's text (`codec.header_int`: ASCII digits, no ``٣``
-    or ``1_0``), from ``low`` to ``high``.
+    bool, a float or 1e999) or a header's text (`codec._header_numbers.header_int`: ASCII
+    digits, no ``٣`` or ``1_0``), from ``low`` to ``high``.
 
     Raises:
         ValueError: anything else; the message names ``name``, not the peer's text.

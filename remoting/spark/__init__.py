@@ -45,6 +45,7 @@ from ._row_udf import remote_udf as remote_udf
 from ._serde import DefaultSerializer as DefaultSerializer
 from ._serde import Serializer as Serializer
 from ._streaming import MessagesLostError as MessagesLostError
+from ._streaming import RocketMQMessagesLostError as RocketMQMessagesLostError
 from ._streaming import decode_bodies as decode_bodies
 from ._streaming import register_data_source as register_data_source
 
@@ -55,6 +56,7 @@ __all__ = [
     "MessagesLostError",
     "RemoteCallError",
     "RemoteUDF",
+    "RocketMQMessagesLostError",
     "Serializer",
     "decode_bodies",
     "get_client",

@@ -1,5 +1,6 @@
-"""Spark Structured Streaming over the queue service: the ``remoting`` data source (a
-streaming and batch source, a streaming sink) and the helper that decodes message bodies.
+"""Spark Structured Streaming over the queue service and RocketMQ: the ``remoting`` data
+source (a streaming and batch source, a streaming sink), the ``rocketmq`` one (`_rocketmq`)
+and the helper that decodes message bodies.
 
 The data source needs PySpark 4.2+ (its Python streaming API with admission control); it is
 imported when `register_data_source` is called, so ``import remoting.spark`` works without it.
@@ -11,19 +12,23 @@ from typing import TYPE_CHECKING
 
 from ._bodies import decode_bodies as decode_bodies
 from ._reading import MessagesLostError as MessagesLostError
+from ._rocketmq import RocketMQMessagesLostError as RocketMQMessagesLostError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["MessagesLostError", "decode_bodies", "register_data_source"]
+__all__ = ["MessagesLostError", "RocketMQMessagesLostError", "decode_bodies",
+           "register_data_source"]
 
 MINIMUM_PYSPARK = (4, 2)
 
 
 def register_data_source(spark: SparkSession) -> None:
-    """Register the ``remoting`` data source with ``spark`` (a `SparkSession`): then
-    ``spark.readStream.format("remoting")``, ``spark.read.format("remoting")`` and
-    ``df.writeStream.format("remoting")`` work in it. Calling it again is harmless.
+    """Register the ``remoting`` and ``rocketmq`` data sources with ``spark`` (a
+    `SparkSession`): then ``spark.readStream.format("remoting")``,
+    ``spark.read.format("remoting")`` and ``df.writeStream.format("remoting")`` work in it,
+    and the same with ``"rocketmq"`` (plus ``df.write.format("rocketmq")``). Calling it
+    again is harmless.
 
     Spark plans and reads the source in its Python workers, which must be able to import
     this package: on a local master whose workers' interpreter (``PYSPARK_PYTHON``) cannot,
@@ -42,6 +47,7 @@ def register_data_source(spark: SparkSession) -> None:
                           f"API with admission control); this is {pyspark.__version__}: "
                           "pip install 'pyspark>=4.2'")
     from .._python_workers import check_python_workers
+    from ._rocketmq._source import RocketMQDataSource
     from ._source import QueueDataSource
 
     try:
@@ -51,3 +57,4 @@ def register_data_source(spark: SparkSession) -> None:
     if context is not None:
         check_python_workers(context)
     spark.dataSource.register(QueueDataSource)
+    spark.dataSource.register(RocketMQDataSource)

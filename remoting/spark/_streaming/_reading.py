@@ -14,6 +14,7 @@ held for up to the call timeout, before it counts as lost.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final
 
 from ..._errors import RemotingError
@@ -95,16 +96,18 @@ def spark_schema() -> StructType:
     ])
 
 
-_ARROW: list[pa.Schema] = []
+def arrow_schema_of(schema: StructType) -> pa.Schema:
+    """Return the Arrow schema Spark expects of a Python data source's batches of
+    ``schema`` (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
 
 
+@functools.cache
 def arrow_schema() -> pa.Schema:
     """Return the Arrow schema Spark expects of the source's batches."""
-    if not _ARROW:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        _ARROW.append(to_arrow_schema(spark_schema(), timezone="UTC"))
-    return _ARROW[0]
+    return arrow_schema_of(spark_schema())
 
 
 def records_batch(data: bytes, end: int) -> tuple[pa.RecordBatch, list[int]]:
