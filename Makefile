@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # shows each step (and its download bars on a terminal).
 PIP := $(PY) -m pip install --disable-pip-version-check
 
-.PHONY: test test-cluster test-rocketmq test-all test-newest-trio demo lint docs wheel-check bench bench-deps charts clean
+.PHONY: test test-pure test-cluster test-rocketmq test-all test-newest-trio demo lint docs wheel-check bench bench-deps charts clean
 
 $(VENV)/.created:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -31,13 +31,28 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
 	$(PIP) -e '.[docs]'
 	@touch $@
 
+# The compiled fast path (codec/_speedups.c): an editable install builds it in place; rebuilt
+# here when its source changed since (a machine without a C compiler says so in one line and
+# runs the pure-Python package, which CI also tests: make test-pure).
+$(VENV)/.compiled: codec/_speedups.c hatch_build.py $(VENV)/.installed-dev
+	-$(PY) hatch_build.py
+	@$(PY) -c "import codec._native as n; print('== trio-remoting codec:', n.STATUS)"
+	@touch $@
+
 # Two worker processes (pytest-xdist; the tests that share the SparkSession run in one of
 # them; TEST_WORKERS=0 runs them in this process), a line per finished test file, and the
 # slowest tests at the end.
 TEST_WORKERS ?= 2
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev $(VENV)/.compiled
 	$(PY) -m pytest -m "not slow and not cluster and not rocketmq" -q -n $(TEST_WORKERS) \
 		--dist loadgroup --durations=15
+
+# The core's tests (codec, processors, transport) on the pure-Python package: the compiled
+# fast path left out at run time (make test runs everything with it, where it was built).
+test-pure: $(VENV)/.installed-dev
+	TRIO_REMOTING_PURE_PYTHON=1 $(PY) -m pytest -m "not slow and not cluster and not rocketmq" \
+		-q -n $(TEST_WORKERS) --dist loadgroup \
+		tests/codec tests/processors tests/remoting
 
 # A Spark standalone cluster (Master + Worker JVMs) calling fleets of servers, with the
 # death tests; the first run also builds the executors' packed virtualenv (~40 s).
@@ -72,7 +87,7 @@ test-newest-trio:
 	@test -x $(NEWEST_TRIO)/bin/python || $(PYTHON) -m venv $(NEWEST_TRIO)
 	$(NEWEST_TRIO)/bin/python -m pip install --disable-pip-version-check -q -e '.[test]'
 	$(NEWEST_TRIO)/bin/python -m pip install --disable-pip-version-check -q --upgrade trio
-	@$(NEWEST_TRIO)/bin/python -c "import trio; print('== trio', trio.__version__)"
+	@$(NEWEST_TRIO)/bin/python -c "import trio, codec._native as n; print('== trio', trio.__version__, '; codec:', n.STATUS)"
 	$(NEWEST_TRIO)/bin/python -m pytest -m "not slow and not cluster and not rocketmq" -q -p no:cacheprovider \
 		tests/codec tests/processors tests/remoting --ignore=tests/remoting/bus
 
@@ -115,4 +130,5 @@ charts: $(VENV)/.installed-docs
 	$(PY) bench/charts.py
 
 clean:
-	rm -rf $(VENV) $(NEWEST_TRIO) .cache .pytest_cache .mypy_cache .ruff_cache docs/_build dist
+	rm -rf $(VENV) $(NEWEST_TRIO) .cache .pytest_cache .mypy_cache .ruff_cache docs/_build dist build
+	rm -f codec/_speedups.*.so codec/_speedups.*.pyd

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ab.py --a ../old-checkout --b . --rounds 5
     .venv/bin/python bench/ab.py --a ../old-checkout --b . --rounds 5 --spark 3
+    .venv/bin/python bench/ab.py --pure-vs-compiled --rounds 5 --spark 3
 
 Each round runs ``bench/rpc.py --runs 1`` once with checkout A's packages first on
 ``PYTHONPATH`` and once with B's (the order alternates from round to round), so that a drift
@@ -13,7 +14,9 @@ per-row UDF (``remote_udf``, one request per row from the Spark workers' task th
 times per round and side (``--spark-rows`` rows each); its row is the median rows/s.
 
 A checkout is any directory holding ``codec``, ``processors`` and ``remoting``: a git
-worktree, or ``git archive <commit> | tar -x -C <dir>``.
+worktree, or ``git archive <commit> | tar -x -C <dir>``. ``--pure-vs-compiled`` compares one
+checkout with itself: A with ``TRIO_REMOTING_PURE_PYTHON=1`` (the pure-Python package), B with
+the compiled fast path (which must be built there: ``python hatch_build.py``).
 """
 
 from __future__ import annotations
@@ -55,24 +58,38 @@ def parse(text: str) -> dict[str, float]:
     return out
 
 
-def _env(tree: Path) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(tree))
+PURE_ENV = "TRIO_REMOTING_PURE_PYTHON"
 
 
-def run_once(tree: Path, extra: list[str]) -> dict[str, float]:
+def _env(tree: Path, pure: bool = False) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
+    env["PYTHONPATH"] = str(tree)
+    if pure:
+        env[PURE_ENV] = "1"
+    return env
+
+
+def codec_status(tree: Path, pure: bool) -> str:
+    """Which codec the side runs (codec._native.STATUS, or why it cannot say)."""
+    proc = subprocess.run([sys.executable, "-c", "import codec._native as n; print(n.STATUS)"],
+                          env=_env(tree, pure), capture_output=True, text=True, timeout=60)
+    return proc.stdout.strip() or "no codec._native (an older checkout: pure Python)"
+
+
+def run_once(tree: Path, extra: list[str], pure: bool = False) -> dict[str, float]:
     proc = subprocess.run([sys.executable, str(HERE / "rpc.py"), "--runs", "1", *extra],
-                          env=_env(tree), capture_output=True, text=True, timeout=1800)
+                          env=_env(tree, pure), capture_output=True, text=True, timeout=1800)
     if proc.returncode not in (0, 1):  # 1: a target missed, still a result
         raise RuntimeError(f"bench/rpc.py failed for {tree}:\n{proc.stderr[-3000:]}")
     return parse(proc.stdout)
 
 
-def spark_once(tree: Path, runs: int, rows: int) -> dict[str, float]:
+def spark_once(tree: Path, runs: int, rows: int, pure: bool = False) -> dict[str, float]:
     """Run bench/spark.py's per-row variant ``runs`` times; return its median rows/s."""
     proc = subprocess.run(
         [sys.executable, str(HERE / "spark.py"), "--only", "ours per-row", "--skip-invoke-many",
          "--rows", str(rows), "--repeats", str(runs)],
-        env=_env(tree), capture_output=True, text=True, timeout=3600)
+        env=_env(tree, pure), capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"bench/spark.py failed for {tree}:\n{proc.stderr[-3000:]}")
     rates = [float(m["rate"].replace(",", "")) for line in proc.stdout.splitlines()
@@ -89,7 +106,9 @@ def commit_of(tree: Path) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--a", type=Path, required=True, help="checkout A (the baseline)")
+    ap.add_argument("--a", type=Path, help="checkout A (the baseline)")
+    ap.add_argument("--pure-vs-compiled", action="store_true",
+                    help="A: checkout B with TRIO_REMOTING_PURE_PYTHON=1; B: compiled")
     ap.add_argument("--b", type=Path, default=HERE.parent, help="checkout B (default: this one)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="pass --quick to bench/rpc.py")
@@ -97,19 +116,26 @@ def main() -> int:
                     help="also run the Spark per-row UDF N times per round and side")
     ap.add_argument("--spark-rows", type=int, default=200_000)
     args = ap.parse_args()
-    a, b = args.a.resolve(), args.b.resolve()
+    if args.pure_vs_compiled == (args.a is not None):
+        ap.error("give --a or --pure-vs-compiled (one of them)")
+    b = args.b.resolve()
+    a = b if args.pure_vs_compiled else args.a.resolve()
+    pure = {"A": args.pure_vs_compiled, "B": False}
+    status = {label: codec_status(tree, pure[label]) for label, tree in (("A", a), ("B", b))}
+    if args.pure_vs_compiled and not status["B"].startswith("compiled"):
+        ap.error(f"B is not compiled: {status['B']}")
     extra = ["--quick"] if args.quick else []
     runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     for i in range(args.rounds):
         order = [("A", a), ("B", b)] if i % 2 == 0 else [("B", b), ("A", a)]
         for label, tree in order:
-            result = run_once(tree, extra)
+            result = run_once(tree, extra, pure[label])
             if args.spark:
-                result.update(spark_once(tree, args.spark, args.spark_rows))
+                result.update(spark_once(tree, args.spark, args.spark_rows, pure[label]))
             runs[label].append(result)
             print(f"round {i + 1}/{args.rounds}: {label} done", file=sys.stderr, flush=True)
-    print(f"A = {a} ({commit_of(a)}), B = {b} ({commit_of(b)} + working tree), "
-          f"{args.rounds} rounds, alternating\n")
+    print(f"A = {a} ({commit_of(a)}), codec {status['A']}; B = {b} ({commit_of(b)} + working "
+          f"tree), codec {status['B']}; {args.rounds} rounds, alternating\n")
     print(f"| {'metric':<74} | {'A':>9} | {'B':>9} | {'B/A':>6} |")
     print(f"|{'-' * 76}|{'-' * 11}|{'-' * 11}|{'-' * 8}|")
     for name in runs["A"][0]:

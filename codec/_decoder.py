@@ -32,6 +32,7 @@ from ._errors import CodecError, HeaderTooLargeError, MalformedFrameError
 from ._frame_checks import header_word_error, length_error, sniff_foreign_protocol
 from ._header_binary import decode_binary_header
 from ._header_json import decode_json_header
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from ._command import RemotingCommand
@@ -391,3 +392,13 @@ def _span(head: memoryview, tail: memoryview, start: int, end: int) -> bytes:
     if start >= split:
         return bytes(tail[start - split : end - split])
     return b"".join((head[start:], tail[: end - split]))
+
+
+# The compiled fast path (codec/_native.py): a whole frame in the buffer, decoded in C with no
+# Python frame in between; every other case (a frame received in place, a prefix alone, every
+# error) goes to the Python method above, which stays the specification (tests compare them).
+python_next_command: Final = FrameDecoder.next_command
+if speedups is not None:
+    speedups.bind_decoder(FrameDecoder, CodecError, python_next_command)
+    FrameDecoder.next_command = speedups.decoder_method()  # type: ignore[method-assign]
+    adopt_doc(FrameDecoder.next_command, python_next_command, method=True)

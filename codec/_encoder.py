@@ -9,6 +9,7 @@ from ._codes import SerializeType
 from ._errors import FrameTooLargeError, HeaderTooLargeError, InvalidCommandError
 from ._header_binary import encode_binary_header
 from ._header_json import encode_json_header
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from ._command import RemotingCommand
@@ -123,3 +124,13 @@ def _header_for_int_type(cmd: RemotingCommand, st: object) -> bytes:
 
 _JSON: Final = SerializeType.JSON
 _ROCKETMQ: Final = SerializeType.ROCKETMQ
+
+
+# The compiled fast path (codec/_native.py): a JSON or ROCKETMQ command with a small bytes body
+# (or none), written in one piece in C; every other case, errors included, goes to the Python
+# function above, which stays the specification (tests compare the two).
+python_encode_frame_parts: Final = encode_frame_parts
+if speedups is not None:
+    speedups.bind_frames(encode_frame_parts, LARGE_BODY_BYTES)
+    encode_frame_parts = speedups.encode_frame_parts
+    adopt_doc(encode_frame_parts, python_encode_frame_parts)

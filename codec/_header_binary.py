@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 from ._codes import LANGUAGE_BY_VALUE, LANGUAGE_BYTE, SerializeType, language_error
 from ._command import RemotingCommand
 from ._errors import InvalidCommandError, MalformedFrameError
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from ._command import ExtFields
@@ -191,3 +192,17 @@ def decode_binary_header(
     cmd.body = body
     cmd.serialize_type = serialize_type
     return cmd
+
+
+# The compiled fast path (codec/_native.py): well-formed headers of exact types, in C; every
+# other case, errors included, goes to the Python functions above, which stay the
+# specification (tests compare the two).
+python_decode_binary_header: Final = decode_binary_header
+python_encode_binary_header: Final = encode_binary_header
+if speedups is not None:
+    speedups.bind_binary(decode_binary_header, encode_binary_header, LANGUAGE_BY_VALUE,
+                         LANGUAGE_BYTE, SerializeType.ROCKETMQ)
+    decode_binary_header = speedups.decode_binary_header
+    encode_binary_header = speedups.encode_binary_header
+    adopt_doc(decode_binary_header, python_decode_binary_header)
+    adopt_doc(encode_binary_header, python_encode_binary_header)

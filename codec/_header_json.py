@@ -27,6 +27,7 @@ from ._command import RemotingCommand, new_command, next_opaque
 from ._errors import InvalidCommandError, MalformedFrameError
 from ._header_numbers import header_int
 from ._lenient_json import lenient_loads
+from ._native import adopt_doc, speedups
 
 if TYPE_CHECKING:
     from ._command import ExtFields
@@ -345,3 +346,17 @@ def decode_json_header(
 _new: Final = object.__new__
 _LOADS: Final = orjson.loads
 _LANGUAGE_BY_NAME_GET: Final = LANGUAGE_BY_NAME.get
+
+
+# The compiled fast path (codec/_native.py): the shapes fastjson and we write, in C; every
+# other case, errors included, goes to the Python functions above, which stay the
+# specification (tests compare the two).
+python_decode_json_header: Final = decode_json_header
+python_encode_json_header: Final = encode_json_header
+if speedups is not None:
+    speedups.bind_json(decode_json_header, encode_json_header, LANGUAGE_BY_NAME,
+                       _LANGUAGE_NAMES, SerializeType.JSON)
+    decode_json_header = speedups.decode_json_header
+    encode_json_header = speedups.encode_json_header
+    adopt_doc(decode_json_header, python_decode_json_header)
+    adopt_doc(encode_json_header, python_encode_json_header)

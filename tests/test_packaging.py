@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -48,3 +49,27 @@ def test_the_transport_runs_without_construct() -> None:
     result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.stdout.strip() == "ok", result.stderr
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"CC": "/bin/false"}, "trio-remoting: could not compile the fast path (CompileError: "),
+    ({"TRIO_REMOTING_PURE_PYTHON": "1"},
+     "trio-remoting: TRIO_REMOTING_PURE_PYTHON is set: building the pure-Python package"),
+])
+def test_a_build_without_a_compiler_gives_the_pure_package_in_one_line(
+        tmp_path: Path, env: dict[str, str], says: str) -> None:
+    """What the build hook does where the fast path cannot (or must not) be compiled: one
+    line saying so, and no extension, so the wheel is the pure-Python one (.ci/wheel-check
+    builds that wheel with CC=/bin/false and checks it is py3-none-any)."""
+    program = ("import pathlib, sys, hatch_build; "
+               "print(hatch_build.build(pathlib.Path(sys.argv[1]), inplace=False))")
+    run_env = {k: v for k, v in os.environ.items() if k != "TRIO_REMOTING_PURE_PYTHON"}
+    result = subprocess.run([sys.executable, "-c", program, str(tmp_path)], cwd=ROOT,
+                            env={**run_env, **env}, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "None"  # nothing built: the pure package
+    ours = [line for line in result.stderr.splitlines() if line.startswith("trio-remoting:")]
+    assert len(ours) == 1, result.stderr
+    assert ours[0].startswith(says), ours
+    assert "pure-Python package" in ours[0]
+    assert not list(tmp_path.rglob("_speedups*.so"))

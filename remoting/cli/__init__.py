@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from codec import _native as codec_native
+
 from .._version import __version__
 from ._args import positive_int
 from ._bus import BUS_COMMANDS
@@ -106,7 +108,8 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
     parser = argparse.ArgumentParser(
         prog="remoting", description="trio-remoting: RocketMQ-compatible RPC on trio")
     parser.add_argument("--version", action="version",
-                        version=f"remoting (trio-remoting) {__version__}")
+                        version=f"remoting (trio-remoting) {__version__}; codec: "
+                                f"{codec_native.STATUS}")
     servers = ", ".join(command.name for command in commands if command.log_level == "info")
     parser.add_argument("--log-level", choices=LEVELS, default=None,
                         help=f"events shown on stderr: this level and above (default: info "

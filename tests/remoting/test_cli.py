@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from codec import RemotingCommand
+from codec import _native as codec_native
 from processors import AsyncEchoProcessor
 from remoting import (
     STATS_REQUEST_CODE,
@@ -141,7 +142,11 @@ def test_version_is_the_packages(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"remoting (trio-remoting) {remoting.__version__}"
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps it at the terminal width
+    # and which codec runs: compiled, or pure Python and why (docs/operations.md)
+    assert out == (f"remoting (trio-remoting) {remoting.__version__}; codec: "
+                   f"{codec_native.STATUS}")
+    assert codec_native.STATUS.startswith(("compiled", "pure Python"))
 
 
 @pytest.mark.parametrize(("argv", "says"), [

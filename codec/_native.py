@@ -1,0 +1,67 @@
+"""Which implementation of the codec's hot functions runs: compiled, or pure Python.
+
+The compiled fast path is one C extension, ``codec._speedups`` (``codec/_speedups.c``),
+built by the ordinary install when a C compiler is there (``hatch_build.py``). Each of its
+functions is a fast path of a Python function that stays the specification and handles every
+case the fast path does not (errors included); the modules that own them swap in the compiled
+one at import (``_command``, ``_header_json``, ``_header_binary``, ``_encoder``).
+
+The pure-Python package always works: with ``TRIO_REMOTING_PURE_PYTHON=1`` (any value but
+``0`` or empty) the extension is never imported; without a compiler it was never built; and
+an extension built from another version of ``_speedups.c`` than the one beside it (a source
+checkout edited since its build) is not used. `STATUS` says which, and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+
+__all__ = ["COMPILED", "PURE_PYTHON_ENV", "STATUS", "adopt_doc", "speedups"]
+
+PURE_PYTHON_ENV: Final = "TRIO_REMOTING_PURE_PYTHON"
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None, f"pure Python ({PURE_PYTHON_ENV} is set)"
+    try:
+        from . import _speedups  # type: ignore[attr-defined]
+    except ImportError:
+        return None, ("pure Python (the compiled fast path was not built: no C compiler at "
+                      "install, or the package was built with TRIO_REMOTING_PURE_PYTHON=1)")
+    source = Path(__file__).with_name("_speedups.c")
+    built: str = getattr(_speedups, "SOURCE_SHA256", "")
+    if source.exists() and built:  # a source checkout: the extension must be this source's
+        if hashlib.sha256(source.read_bytes()).hexdigest() != built:
+            return None, ("pure Python (the compiled fast path is stale: codec/_speedups.c "
+                          "changed since it was built; rebuild with `python hatch_build.py` "
+                          "or reinstall)")
+    return _speedups, "compiled"
+
+
+speedups, STATUS = _load()
+COMPILED: Final = speedups is not None
+
+
+def adopt_doc(compiled: object, python: Callable[..., Any], *, method: bool = False) -> None:
+    """Give a compiled function its Python twin's docstring and signature (without the
+    annotations, which a C function cannot carry), so that ``help()``, `inspect` and the API
+    reference show the specification whichever path runs."""
+    assert speedups is not None
+    sig = inspect.signature(python)
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    inner = str(sig.replace(parameters=params, return_annotation=inspect.Signature.empty))[1:-1]
+    if method:  # the first parameter is self
+        inner = "$self" + inner[len(params[0].name):]
+    else:
+        inner = "$module" + (", " + inner if inner else "")
+    speedups.set_doc(compiled, f"{python.__name__}({inner})\n--\n\n"
+                               f"{inspect.cleandoc(python.__doc__ or '')}")
