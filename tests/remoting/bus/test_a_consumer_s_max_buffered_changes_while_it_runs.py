@@ -118,7 +118,8 @@ def test_a_consumer_registered_again_keeps_counting_what_it_holds(
     eventually(lambda: bus.statistics().remote_consumers == 1, "registered again")
     for i in range(3, 6):  # the window is still full: the server queues them
         publisher.publish("kept", b"%d" % i)
-    assert bus.statistics().queued == 3
+    # a publish is not answered: the server may not have read them yet (it flaked under load)
+    eventually(lambda: bus.statistics().queued == 3, "the three queued")
     assert consumer.discarded == 0
     consumer.resume()  # the held ones, then the queued ones as credits come
     assert handled.wait_for(6) == [b"%d" % i for i in range(6)]
