@@ -285,7 +285,10 @@ class Topic:
         released = deferred.release_batches(now)
         if released:
             self.changes += 1
-            # the log of released batches keeps what a channel has not read yet
+            # the log of released batches keeps what a channel has not read yet, and a
+            # channel reads it at once, keeping only what it passed while pending (O(channels))
+            for channel in self.channels.values():
+                channel.queue.read_released(deferred)
             deferred.forget_released(min((c.queue.released_seen for c in self.channels.values()),
                                          default=deferred.released_end))
         return released

@@ -14,9 +14,11 @@ Theory of operation (sync, takes ``now``, no I/O):
   passed over (NSQ's deferred queue), so it does not block the others, and the channel keeps
   nothing of it: when the topic releases it (`DeferredOffsets`' log of released batches),
   its part below the cursor (from ``origin``, where the channel began or retention let go)
-  is delivered, before the cursor moves on. The log is read in order, and the cursor moves
-  only once it is read to its end, so a batch released before the cursor reached it is
-  delivered by the cursor, and one released after by the log: each once.
+  is delivered, before the cursor moves on. The log is read in order (by the topic, for
+  every channel, as it releases batches: `read_released`), and the cursor moves only once it
+  is read to its end, so a batch released before the cursor reached it is delivered by the
+  cursor, and one released after by the log: each once. A channel keeps only the ranges it
+  passed while pending, so one that takes nothing makes the log keep nothing.
 - Each delivery has an attempt number: 1 for the first, one more for each redelivery. A
   delivery ends with `finish` (done), `requeue` (ready again, or later with a delay), its
   deadline (`expire`: ready again), or its consumer's end (`consumer_gone`: ready again). With
@@ -71,7 +73,9 @@ class ChannelQueue:
         self.cursor = start
         self.origin = start  # below it, nothing is this channel's to deliver
         self._seen = released_seen  # the next entry of the topic's released log to read
-        self._released_lo = self._released_hi = 0  # a released range being delivered
+        # released ranges it passed while pending, to deliver: (lo, hi), and their offsets
+        self._released: deque[tuple[int, int]] = deque()
+        self._released_count = 0
         self.msg_timeout = msg_timeout
         self.max_attempts = max_attempts
         self.in_flight = InFlight()
@@ -87,7 +91,7 @@ class ChannelQueue:
         """Messages waiting for a delivery (not in flight), the log up to ``end`` included;
         with the topic's ``deferred``, those the cursor passed until they are released too."""
         return (max(0, end - self.cursor) + len(self._ready) + len(self._later)
-                + self._released_hi - self._released_lo + self._passed(deferred))
+                + self._released_count + self._passed(deferred))
 
     def waiting(self, deferred: DeferredOffsets) -> int:
         """Messages held back until a time: requeued with a delay, or deferred and passed."""
@@ -107,8 +111,8 @@ class ChannelQueue:
         """Return the lowest offset this channel has not finished (the cursor if none);
         ``deferred``: its topic's, whose batches the cursor passed are not finished."""
         low = self.cursor
-        if self._released_lo < self._released_hi:
-            low = min(low, self._released_lo)
+        if self._released:
+            low = min(low, min(lo for lo, _ in self._released))
         if deferred is not None:
             for first, end in self._unread(deferred):
                 if max(first, self.origin) < min(end, self.cursor):
@@ -135,7 +139,7 @@ class ChannelQueue:
     def has_ready(self, now: float, end: int) -> bool:
         """True if `take` may hand out something now."""
         return (bool(self._ready) or self.cursor < end
-                or self._released_lo < self._released_hi
+                or bool(self._released)
                 or bool(self._later and self._later[0][0] <= now))
 
     def _unread(self, deferred: DeferredOffsets) -> list[tuple[int, int]]:
@@ -146,7 +150,7 @@ class ChannelQueue:
     def passed_deferred(self, deferred: DeferredOffsets) -> set[int]:
         """The offsets the cursor passed while deferred and not delivered yet (for checks
         and statistics: O(those offsets))."""
-        out = set(range(self._released_lo, self._released_hi))
+        out = {o for lo, hi in self._released for o in range(lo, hi)}
         for first, end in self._unread(deferred):
             out.update(range(max(first, self.origin), min(end, self.cursor)))
         out.update(offset for offset in deferred
@@ -195,28 +199,37 @@ class ChannelQueue:
                        taken: list[tuple[int, int]]) -> bool:
         """Add to ``taken`` what the topic released below the cursor, up to ``count``;
         return True once the released log is read to its end (the cursor may move)."""
-        while len(taken) < count:
-            lo, hi = self._released_lo, self._released_hi
-            if lo < hi:
-                stop = min(hi, lo + count - len(taken))
-                taken += [(offset, 1) for offset in range(lo, stop)]
-                self._released_lo = stop
-                continue
-            seen = max(self._seen, deferred.released_base)
-            if seen >= deferred.released_end:
-                self._seen = seen
-                return True
-            first, end = deferred.released_at(seen)
-            self._seen = seen + 1
-            self._released_lo = max(first, self.origin)
-            self._released_hi = max(self._released_lo, min(end, self.cursor))
-        return self._released_lo >= self._released_hi and max(
-            self._seen, deferred.released_base) >= deferred.released_end
+        self.read_released(deferred)
+        released = self._released
+        while released and len(taken) < count:
+            lo, hi = released.popleft()
+            stop = min(hi, lo + count - len(taken))
+            taken += [(offset, 1) for offset in range(lo, stop)]
+            self._released_count -= stop - lo
+            if stop < hi:
+                released.appendleft((stop, hi))
+        return True  # the log is read to its end: the cursor may move
 
     @property
     def released_seen(self) -> int:
         """The index of the next entry of the topic's released log this channel reads."""
         return self._seen
+
+    def read_released(self, deferred: DeferredOffsets) -> None:
+        """Read the topic's log of released batches to its end: keep the part of each below
+        the cursor (passed while pending: to deliver), drop the rest (the cursor delivers
+        it). The topic calls it as it releases batches, before any cursor moved, so the log
+        keeps nothing for a channel that takes nothing; what a channel keeps is what it
+        passed while pending (bounded by ``max_deferred`` when it passed them)."""
+        seen, end = max(self._seen, deferred.released_base), deferred.released_end
+        while seen < end:
+            first, stop = deferred.released_at(seen)
+            lo, hi = max(first, self.origin), min(stop, self.cursor)
+            if lo < hi:
+                self._released.append((lo, hi))
+                self._released_count += hi - lo
+            seen += 1
+        self._seen = seen
 
     def _delivered(self, taken: list[tuple[int, int]], consumer: Hashable, now: float) -> None:
         self.in_flight.add_many(taken, consumer, now + self.msg_timeout)
@@ -231,7 +244,10 @@ class ChannelQueue:
         if deferred is not None and earliest > self.origin:
             dropped += sum(1 for offset in self.passed_deferred(deferred) if offset < earliest)
         self.origin = max(self.origin, earliest)
-        self._released_lo = min(max(self._released_lo, earliest), self._released_hi)
+        if self._released and min(lo for lo, _ in self._released) < earliest:
+            ranges = [(max(lo, earliest), hi) for lo, hi in self._released if hi > earliest]
+            self._released = deque(ranges)
+            self._released_count = sum(hi - lo for lo, hi in ranges)
         self.cursor = max(self.cursor, earliest)
         if self._ready and min(self._ready) < earliest:
             kept = [o for o in self._ready if o >= earliest]

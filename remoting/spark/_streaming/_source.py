@@ -137,7 +137,6 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[str, str | int] | None = None
         self._exists = False  # whether the topic existed when last asked
         self._told_unknown = False  # logged that the checkpoint's log is not known
-        self._initial: dict[str, str | int] | None = None  # a new query's start, made once
 
     @property
     def topic(self) -> str:
@@ -147,18 +146,10 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Where a new query starts (``startingOffsets``); its group is made here and
         committed at once, so the service keeps what the query has not read.
 
-        Spark asks more than once as a new query starts (twice in PySpark 4.3): the first
-        answer is kept, so a query makes one group, not one per call.
-
         Raises:
             QueueError: the topic does not exist (``TOPIC_NOT_EXIST``) and the query does not
                 wait for it (``waitForTopic``).
         """
-        if self._initial is None:
-            self._initial = self._new_start()
-        return self._initial
-
-    def _new_start(self) -> dict[str, str | int]:
         offsets = self.calls.offsets()
         if offsets is None and not self.options.wait_for_topic:
             addr = ", ".join(self.options.queue.addresses)

@@ -313,3 +313,25 @@ def test_a_gone_consumer_costs_what_it_held_not_the_channel_s_whole_table() -> N
     # each went through its own 64: no comparison with another's 16,384 (a scan compared
     # every entry's consumer with the one that left, 256 times: 4,194,304)
     assert _Counted.compared == 0
+
+
+def test_a_channel_that_takes_nothing_does_not_make_the_released_log_grow() -> None:
+    """The topic's log of released batches keeps what a channel has not read; a channel
+    without subscribers takes nothing, so each batch released after it stopped was kept for
+    it. Channels read the log as batches are released, keeping only what they passed."""
+    deferred = DeferredOffsets()
+    idle = ChannelQueue(0, msg_timeout=TIMEOUT)
+    busy = ChannelQueue(0, msg_timeout=TIMEOUT)
+    deferred.add(0, 1, 1.0)
+    assert busy.take("a", 5, 0.0, 2, deferred) == [(1, 1)]  # passed the pending 0
+    for i in range(1, 1001):  # 1,000 deferred publishes released one by one
+        deferred.add(1 + i, 1, float(i))
+        deferred.release_batches(float(i))
+        for queue in (idle, busy):
+            queue.read_released(deferred)
+        deferred.forget_released(min(idle.released_seen, busy.released_seen))
+    assert deferred.released_end - deferred.released_base == 0  # the log keeps nothing
+    assert busy.waiting(deferred) == 0 and busy.depth(1002, deferred) == 1001  # 0 and the rest
+    taken = busy.take("a", 2000, 1000.0, 1002, deferred)
+    assert taken[0] == (0, 1) and sorted(o for o, _ in taken) == [0, *range(2, 1002)]
+    assert idle.take("a", 2000, 1000.0, 1002, deferred) == [(o, 1) for o in range(1002)]
