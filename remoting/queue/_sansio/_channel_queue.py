@@ -173,10 +173,8 @@ class ChannelQueue:
         while ready and len(taken) < count:
             offset = ready.popleft()
             taken.append((offset, attempts_of.pop(offset) + 1))
-        if len(taken) < count and not self._take_released(count, deferred, taken):
-            if taken:
-                self._delivered(taken, consumer, now)
-            return taken  # the released log first: the cursor waits until it is read
+        if len(taken) < count:  # what was released below the cursor, before it moves
+            self._take_released(count, deferred, taken)
         cursor = self.cursor
         if not deferred:  # the usual case: the next offsets as they are
             stop = min(end, cursor + count - len(taken))
@@ -196,9 +194,9 @@ class ChannelQueue:
         return taken
 
     def _take_released(self, count: int, deferred: DeferredOffsets,
-                       taken: list[tuple[int, int]]) -> bool:
-        """Add to ``taken`` what the topic released below the cursor, up to ``count``;
-        return True once the released log is read to its end (the cursor may move)."""
+                       taken: list[tuple[int, int]]) -> None:
+        """Read the topic's released log to its end (`read_released`: the cursor may move
+        after it), and add to ``taken`` what was released below the cursor, up to ``count``."""
         self.read_released(deferred)
         released = self._released
         while released and len(taken) < count:
@@ -208,7 +206,6 @@ class ChannelQueue:
             self._released_count -= stop - lo
             if stop < hi:
                 released.appendleft((stop, hi))
-        return True  # the log is read to its end: the cursor may move
 
     @property
     def released_seen(self) -> int:
