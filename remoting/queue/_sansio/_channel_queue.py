@@ -111,15 +111,13 @@ class ChannelQueue:
         """Return the lowest offset this channel has not finished (the cursor if none);
         ``deferred``: its topic's, whose batches the cursor passed are not finished."""
         low = self.cursor
-        if self._released:
-            low = min(low, min(lo for lo, _ in self._released))
         if deferred is not None:
-            for first, end in self._unread(deferred):
-                if max(first, self.origin) < min(end, self.cursor):
-                    low = min(low, max(first, self.origin))
+            self.read_released(deferred)  # what it released below the cursor is kept here
             pending = deferred.lowest_pending(self.origin, self.cursor)
             if pending is not None:
                 low = min(low, pending)
+        if self._released:
+            low = min(low, min(lo for lo, _ in self._released))
         if self._ready:
             low = min(low, min(self._ready))
         if self._later:
@@ -142,17 +140,11 @@ class ChannelQueue:
                 or bool(self._released)
                 or bool(self._later and self._later[0][0] <= now))
 
-    def _unread(self, deferred: DeferredOffsets) -> list[tuple[int, int]]:
-        """The released batches of the topic's log this channel has not read yet."""
-        return [deferred.released_at(i)
-                for i in range(max(self._seen, deferred.released_base), deferred.released_end)]
-
     def passed_deferred(self, deferred: DeferredOffsets) -> set[int]:
         """The offsets the cursor passed while deferred and not delivered yet (for checks
         and statistics: O(those offsets))."""
+        self.read_released(deferred)
         out = {o for lo, hi in self._released for o in range(lo, hi)}
-        for first, end in self._unread(deferred):
-            out.update(range(max(first, self.origin), min(end, self.cursor)))
         out.update(offset for offset in deferred
                    if self.origin <= offset < self.cursor and offset not in out)
         return out
@@ -215,9 +207,10 @@ class ChannelQueue:
     def read_released(self, deferred: DeferredOffsets) -> None:
         """Read the topic's log of released batches to its end: keep the part of each below
         the cursor (passed while pending: to deliver), drop the rest (the cursor delivers
-        it). The topic calls it as it releases batches, before any cursor moved, so the log
-        keeps nothing for a channel that takes nothing; what a channel keeps is what it
-        passed while pending (bounded by ``max_deferred`` when it passed them)."""
+        it). Right whenever it runs, since only `take` moves the cursor and reads first; the
+        topic calls it as it releases batches, so the log keeps nothing for a channel that
+        takes nothing, and `floor` and `passed_deferred` call it before they look. What a
+        channel keeps is what it passed while pending (bounded by ``max_deferred`` then)."""
         seen, end = max(self._seen, deferred.released_base), deferred.released_end
         while seen < end:
             first, stop = deferred.released_at(seen)
