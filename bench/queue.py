@@ -4,6 +4,7 @@
     .venv/bin/python bench/queue.py --quick              # 5,000 messages, 40 rounds, 1 run
     .venv/bin/python bench/queue.py --a ../main          # also another checkout's service (A/B)
     .venv/bin/python bench/queue.py --profile consume64  # py-spy on the server during one case
+    .venv/bin/python bench/queue.py --cases pull --a ../main  # only the held pull, A/B
     .venv/bin/python bench/queue.py --json bench/results/queue.json
 
 Needs ``redis-server`` (Debian: ``apt-get install -y redis-server``; the benchmark starts its
@@ -143,7 +144,7 @@ def serve_queue(cpu: int | None, data_dir: str | None, conn: Any) -> None:
 
 
 async def measure_queue(addr: str, server_pid: int, messages: int, rounds: int, pause: float,
-                        profiler: Profiler) -> dict[str, Any]:
+                        profiler: Profiler, cases: tuple[str, ...]) -> dict[str, Any]:
     import trio
 
     from remoting import ClientConfig, TrioRemotingClient
@@ -157,12 +158,16 @@ async def measure_queue(addr: str, server_pid: int, messages: int, rounds: int, 
         await q.create_topic(addr, "warm")
         await q.publish_many(addr, "warm", [BODY] * BATCH)
 
-        with profiler.during("publish"), Meter(server_pid) as meter:
-            for first in range(0, messages, BATCH):
-                await q.publish_many(addr, "published", [BODY] * min(BATCH, messages - first))
-        out["publish"] = meter.row(messages)
+        if "publish" in cases:
+            with profiler.during("publish"), Meter(server_pid) as meter:
+                for first in range(0, messages, BATCH):
+                    await q.publish_many(addr, "published",
+                                         [BODY] * min(BATCH, messages - first))
+            out["publish"] = meter.row(messages)
 
         for credits in CREDITS:
+            if f"consume{credits}" not in cases:
+                continue
             topic = f"consumed{credits}"
             for first in range(0, messages, PREFILL):
                 await q.publish_many(addr, topic, [BODY] * min(PREFILL, messages - first))
@@ -174,6 +179,9 @@ async def measure_queue(addr: str, server_pid: int, messages: int, rounds: int, 
                             break
             out[f"consume{credits}"] = meter.row(messages)
 
+        if "pull" not in cases:
+            nursery.cancel_scope.cancel()
+            return out
         await q.create_topic(addr, "pulled")
         latencies = []
         with profiler.during("pull"), Meter(server_pid) as meter:
@@ -207,8 +215,8 @@ def pull_row(latencies: list[float], meter: Meter) -> dict[str, float]:
             "server_us": meter.server / rounds * 1e6, "client_us": meter.client / rounds * 1e6}
 
 
-def run_queue(store: str, messages: int, rounds: int, pause: float, profiler: Profiler
-              ) -> dict[str, Any]:
+def run_queue(store: str, messages: int, rounds: int, pause: float, profiler: Profiler,
+              cases: tuple[str, ...]) -> dict[str, Any]:
     import trio
 
     server_cpu, client_cpu = cpus()
@@ -224,7 +232,8 @@ def run_queue(store: str, messages: int, rounds: int, pause: float, profiler: Pr
             profiler.server_pid = server_pid
             if client_cpu is not None:
                 os.sched_setaffinity(0, {client_cpu})
-            return trio.run(measure_queue, addr, server_pid, messages, rounds, pause, profiler)
+            return trio.run(measure_queue, addr, server_pid, messages, rounds, pause, profiler,
+                            cases)
         finally:
             parent.send("done")
             process.join(30)
@@ -284,7 +293,8 @@ def redis_server(store: str, cpu: int | None) -> Iterator[tuple[int, int]]:
                 process.wait()
 
 
-def run_redis(store: str, messages: int, rounds: int, pause: float) -> dict[str, Any]:
+def run_redis(store: str, messages: int, rounds: int, pause: float, cases: tuple[str, ...]
+              ) -> dict[str, Any]:
     import redis
 
     server_cpu, client_cpu = cpus()
@@ -296,15 +306,18 @@ def run_redis(store: str, messages: int, rounds: int, pause: float) -> dict[str,
         r = redis.Redis(port=port)
         r.xadd("warm", fields)
 
-        with Meter(pid) as meter:
-            for first in range(0, messages, BATCH):
-                pipe = r.pipeline(transaction=False)
-                for _ in range(min(BATCH, messages - first)):
-                    pipe.xadd("published", fields)
-                pipe.execute()
-        out["publish"] = meter.row(messages)
+        if "publish" in cases:
+            with Meter(pid) as meter:
+                for first in range(0, messages, BATCH):
+                    pipe = r.pipeline(transaction=False)
+                    for _ in range(min(BATCH, messages - first)):
+                        pipe.xadd("published", fields)
+                    pipe.execute()
+            out["publish"] = meter.row(messages)
 
         for credits in CREDITS:
+            if f"consume{credits}" not in cases:
+                continue
             stream = f"consumed{credits}"
             for first in range(0, messages, PREFILL):
                 pipe = r.pipeline(transaction=False)
@@ -321,6 +334,9 @@ def run_redis(store: str, messages: int, rounds: int, pause: float) -> dict[str,
                     done += len(ids)
             out[f"consume{credits}"] = meter.row(messages)
 
+        if "pull" not in cases:
+            r.close()
+            return out
         # the blocked read holds a connection of its own; both are read in this thread (RESP3,
         # redis-py's default: XREAD answers a map)
         reader = r.connection_pool.get_connection()
@@ -352,10 +368,13 @@ def one_side(args: argparse.Namespace) -> None:
     """Measure one side in this process (a child of the driver); print its figures as JSON."""
     kind, store = args.side.split()
     if kind == "redis":
-        result = run_redis(store, args.messages, args.rounds, args.pause)
+        result = run_redis(store, args.messages, args.rounds, args.pause, tuple(args.cases))
     else:
         profiler = Profiler(args.profile, args.profile_out)
-        result = run_queue(store, args.messages, args.rounds, args.pause, profiler)
+        cases = tuple(args.cases)
+        if args.profile is not None and args.profile not in cases:
+            cases += (args.profile,)
+        result = run_queue(store, args.messages, args.rounds, args.pause, profiler, cases)
     print(json.dumps(result))
 
 
@@ -367,7 +386,7 @@ def run_side(side: str, tree: Path | None, args: argparse.Namespace,
         env["PYTHONPATH"] = str(tree)
     command = [sys.executable, os.path.abspath(__file__), "--side", side,
                "--messages", str(args.messages), "--rounds", str(args.rounds),
-               "--pause", str(args.pause)]
+               "--pause", str(args.pause), "--cases", *args.cases]
     if profile is not None:
         command += ["--profile", profile, "--profile-out", args.profile_out]
     proc = subprocess.run(command, env=env, capture_output=True, text=True,
@@ -405,7 +424,7 @@ def report(runs: list[dict[str, dict[str, Any]]], args: argparse.Namespace,
     """Print the table of medians and ratios; return it as a dict for the JSON."""
     labels = list(runs[0])
     table = {label: {case: {key: statistics.median(run[label][case][key] for run in runs)
-                            for key in runs[0][label][case]} for case in CASES}
+                            for key in runs[0][label][case]} for case in args.cases}
              for label in labels}
     ratios: dict[str, dict[str, dict[str, float]]] = {}
     for label in labels:
@@ -418,7 +437,7 @@ def report(runs: list[dict[str, dict[str, Any]]], args: argparse.Namespace,
         ratios[label] = {case: {f"{name} {key}": per_run_ratio(runs, label, other, case, key)
                                 for name, other in versus.items()
                                 for key in (rate_or_latency(case), "server_us")}
-                         for case in CASES}
+                         for case in args.cases}
     print(f"median of {len(runs)} run(s); {args.messages:,} messages of 128 bytes a case, "
           f"{args.rounds} held-pull rounds" + ("" if others is None else
                                                f"; other processes took {others:.0%} of the "
@@ -428,7 +447,7 @@ def report(runs: list[dict[str, dict[str, Any]]], args: argparse.Namespace,
     print("| case | side | rate or p50 | server CPU | client CPU | x Redis | server CPU x Redis "
           "| x A | server CPU x A |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for case in CASES:
+    for case in args.cases:
         key = rate_or_latency(case)
         for label in labels:
             row = table[label][case]
@@ -463,6 +482,8 @@ def main() -> int:
     ap.add_argument("--pause", type=float, default=PAUSE, help="seconds a read is held first")
     ap.add_argument("--stores", nargs="+", default=["memory", "data"],
                     choices=["memory", "data"], help="the queue service's stores to measure")
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES,
+                    help="the cases to measure (default all; pull: the held pull alone)")
     ap.add_argument("--no-redis", dest="redis", action="store_false",
                     help="measure the queue service alone")
     ap.add_argument("--a", type=Path, default=None,

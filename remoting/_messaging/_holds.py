@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._core._sansio._deadlines import LazyDeadlines
+from .._core._sansio._deadlines import COMPACT_SLACK, LazyDeadlines
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -75,10 +75,12 @@ class HoldTable(Generic[T]):
         self._by_key.setdefault(key, {})[hold.number] = hold
         if owner is not None:
             self._by_owner.setdefault(owner, {})[hold.number] = hold
-        self._heap.push(deadline, hold.number)
+        heap = self._heap
+        heap.push(deadline, hold.number)
         by_number = self._by_number
-        self._heap.compact(len(by_number),
-                           lambda: [(h.deadline, n) for n, h in by_number.items()])
+        if len(heap.heap) > 2 * len(by_number) + COMPACT_SLACK:  # else no rebuild: no closure
+            heap.compact(len(by_number),
+                         lambda: [(h.deadline, n) for n, h in by_number.items()])
         return hold
 
     def notify(self, key: Hashable) -> list[Hold[T]]:

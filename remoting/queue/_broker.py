@@ -20,9 +20,9 @@ Theory of operation:
   ``--max-rdy-count``): at it, they pause (parked) until some of its deliveries end.
 - Pulls with nothing to read are held (`HeldRequests`, keyed by topic and the offset they
   wait at) and woken by a publish at that offset, or by that deferred message coming due: a
-  publish wakes only the pulls it answers, after its own answer is on its way, through the
-  waker task (`_wake_held_pulls`, parked until a publish finds pulls held on its topic: no
-  hop through the loop's wake-up socket). At most ``max_held_pulls`` are held in all.
+  publish wakes only the pulls it answers, and answers them in its own step (no task, no
+  pass of the loop): those held on the publisher's connection leave in the same write as
+  the publish's answer. At most ``max_held_pulls`` are held in all.
 - Nothing runs over every topic or channel on a clock. The timer sleeps until the first
   deadline of one `DeadlineHeap` (a channel's next delivery deadline, message coming due or
   idle end; a topic's next deferred message or key to forget; its retention), and visits
@@ -206,9 +206,6 @@ class Broker:
         # worker threads reading segment data the page cache does not hold, at once
         self.readers = trio.CapacityLimiter(READ_THREADS)
         self._nursery: trio.Nursery | None = None  # the background task's, while it runs
-        # publishes whose held pulls the waker task wakes next (`wake_pulls_soon`)
-        self._wakes: list[tuple[Topic, int]] = []
-        self._waker = trio.lowlevel.ParkingLot()
         self._prefetching: set[tuple[str, int, int]] = set()
         self.prefetches = 0  # held pulls woken for records not in the page cache
         # topics with an open append descriptor, the least recently written first
@@ -428,9 +425,8 @@ class Broker:
             self.schedule(topic, topic.next_due())
         if self.settings.retention is not None:
             self.schedule_retention(topic, now)
-        if not defer_ms:  # the pulls held at its first offset, no other, once this
-            # answer is on its way
-            self.wake_pulls_soon(topic, first)
+        if not defer_ms and topic.held_at:  # the pulls held at its first offset, no other
+            self.wake_pulls(topic, first)
         if self.settings.fsync == "always":
             try:
                 await self.sync()
@@ -646,7 +642,6 @@ class Broker:
                 self._nursery = nursery
                 nursery.start_soon(self._timer)
                 nursery.start_soon(self._housekeeping)
-                nursery.start_soon(self._wake_held_pulls)
         finally:
             self._nursery = None
             self.close()  # sync: nothing in it can be cancelled
@@ -775,29 +770,6 @@ class Broker:
         notify = self.holds.notify
         for offset in topic.pulls_waiting(first, count):
             notify((topic.name, offset))
-
-    def wake_pulls_soon(self, topic: Topic, first: int) -> None:
-        """Wake the pulls held at offset ``first`` of ``topic`` (what a publish appended)
-        once the running task lets the waker task run: after the publish's answer is on its
-        way, as RocketMQ notifies from another thread, with no hop through the loop's
-        wake-up socket (loop only). Nothing to do when no pull is held on the topic: one
-        that comes later finds the records."""
-        if not topic.held_at:
-            return
-        if self._nursery is None:  # the background task is not running (yet): the loop's
-            trio.lowlevel.current_trio_token().run_sync_soon(self.wake_pulls, topic, first)
-            return
-        self._wakes.append((topic, first))
-        self._waker.unpark()
-
-    async def _wake_held_pulls(self) -> None:
-        """The waker task: wakes the held pulls of the publishes `wake_pulls_soon` was
-        told of, all those told of before it ran at once."""
-        while True:
-            wakes, self._wakes = self._wakes, []
-            for topic, first in wakes:
-                self.wake_pulls(topic, first)
-            await self._waker.park()
 
     async def _housekeeping(self) -> None:
         last_sync = trio.current_time()

@@ -105,9 +105,18 @@ class _Handlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
+    def topic_name(self, request: RemotingCommand) -> str:
+        """The request's topic name (`name_of`); the name of a topic the service holds is
+        taken as it is: it was checked when the topic was made (no pattern match per
+        request)."""
+        name = (request.ext_fields or {}).get(TOPIC)
+        if type(name) is str and name in self.broker.topics:
+            return name
+        return name_of(request, TOPIC)
+
     async def publish(self, ctx: RequestContext, request: RemotingCommand
                       ) -> RemotingCommand | None:
-        name = name_of(request, TOPIC)
+        name = self.topic_name(request)
         defer_ms = optional_int(request, DEFER_MS, 0, MAX_DEFER_MS) or 0
         key = key_of(request)
         if not request.body:
@@ -123,9 +132,10 @@ class _Handlers:
             raise Refusal(ResponseCode.MESSAGE_ILLEGAL,
                           f"the messages are not well-formed: {exc}") from None
         first, count, duplicate = await self.broker.publish(name, contents, key, defer_ms)
+        header = {OFFSET: str(first), COUNT: str(count)}
         if duplicate:
-            return _ok(**{OFFSET: first, COUNT: count, DUPLICATE: "true"})
-        return _ok(**{OFFSET: first, COUNT: count})
+            header[DUPLICATE] = "true"
+        return RemotingCommand.create_response(ResponseCode.SUCCESS, header=header)
 
     async def create(self, ctx: RequestContext, request: RemotingCommand
                      ) -> RemotingCommand | None:
@@ -161,7 +171,7 @@ class _Handlers:
     async def pull(self, ctx: RequestContext, request: RemotingCommand
                    ) -> RemotingCommand | None:
         broker = self.broker
-        topic = broker.existing(name_of(request, TOPIC))
+        topic = broker.existing(self.topic_name(request))
         group = None if (request.ext_fields or {}).get(GROUP) is None else name_of(
             request, GROUP)
         offset = optional_int(request, OFFSET, 0, MAX_OFFSET)

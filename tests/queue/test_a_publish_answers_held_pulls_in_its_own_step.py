@@ -1,12 +1,16 @@
-"""A publish wakes the pulls held at its offset through the service's waker task, once its
-answer is on its way: not through the loop's wake-up socket (`TrioToken.run_sync_soon`: a
-system call to write it, one to read it, a pass of the loop), and not at all when no pull is
-held on the topic (one that comes later finds the records).
+"""A publish answers the pulls held at its offset in its own step: by the time the publish
+is done on the server, no pull is held and each has its answer (no task woken for them, no
+pass of the loop, not the loop's wake-up socket: `TrioToken.run_sync_soon` costs a system
+call to write it, one to read it and a pass of the loop); and it wakes nothing when no pull
+is held on the topic (one that comes later finds the records).
 
-Counted, not timed: the calls to `TrioToken.run_sync_soon` and `Broker.wake_pulls`.
+Counted, not timed: the calls to `TrioToken.run_sync_soon` and `Broker.wake_pulls`, and the
+pulls still held when `Broker.publish` returns.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 import trio
@@ -36,13 +40,22 @@ async def test_publishes_with_no_pull_held_wake_nothing(
         b"%d" % i for i in range(PUBLISHES)]
 
 
-async def test_a_held_pull_is_woken_by_the_waker_task_not_the_wakeup_socket(
+async def test_a_held_pull_is_answered_in_the_publishs_own_step(
         nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
     service = QueueService(msg_timeout=30.0)
     addr, _, q = await serve_trio(nursery, service)
     await q.create_topic(addr, "t")
     hops = counting(monkeypatch, trio.lowlevel.TrioToken, "run_sync_soon")
     wakes = counting(monkeypatch, Broker, "wake_pulls")
+    still_held: list[int] = []  # pulls held when each publish was done, on the server
+    publish = Broker.publish
+
+    async def publish_then_count(self: Broker, *args: Any) -> tuple[int, int, bool]:
+        done = await publish(self, *args)
+        still_held.append(len(self.holds))
+        return done
+
+    monkeypatch.setattr(Broker, "publish", publish_then_count)
     for offset in range(PUBLISHES):  # a pull held at the end each time, then a publish
         got: list[bytes] = []
 
@@ -58,4 +71,6 @@ async def test_a_held_pull_is_woken_by_the_waker_task_not_the_wakeup_socket(
         assert got == [b"%d" % offset]
     assert service.broker.pulls_woken == PUBLISHES
     assert wakes() == PUBLISHES
+    assert still_held == [0] * PUBLISHES  # answered before the publish was done
+    assert service.broker.holds.answered == PUBLISHES
     assert hops() == 0
