@@ -86,7 +86,7 @@ from ._stats import (
     TopicStatistics,
 )
 from ._store import MemoryBudget, TopicStore
-from ._topic import COLD, Channel, Topic
+from ._topic import COLD, Channel, Cold, Topic
 from ._wire import is_name
 
 if TYPE_CHECKING:
@@ -173,6 +173,42 @@ class Consumer:
             credits = room
         if credits > 0:
             self.stream.add_credits(credits)
+
+
+class _HeldPull:
+    """What a held pull needs to be answered (`Broker.hold_pull`): called as its ``wake``,
+    it returns the answer, or None to stay held (what it waits for is not there yet). One
+    small object per held pull, made once."""
+
+    __slots__ = ("answer", "broker", "count", "start", "topic")
+
+    def __init__(self, broker: Broker, topic: Topic, start: int, count: int,
+                 answer: Callable[[bytes | None], RemotingCommand]) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.start = start
+        self.count = count
+        self.answer = answer
+
+    def __call__(self, ctx: RequestContext, request: RemotingCommand, expired: bool
+                 ) -> RemotingCommand | None:
+        broker = self.broker
+        topic = self.topic
+        start = self.start
+        if not expired:
+            broker.pulls_woken += 1
+        body = topic.pull_body(start, self.count, trio.current_time())
+        if body is COLD:  # rare: the records woken for need the disk
+            if expired:
+                return self.answer(None)  # an empty answer: the next pull reads them
+            broker.prefetch(topic, start, self.count)  # then wakes the pulls held here again
+            broker.pulls_rewaited += 1
+            return None
+        if body is None and not expired:
+            broker.pulls_rewaited += 1
+            topic.held_at.add(max(start, topic.store.earliest))  # still waits there
+            return None
+        return self.answer(body)  # type: ignore[arg-type]
 
 
 class Broker:
@@ -501,10 +537,11 @@ class Broker:
                 returned += 1
         return refused, returned, requeued
 
-    async def pull(self, topic: Topic, start: int, count: int, incarnation: str | None
-                   ) -> bytes | None:
+    def pull_now(self, topic: Topic, start: int, count: int, incarnation: str | None
+                 ) -> bytes | Cold | None:
         """Return the records of ``topic`` from ``start`` (up to ``count``), None if there
-        is none to read yet; with ``incarnation``, only from that log.
+        is none to read yet, `COLD` if reading them needs the disk (`pull` reads them in a
+        worker thread); with ``incarnation``, only from that log.
 
         Raises:
             Refusal: ``topic`` is another log than ``incarnation``, ``start`` is past its
@@ -514,6 +551,22 @@ class Broker:
             raise moved(topic, incarnation)
         if start > topic.end:
             raise past_end(start, topic)
+        try:
+            return topic.pull_body(start, count, trio.current_time())
+        except OSError as exc:
+            self.disk_failed("read", topic.name, exc)
+            raise disk_failed("read", topic.name, exc) from None
+
+    async def pull(self, topic: Topic, start: int, count: int, incarnation: str | None
+                   ) -> bytes | None:
+        """`pull_now`, reading what needs the disk in a worker thread.
+
+        Raises:
+            Refusal: as `pull_now`.
+        """
+        body = self.pull_now(topic, start, count, incarnation)
+        if body is not COLD:
+            return body  # type: ignore[return-value]
         try:
             return await topic.pull_body_async(start, count, trio.current_time(),
                                                self.readers)
@@ -531,37 +584,20 @@ class Broker:
         Raises:
             Refusal: the service holds ``max_held_pulls`` already (POLLING_FULL).
         """
+        holds = self.holds
         limit = self.settings.max_held_pulls
-        if len(self.holds) >= limit:
+        if len(holds) >= limit:
             self.pulls_refused += 1
             refused = self.pulls_refused
             if refused & (refused - 1) == 0:  # 1, 2, 4, 8...: peers cannot flood the log
                 log.warning("queue.pulls_refused", held=limit, refused=refused,
                             peer=ctx.remote_addr)
             raise too_many_pulls(limit)
-
-        def wake(ctx: RequestContext, request: RemotingCommand, expired: bool
-                 ) -> RemotingCommand | None:
-            if not expired:
-                self.pulls_woken += 1
-            body = topic.pull_body(start, count, trio.current_time())
-            if body is COLD:  # rare: the records woken for need the disk
-                if expired:
-                    return answer(None)  # an empty answer: the next pull reads them
-                self.prefetch(topic, start, count)  # then wakes the pulls held here again
-                self.pulls_rewaited += 1
-                return None
-            if body is None and not expired:
-                self.pulls_rewaited += 1
-                topic.held_at.add(max(start, topic.store.earliest))  # still waits there
-                return None
-            return answer(body)  # type: ignore[arg-type]
-
         # held where it reads from (the earliest held, if its offset was let go)
         waits_at = max(start, topic.store.earliest)
         topic.held_at.add(waits_at)
-        self.holds.hold(ctx, request, key=(topic.name, waits_at), timeout=wait_ms / 1000,
-                        wake=wake)
+        holds.hold(ctx, request, key=(topic.name, waits_at), timeout=wait_ms / 1000,
+                   wake=_HeldPull(self, topic, start, count, answer))
 
     def subscribe(self, name: str, channel_name: str, stream: ServerStream, handle: object,
                   peer: str) -> Consumer:

@@ -26,6 +26,7 @@ from ._sansio._records import (
     split_entries,
 )
 from ._stats import MAX_TOPICS_PER_PAGE, statistics_to_json
+from ._topic import Cold
 from ._wire import (
     AFTER,
     ATTEMPTS,
@@ -182,7 +183,11 @@ class _Handlers:
         wait_ms = optional_int(request, MAX_WAIT_MS, 0, 3_600_000) or 0
         start = offset if offset is not None else topic.groups.get(group, 0)  # type: ignore[arg-type]
         incarnation = (request.ext_fields or {}).get(INCARNATION)
-        body = await broker.pull(topic, start, count, incarnation)
+        pulled = broker.pull_now(topic, start, count, incarnation)
+        if isinstance(pulled, Cold):  # the records need the disk: read in a worker thread
+            body = await broker.pull(topic, start, count, incarnation)
+        else:
+            body = pulled
         if body is not None or not wait_ms:
             return _answer(body)
         broker.hold_pull(ctx, request, topic, start, count, wait_ms, _answer)
