@@ -18,8 +18,9 @@ import trio
 import trio.testing
 
 from codec import ResponseCode
-from remoting import ServerConfig, TrioRemotingClient, TrioRemotingServer
-from remoting.queue import QueueClient, QueueError, QueueService, TrioQueueClient, _broker
+from remoting.queue import QueueError, QueueService, _broker
+
+from .trio_served import serve_trio
 
 
 class GatedDisk:
@@ -71,19 +72,9 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> GatedDisk:
     return gated
 
 
-async def _serve(nursery: trio.Nursery, tmp_path: Path) -> tuple[str, TrioQueueClient]:
-    service = QueueService(tmp_path, fsync="always")
-    server = TrioRemotingServer(ServerConfig())
-    service.attach(server)
-    port = await nursery.start(server.serve)
-    client = TrioRemotingClient()
-    await nursery.start(client.serve)
-    return f"127.0.0.1:{port}", QueueClient(client)
-
-
 async def test_every_publish_sharing_a_failed_fsync_is_told(
         nursery: trio.Nursery, tmp_path: Path, disk: GatedDisk) -> None:
-    addr, q = await _serve(nursery, tmp_path)
+    addr, q = await serve_trio(nursery, QueueService(tmp_path, fsync="always"))
     outcomes: dict[str, int | QueueError] = {}
 
     async def publish(name: str) -> None:
@@ -113,7 +104,7 @@ async def test_every_publish_sharing_a_failed_fsync_is_told(
 
 async def test_a_retried_keyed_publish_waits_for_the_first_ones_fsync(
         nursery: trio.Nursery, tmp_path: Path, disk: GatedDisk) -> None:
-    addr, q = await _serve(nursery, tmp_path)
+    addr, q = await serve_trio(nursery, QueueService(tmp_path, fsync="always"))
     answered: list[str] = []
 
     async def publish(name: str) -> None:
