@@ -36,7 +36,9 @@ COLLECTED = re.compile(r"Collected : (\d+)")
 
 def instructions(tree: Path, case: str, n: int, pure: bool) -> int:
     """Instructions executed by the workload ``case`` of ``n`` requests on ``tree``."""
-    env = {k: v for k, v in os.environ.items() if k != "TRIO_REMOTING_PURE_PYTHON"}
+    # (bytecode caches written by the first run spare the next ones compiling every module)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TRIO_REMOTING_PURE_PYTHON", "PYTHONDONTWRITEBYTECODE")}
     env["PYTHONPATH"] = str(tree)
     if pure:
         env["TRIO_REMOTING_PURE_PYTHON"] = "1"
