@@ -19,9 +19,14 @@ Theory of operation (RocketMQ's pull consumer, with Spark keeping the offsets):
   `IDLE_WAIT` seconds: it returns the moment a message arrives (RocketMQ's long polling),
   where Spark would otherwise ask again every 10 ms.
 - Once Spark has committed a batch, the source commits its end to the query's consumer group
-  on the service (``group``, or one made when the query first started and kept in its
-  offsets), so the service reports the query's lag and keeps what it has not read. A commit
-  that fails is logged and made good by the next.
+  on the service (``group``, or ``spark-<id>`` named when the query first started and kept in
+  its offsets), so the service reports the query's lag and keeps what it has not read. A commit
+  that fails is logged and made good by the next. Naming the group has no effect on the
+  service: Spark asks a new query's start more than once, and only the name that reaches the
+  checkpoint (with the first batch's offsets) is ever committed. The group is made when the
+  first batch is planned (`latestOffset` finds it missing from the topic's groups, in the
+  answer it asks for anyway), at the batch's start, so the service keeps the batch from then
+  on: one group per query, made once, whatever Spark process or reader object asks.
 
 The reader objects are pickled to the executors and rebuilt in Spark's Python processes:
 they hold options only, and each process reaches the service through its own client.
@@ -137,14 +142,15 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[str, str | int] | None = None
         self._exists = False  # whether the topic existed when last asked
         self._told_unknown = False  # logged that the checkpoint's log is not known
+        self._groups: dict[str, int] = {}  # the topic's groups when last asked
 
     @property
     def topic(self) -> str:
         return self.options.queue.topic
 
     def initialOffset(self) -> dict[str, str | int]:  # noqa: N802
-        """Where a new query starts (``startingOffsets``); its group is made here and
-        committed at once, so the service keeps what the query has not read.
+        """Where a new query starts (``startingOffsets``), with its group's name (nothing
+        is made on the service: `latestOffset` makes the group with the first batch).
 
         Raises:
             QueueError: the topic does not exist (``TOPIC_NOT_EXIST``) and the query does not
@@ -160,8 +166,6 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = 0 if offsets is None else resolve_start(
             self.options.starting, offsets.earliest, offsets.end)
         group = self.options.group or new_group()
-        if offsets is not None:
-            self._commit(group, start)
         incarnation = None if offsets is None else offsets.incarnation
         return StreamOffset(self.topic, start, group, incarnation).to_json()
 
@@ -176,7 +180,9 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit  # noqa: N802
                      ) -> dict[str, str | int]:
-        """Return the end of the next trigger (``start`` itself: nothing to read)."""
+        """Return the end of the next trigger (``start`` itself: nothing to read); the
+        query's group is made at ``start`` when the trigger reads something and the service
+        has no such group (the query's first batch, or a service that lost it)."""
         begin = StreamOffset.from_json(start, self.topic)
         begin, readable = self._readable(begin.at(begin.offset))  # its reset was its batch's
         if self._available_now and self._target is None:
@@ -192,6 +198,9 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = begin.at(trigger_end(begin.offset, readable, max_messages, self._target))
         if begin.reset is not None:  # the first batch of a new log starts at its start
             end = StreamOffset(end.topic, end.offset, end.group, end.incarnation, begin.reset)
+        group = self.options.group or begin.group
+        if end.offset > begin.offset and group not in self._groups:
+            self._commit(group, batch_start(begin, end))
         return end.to_json()
 
     def _readable(self, begin: StreamOffset) -> tuple[StreamOffset, int]:
@@ -199,6 +208,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         topic is now: with ``reset`` set) and how far it may read."""
         offsets = self.calls.offsets(begin.offset)
         self._exists = offsets is not None
+        self._groups = {} if offsets is None else offsets.groups
         if offsets is None:  # no such topic (yet): nothing to read
             self._latest = begin.to_json()
             return begin, begin.offset

@@ -41,15 +41,23 @@ def test_a_new_query_starts_where_asked_and_pins_its_group_there(
         served: tuple[str, BlockingQueueClient]) -> None:
     addr, q = served
     q.publish_many(addr, "t", [b"x"] * 10)
+    sources = [reader(addr, startingOffsets="earliest"), reader(addr),
+               reader(addr, startingOffsets="4", group="reports")]
 
-    earliest = reader(addr, startingOffsets="earliest").initialOffset()
-    latest = reader(addr).initialOffset()
-    named = reader(addr, startingOffsets="4", group="reports").initialOffset()
+    earliest, latest, named = [s.initialOffset() for s in sources]
+    again = [s.initialOffset() for s in sources]  # Spark asks twice: no group made yet
 
     assert (earliest["offset"], latest["offset"], named["offset"]) == (0, 10, 4)
     assert earliest["group"] != latest["group"] and named["group"] == "reports"
-    groups = q.offsets(addr, "t").groups
-    assert (groups[earliest["group"]], groups[latest["group"]], groups["reports"]) == (0, 10, 4)
+    assert q.offsets(addr, "t").groups == {}
+    # the first batch planned makes the group at its start; nothing to read makes none
+    ends = [s.latestOffset(start, ReadMaxRows(3))
+            for s, start in zip(sources, again, strict=True)]
+    assert [end["offset"] for end in ends] == [3, 10, 7]
+    assert q.offsets(addr, "t").groups == {again[0]["group"]: 0, "reports": 4}
+    for s, start in zip(sources, again, strict=True):  # planned again (a restart): no more
+        s.latestOffset(start, ReadMaxRows(3))
+    assert q.offsets(addr, "t").groups == {again[0]["group"]: 0, "reports": 4}
 
 
 def test_a_trigger_reads_at_most_max_messages_and_stops_at_a_deferred_one(
