@@ -4,8 +4,9 @@ reads (bookkeeping only: no I/O, unit-tested without Spark or sockets).
 A topic of the queue service is one ordered log, so the stream's offset is one number: the
 next offset to read (RocketMQ's pull model: the queue's offsets are the stream's offsets).
 Spark writes it to its checkpoint as JSON, with the topic (so a restart against another
-topic fails clearly), the consumer group the source commits to (made when the query first
-starts, so it stays the same across restarts from the same checkpoint), and the log's
+topic fails clearly), the consumer group the source commits to (option ``group``; none
+unless named: checkpoints written before kept a ``spark-<id>`` group made for the query,
+which their query goes on committing to), and the log's
 *incarnation*: the id the service gives the topic's log when it makes it (kept across
 restarts with a data directory). Offsets of another incarnation are another log's: a
 service without a data directory that restarted numbers its new messages from 0 again, and
@@ -24,15 +25,12 @@ there when the query started. The range is split into tasks of at most
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Literal
 
-__all__ = ["GROUP_PREFIX", "Starting", "StreamOffset", "batch_start", "new_group",
-           "resolve_start", "split_range", "trigger_end"]
-
-GROUP_PREFIX: Final = "spark-"
+__all__ = ["Starting", "StreamOffset", "batch_start", "resolve_start", "split_range",
+           "trigger_end"]
 
 Starting = Literal["earliest", "latest"] | int
 
@@ -40,18 +38,19 @@ Starting = Literal["earliest", "latest"] | int
 @dataclass(frozen=True, slots=True)
 class StreamOffset:
     """A place in the stream: the next offset to read of ``topic``, the group that commits
-    it, and the incarnation of the log it is an offset of (None: not known)."""
+    it (None: none), and the incarnation of the log it is an offset of (None: not known)."""
 
     topic: str
     offset: int
-    group: str
+    group: str | None = None
     incarnation: str | None = None
     reset: int | None = None  # a batch ending here starts at this offset of its log
 
     def to_json(self) -> dict[str, str | int]:
         """Return the offset as Spark checkpoints it."""
-        raw: dict[str, str | int] = {"topic": self.topic, "offset": self.offset,
-                                     "group": self.group}
+        raw: dict[str, str | int] = {"topic": self.topic, "offset": self.offset}
+        if self.group is not None:
+            raw["group"] = self.group
         if self.incarnation is not None:
             raw["incarnation"] = self.incarnation
         if self.reset is not None:
@@ -67,7 +66,7 @@ class StreamOffset:
                 belongs to another query).
         """
         if not isinstance(raw, Mapping) or not isinstance(raw.get("offset"), int) or not (
-                isinstance(raw.get("topic"), str) and isinstance(raw.get("group"), str)):
+                isinstance(raw.get("topic"), str) and isinstance(raw.get("group"), str | None)):
             raise ValueError(f"the checkpoint holds an offset that is not the remoting "
                              f"source's ({raw!r}): start the query with a new checkpoint "
                              "location")
@@ -82,7 +81,7 @@ class StreamOffset:
             raise ValueError(f"the checkpoint holds an offset that is not the remoting "
                              f"source's ({raw!r}): start the query with a new checkpoint "
                              "location")
-        return cls(topic, raw["offset"], raw["group"], incarnation, reset)
+        return cls(topic, raw["offset"], raw.get("group"), incarnation, reset)
 
     def at(self, offset: int) -> StreamOffset:
         """Return this offset moved to ``offset`` (of the same log)."""
@@ -100,11 +99,6 @@ def batch_start(start: StreamOffset, end: StreamOffset) -> int:
             and end.incarnation != start.incarnation):
         return end.reset
     return start.offset
-
-
-def new_group() -> str:
-    """Return a group name for a new query: unique, and a valid queue name."""
-    return GROUP_PREFIX + uuid.uuid4().hex
 
 
 def resolve_start(starting: Starting, earliest: int, end: int) -> int:

@@ -70,7 +70,7 @@ class SourceOptions:
         ending: where a batch read ends (``latest``: the topic's readable end when planned).
         max_per_trigger: offsets one trigger reads at most (None: all there are).
         per_partition: offsets one task reads at most.
-        group: the consumer group committed to (None: one made for the query).
+        group: the consumer group committed to (None: none, nothing committed).
         fail_on_data_loss: fail when offsets the query has not read are gone (else skip
             them, logged).
         wait_for_topic: a stream whose topic does not exist yet waits for it (else the

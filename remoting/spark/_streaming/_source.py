@@ -18,10 +18,16 @@ Theory of operation (RocketMQ's pull consumer, with Spark keeping the offsets):
 - When nothing new is readable, the driver holds a pull on the service for up to
   `IDLE_WAIT` seconds: it returns the moment a message arrives (RocketMQ's long polling),
   where Spark would otherwise ask again every 10 ms.
-- Once Spark has committed a batch, the source commits its end to the query's consumer group
-  on the service (``group``, or one made when the query first started and kept in its
-  offsets), so the service reports the query's lag and keeps what it has not read. A commit
-  that fails is logged and made good by the next.
+- The query's offsets live in Spark's checkpoint, so by default the source makes no consumer
+  group and commits nothing: it neither holds the topic's retention nor, by moving a group,
+  lets the service trim what other readers (a later query from ``earliest``) would read.
+  With option ``group``, once Spark has committed a batch the source commits its end to that
+  group, so the service reports the query's lag and keeps what it has not read; the group
+  is made when the query's first batch is planned, at that batch's start (`latestOffset`
+  finds it missing among the topic's groups, in the answer it asks for anyway), never by
+  `initialOffset`, which Spark calls more than once per new query. A checkpoint written
+  before this kept a ``spark-<id>`` group made for its query: that query goes on committing
+  to it. A commit that fails is logged and made good by the next.
 
 The reader objects are pickled to the executors and rebuilt in Spark's Python processes:
 they hold options only, and each process reaches the service through its own client.
@@ -53,7 +59,6 @@ from ._calls import QueueCalls
 from ._offsets import (
     StreamOffset,
     batch_start,
-    new_group,
     resolve_start,
     split_range,
     trigger_end,
@@ -137,14 +142,15 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[str, str | int] | None = None
         self._exists = False  # whether the topic existed when last asked
         self._told_unknown = False  # logged that the checkpoint's log is not known
+        self._groups: dict[str, int] = {}  # the topic's groups when last asked
 
     @property
     def topic(self) -> str:
         return self.options.queue.topic
 
     def initialOffset(self) -> dict[str, str | int]:  # noqa: N802
-        """Where a new query starts (``startingOffsets``); its group is made here and
-        committed at once, so the service keeps what the query has not read.
+        """Where a new query starts (``startingOffsets``), with option ``group`` (nothing
+        is made on the service: `latestOffset` makes the group with the first batch).
 
         Raises:
             QueueError: the topic does not exist (``TOPIC_NOT_EXIST``) and the query does not
@@ -159,11 +165,8 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                              "to wait for it")
         start = 0 if offsets is None else resolve_start(
             self.options.starting, offsets.earliest, offsets.end)
-        group = self.options.group or new_group()
-        if offsets is not None:
-            self._commit(group, start)
         incarnation = None if offsets is None else offsets.incarnation
-        return StreamOffset(self.topic, start, group, incarnation).to_json()
+        return StreamOffset(self.topic, start, self.options.group, incarnation).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         limit = self.options.max_per_trigger
@@ -176,7 +179,9 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit  # noqa: N802
                      ) -> dict[str, str | int]:
-        """Return the end of the next trigger (``start`` itself: nothing to read)."""
+        """Return the end of the next trigger (``start`` itself: nothing to read); the
+        query's group (if any) is made at ``start`` when the trigger reads something and the
+        service has no such group (the query's first batch, or a service that lost it)."""
         begin = StreamOffset.from_json(start, self.topic)
         begin, readable = self._readable(begin.at(begin.offset))  # its reset was its batch's
         if self._available_now and self._target is None:
@@ -192,6 +197,9 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = begin.at(trigger_end(begin.offset, readable, max_messages, self._target))
         if begin.reset is not None:  # the first batch of a new log starts at its start
             end = StreamOffset(end.topic, end.offset, end.group, end.incarnation, begin.reset)
+        group = self.options.group or begin.group
+        if group is not None and end.offset > begin.offset and group not in self._groups:
+            self._commit(group, batch_start(begin, end))
         return end.to_json()
 
     def _readable(self, begin: StreamOffset) -> tuple[StreamOffset, int]:
@@ -199,6 +207,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         topic is now: with ``reset`` set) and how far it may read."""
         offsets = self.calls.offsets(begin.offset)
         self._exists = offsets is not None
+        self._groups = {} if offsets is None else offsets.groups
         if offsets is None:  # no such topic (yet): nothing to read
             self._latest = begin.to_json()
             return begin, begin.offset
@@ -254,9 +263,11 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.calls, partition, self.options.fail_on_data_loss)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Spark has committed every offset before ``end``: commit it to the group."""
+        """Spark has committed every offset before ``end``: commit it to the group, if any."""
         done = StreamOffset.from_json(end, self.topic)
-        self._commit(self.options.group or done.group, done.offset)
+        group = self.options.group or done.group
+        if group is not None:
+            self._commit(group, done.offset)
 
     def _commit(self, group: str, offset: int) -> None:
         try:

@@ -2,7 +2,7 @@
 process of its own, is SIGKILLed after some triggers and restarted from its checkpoint (in
 this process, ``Trigger.AvailableNow``): every offset is in the output exactly once, each
 trigger read at most ``maxMessagesPerTrigger`` messages, and the query's consumer group on the
-service followed it."""
+service (option ``group``) followed it."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def test_every_offset_is_in_the_output_once_after_a_kill_and_a_restart(
 
     query = (streaming.readStream.format("remoting").option("addresses", queue.addr)
              .option("topic", "events").option("startingOffsets", "earliest")
-             .option("maxMessagesPerTrigger", str(PER_TRIGGER)).load()
-             .writeStream.format("parquet").option("path", str(output))
+             .option("maxMessagesPerTrigger", str(PER_TRIGGER)).option("group", "exports")
+             .load().writeStream.format("parquet").option("path", str(output))
              .option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
     assert query.awaitTermination(300), "the restarted query did not finish"
@@ -62,7 +62,9 @@ def test_every_offset_is_in_the_output_once_after_a_kill_and_a_restart(
     # the killed job may have committed a batch after the lines read and before the kill
     # (printed too late, or not at all): every message is in the output once (above)
     assert max(sizes) <= PER_TRIGGER and sum(s > 0 for s in sizes) >= MESSAGES // PER_TRIGGER - 1
-    group = after[-1]["sources"][0]["endOffset"]["group"]
-    committed = queue.q.offsets(queue.addr, "events").groups[group]
+    assert after[-1]["sources"][0]["endOffset"]["group"] == "exports"
+    groups = queue.q.offsets(queue.addr, "events").groups
+    assert groups.keys() == {"exports"}
+    committed = groups["exports"]
     # Spark tells a source a batch is committed when it plans the next one: the last trails
     assert MESSAGES - PER_TRIGGER <= committed <= MESSAGES

@@ -37,19 +37,28 @@ def reader(addr: str, **options: str) -> QueueStreamReader:
                                             streaming=True))
 
 
-def test_a_new_query_starts_where_asked_and_pins_its_group_there(
+def test_a_new_query_starts_where_asked_and_pins_a_named_group_there(
         served: tuple[str, BlockingQueueClient]) -> None:
     addr, q = served
     q.publish_many(addr, "t", [b"x"] * 10)
+    sources = [reader(addr, startingOffsets="earliest"), reader(addr),
+               reader(addr, startingOffsets="4", group="reports"),
+               reader(addr, startingOffsets="latest", group="idle")]
 
-    earliest = reader(addr, startingOffsets="earliest").initialOffset()
-    latest = reader(addr).initialOffset()
-    named = reader(addr, startingOffsets="4", group="reports").initialOffset()
+    earliest, latest, named, idle = [s.initialOffset() for s in sources]
+    again = [s.initialOffset() for s in sources]  # Spark asks twice: nothing made
 
-    assert (earliest["offset"], latest["offset"], named["offset"]) == (0, 10, 4)
-    assert earliest["group"] != latest["group"] and named["group"] == "reports"
-    groups = q.offsets(addr, "t").groups
-    assert (groups[earliest["group"]], groups[latest["group"]], groups["reports"]) == (0, 10, 4)
+    assert [o["offset"] for o in (earliest, latest, named, idle)] == [0, 10, 4, 10]
+    assert "group" not in earliest and named["group"] == "reports"
+    assert q.offsets(addr, "t").groups == {}
+    # the first batch planned makes a named group at its start; nothing to read makes none
+    ends = [s.latestOffset(start, ReadMaxRows(3))
+            for s, start in zip(sources, again, strict=True)]
+    assert [end["offset"] for end in ends] == [3, 10, 7, 10]
+    assert q.offsets(addr, "t").groups == {"reports": 4}
+    for s, start in zip(sources, again, strict=True):  # planned again (a restart): no more
+        s.latestOffset(start, ReadMaxRows(3))
+    assert q.offsets(addr, "t").groups == {"reports": 4}
 
 
 def test_a_trigger_reads_at_most_max_messages_and_stops_at_a_deferred_one(
@@ -125,13 +134,14 @@ def test_spark_commits_move_the_group_and_another_topics_checkpoint_is_refused(
         served: tuple[str, BlockingQueueClient]) -> None:
     addr, q = served
     q.publish_many(addr, "t", [b"x"] * 8)
-    source = reader(addr, startingOffsets="earliest")
+    source = reader(addr, startingOffsets="earliest", group="reports")
     start = source.initialOffset()
 
     source.commit({**start, "offset": 6})
+    reader(addr).commit({"topic": "t", "offset": 5, "group": "spark-old"})  # an old checkpoint
 
-    assert q.offsets(addr, "t").groups[start["group"]] == 6
-    assert q.statistics(addr, "t").topics["t"].groups[start["group"]].lag == 2
+    assert q.offsets(addr, "t").groups == {"reports": 6, "spark-old": 5}
+    assert q.statistics(addr, "t").topics["t"].groups["reports"].lag == 2
     with pytest.raises(ValueError, match="reading topic 'other'"):
         source.latestOffset({**start, "topic": "other"}, ReadAllAvailable())
     assert list(source.read(OffsetRange(2, 5)))[0].column("offset").to_pylist() == [2, 3, 4]

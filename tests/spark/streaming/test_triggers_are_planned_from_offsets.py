@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from remoting.spark._streaming._offsets import (
     StreamOffset,
-    new_group,
     resolve_start,
     split_range,
     trigger_end,
@@ -53,10 +52,16 @@ def test_starting_offsets_resolve_against_the_topic() -> None:
 
 
 def test_an_offset_survives_the_checkpoints_json_and_names_its_topic() -> None:
-    offset = StreamOffset("events", 42, new_group())
+    offset = StreamOffset("events", 42, "reports")
+    no_group = StreamOffset("events", 42)
 
     assert StreamOffset.from_json(offset.to_json(), "events") == offset
     assert offset.at(50) == StreamOffset("events", 50, offset.group)
+    assert "group" not in no_group.to_json()
+    assert StreamOffset.from_json(no_group.to_json(), "events") == no_group
+    # a checkpoint written before groups were optional names the one made for its query
+    old = StreamOffset.from_json({"topic": "events", "offset": 7, "group": "spark-0a"}, "events")
+    assert old.group == "spark-0a"
 
 
 def test_a_checkpoint_of_another_topic_or_another_source_is_refused_clearly() -> None:
@@ -65,9 +70,3 @@ def test_a_checkpoint_of_another_topic_or_another_source_is_refused_clearly() ->
     with pytest.raises(ValueError, match="not the remoting source's"):
         StreamOffset.from_json({"partition-0": 17}, "events")
 
-
-def test_each_new_query_gets_a_group_of_its_own_with_a_valid_queue_name() -> None:
-    groups = {new_group() for _ in range(100)}
-    assert len(groups) == 100
-    assert all(g.startswith("spark-") and len(g) <= 128 and g.replace("-", "").isalnum()
-               for g in groups)
