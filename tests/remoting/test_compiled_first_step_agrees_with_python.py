@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remoting._core._receiving import _first_step
+from remoting._core._receiving import _first_step, _native
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("first_step_test", default="unset")
 Step = Callable[[contextvars.Context, Any], tuple[bool, Any]]
@@ -149,8 +149,8 @@ def test_a_finished_coroutine_and_bad_arguments_fail_alike(compiled: Step) -> No
 
 
 def test_the_transport_uses_the_compiled_kernel_unless_pure_python_is_asked_for() -> None:
-    from codec import _native
+    from codec import _native as codec_native
 
-    assert _first_step.STATUS.split(" (")[0] == _native.STATUS.split(" (")[0]
+    assert _native.STATUS.split(" (")[0] == codec_native.STATUS.split(" (")[0]
     assert (_first_step.first_step is not _first_step.python_first_step) == (
-        _first_step.STATUS == "compiled")
+        _native.STATUS == "compiled")

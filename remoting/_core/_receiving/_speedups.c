@@ -13,7 +13,7 @@
  * Python twin does. tests/remoting/test_compiled_first_step_agrees_with_python.py holds the
  * two to the same results with hypothesis.
  *
- * Built by hatch_build.py beside codec/_speedups.c; loaded by _first_step.py through
+ * Built by hatch_build.py beside codec/_speedups.c; loaded by _native.py beside it through
  * codec/_native.py's load_extension (never under TRIO_REMOTING_PURE_PYTHON, never stale).
  */
 #define PY_SSIZE_T_CLEAN
@@ -95,6 +95,8 @@ sp_first_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     return done_value(how == PYGEN_RETURN, result);
 }
+
+/* ------------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
     {"first_step", (PyCFunction)(void (*)(void))sp_first_step, METH_FASTCALL,
