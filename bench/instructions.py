@@ -1,0 +1,174 @@
+"""Instructions per pipelined request, pure Python against compiled: a count no other load moves.
+
+    .venv/bin/python bench/instructions.py                    # this checkout, both sides
+    .venv/bin/python bench/instructions.py --tree ../other --requests 5000
+
+CPU time per request (bench/rpc.py, bench/ab.py) moves with what else runs on the machine:
+caches, frequency, the scheduler. The number of instructions a process runs for a request
+does not. Each case runs one process under valgrind's callgrind (``--instr-atstart=no``),
+the other natively: an echo server (`AsyncEchoProcessor`, or `EchoProcessor` on its pool)
+and a client sending 128-byte requests with three ext fields through ``invoke_many``
+(limit 64; the blocking `RemotingClient` or the trio client). After a warm-up of 2,000
+requests the measured process turns counting on (``callgrind_control -i on`` on its own
+pid, or on the server's), sends ``--requests`` more, turns it off, and the count divided by
+the requests is the figure (user-space instructions of all its threads; the kernel's share,
+the system calls, is not counted, and is the same on both sides). Each case runs once with
+``TRIO_REMOTING_PURE_PYTHON=1`` and once compiled; the last column is compiled / pure.
+Requests are built in the measured part (``create_request``), as an application builds them.
+Needs valgrind (Debian: ``apt-get install valgrind``); a case takes about half a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WARM_UP = 2000
+STOP_CODE = 999  # a oneway request of this code ends the server
+COLLECTED = re.compile(r"Collected : (\d+)")
+
+SERVER = """
+import sys, trio
+from processors import AsyncEchoProcessor, AsyncRequestProcessor, EchoProcessor
+from remoting import ServerConfig, TrioRemotingServer
+
+class Stop(AsyncRequestProcessor):
+    def __init__(self, scope):
+        self.scope = scope
+    async def process_request(self, ctx, request):
+        self.scope.cancel()
+
+async def main():
+    server = TrioRemotingServer(ServerConfig(bind_address="127.0.0.1"))
+    server.register_default_processor(
+        EchoProcessor() if sys.argv[2] == "pool" else AsyncEchoProcessor())
+    async with trio.open_nursery() as nursery:
+        server.register_processor(STOP_CODE, Stop(nursery.cancel_scope))
+        port = await nursery.start(server.serve)
+        with open(sys.argv[1] + ".tmp", "w") as f:
+            f.write(str(port))
+        import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+trio.run(main)
+""".replace("STOP_CODE", str(STOP_CODE))
+
+CLIENT = """
+import os, subprocess, sys, time
+port_file, style, n, counted = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+while not os.path.exists(port_file):
+    time.sleep(0.1)
+addr = "127.0.0.1:" + open(port_file).read()
+from remoting import ClientConfig, RemotingClient, RemotingCommand
+counted = str(os.getpid()) if counted == "self" else counted
+
+def requests(k):
+    return [RemotingCommand.create_request(12, {"a": "1", "b": "2", "c": "3"}, b"x" * 128)
+            for _ in range(k)]
+
+def count(on):
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", counted], check=True,
+                   capture_output=True)
+
+def check(results):
+    bad = [r for r in results if isinstance(r, BaseException)]
+    assert not bad, bad[0]
+
+if style == "blocking":
+    with RemotingClient(ClientConfig()) as c:
+        check(c.invoke_many(addr, requests(WARM_UP), 600.0, limit=64))
+        count(True)
+        check(c.invoke_many(addr, requests(n), 600.0, limit=64))
+        count(False)
+        c.invoke_oneway(addr, RemotingCommand.create_request(STOP_CODE), 60.0)
+else:
+    import trio
+    import remoting
+
+    async def main():
+        async with remoting.open_client(ClientConfig()) as c:
+            check(await c.invoke_many(addr, requests(WARM_UP), 600.0, limit=64))
+            await trio.to_thread.run_sync(count, True)
+            check(await c.invoke_many(addr, requests(n), 600.0, limit=64))
+            await trio.to_thread.run_sync(count, False)
+            await c.invoke_oneway(addr, RemotingCommand.create_request(STOP_CODE), 60.0)
+    trio.run(main)
+""".replace("STOP_CODE", str(STOP_CODE)).replace("WARM_UP", str(WARM_UP))
+
+CASES = [  # (name, the process counted, processor, client style)
+    ("server, async processor (blocking client)", "server", "async", "blocking"),
+    ("server, pool processor (blocking client)", "server", "pool", "blocking"),
+    ("client, blocking invoke_many (async processor)", "client", "async", "blocking"),
+    ("client, trio invoke_many (async processor)", "client", "async", "trio"),
+]
+
+
+def count_case(tree: Path, pure: bool, counted: str, processor: str, style: str,
+               requests: int) -> float:
+    """Run one case; return the counted process's instructions per request."""
+    env = {k: v for k, v in os.environ.items() if k != "TRIO_REMOTING_PURE_PYTHON"}
+    env["PYTHONPATH"] = str(tree)
+    if pure:
+        env["TRIO_REMOTING_PURE_PYTHON"] = "1"
+    with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
+        port_file = os.path.join(tmp, "port")
+        grind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                 f"--callgrind-out-file={tmp}/callgrind.out"]
+        server_cmd = [sys.executable, "-c", SERVER, port_file, processor]
+        server = subprocess.Popen(grind + server_cmd if counted == "server" else server_cmd,
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
+        try:
+            target = str(server.pid) if counted == "server" else "self"
+            client_cmd = [sys.executable, "-c", CLIENT, port_file, style, str(requests), target]
+            client = subprocess.run(grind + client_cmd if counted == "client" else client_cmd,
+                                    env=env, capture_output=True, text=True, timeout=1800)
+            _, server_err = server.communicate(timeout=300)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        if client.returncode:
+            raise RuntimeError(f"the client failed:\n{client.stderr[-3000:]}")
+        found = COLLECTED.search(server_err if counted == "server" else client.stderr)
+        if found is None:
+            raise RuntimeError("callgrind reported no count:\n"
+                               + (server_err if counted == "server" else client.stderr)[-3000:])
+        return int(found[1]) / requests
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tree", type=Path, default=HERE.parent,
+                    help="the checkout whose library runs (default: this one; its compiled "
+                         "fast path must be built there: python hatch_build.py)")
+    ap.add_argument("--requests", type=int, default=5000)
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        ap.error("needs valgrind and callgrind_control (Debian: apt-get install valgrind)")
+    tree = args.tree.resolve()
+    status = subprocess.run([sys.executable, "-c", "import codec._native as n; print(n.STATUS)"],
+                            env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
+                            text=True).stdout.strip()
+    if not status.startswith("compiled"):
+        ap.error(f"the compiled fast path is not in use there: {status}")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{tree}, {started}, {args.requests:,} requests after {WARM_UP:,}\n")
+    print(f"| {'instructions per request':<48} | {'pure':>8} | {'compiled':>8} | ratio |")
+    print(f"|{'-' * 50}|{'-' * 10}|{'-' * 10}|-------|")
+    for name, counted, processor, style in CASES:
+        pure, compiled = (count_case(tree, side, counted, processor, style, args.requests)
+                          for side in (True, False))
+        print(f"| {name:<48} | {pure:>8,.0f} | {compiled:>8,.0f} | {compiled / pure:.2f}x |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
