@@ -31,10 +31,12 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
 	$(PIP) -e '.[docs]'
 	@touch $@
 
-# The compiled fast path (codec/_speedups.c): an editable install builds it in place; rebuilt
-# here when its source changed since (a machine without a C compiler says so in one line and
-# runs the pure-Python package, which CI also tests: make test-pure).
-$(VENV)/.compiled: codec/_speedups.c hatch_build.py $(VENV)/.installed-dev
+# The compiled fast path (codec/_speedups.c, remoting/_core/_receiving/_speedups.c): an editable
+# install builds it in place; rebuilt here when a source changed since (a machine without a C
+# compiler says so in one line and runs the pure-Python package, which CI also tests: make
+# test-pure).
+SPEEDUPS := codec/_speedups.c remoting/_core/_receiving/_speedups.c
+$(VENV)/.compiled: $(SPEEDUPS) hatch_build.py $(VENV)/.installed-dev
 	-$(PY) hatch_build.py
 	@$(PY) -c "import codec._native as n; print('== trio-remoting codec:', n.STATUS)"
 	@touch $@
@@ -131,4 +133,4 @@ charts: $(VENV)/.installed-docs
 
 clean:
 	rm -rf $(VENV) $(NEWEST_TRIO) .cache .pytest_cache .mypy_cache .ruff_cache docs/_build dist build
-	rm -f codec/_speedups.*.so codec/_speedups.*.pyd
+	rm -f $(SPEEDUPS:.c=.*.so) $(SPEEDUPS:.c=.*.pyd)

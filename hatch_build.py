@@ -1,13 +1,13 @@
-"""Build the compiled fast path (``codec/_speedups.c``) with the package; pure Python without it.
+"""Build the compiled fast path (the C kernels in `EXTENSIONS`); pure Python without it.
 
 A hatchling build hook (``[tool.hatch.build.hooks.custom]`` in pyproject.toml): building a
-wheel compiles the extension with the platform's C compiler (setuptools' ``build_ext``, so
-``CC``, ``CFLAGS`` and cibuildwheel's settings apply) and adds it to a platform wheel; an
-editable install (``pip install -e .``) compiles it in place, beside its source. When
+wheel compiles the extensions with the platform's C compiler (setuptools' ``build_ext``, so
+``CC``, ``CFLAGS`` and cibuildwheel's settings apply) and adds them to a platform wheel; an
+editable install (``pip install -e .``) compiles them in place, beside their sources. When
 ``TRIO_REMOTING_PURE_PYTHON=1`` is set, or compiling fails (no compiler), it says so in one
 line and the wheel is the pure-Python package (``py3-none-any``), which works the same.
 
-Run as a script, it compiles in place (what ``make`` does when ``codec/_speedups.c`` changed):
+Run as a script, it compiles in place (what ``make`` does when a C source changed):
 
     .venv/bin/python hatch_build.py
 """
@@ -22,8 +22,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
-SOURCE = "codec/_speedups.c"
-MODULE = "codec._speedups"
+# (module, its C source): the codec's kernels and the receiving side's, each beside the Python
+# module that owns it (codec/_native.py loads them all by one rule).
+EXTENSIONS = (
+    ("codec._speedups", "codec/_speedups.c"),
+    ("remoting._core._receiving._speedups", "remoting/_core/_receiving/_speedups.c"),
+)
 PURE_PYTHON_ENV = "TRIO_REMOTING_PURE_PYTHON"
 
 
@@ -35,38 +39,40 @@ def pure_python_requested() -> bool:
     return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
 
 
-def compile_extension(build_dir: Path, *, inplace: bool) -> Path:
-    """Compile the extension; return the path of the built file.
+def compile_extensions(build_dir: Path, *, inplace: bool) -> list[Path]:
+    """Compile every extension; return the paths of the built files.
 
     Raises:
         Exception: whatever the compiler or setuptools raised (no compiler, a failed build).
     """
     from setuptools import Distribution, Extension
 
-    sha = hashlib.sha256((ROOT / SOURCE).read_bytes()).hexdigest()
-    ext = Extension(MODULE, [SOURCE], define_macros=[("SOURCE_SHA256", f'"{sha}"')])
-    dist = Distribution({"name": "trio-remoting-speedups", "ext_modules": [ext]})
+    exts = []
+    for module, source in EXTENSIONS:
+        sha = hashlib.sha256((ROOT / source).read_bytes()).hexdigest()
+        exts.append(Extension(module, [source], define_macros=[("SOURCE_SHA256", f'"{sha}"')]))
+    dist = Distribution({"name": "trio-remoting-speedups", "ext_modules": exts})
     cmd: Any = dist.get_command_obj("build_ext")
     cmd.inplace = inplace
     cmd.build_lib = str(build_dir / "lib")
     cmd.build_temp = str(build_dir / "temp")
     cwd = os.getcwd()
-    os.chdir(ROOT)  # build_ext resolves the source and the in-place target from here
+    os.chdir(ROOT)  # build_ext resolves the sources and the in-place targets from here
     try:
         cmd.ensure_finalized()
         cmd.run()
-        return Path(cmd.get_ext_fullpath(MODULE)).resolve()
+        return [Path(cmd.get_ext_fullpath(module)).resolve() for module, _ in EXTENSIONS]
     finally:
         os.chdir(cwd)
 
 
-def build(build_dir: Path, *, inplace: bool) -> Path | None:
+def build(build_dir: Path, *, inplace: bool) -> list[Path] | None:
     """Compile unless pure Python was asked for; on failure say why in one line."""
     if pure_python_requested():
         _say(f"{PURE_PYTHON_ENV} is set: building the pure-Python package")
         return None
     try:
-        built = compile_extension(build_dir, inplace=inplace)
+        built = compile_extensions(build_dir, inplace=inplace)
     except Exception as exc:  # no compiler, missing headers: the pure package still works
         text = " ".join(str(exc).split())
         reason = type(exc).__name__ + (f": {text[:100]}..." if len(text) > 100
@@ -74,7 +80,7 @@ def build(build_dir: Path, *, inplace: bool) -> Path | None:
         _say(f"could not compile the fast path ({reason}): installing the pure-Python "
              "package, which works the same, only slower")
         return None
-    _say(f"compiled the fast path: {built.name}")
+    _say("compiled the fast path: " + ", ".join(module for module, _ in EXTENSIONS))
     return built
 
 
@@ -85,7 +91,7 @@ except ImportError:  # run as a script, outside a build
 
 
 class CompiledFastPath(BuildHookInterface):  # type: ignore[misc,valid-type]
-    """Compile ``codec._speedups`` into the wheel (in place for an editable install)."""
+    """Compile the `EXTENSIONS` into the wheel (in place for an editable install)."""
 
     PLUGIN_NAME = "custom"
 
@@ -99,8 +105,10 @@ class CompiledFastPath(BuildHookInterface):  # type: ignore[misc,valid-type]
             return
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
-        if not editable:  # an editable install imports it from the source tree
-            build_data["force_include"][str(built)] = f"codec/{built.name}"
+        if not editable:  # an editable install imports them from the source tree
+            for (module, _), path in zip(EXTENSIONS, built, strict=True):
+                folder = module.rpartition(".")[0].replace(".", "/")
+                build_data["force_include"][str(path)] = f"{folder}/{path.name}"
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         tmp = getattr(self, "_tmp", None)

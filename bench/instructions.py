@@ -1,21 +1,27 @@
-"""Instructions per request of two checkouts, counted by valgrind: an A/B that a loaded
-machine cannot blur.
+"""Instructions per request, pure Python against compiled (or two checkouts): a count no
+other load moves.
 
-    .venv/bin/python bench/instructions.py --a /tmp/old-checkout --b . [--cases trio-many,...]
+    .venv/bin/python bench/instructions.py                    # this checkout, both sides
+    .venv/bin/python bench/instructions.py --tree ../other --requests 5000
+    .venv/bin/python bench/instructions.py --a ../old-checkout     # two commits, pure Python
 
-Timing A/Bs (bench/ab.py) need a quiet machine: other processes move a rate by more than the
-few per cent a change costs. This one counts the CPU instructions a process executes
-(valgrind's callgrind, no cache simulation) for the same workload
-(bench/_instruction_workload.py: a trio server with the async echo processor and one client
-in one process) at two request counts, ``--small`` and ``--large``; the difference divided
-by the difference in requests is the cost of one request, start-up and imports cancelled
-out. A process runs ~50x slower under valgrind, so each case takes a minute or two.
-
-Instructions are not time (a cache miss costs more than an add), but for the same Python
-workload they follow CPU time closely, and they are repeatable to a fraction of a per cent.
-Both sides run the pure-Python package (``TRIO_REMOTING_PURE_PYTHON=1``) unless
-``--compiled``. A checkout is any directory holding ``codec``, ``processors`` and
-``remoting`` (a git worktree, or ``git archive <commit> | tar -x -C <dir>``).
+CPU time per request (bench/rpc.py, bench/ab.py) moves with what else runs on the machine:
+caches, frequency, the scheduler. The number of instructions a process runs for a request
+does not. Each case runs one process under valgrind's callgrind (``--instr-atstart=no``),
+the other natively: an echo server (`AsyncEchoProcessor`, or `EchoProcessor` on its pool)
+and a client sending 128-byte requests with three ext fields through ``invoke_many``
+(limit 64; the blocking `RemotingClient` or the trio client), or one ``invoke_sync`` at a
+time. After a warm-up of 2,000
+requests the measured process turns counting on (``callgrind_control -i on`` on its own
+pid, or on the server's), sends ``--requests`` more, turns it off, and the count divided by
+the requests is the figure (user-space instructions of all its threads; the kernel's share,
+the system calls, is not counted, and is the same on both sides). Each case runs once with
+``TRIO_REMOTING_PURE_PYTHON=1`` and once compiled; the last column is compiled / pure. With
+``--a`` each case runs on checkout A and on ``--tree``, both pure Python: the last column is
+B / A, the A/B of two commits (a checkout is any directory holding ``codec``, ``processors``
+and ``remoting``: a worktree, or ``git archive <commit> | tar -x -C <dir>``).
+Requests are built in the measured part (``create_request``), as an application builds them.
+Needs valgrind (Debian: ``apt-get install valgrind``); a case takes about half a minute.
 """
 
 from __future__ import annotations
@@ -26,71 +32,165 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-WORKLOAD = HERE / "_instruction_workload.py"
-CASES = ("trio-many", "trio-seq", "blocking-many", "blocking-seq")
+WARM_UP = 2000
+STOP_CODE = 999  # a oneway request of this code ends the server
 COLLECTED = re.compile(r"Collected : (\d+)")
 
+SERVER = """
+import sys, trio
+from processors import AsyncEchoProcessor, AsyncRequestProcessor, EchoProcessor
+from remoting import ServerConfig, TrioRemotingServer
 
-def instructions(tree: Path, case: str, n: int, pure: bool) -> int:
-    """Instructions executed by the workload ``case`` of ``n`` requests on ``tree``."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TRIO_REMOTING_PURE_PYTHON", "PYTHONDONTWRITEBYTECODE")}
+class Stop(AsyncRequestProcessor):
+    def __init__(self, scope):
+        self.scope = scope
+    async def process_request(self, ctx, request):
+        self.scope.cancel()
+
+async def main():
+    server = TrioRemotingServer(ServerConfig(bind_address="127.0.0.1"))
+    server.register_default_processor(
+        EchoProcessor() if sys.argv[2] == "pool" else AsyncEchoProcessor())
+    async with trio.open_nursery() as nursery:
+        server.register_processor(STOP_CODE, Stop(nursery.cancel_scope))
+        port = await nursery.start(server.serve)
+        with open(sys.argv[1] + ".tmp", "w") as f:
+            f.write(str(port))
+        import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+trio.run(main)
+""".replace("STOP_CODE", str(STOP_CODE))
+
+CLIENT = """
+import os, subprocess, sys, time
+port_file, style, n, counted = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+while not os.path.exists(port_file):
+    time.sleep(0.1)
+addr = "127.0.0.1:" + open(port_file).read()
+from remoting import ClientConfig, RemotingClient, RemotingCommand
+counted = str(os.getpid()) if counted == "self" else counted
+
+def requests(k):
+    return [RemotingCommand.create_request(12, {"a": "1", "b": "2", "c": "3"}, b"x" * 128)
+            for _ in range(k)]
+
+def count(on):
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", counted], check=True,
+                   capture_output=True)
+
+def check(results):
+    bad = [r for r in results if isinstance(r, BaseException)]
+    assert not bad, bad[0]
+
+if style.startswith("blocking"):
+    with RemotingClient(ClientConfig()) as c:
+        check(c.invoke_many(addr, requests(WARM_UP), 600.0, limit=64))
+        count(True)
+        if style == "blocking-seq":
+            check([c.invoke_sync(addr, request, 600.0) for request in requests(n)])
+        else:
+            check(c.invoke_many(addr, requests(n), 600.0, limit=64))
+        count(False)
+        c.invoke_oneway(addr, RemotingCommand.create_request(STOP_CODE), 60.0)
+else:
+    import trio
+    import remoting
+
+    async def main():
+        async with remoting.open_client(ClientConfig()) as c:
+            check(await c.invoke_many(addr, requests(WARM_UP), 600.0, limit=64))
+            await trio.to_thread.run_sync(count, True)
+            check(await c.invoke_many(addr, requests(n), 600.0, limit=64))
+            await trio.to_thread.run_sync(count, False)
+            await c.invoke_oneway(addr, RemotingCommand.create_request(STOP_CODE), 60.0)
+    trio.run(main)
+""".replace("STOP_CODE", str(STOP_CODE)).replace("WARM_UP", str(WARM_UP))
+
+CASES = [  # (name, the process counted, processor, client style)
+    ("server, async processor (blocking client)", "server", "async", "blocking"),
+    ("server, pool processor (blocking client)", "server", "pool", "blocking"),
+    ("client, blocking invoke_many (async processor)", "client", "async", "blocking"),
+    ("client, trio invoke_many (async processor)", "client", "async", "trio"),
+    ("client, blocking invoke_sync, one at a time", "client", "async", "blocking-seq"),
+]
+
+
+def count_case(tree: Path, pure: bool, counted: str, processor: str, style: str,
+               requests: int) -> float:
+    """Run one case; return the counted process's instructions per request."""
+    env = {k: v for k, v in os.environ.items() if k != "TRIO_REMOTING_PURE_PYTHON"}
     env["PYTHONPATH"] = str(tree)
     if pure:
         env["TRIO_REMOTING_PURE_PYTHON"] = "1"
-    proc = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, str(WORKLOAD), case, str(n)],
-        env=env, capture_output=True, text=True, timeout=3600)
-    found = COLLECTED.search(proc.stderr)
-    if proc.returncode != 0 or found is None:
-        raise RuntimeError(f"{case} on {tree} failed:\n{proc.stderr[-3000:]}")
-    return int(found.group(1))
-
-
-def compile_tree(tree: Path) -> None:
-    """Write ``tree``'s bytecode caches first: otherwise the first counted run would also
-    compile every module, and the next ones not."""
-    for package in ("codec", "processors", "remoting"):
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / package)],
-                       check=True, timeout=600)
-
-
-def per_request(tree: Path, case: str, small: int, large: int, pure: bool) -> float:
-    return (instructions(tree, case, large, pure) - instructions(tree, case, small, pure)) / (
-        large - small)
+    with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
+        port_file = os.path.join(tmp, "port")
+        grind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                 f"--callgrind-out-file={tmp}/callgrind.out"]
+        server_cmd = [sys.executable, "-c", SERVER, port_file, processor]
+        server = subprocess.Popen(grind + server_cmd if counted == "server" else server_cmd,
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
+        try:
+            target = str(server.pid) if counted == "server" else "self"
+            client_cmd = [sys.executable, "-c", CLIENT, port_file, style, str(requests), target]
+            client = subprocess.run(grind + client_cmd if counted == "client" else client_cmd,
+                                    env=env, capture_output=True, text=True, timeout=1800)
+            _, server_err = server.communicate(timeout=300)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        if client.returncode:
+            raise RuntimeError(f"the client failed:\n{client.stderr[-3000:]}")
+        found = COLLECTED.search(server_err if counted == "server" else client.stderr)
+        if found is None:
+            raise RuntimeError("callgrind reported no count:\n"
+                               + (server_err if counted == "server" else client.stderr)[-3000:])
+        return int(found[1]) / requests
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--a", type=Path, required=True, help="checkout A (the baseline)")
-    ap.add_argument("--b", type=Path, default=HERE.parent, help="checkout B (default: this one)")
-    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated of {CASES}")
-    ap.add_argument("--small", type=int, default=200)
-    ap.add_argument("--large", type=int, default=2200)
-    ap.add_argument("--compiled", action="store_true",
-                    help="run the compiled fast path where a side has it built")
+    ap.add_argument("--tree", type=Path, default=HERE.parent,
+                    help="the checkout whose library runs (default: this one; its compiled "
+                         "fast path must be built there: python hatch_build.py)")
+    ap.add_argument("--a", type=Path, default=None,
+                    help="another checkout: count it against --tree, both pure Python (an A/B "
+                         "of two commits), instead of --tree's pure Python against compiled")
+    ap.add_argument("--requests", type=int, default=5000)
     args = ap.parse_args()
-    if shutil.which("valgrind") is None:
-        ap.error("valgrind not found: apt-get install valgrind")
-    cases = [c for c in args.cases.split(",") if c]
-    unknown = set(cases) - set(CASES)
-    if unknown:
-        ap.error(f"unknown cases {sorted(unknown)}: choose from {CASES}")
-    a, b = args.a.resolve(), args.b.resolve()
-    compile_tree(a)
-    compile_tree(b)
-    print(f"A = {a}, B = {b}; {'compiled where built' if args.compiled else 'pure Python'}; "
-          f"instructions per request from {args.small} and {args.large} requests\n")
-    print(f"| {'case':<14} | {'A':>10} | {'B':>10} | {'B/A':>6} |")
-    print(f"|{'-' * 16}|{'-' * 12}|{'-' * 12}|{'-' * 8}|")
-    for case in cases:
-        ia = per_request(a, case, args.small, args.large, not args.compiled)
-        ib = per_request(b, case, args.small, args.large, not args.compiled)
-        print(f"| {case:<14} | {ia:>10,.0f} | {ib:>10,.0f} | {ib / ia:>5.3f}x |", flush=True)
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        ap.error("needs valgrind and callgrind_control (Debian: apt-get install valgrind)")
+    tree = args.tree.resolve()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    if args.a is not None:
+        a = args.a.resolve()
+        print(f"A = {a}, B = {tree}, both pure Python; {started}, {args.requests:,} requests "
+              f"after {WARM_UP:,}\n")
+        print(f"| {'instructions per request':<48} | {'A':>8} | {'B':>8} |   B/A |")
+        print(f"|{'-' * 50}|{'-' * 10}|{'-' * 10}|-------|")
+        for name, counted, processor, style in CASES:
+            ia, ib = (count_case(side, True, counted, processor, style, args.requests)
+                      for side in (a, tree))
+            print(f"| {name:<48} | {ia:>8,.0f} | {ib:>8,.0f} | {ib / ia:.3f}x |", flush=True)
+        return 0
+    status = subprocess.run([sys.executable, "-c", "import codec._native as n; print(n.STATUS)"],
+                            env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
+                            text=True).stdout.strip()
+    if not status.startswith("compiled"):
+        ap.error(f"the compiled fast path is not in use there: {status}")
+    print(f"{tree}, {started}, {args.requests:,} requests after {WARM_UP:,}\n")
+    print(f"| {'instructions per request':<48} | {'pure':>8} | {'compiled':>8} | ratio |")
+    print(f"|{'-' * 50}|{'-' * 10}|{'-' * 10}|-------|")
+    for name, counted, processor, style in CASES:
+        pure, compiled = (count_case(tree, side, counted, processor, style, args.requests)
+                          for side in (True, False))
+        print(f"| {name:<48} | {pure:>8,.0f} | {compiled:>8,.0f} | {compiled / pure:.2f}x |",
+              flush=True)
     return 0
 
 

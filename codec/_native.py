@@ -15,6 +15,7 @@ checkout edited since its build) is not used. `STATUS` says which, and why.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import os
 from pathlib import Path
@@ -24,30 +25,37 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import ModuleType
 
-__all__ = ["COMPILED", "PURE_PYTHON_ENV", "STATUS", "adopt_doc", "speedups"]
+__all__ = ["COMPILED", "PURE_PYTHON_ENV", "STATUS", "adopt_doc", "load_extension", "speedups"]
 
 PURE_PYTHON_ENV: Final = "TRIO_REMOTING_PURE_PYTHON"
 
 
-def _load() -> tuple[ModuleType | None, str]:
+def load_extension(package: str, folder: Path) -> tuple[ModuleType | None, str]:
+    """Import ``<package>._speedups`` (built from ``<folder>/_speedups.c``) unless pure Python
+    is asked for, it was never built, or it is stale; return it (or None) and why, in words.
+
+    The one rule for every compiled kernel of the package: the codec's, and the transport's
+    (``remoting/_core/_receiving/_speedups.c``), each loaded by the module that owns it.
+    """
+    source = folder / "_speedups.c"
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None, f"pure Python ({PURE_PYTHON_ENV} is set)"
     try:
-        from . import _speedups  # type: ignore[attr-defined]
+        module = importlib.import_module(f"{package}._speedups")
     except ImportError:
         return None, ("pure Python (the compiled fast path was not built: no C compiler at "
                       "install, or the package was built with TRIO_REMOTING_PURE_PYTHON=1)")
-    source = Path(__file__).with_name("_speedups.c")
-    built: str = getattr(_speedups, "SOURCE_SHA256", "")
+    built: str = getattr(module, "SOURCE_SHA256", "")
     if source.exists() and built:  # a source checkout: the extension must be this source's
         if hashlib.sha256(source.read_bytes()).hexdigest() != built:
-            return None, ("pure Python (the compiled fast path is stale: codec/_speedups.c "
+            where = source.relative_to(source.parents[len(package.split("."))])
+            return None, (f"pure Python (the compiled fast path is stale: {where} "
                           "changed since it was built; rebuild with `python hatch_build.py` "
                           "or reinstall)")
-    return _speedups, "compiled"
+    return module, "compiled"
 
 
-speedups, STATUS = _load()
+speedups, STATUS = load_extension(__package__ or "codec", Path(__file__).parent)
 COMPILED: Final = speedups is not None
 
 

@@ -551,12 +551,21 @@ buf_put(Buf *b, const char *s, Py_ssize_t n)
 
 #define PUT_LIT(b, s) buf_put((b), (s), (Py_ssize_t)sizeof(s) - 1)
 
+/* v in decimal, as "%ld" writes it: by hand, since snprintf cost about 650 instructions a
+ * number (4 numbers a JSON header: 5-7% of a pipelined request's instructions, callgrind). */
 static inline int
 buf_put_long(Buf *b, long v)
 {
     char tmp[24];
-    int n = snprintf(tmp, sizeof(tmp), "%ld", v);
-    return buf_put(b, tmp, n);
+    char *end = tmp + sizeof(tmp), *p = end;
+    unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    return buf_put(b, p, (Py_ssize_t)(end - p));
 }
 
 /* An exact int within [lo, hi]: 0 and *v set, else FALLBACK. */

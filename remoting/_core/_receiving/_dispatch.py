@@ -41,7 +41,7 @@ from ..._interceptors import ServerCall, chain, chain_async
 from ..._log import log
 from ..._messaging._codes import STREAM_CODES
 from .._doors._threads import mark_own_thread
-from ._first_step import WHOLE, SelfCheck, Suspended
+from ._first_step import WHOLE, SelfCheck, Suspended, first_step
 from ._pools import ExecutorPool, ProcessorPool
 from ._processing import run_async_request, run_sync_request, serve_async, serve_sync
 from ._replies import FAILURES, encode_reply, error_reply, failure
@@ -408,14 +408,7 @@ class Dispatcher:
                              limit=self._max_frame, header_limit=self._max_header,
                              done=partial(self._processed, conn))
         try:
-            trap = context.run(coro.send, None)
-        except StopIteration as finished:
-            reply = finished.value if wrapped else (
-                None if finished.value is None
-                else encode_reply(request, finished.value, self._max_frame,
-                                  self._max_header))
-            self._processed(conn, request.code, reply)
-            return None
+            done, value = first_step(context, coro)
         except (*FAILURES, GeneratorExit) as exc:  # only a bare processor's own failure
             self._processed(conn, request.code, encode_reply(
                 request, failure(request, exc), self._max_frame, self._max_header))
@@ -423,7 +416,11 @@ class Dispatcher:
         except BaseException:
             self._processed(conn, request.code, None)
             raise
-        return Suspended(request, coro, trap, context, wrapped=wrapped, limit=self._max_frame,
+        if done:
+            self._processed(conn, request.code, value if wrapped or value is None else
+                            encode_reply(request, value, self._max_frame, self._max_header))
+            return None
+        return Suspended(request, coro, value, context, wrapped=wrapped, limit=self._max_frame,
                          header_limit=self._max_header, done=partial(self._processed, conn))
 
     def _run_sync(self, task: SyncTask, alone: bool) -> Reply | None:

@@ -2,8 +2,9 @@
 
 Theory of operation (loop thread only):
 - `Dispatcher._run_async` steps a processor's coroutine once by hand, in a fresh copy of the
-  reader's context (``context.run(coro.send, None)``). Most processors finish without
-  suspending: their answer is queued right there, with no task switch.
+  reader's context (`first_step`: ``context.run(coro.send, None)``, or its compiled fast
+  path, ``_speedups.c``, which needs no StopIteration to learn the value). Most processors
+  finish without suspending: their answer is queued right there, with no task switch.
 - One that suspends yields a trio trap. A suspended coroutine belongs to the task that ran
   it, so the reader keeps it as a `Suspended` and hands reading to a new reader task
   (`Connection`, `RequestLoop`); it then runs `Suspended.finish`, which awaits the rest through
@@ -39,6 +40,7 @@ import trio
 import trio.lowlevel
 
 from ..._log import log
+from ._native import speedups
 from ._replies import FAILURES, encode_reply, failure
 
 if TYPE_CHECKING:
@@ -49,8 +51,8 @@ if TYPE_CHECKING:
 
     from ._replies import Reply
 
-__all__ = ["WHOLE", "SelfCheck", "Suspended", "check_first_step", "first_step_usable",
-           "in_async_processor", "mark_reader_task", "resume_suspended"]
+__all__ = ["WHOLE", "SelfCheck", "Suspended", "check_first_step", "first_step",
+           "first_step_usable", "in_async_processor", "mark_reader_task", "resume_suspended"]
 
 T = TypeVar("T")
 
@@ -68,6 +70,30 @@ def in_async_processor() -> bool:
     """True in the task running an async processor (or the hooks around it) now."""
     return _READER_TASK.get() is trio.lowlevel.current_task()
 
+
+
+def first_step(context: Context, coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Run ``coro`` to its first suspension in ``context``.
+
+    Returns:
+        (True, its value) if it finished; (False, what it yielded: a trio trap) if it
+        suspended, to be finished by `resume_suspended`.
+
+    Raises:
+        Whatever the coroutine raises, unchanged.
+    """
+    try:
+        trap = context.run(coro.send, None)
+    except StopIteration as finished:
+        return True, finished.value
+    return False, trap
+
+
+# The compiled fast path (``_speedups.c``, `_native`): the Python function above stays the
+# specification (tests compare the two).
+python_first_step: Final = first_step
+if speedups is not None:
+    first_step = speedups.first_step
 
 
 @types.coroutine
@@ -188,10 +214,9 @@ async def _run_probe() -> None:
     """
     context = copy_context()
     coro = _probe()
-    try:
-        trap = context.run(coro.send, None)
-    except StopIteration:
-        raise RuntimeError("the probe finished without yielding trio a trap") from None
+    done, trap = first_step(context, coro)
+    if done:
+        raise RuntimeError("the probe finished without yielding trio a trap")
     with trio.move_on_after(CHECK_SECONDS) as bound:
         result = await resume_suspended(coro, trap, context)
     if bound.cancelled_caught:
