@@ -179,7 +179,7 @@ class BusClientBase:
     them in the calling thread, `TrioBusClient` in the calling task. A face gives its
     ``runner`` (where handlers run) and ``waiter`` class (what its steps wait with), how it
     starts the keeper (`_start_keeper`) and how it sends a request without waiting for it
-    (`_tell`).
+    (`_tell`, or `_tell_oneway` when no answer is wanted at all).
     """
 
     # what a face says when a handler calls the other face's reply_and_request
@@ -231,6 +231,11 @@ class BusClientBase:
         """Send ``command`` to the bus server in the background (its answer does not
         matter: a lost connection made the server forget what it was about); ``then()``
         runs once it ended, whichever way."""
+        raise NotImplementedError
+
+    def _tell_oneway(self, command: RemotingCommand) -> None:
+        """Send ``command`` to the bus server oneway (no answer comes back; a lost connection
+        made the server forget what it was about), never waiting for the server."""
         raise NotImplementedError
 
     def _closing(self) -> None:
@@ -473,11 +478,12 @@ class BusClientBase:
 
     def send_reply(self, reply_address: str, body: bytes, headers: dict[str, str],
                    failure: tuple[int, str] | None) -> None:
-        """Answer a message the server delivered (never waits: sent in the background)."""
+        """Answer a message the server delivered (never waits: sent oneway, in the
+        background: the server's verdict on it would change nothing here, so it sends none)."""
         message = self._node.outbound("fail" if failure else "reply", reply_address, body,
                                       headers)
         with self._node.telemetry.sending(message):
-            self._tell(self._reply_command(message, failure, None))
+            self._tell_oneway(self._reply_command(message, failure, None))
 
     def replying(self, reply_address: str, body: bytes, headers: dict[str, str],
                  timeout: float, *, blocking: bool) -> Steps[Message]:

@@ -337,7 +337,14 @@ class BusServer(AsyncRequestProcessor):
                 self._waiting[channel] = left
             else:
                 self._waiting.pop(channel, None)
-        _write_answer(ctx, request, outcome)
+        host = self._host
+        if not host.on_loop():
+            _write_answer(ctx, request, outcome)
+            return
+        # on the loop (a receipt or reply read from a consumer's connection): the answers
+        # that one read brings leave together
+        with host.bundled(channel):  # type: ignore[arg-type]
+            _write_answer(ctx, request, outcome)
 
     def _expire_at(self, deadline: float | None) -> None:
         """Have the timer task answer the requests waiting for a reply at ``deadline`` (a
