@@ -39,6 +39,7 @@ from ._wire import (
     address_of,
     bad_request_response,
     credit_command,
+    deliver_many_of,
     deliver_of,
     failure_of,
     failure_response,
@@ -52,6 +53,7 @@ from ._wire import (
     reply_command,
     reply_in,
     send_command,
+    taken_response,
     timeout_of,
     unregister_command,
     window_command,
@@ -94,12 +96,14 @@ class ClientHub(AsyncRequestProcessor):
 
     @classmethod
     def of(cls, client: RemotingClient | TrioRemotingClient) -> ClientHub:
-        """Return ``client``'s hub, registering it for DELIVER on first use."""
+        """Return ``client``'s hub, registering it for DELIVER and DELIVER_MANY on first
+        use."""
         with _hubs_lock:
             hub = _hubs.get(client)
             if hub is None:
                 hub = _hubs[client] = cls()
                 client.register_processor(BusCode.DELIVER, hub)
+                client.register_processor(BusCode.DELIVER_MANY, hub)
             return hub
 
     def add(self, consumer: Consumer, replier: Replier) -> None:
@@ -113,25 +117,29 @@ class ClientHub(AsyncRequestProcessor):
     async def process_request(self, ctx: RequestContext, request: RemotingCommand
                               ) -> RemotingCommand:
         try:
-            push = deliver_of(request)
+            pushes = (deliver_many_of(request) if request.code == BusCode.DELIVER_MANY
+                      else [deliver_of(request)])
         except BadBusRequest as exc:
             if self._refusals.first(ctx.remote_addr, exc.field or str(exc)):
                 log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
                             reason=str(exc))
             return bad_request_response(exc)
         with self._lock:
-            found = self._consumers.get(push.consumer_id)
+            found = self._consumers.get(pushes[0].consumer_id)
         if found is None:
             return not_registered_response()
         consumer, replier = found
-        taken = consumer.offer(Message(address=push.address, body=push.body,
-                                       headers=push.headers, kind=push.kind,
-                                       reply_address=push.reply_address, replier=replier))
-        if taken == "accepted":
+        taken = [consumer.offer(Message(address=push.address, body=push.body,
+                                        headers=push.headers, kind=push.kind,
+                                        reply_address=push.reply_address, replier=replier))
+                 for push in pushes]
+        if request.code == BusCode.DELIVER_MANY:  # "a", "f" or "g" a message, in order
+            return taken_response("".join([outcome[0] for outcome in taken]))
+        if taken[0] == "accepted":
             return ok_response()
-        if taken == "gone":
+        if taken[0] == "gone":
             return not_registered_response()
-        return failure_response(consumer_full(push.address))
+        return failure_response(consumer_full(pushes[0].address))
 
 
 def transport_timeout(timeout: float) -> float:
@@ -385,7 +393,7 @@ class BusClientBase:
         with self._node.lock:
             held = consumer.registering()
             return register_command(consumer.consumer_id, consumer.address,
-                                    consumer.max_buffered, held)
+                                    consumer.max_buffered, held, many=True)
 
     def _owed_after_registration(self, consumer: Consumer) -> int:
         """The server has ``consumer`` again: return the credits to send it now."""

@@ -212,6 +212,16 @@ class Endpoint:
             return False
         return True
 
+    def call_soon(self, fn: Callable[[], object]) -> bool:
+        """Run ``fn()`` on the loop thread through the inbox, even when called there (then
+        once the running task lets the loop go on: what that task does meanwhile comes
+        first). Returns False, without running it, once the loop has ended."""
+        try:
+            self.inbox.post(_call, fn)
+        except RuntimeError:  # trio.RunFinishedError, or not started
+            return False
+        return True
+
     def begin_shutdown(self) -> None:
         """Answer GO_AWAY to new requests from here on, and end the streams this endpoint
         sends with GO_AWAY (graceful shutdown)."""
