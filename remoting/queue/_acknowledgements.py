@@ -25,7 +25,7 @@ from codec import ResponseCode
 
 from .._errors import RemotingError
 from .._log import log
-from ._errors import QueueError
+from ._errors import QueueError, malformed_records
 from ._requests import ack_request
 from ._sansio._acks import AckGroup, AckOp
 from ._sansio._records import record_fields
@@ -186,7 +186,10 @@ def deliveries_of(item: RemotingCommand, acks: SubscriptionAcks) -> list[tuple[F
         tries = parse_attempts(ext.get(ATTEMPTS))
     except ValueError as exc:
         raise QueueError(acks.addr, None, f"the service sent bad {ATTEMPTS}: {exc}") from None
-    fields = record_fields(item.body or b"")
+    try:
+        fields = record_fields(item.body or b"")
+    except ValueError as exc:
+        raise malformed_records(acks.addr, exc) from None
     if not tries:
         return [(f, 1) for f in fields]
     return [(f, tries.get(f[0], 1)) for f in fields]

@@ -12,8 +12,9 @@ Theory of operation:
 - A publish is acknowledged once its records are in the topic's store: in memory, and, with
   a data directory, written to the topic's segment file (the kernel holds them: they survive
   the process). ``fsync`` says when they reach the disk: ``"always"`` before the
-  acknowledgement (publishes arriving meanwhile share one fsync), ``"interval"`` every
-  ``fsync_interval`` seconds, ``"never"`` when the kernel decides.
+  acknowledgement (publishes arriving meanwhile share one fsync, `SyncRound`, and its
+  failure; the retry of a keyed publish is answered once the first's records are on it),
+  ``"interval"`` every ``fsync_interval`` seconds, ``"never"`` when the kernel decides.
 - Subscriptions are credit-based streams: a subscriber's credits bound the deliveries it
   holds (NSQ's RDY); its acknowledgements give them back (`Consumer`). A connection's
   subscriptions together hold at most ``max_in_flight_per_connection`` (`Subscriber`, NSQ's
@@ -141,6 +142,23 @@ class Subscriber:
             self.paused.unpark()
 
 
+class SyncRound:
+    """One fsync of the topics' written files (a group commit): ``done`` is set once it
+    ended, with ``error`` if it failed, for every publish waiting on it."""
+
+    __slots__ = ("done", "error", "generation")
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation  # counts the rounds started since the broker was made
+        self.done = trio.Event()
+        self.error: OSError | None = None
+
+    def raise_failure(self) -> None:
+        """Raise (a copy of) the error it failed with, if it failed."""
+        if self.error is not None:
+            raise OSError(self.error.errno, self.error.strerror, self.error.filename)
+
+
 class Consumer:
     """One subscription: which channel it reads, the stream it is sent on, and its
     connection's `Subscriber`."""
@@ -225,9 +243,8 @@ class Broker:
         # what recovery found on the wall clock, put on the loop's clock when it runs
         self._deferred_wall: dict[str, list[tuple[int, int]]] = {}
         self._keys_wall: dict[str, list[tuple[str, int, int, int]]] = {}
-        self._sync_started = self._sync_done = 0
-        self._sync_running = False
-        self._synced = trio.Event()
+        self._sync_started = 0  # group commits started since the broker was made
+        self._sync_round: SyncRound | None = None  # the one running now
         self._closed = False
         # what fails on disk now, by (operation, topic): reported in statistics' problems
         self._disk_failing: dict[tuple[str, str | None], str] = {}
@@ -406,6 +423,8 @@ class Broker:
             seen = topic.keys.get(key, now)
             if seen is not None:
                 topic.duplicates += 1
+                # the first may still wait for its fsync: answer once it is on the disk
+                await self._durable(name, seen[0], seen[1])
                 return seen[0], seen[1], True
         store = topic.store
         size = sum(map(len, contents)) + FIXED_BYTES * len(contents)  # as records
@@ -431,13 +450,23 @@ class Broker:
         if not defer_ms:  # the pulls held at its first offset, no other, once this
             # answer is on its way
             self.wake_pulls_soon(topic, first)
-        if self.settings.fsync == "always":
-            try:
-                await self.sync()
-            except OSError as exc:
-                self.disk_failed("fsync", name, exc)
-                raise fsync_failed(name, first, len(contents), exc) from None
+        await self._durable(name, first, len(contents))
         return first, len(contents), False
+
+    async def _durable(self, name: str, first: int, count: int) -> None:
+        """With ``fsync="always"``, return once the messages at ``first`` (``count`` of
+        them) in topic ``name`` are on the disk.
+
+        Raises:
+            Refusal: their fsync failed (they were kept).
+        """
+        if self.settings.fsync != "always":
+            return
+        try:
+            await self.sync()
+        except OSError as exc:
+            self.disk_failed("fsync", name, exc)
+            raise fsync_failed(name, first, count, exc) from None
 
     def subscription(self, handle: object, stream_id: int) -> Consumer:
         """Return the subscription on stream ``stream_id`` of the connection ``handle``.
@@ -933,26 +962,35 @@ class Broker:
 
     async def sync(self) -> None:
         """fsync what was written before this call (the writes of a publish being
-        acknowledged); calls made while one runs share the next (a group commit)."""
+        acknowledged); calls made while one runs share the next (a group commit).
+
+        Raises:
+            OSError: the fsync that covered this call's writes failed (every call sharing
+                it gets the error, not only the one that ran it).
+        """
         if self.settings.data_dir is None:
             return
         wanted = self._sync_started + 1  # a sync that starts after this call's writes
-        while self._sync_done < wanted:
-            if self._sync_running:
-                await self._synced.wait()
-                continue
-            self._sync_running = True
-            self._sync_started += 1
-            generation = self._sync_started
-            paths = [path for topic in self.topics.values() if topic.store.log is not None
-                     for path in topic.store.log.to_sync()]
-            try:
-                await trio.to_thread.run_sync(fsync_paths, paths)
-            finally:
-                self._sync_done = generation
-                self._sync_running = False
-                synced, self._synced = self._synced, trio.Event()
-                synced.set()
+        while True:
+            running = self._sync_round
+            if running is None:
+                break
+            await running.done.wait()
+            if running.generation >= wanted:  # it started after this call: it covered it
+                running.raise_failure()
+                return
+        self._sync_started += 1
+        this = self._sync_round = SyncRound(self._sync_started)
+        paths = [path for topic in self.topics.values() if topic.store.log is not None
+                 for path in topic.store.log.to_sync()]
+        try:  # (not cancellable: the worker thread is waited for)
+            await trio.to_thread.run_sync(fsync_paths, paths)
+        except OSError as exc:
+            this.error = exc
+            raise
+        finally:
+            self._sync_round = None
+            this.done.set()
 
     def _save_offsets(self, topics: list[Topic] | None = None) -> None:
         """Save the offsets of ``topics`` (None: every topic) that changed since saved."""

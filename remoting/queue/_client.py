@@ -22,6 +22,7 @@ from .._faces._blocking import RemotingClient
 from .._faces._trio import TrioRemotingClient
 from .._messaging._credits import credits_of
 from .._steps import Call, drive, drive_async
+from ._errors import malformed_records
 from ._messages import Message, PulledRecords, messages_of
 from ._requests import (
     DEFAULT_ACK_WINDOW,
@@ -115,7 +116,10 @@ class QueueClient:
                        ) -> Steps[list[Message]]:
         pulled = yield from self._pull(addr, topic, group, max_messages, max_wait, offset,
                                        incarnation, timeout)
-        return messages_of(topic, pulled.data)
+        try:
+            return messages_of(topic, pulled.data)
+        except ValueError as exc:
+            raise malformed_records(addr, exc) from None
 
     def _commit(self, addr: str | None, topic: str, group: str, offset: int,
                 timeout: float) -> Steps[None]:

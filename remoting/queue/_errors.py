@@ -6,7 +6,7 @@ from codec import ResponseCode
 
 from .._errors import RemotingError
 
-__all__ = ["QueueError", "QueueFullError", "refusal_error"]
+__all__ = ["QueueError", "QueueFullError", "malformed_records", "refusal_error"]
 
 
 class QueueError(RemotingError):
@@ -35,6 +35,13 @@ class QueueFullError(QueueError):
     has no data directory. Nothing of it was appended; what was acknowledged before is kept.
     Retry once consumers have caught up, or run the service with a data directory."""
 
+
+
+def malformed_records(addr: str | None, error: ValueError) -> QueueError:
+    """The service answered with records that do not decode (a broken or hostile service)."""
+    return QueueError(addr, None, (
+        f"the service sent records that are not well-formed ({error}): it is broken or not "
+        "a queue service; none of them was taken"))
 
 
 def refusal_error(addr: str | None, code: int, remark: str | None) -> QueueError:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import trio
 
-from remoting import ServerConfig, TrioRemotingClient, TrioRemotingServer
-from remoting.queue import QueueClient, QueueService, TrioQueueClient
+from remoting.queue import QueueService
+
+from .trio_served import serve_trio
 
 BODY = b"x" * 3000
 
@@ -25,19 +26,10 @@ def _evict(directory: Path) -> None:
             os.close(fd)
 
 
-async def _queue(nursery: trio.Nursery, service: QueueService) -> tuple[str, TrioQueueClient]:
-    server = TrioRemotingServer(ServerConfig())
-    service.attach(server)
-    port = await nursery.start(server.serve)
-    client = TrioRemotingClient()
-    await nursery.start(client.serve)
-    return f"127.0.0.1:{port}", QueueClient(client)
-
-
 async def test_pulls_and_deliveries_of_evicted_records_are_read_whole(
         nursery: trio.Nursery, tmp_path: Path) -> None:
     service = QueueService(tmp_path, memory_messages=4, fsync="never")
-    addr, q = await _queue(nursery, service)
+    addr, q = await serve_trio(nursery, service)
     bodies = [b"%04d" % i + BODY for i in range(500)]
     for first in range(0, 500, 100):
         await q.publish_many(addr, "t", bodies[first:first + 100])
@@ -61,7 +53,7 @@ async def test_pulls_and_deliveries_of_evicted_records_are_read_whole(
 async def test_a_held_pull_woken_for_evicted_records_is_answered_once_they_are_read(
         nursery: trio.Nursery, tmp_path: Path) -> None:
     service = QueueService(tmp_path, memory_messages=4, fsync="never")
-    addr, q = await _queue(nursery, service)
+    addr, q = await serve_trio(nursery, service)
     due = trio.current_time() + 2.0
     await q.publish(addr, "t", b"later", defer=2.0)  # offset 0, due in two seconds
     answer: list[bytes] = []

@@ -7,22 +7,14 @@ from __future__ import annotations
 
 import trio
 
-from remoting import ServerConfig, TrioRemotingClient, TrioRemotingServer
-from remoting.queue import Message, QueueClient, QueueService, TrioQueueClient
+from remoting.queue import Message, QueueService
 
-
-async def _queue(nursery: trio.Nursery, service: QueueService) -> tuple[str, TrioQueueClient]:
-    server = TrioRemotingServer(ServerConfig())
-    service.attach(server)
-    port = await nursery.start(server.serve)
-    client = TrioRemotingClient()
-    await nursery.start(client.serve)
-    return f"127.0.0.1:{port}", QueueClient(client)
+from .trio_served import serve_trio
 
 
 async def test_a_requeued_message_comes_back_after_its_delay(nursery: trio.Nursery) -> None:
     service = QueueService(msg_timeout=30.0)
-    addr, q = await _queue(nursery, service)
+    addr, q = await serve_trio(nursery, service)
     await q.publish(addr, "t", b"retry me")
     async with q.subscribe(addr, "t", "c") as sub:
         first = await sub.receive()
@@ -39,7 +31,7 @@ async def test_a_requeued_message_comes_back_after_its_delay(nursery: trio.Nurse
 async def test_a_delivery_not_acked_in_time_is_redelivered_with_one_more_attempt(
         nursery: trio.Nursery) -> None:
     service = QueueService(msg_timeout=0.4)
-    addr, q = await _queue(nursery, service)
+    addr, q = await serve_trio(nursery, service)
     await q.publish(addr, "t", b"slow")
     subscribed_at = trio.current_time()  # before the service delivers it and starts its timer
     async with q.subscribe(addr, "t", "c", credits=1) as sub:
@@ -58,7 +50,7 @@ async def test_a_delivery_not_acked_in_time_is_redelivered_with_one_more_attempt
 
 async def test_touch_gives_a_delivery_a_full_timeout_again(nursery: trio.Nursery) -> None:
     service = QueueService(msg_timeout=0.6)
-    addr, q = await _queue(nursery, service)
+    addr, q = await serve_trio(nursery, service)
     await q.publish(addr, "t", b"long job")
     async with q.subscribe(addr, "t", "c") as sub:
         msg = await sub.receive()
@@ -77,7 +69,7 @@ async def test_max_attempts_hands_the_message_to_the_dead_letter_hook(
     dead: list[tuple[str, Message]] = []
     service = QueueService(msg_timeout=30.0, max_attempts=2,
                            dead_letter=lambda channel, message: dead.append((channel, message)))
-    addr, q = await _queue(nursery, service)
+    addr, q = await serve_trio(nursery, service)
     await q.publish(addr, "t", b"poison", {"id": "7"})
     async with q.subscribe(addr, "t", "c") as sub:
         for attempt in (1, 2):
