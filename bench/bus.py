@@ -3,6 +3,7 @@
     .venv/bin/python bench/bus.py               # median of 3 runs
     .venv/bin/python bench/bus.py --quick       # small counts, 1 run: checks that it runs
     .venv/bin/python bench/bus.py --runs 5 --json bench/results/bus.json
+    .venv/bin/python bench/bus.py --only "pipelined send"   # that case and invoke_many
 
 Three processes: the server (a `RemotingServer` with an `EventBus` and an echo processor),
 a consumer (a `BusClient` whose consumer at ``echo`` replies with the body), and the caller,
@@ -19,7 +20,8 @@ which measures, with 128-byte bodies:
 Each line gives messages per second and the CPU time each process spent per message
 (getrusage: all its threads); each pipelined line also its rate as a ratio of
 ``invoke_many``'s in the same run (the median of the per-run ratios). The machine's other
-load skews rates more than CPU times.
+load skews rates more than CPU times. Each line also gives the socket writes per message of
+the server and of the consumer (their endpoints' `statistics().writes`).
 """
 
 from __future__ import annotations
@@ -57,9 +59,10 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _serve_cpu(conn: Any) -> None:
+def _serve_cpu(conn: Any, endpoint: Any) -> None:
     while conn.recv() == "cpu":  # asked at the start and the end of each window
-        conn.send(_cpu())
+        stats = endpoint.statistics()
+        conn.send((_cpu(), stats.writes))
 
 
 def server_main(conn: Any) -> None:
@@ -71,7 +74,7 @@ def server_main(conn: Any) -> None:
         server.register_processor(ECHO_CODE, EchoProcessor())
         bus.attach(server)
         conn.send(server.addr)
-        _serve_cpu(conn)
+        _serve_cpu(conn, server)
 
 
 def consumer_main(addr: str, conn: Any) -> None:
@@ -81,11 +84,12 @@ def consumer_main(addr: str, conn: Any) -> None:
     with RemotingClient() as client, BusClient(client, addr) as bus:
         bus.consumer("echo", lambda message: message.reply(message.body))
         conn.send("ready")
-        _serve_cpu(conn)
+        _serve_cpu(conn, client)
 
 
-def caller_main(addr: str, counts: dict[str, int], conn: Any) -> None:
-    for case, call in CASES:
+def caller_main(addr: str, counts: dict[str, int], cases: list[tuple[str, str]],
+                conn: Any) -> None:
+    for case, call in cases:
         n = counts[case]
         runner = _sequential if case == "sequential" else _pipelined
         conn.send(runner(call, addr, n, max(1, n // 10), conn))
@@ -179,7 +183,8 @@ def _answer(conn: Any, who: str) -> Any:
 
 
 def one_run(ctx: Any, counts: dict[str, int], profile: str | None = None,
-            profile_out: str = "") -> dict[str, dict[str, float]]:
+            profile_out: str = "", cases: list[tuple[str, str]] = CASES
+            ) -> dict[str, dict[str, float]]:
     """Start the three processes, measure every case; return its figures by case. With
     ``profile`` (a case's name), py-spy records the three processes during it."""
     server_conn, server_end = ctx.Pipe()
@@ -191,11 +196,11 @@ def one_run(ctx: Any, counts: dict[str, int], profile: str | None = None,
     consumer.start()
     assert _answer(consumer_conn, "consumer") == "ready"
     caller_conn, caller_end = ctx.Pipe()
-    caller = ctx.Process(target=caller_main, args=(addr, counts, caller_end), daemon=True)
+    caller = ctx.Process(target=caller_main, args=(addr, counts, cases, caller_end), daemon=True)
     caller.start()
     results: dict[str, dict[str, float]] = {}
     try:
-        for case, call in CASES:
+        for case, call in cases:
             assert _answer(caller_conn, "caller") == "window"
             others0 = []
             for conn, who in ((server_conn, "server"), (consumer_conn, "consumer")):
@@ -215,7 +220,9 @@ def one_run(ctx: Any, counts: dict[str, int], profile: str | None = None,
             for (conn, who), cpu0 in zip(((server_conn, "server"), (consumer_conn, "consumer")),
                                          others0, strict=True):
                 conn.send("cpu")
-                row[f"{who}_us"] = (_answer(conn, who) - cpu0) / n * 1e6
+                cpu1, writes1 = _answer(conn, who)
+                row[f"{who}_us"] = (cpu1 - cpu0[0]) / n * 1e6
+                row[f"{who}_writes"] = (writes1 - cpu0[1]) / n
             if "p50" in result:
                 row["p50_us"] = result["p50"] * 1e6
             results[f"{case} {call}"] = row
@@ -240,8 +247,12 @@ def main() -> int:
                     "during this case (one run), and print where their samples went")
     ap.add_argument("--profile-out", default="/tmp/bench-bus-profile/bus",
                     help="py-spy's files: this, then -server.raw, -consumer.raw, -caller.raw")
+    ap.add_argument("--only", default=None, help="only the cases whose name contains this "
+                    "(the baseline is always measured)")
     args = ap.parse_args()
     counts = QUICK if args.quick else FULL
+    cases = [(case, call) for case, call in CASES if f"{case} {call}" == BASELINE
+             or args.only is None or args.only in f"{case} {call}"]
     ctx = multiprocessing.get_context("spawn")
     if args.profile is not None:
         from _rpc_profile import summarize
@@ -256,7 +267,7 @@ def main() -> int:
     runs_wanted = args.runs or (1 if args.quick else 3)
     runs = []
     for run in range(runs_wanted):
-        runs.append(one_run(ctx, counts))
+        runs.append(one_run(ctx, counts, cases=cases))
         print(f"run {run + 1}/{runs_wanted} done", file=sys.stderr)
     for r in runs:  # each pipelined rate against invoke_many's of the same run
         for case, row in r.items():
@@ -270,7 +281,9 @@ def main() -> int:
         p50 = f"  p50 {row['p50_us']:7.0f} µs" if "p50_us" in row else ""
         ratio = f"  {row['x_invoke_many']:5.2f}x invoke_many" if "x_invoke_many" in row else ""
         print(f"  {name:24} {row['rate']:9,.0f} /s   caller {row['caller_us']:6.1f}  "
-              f"server {row['server_us']:6.1f}  consumer {row['consumer_us']:6.1f}{p50}{ratio}")
+              f"server {row['server_us']:6.1f}  consumer {row['consumer_us']:6.1f}{p50}{ratio}"
+              f"   writes/msg server {row['server_writes']:.2f} consumer "
+              f"{row['consumer_writes']:.2f}")
     if args.json is not None:
         from _report import write_json
 

@@ -39,6 +39,7 @@ from ._wire import (
     address_of,
     bad_request_response,
     credit_command,
+    deliver_many_of,
     deliver_of,
     failure_of,
     failure_response,
@@ -52,6 +53,7 @@ from ._wire import (
     reply_command,
     reply_in,
     send_command,
+    taken_response,
     timeout_of,
     unregister_command,
     window_command,
@@ -94,12 +96,14 @@ class ClientHub(AsyncRequestProcessor):
 
     @classmethod
     def of(cls, client: RemotingClient | TrioRemotingClient) -> ClientHub:
-        """Return ``client``'s hub, registering it for DELIVER on first use."""
+        """Return ``client``'s hub, registering it for DELIVER and DELIVER_MANY on first
+        use."""
         with _hubs_lock:
             hub = _hubs.get(client)
             if hub is None:
                 hub = _hubs[client] = cls()
                 client.register_processor(BusCode.DELIVER, hub)
+                client.register_processor(BusCode.DELIVER_MANY, hub)
             return hub
 
     def add(self, consumer: Consumer, replier: Replier) -> None:
@@ -113,25 +117,29 @@ class ClientHub(AsyncRequestProcessor):
     async def process_request(self, ctx: RequestContext, request: RemotingCommand
                               ) -> RemotingCommand:
         try:
-            push = deliver_of(request)
+            pushes = (deliver_many_of(request) if request.code == BusCode.DELIVER_MANY
+                      else [deliver_of(request)])
         except BadBusRequest as exc:
             if self._refusals.first(ctx.remote_addr, exc.field or str(exc)):
                 log.warning("bus.request_refused", code=request.code, peer=ctx.remote_addr,
                             reason=str(exc))
             return bad_request_response(exc)
         with self._lock:
-            found = self._consumers.get(push.consumer_id)
+            found = self._consumers.get(pushes[0].consumer_id)
         if found is None:
             return not_registered_response()
         consumer, replier = found
-        taken = consumer.offer(Message(address=push.address, body=push.body,
-                                       headers=push.headers, kind=push.kind,
-                                       reply_address=push.reply_address, replier=replier))
-        if taken == "accepted":
+        taken = [consumer.offer(Message(address=push.address, body=push.body,
+                                        headers=push.headers, kind=push.kind,
+                                        reply_address=push.reply_address, replier=replier))
+                 for push in pushes]
+        if request.code == BusCode.DELIVER_MANY:  # "a", "f" or "g" a message, in order
+            return taken_response("".join([outcome[0] for outcome in taken]))
+        if taken[0] == "accepted":
             return ok_response()
-        if taken == "gone":
+        if taken[0] == "gone":
             return not_registered_response()
-        return failure_response(consumer_full(push.address))
+        return failure_response(consumer_full(pushes[0].address))
 
 
 def transport_timeout(timeout: float) -> float:
@@ -179,7 +187,7 @@ class BusClientBase:
     them in the calling thread, `TrioBusClient` in the calling task. A face gives its
     ``runner`` (where handlers run) and ``waiter`` class (what its steps wait with), how it
     starts the keeper (`_start_keeper`) and how it sends a request without waiting for it
-    (`_tell`).
+    (`_tell`, or `_tell_oneway` when no answer is wanted at all).
     """
 
     # what a face says when a handler calls the other face's reply_and_request
@@ -231,6 +239,11 @@ class BusClientBase:
         """Send ``command`` to the bus server in the background (its answer does not
         matter: a lost connection made the server forget what it was about); ``then()``
         runs once it ended, whichever way."""
+        raise NotImplementedError
+
+    def _tell_oneway(self, command: RemotingCommand) -> None:
+        """Send ``command`` to the bus server oneway (no answer comes back; a lost connection
+        made the server forget what it was about), never waiting for the server."""
         raise NotImplementedError
 
     def _closing(self) -> None:
@@ -380,7 +393,7 @@ class BusClientBase:
         with self._node.lock:
             held = consumer.registering()
             return register_command(consumer.consumer_id, consumer.address,
-                                    consumer.max_buffered, held)
+                                    consumer.max_buffered, held, many=True)
 
     def _owed_after_registration(self, consumer: Consumer) -> int:
         """The server has ``consumer`` again: return the credits to send it now."""
@@ -473,11 +486,12 @@ class BusClientBase:
 
     def send_reply(self, reply_address: str, body: bytes, headers: dict[str, str],
                    failure: tuple[int, str] | None) -> None:
-        """Answer a message the server delivered (never waits: sent in the background)."""
+        """Answer a message the server delivered (never waits: sent oneway, in the
+        background: the server's verdict on it would change nothing here, so it sends none)."""
         message = self._node.outbound("fail" if failure else "reply", reply_address, body,
                                       headers)
         with self._node.telemetry.sending(message):
-            self._tell(self._reply_command(message, failure, None))
+            self._tell_oneway(self._reply_command(message, failure, None))
 
     def replying(self, reply_address: str, body: bytes, headers: dict[str, str],
                  timeout: float, *, blocking: bool) -> Steps[Message]:

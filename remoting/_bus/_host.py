@@ -44,6 +44,12 @@ class BusHost(Protocol):
         without running it, once the loop has ended."""
         ...
 
+    def call_soon(self, fn: Callable[[], object]) -> bool:
+        """Run ``fn()`` on the loop soon, even when called there (then after what the
+        running task does meanwhile); any thread. False, without running it, once the loop
+        has ended."""
+        ...
+
     def bundled(self, channel: ChannelHandle) -> AbstractContextManager[None]:
         """Within it, what is pushed to ``channel``'s peer is only queued; on leaving, it
         leaves together, in one write, once the running task lets the connection's writer
@@ -103,6 +109,9 @@ class EndpointHost:
 
     def call_on_loop(self, fn: Callable[[], object]) -> bool:
         return self._endpoint.call_on_loop(fn)
+
+    def call_soon(self, fn: Callable[[], object]) -> bool:
+        return self._endpoint.call_soon(fn)
 
     def bundled(self, channel: ChannelHandle) -> AbstractContextManager[None]:
         return self._endpoint.bundled(channel)

@@ -28,6 +28,7 @@ class RemoteConsumer:
         to_push: messages the window admitted, not yet handed to the connection.
         pump_due: the loop is asked to push ``to_push`` (or waits for room to).
         registered: False once unregistered or its connection closed.
+        many: its client takes DELIVER_MANY (several messages a push).
     """
 
     channel: ChannelHandle
@@ -38,3 +39,4 @@ class RemoteConsumer:
     to_push: deque[Any] = field(default_factory=deque)
     pump_due: bool = False
     registered: bool = True
+    many: bool = False

@@ -68,6 +68,8 @@ from ._wire import (
     DEFAULT_MAX_WAITING,
     DEFAULT_TIMEOUT,
     MAX_CONSUMERS_PER_CONNECTION,
+    MAX_DELIVER_MANY,
+    MAX_DELIVER_MANY_BYTES,
     BadBusRequest,
     BusCode,
     FailureCode,
@@ -76,6 +78,7 @@ from ._wire import (
     consumer_id_of,
     credits_of,
     deliver_command,
+    deliver_many_command,
     failure_of,
     failure_response,
     forbidden_response,
@@ -86,6 +89,7 @@ from ._wire import (
     reply_response,
     send_of,
     size_of,
+    taken_of,
     too_many_waiting_response,
     window_of,
 )
@@ -242,7 +246,8 @@ class BusServer(AsyncRequestProcessor):
             target = RemoteConsumer(channel=channel, consumer_id=registration.consumer_id,
                                     address=registration.address, budget=budget,
                                     outlet=Outlet(registration.window, limits.max_queued,
-                                                  registration.held))
+                                                  registration.held),
+                                    many=registration.many)
             mine[registration.consumer_id] = target
             node.shared.add(target.address, target)
             node.remote_consumers += 1
@@ -337,7 +342,14 @@ class BusServer(AsyncRequestProcessor):
                 self._waiting[channel] = left
             else:
                 self._waiting.pop(channel, None)
-        _write_answer(ctx, request, outcome)
+        host = self._host
+        if not host.on_loop():
+            _write_answer(ctx, request, outcome)
+            return
+        # on the loop (a receipt or reply read from a consumer's connection): the answers
+        # that one read brings leave together
+        with host.bundled(channel):  # type: ignore[arg-type]
+            _write_answer(ctx, request, outcome)
 
     def _expire_at(self, deadline: float | None) -> None:
         """Have the timer task answer the requests waiting for a reply at ``deadline`` (a
@@ -557,13 +569,14 @@ class BusServer(AsyncRequestProcessor):
 
     def _push_later(self, target: RemoteConsumer, pushes: list[Pending]) -> None:
         """Queue ``pushes`` (the window admitted them) for ``target``, and have the loop push
-        them, in order (from any thread; on the loop, now)."""
+        them, in order (from any thread; on the loop, once the running task lets it: what
+        the rest of a read routes there meanwhile goes in the same pushes)."""
         with self._node.lock:
             target.to_push.extend(pushes)
             if target.pump_due:
                 return
             target.pump_due = True
-        if not self._host.call_on_loop(partial(self._pump, target)):
+        if not self._host.call_soon(partial(self._pump, target)):
             self._stopped(target)
 
     def _stopped(self, target: RemoteConsumer) -> None:
@@ -578,11 +591,13 @@ class BusServer(AsyncRequestProcessor):
 
     def _pump(self, target: RemoteConsumer) -> None:
         """Push ``target``'s queue, in order, while its connection has room (what it pushes
-        at once leaves in one write); then wait for room in a task, if needed (loop
-        thread)."""
+        at once leaves in one write; to a client that takes them, sends and requests go
+        several a DELIVER_MANY); then wait for room in a task, if needed (loop thread)."""
         node = self._node
         host = self._host
         channel = target.channel
+        many: list[Pending] = []  # the next DELIVER_MANY's messages
+        size = 0
         with host.bundled(channel):
             while True:
                 # a closed connection has "room": its pushes fail at once, and the close
@@ -591,13 +606,27 @@ class BusServer(AsyncRequestProcessor):
                 with node.lock:
                     if not target.to_push:
                         target.pump_due = False
-                        return
+                        room = True
+                        break
                     if not room:  # pump_due stays set: the waiting task pumps next
                         break
                     pending = target.to_push.popleft()
                     target.outlet.sent(1)
-                self._push(target, pending)
-        host.spawn(self._pump_after_room, target)
+                if not target.many or pending.kind == "publish":
+                    if many:  # in order: those before it leave first
+                        self._push_many(target, many)
+                        many, size = [], 0
+                    self._push(target, pending)
+                    continue
+                many.append(pending)
+                size += pending.size
+                if len(many) >= MAX_DELIVER_MANY or size >= MAX_DELIVER_MANY_BYTES:
+                    self._push_many(target, many)
+                    many, size = [], 0
+            if many:
+                self._push_many(target, many)
+        if not room:
+            host.spawn(self._pump_after_room, target)
 
     async def _pump_after_room(self, target: RemoteConsumer) -> None:
         await self._host.wait_room(target.channel)
@@ -628,6 +657,63 @@ class BusServer(AsyncRequestProcessor):
             return
         with self._node.lock:  # the connection's queue holds it now (its high water mark)
             _release(pending)
+
+    def _push_many(self, target: RemoteConsumer, many: list[Pending]) -> None:
+        """Push sends and requests to ``target`` in one DELIVER_MANY (one alone: a DELIVER),
+        failing at once those whose deadline passed."""
+        now = monotonic()
+        live = []
+        for pending in many:
+            if pending.deadline is not None and pending.deadline <= now:
+                self._slot_back(target)
+                self._fail(pending, ReplyFailure("TIMEOUT", "timed out before it could be "
+                                                 "pushed to its consumer",
+                                                 address=pending.address))
+            else:
+                live.append(pending)
+        if len(live) <= 1:
+            for pending in live:
+                self._push(target, pending)
+            return
+        delivers = [deliver_command(target.consumer_id, pending.kind, pending.address,
+                                    pending.body, pending.headers,
+                                    None if pending.entry is None
+                                    else pending.entry.reply_address)
+                    for pending in live]
+        # the push ends at the first deadline: a client that does not answer by then holds
+        # all of them, whatever the later ones' deadlines
+        deadlines = [pending.deadline for pending in live if pending.deadline is not None]
+        remaining = min(deadlines) - now if deadlines else PUBLISH_PUSH_TIMEOUT
+        self._host.push(target.channel, deliver_many_command(target.consumer_id, delivers),
+                        remaining, partial(self._pushed_many, target, live))
+
+    def _pushed_many(self, target: RemoteConsumer, many: list[Pending],
+                     response: RemotingCommand | None, cause: BaseException | None) -> None:
+        """Act on how a DELIVER_MANY ended (once, on the loop): for each message as
+        `_pushed` does for one, by what the client's answer says of it (``taken``)."""
+        taken = (None if response is None or response.code != ResponseCode.SUCCESS
+                 else taken_of(response, len(many)))
+        if taken is None:  # the push as a whole failed, or the answer makes no sense
+            for pending in many:
+                if response is not None and response.code == ResponseCode.SUCCESS:
+                    self._fail(pending, ReplyFailure(
+                        "RECIPIENT_FAILURE", "the consumer's client did not say how it took "
+                        "the message", address=pending.address))
+                else:
+                    self._pushed(target, pending, response, cause)
+            return
+        gone = []
+        for pending, outcome in zip(many, taken, strict=True):
+            if outcome == "a":
+                self._delivered(pending)
+            elif outcome == "g":
+                gone.append(pending)
+            else:
+                self._fail(pending, consumer_full(pending.address))
+        if gone:
+            self._forget(target)
+            for pending in gone:
+                self._reroute(pending, target)
 
     def _pushed(self, target: RemoteConsumer, pending: Pending,
                 response: RemotingCommand | None, cause: BaseException | None) -> None:

@@ -6,6 +6,7 @@ A thin face: each call is `BusClientBase`'s steps, driven in the calling task
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import TYPE_CHECKING, Self
 
 from .._errors import RemotingError
@@ -105,6 +106,13 @@ class TrioBusClient(BusClientBase):
     def _tell(self, command: RemotingCommand, then: Callable[[], object] | None = None
               ) -> None:
         self._host.spawn(self._told, command, then)
+
+    def _tell_oneway(self, command: RemotingCommand) -> None:
+        self._host.spawn(self._told_oneway, command)
+
+    async def _told_oneway(self, command: RemotingCommand) -> None:
+        with suppress(RemotingError):  # not sent: the connection is gone, the message with it
+            await self._trio.invoke_oneway(self._addr, command, DEFAULT_TIMEOUT)
 
     async def _told(self, command: RemotingCommand, then: Callable[[], object] | None) -> None:
         try:

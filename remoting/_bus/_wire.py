@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Final, Literal
 
-from codec import RemotingCommand, ResponseCode
+from codec import CodecError, FrameDecoder, RemotingCommand, ResponseCode, encode_command
 from codec._header_numbers import INT32_MAX, INT32_MIN, INT64_MAX, header_int
 
 from ._failure import FAILURE_KINDS, NO_CODE, FailureKind, ReplyFailure
@@ -30,6 +30,8 @@ __all__ = [
     "TRANSPORT_MARGIN", "BadBusRequest", "BusCode", "Deliver", "FailureCode", "Forbidden", "Kind",
     "Register", "Reply", "ReplyKind", "Send", "address_of", "bad_request_response", "body_of",
     "count_of", "consumer_id_of", "credit_command", "credits_of", "deliver_command", "deliver_of",
+    "MAX_DELIVER_MANY", "MAX_DELIVER_MANY_BYTES", "Taken", "deliver_many_command",
+    "deliver_many_of", "taken_of", "taken_response",
     "failure_of", "failure_response", "forbidden_response", "headers_in", "headers_of",
     "heartbeat_command", "max_buffered_bytes_of", "max_buffered_of", "not_registered_response",
     "ok_response", "register_command", "register_of", "reply_command", "reply_in", "reply_of",
@@ -51,6 +53,9 @@ class BusCode(IntEnum):
     HEARTBEAT = 32305  # client -> server, oneway: keeps an idle connection (and its consumers)
     WINDOW = 32306  # client -> server: a consumer's new max_buffered, and the credits it owes
     DELIVER = 32310  # server -> client: a message for one of its consumers
+    # server -> client: messages for one of its consumers, in order, each a DELIVER frame in
+    # the body (only to a client whose REGISTER said it takes them: ``many``)
+    DELIVER_MANY = 32311
 
 
 class FailureCode(IntEnum):
@@ -97,6 +102,15 @@ Kind = Literal["send", "publish", "request"]
 ReplyKind = Literal["reply", "request", "fail"]
 _KINDS: Final = ("send", "publish", "request")
 _REPLY_KINDS: Final = ("reply", "request", "fail")
+# A DELIVER_MANY carries at most this many messages (the bundle of frames one write sends,
+# remoting._core._sansio._outbound.BUNDLE_FRAMES) and, past its first, this many bytes of
+# their frames: a batch stays a small part of any frame limit.
+MAX_DELIVER_MANY: Final = 64
+MAX_DELIVER_MANY_BYTES: Final = 1024 * 1024
+# How a client's consumer took each message of a DELIVER_MANY (its answer's ``taken``):
+# accepted, full (discarded), gone (no such consumer any more: the server routes it on).
+Taken = Literal["a", "f", "g"]
+_TAKEN_CHARS: Final = frozenset("afg")
 
 
 class Forbidden(Exception):
@@ -291,11 +305,30 @@ def deliver_command(consumer_id: int, kind: Kind, address: str, body: bytes,
     return command
 
 
-def register_command(consumer_id: int, address: str, window: int, held: int = 0
-                     ) -> RemotingCommand:
+def deliver_many_command(consumer_id: int, delivers: list[RemotingCommand]
+                         ) -> RemotingCommand:
+    """Return the DELIVER_MANY push of ``delivers`` (DELIVER commands of one consumer, in
+    order): their frames, one after the other, are its body."""
+    return RemotingCommand.create_request(
+        BusCode.DELIVER_MANY, {"consumerId": str(consumer_id), "count": str(len(delivers))},
+        b"".join(encode_command(deliver) for deliver in delivers))
+
+
+def taken_response(taken: str) -> RemotingCommand:
+    """Return the answer to a DELIVER_MANY: how each of its messages was taken (`Taken`)."""
+    response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+    response.ext_fields = {"taken": taken}
+    return response
+
+
+def register_command(consumer_id: int, address: str, window: int, held: int = 0, *,
+                     many: bool = False) -> RemotingCommand:
     """Return the REGISTER of a consumer; ``held``: messages it holds already (registering
-    again after a lost connection), which its window counts until they are credited."""
+    again after a lost connection), which its window counts until they are credited;
+    ``many``: its client takes DELIVER_MANY."""
     fields = {"consumerId": str(consumer_id), "address": address, "window": str(window)}
+    if many:
+        fields["many"] = "1"
     if held:
         fields["held"] = str(held)
     return RemotingCommand.create_request(BusCode.REGISTER, fields)
@@ -466,6 +499,7 @@ class Register:
     address: str
     window: int
     held: int
+    many: bool = False  # the client takes DELIVER_MANY
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,7 +555,7 @@ def register_of(request: RemotingCommand) -> Register:
     ext = request.ext_fields or {}
     held = 0 if ext.get("held") is None else _peer_int(ext, "held", 0, MAX_WINDOW)
     return Register(_peer_int(ext, "consumerId", 0, INT64_MAX), _peer_address(ext),
-                    _peer_int(ext, "window", 1, MAX_WINDOW), held)
+                    _peer_int(ext, "window", 1, MAX_WINDOW), held, ext.get("many") == "1")
 
 
 def consumer_id_of(request: RemotingCommand) -> int:
@@ -563,6 +597,49 @@ def deliver_of(request: RemotingCommand) -> Deliver:
     return Deliver(_peer_int(ext, "consumerId", 0, INT64_MAX),
                    _kind(ext, _KINDS),  # type: ignore[arg-type]
                    _peer_address(ext), request.body or b"", headers_in(ext), reply_address)
+
+
+def deliver_many_of(request: RemotingCommand) -> list[Deliver]:
+    """Read a DELIVER_MANY push: its messages, in order, all for its one consumer.
+
+    Raises:
+        BadBusRequest: a field is missing or wrong; the body holds other than ``count``
+            whole DELIVER frames of that consumer.
+    """
+    ext = request.ext_fields or {}
+    consumer_id = _peer_int(ext, "consumerId", 0, INT64_MAX)
+    count = _peer_int(ext, "count", 1, MAX_DELIVER_MANY)
+    body = request.body or b""
+    decoder = FrameDecoder(max_frame_bytes=max(8, len(body)))
+    delivers = []
+    try:
+        decoder.feed(body)
+        for _ in range(count):
+            command = decoder.next_command()
+            if command is None:
+                raise BadBusRequest(f"the body holds fewer than count ({count}) messages",
+                                    "count")
+            if command.code != BusCode.DELIVER or command.is_response:
+                raise BadBusRequest("a message of the body is no DELIVER", "body")
+            deliver = deliver_of(command)
+            if deliver.consumer_id != consumer_id:
+                raise BadBusRequest("a message of the body is for another consumer",
+                                    "consumerId")
+            delivers.append(deliver)
+    except CodecError as exc:
+        raise BadBusRequest(f"a message of the body is no frame: {exc}", "body") from None
+    if decoder.buffered_bytes:
+        raise BadBusRequest(f"the body holds more than count ({count}) messages", "body")
+    return delivers
+
+
+def taken_of(response: RemotingCommand, count: int) -> str | None:
+    """Return how each of the ``count`` messages of a DELIVER_MANY was taken (one `Taken`
+    character each), from its SUCCESS answer; None if the answer does not say so."""
+    taken = (response.ext_fields or {}).get("taken")
+    if taken is None or len(taken) != count or not _TAKEN_CHARS.issuperset(taken):
+        return None
+    return taken
 
 
 def reply_in(response: RemotingCommand) -> tuple[str | None, str | None]:

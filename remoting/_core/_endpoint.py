@@ -23,7 +23,6 @@ loop started when the server first sends a request, and reports both in its stat
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -49,10 +48,11 @@ from ._streams._streams import Streams
 from ._trio_driver._channels import ChannelTable
 from ._trio_driver._connection import Connection
 from ._trio_driver._invoker import Invoker
+from ._trio_driver._sender import Bundle
 from ._trio_driver._transport import transport_for
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Sequence
 
     from codec import RemotingCommand
 
@@ -212,6 +212,16 @@ class Endpoint:
             return False
         return True
 
+    def call_soon(self, fn: Callable[[], object]) -> bool:
+        """Run ``fn()`` on the loop thread through the inbox, even when called there (then
+        once the running task lets the loop go on: what that task does meanwhile comes
+        first). Returns False, without running it, once the loop has ended."""
+        try:
+            self.inbox.post(_call, fn)
+        except RuntimeError:  # trio.RunFinishedError, or not started
+            return False
+        return True
+
     def begin_shutdown(self) -> None:
         """Answer GO_AWAY to new requests from here on, and end the streams this endpoint
         sends with GO_AWAY (graceful shutdown)."""
@@ -348,22 +358,12 @@ class Endpoint:
         self.invoker.send_oneway(channel._conn, request, None, timeout)
 
     @staticmethod
-    @contextmanager
-    def bundled(channel: ChannelHandle) -> Iterator[None]:
-        """Within it, frames for ``channel``'s peer are only queued; on leaving, the writer
-        task is woken to send them once the running task lets it run, together with what
-        else is queued for that peer by then (the rest of a read being handled, say): one
-        write for all (loop only)."""
-        sender = channel._conn.sender
-        if sender.holding:  # the connection's own read or batch sends them after
-            yield
-            return
-        sender.holding = True
-        try:
-            yield
-        finally:
-            sender.holding = False
-            sender.flush_soon()
+    def bundled(channel: ChannelHandle) -> Bundle:
+        """Within it, frames for ``channel``'s peer are only queued (sent early every
+        `BUNDLE_FRAMES`); on leaving, the writer task is woken to send them once the running
+        task lets it run, together with what else is queued for that peer by then (the rest
+        of a read being handled, say): one write for all (loop only)."""
+        return Bundle(channel._conn.sender)
 
     @staticmethod
     def has_room(channel: ChannelHandle) -> bool:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._sansio._outbound import FLUSH_FRAMES, Outbound, consume
+from .._sansio._outbound import BUNDLE_FRAMES, FLUSH_FRAMES, Outbound, consume
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .._sansio._outbound import Piece
     from ._transport import Transport
 
-__all__ = ["Sender"]
+__all__ = ["Bundle", "Sender"]
 
 
 class Sender:
@@ -55,6 +55,9 @@ class Sender:
         # True while a burst of work is handled (a read, a batch of pool results): frames are
         # only queued, and whoever set it sends them together with `flush` afterwards.
         self.holding = False
+        # while holding, what is queued is sent once this many frames are (`FLUSH_FRAMES`;
+        # `BUNDLE_FRAMES` within `Endpoint.bundled`)
+        self.hold_frames = FLUSH_FRAMES
         # False once the peer answered GO_AWAY: a call from a thread is refused (under the
         # gate), and waiting for room ends (`refuse_calls`)
         self.takes_calls = True
@@ -95,7 +98,7 @@ class Sender:
         out = self._out
         with self._gate:
             if self.holding:
-                flush = out.add(frame, on_sent) >= FLUSH_FRAMES
+                flush = out.add(frame, on_sent) >= self.hold_frames
             elif self._direct_budget and self._can_send_now and out.idle:
                 self._direct_budget = False
                 self._send_direct(frame, on_sent)
@@ -280,3 +283,30 @@ class Sender:
         self._writer_lot.unpark_all()
         self._drain_lot.unpark_all()
         self._flush_lot.unpark_all()
+
+
+class Bundle:
+    """A context manager: within it, frames ``sender`` sends are only queued (sent early
+    every `BUNDLE_FRAMES`); on leaving, the writer is woken to send them once the running
+    task lets it run (`Endpoint.bundled`; loop thread). Within the connection's own read or
+    batch (``holding`` already) it changes nothing: that one sends them after."""
+
+    __slots__ = ("_mine", "_sender")
+
+    def __init__(self, sender: Sender) -> None:
+        self._sender = sender
+        self._mine = False
+
+    def __enter__(self) -> None:
+        sender = self._sender
+        if not sender.holding:
+            self._mine = True
+            sender.holding = True
+            sender.hold_frames = BUNDLE_FRAMES
+
+    def __exit__(self, *exc: object) -> None:
+        if self._mine:
+            sender = self._sender
+            sender.holding = False
+            sender.hold_frames = FLUSH_FRAMES
+            sender.flush_soon()
