@@ -72,7 +72,8 @@ def _env(tree: Path, pure: bool = False) -> dict[str, str]:
 def codec_status(tree: Path, pure: bool) -> str:
     """Which codec the side runs (codec._native.STATUS, or why it cannot say)."""
     proc = subprocess.run([sys.executable, "-c", "import codec._native as n; print(n.STATUS)"],
-                          env=_env(tree, pure), capture_output=True, text=True, timeout=60)
+                          env=_env(tree, pure), capture_output=True, text=True, timeout=60,
+                          cwd=tree)  # (``-c`` puts the working directory first on sys.path)
     return proc.stdout.strip() or "no codec._native (an older checkout: pure Python)"
 
 
