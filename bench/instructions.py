@@ -131,14 +131,17 @@ def count_case(tree: Path, pure: bool, counted: str, processor: str, style: str,
         grind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                  f"--callgrind-out-file={tmp}/callgrind.out"]
         server_cmd = [sys.executable, "-c", SERVER, port_file, processor]
+        # run in the temporary directory: ``-c`` puts the working directory first on
+        # sys.path, where a checkout's own packages would hide ``tree``'s
         server = subprocess.Popen(grind + server_cmd if counted == "server" else server_cmd,
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True)
+                                  text=True, cwd=tmp)
         try:
             target = str(server.pid) if counted == "server" else "self"
             client_cmd = [sys.executable, "-c", CLIENT, port_file, style, str(requests), target]
             client = subprocess.run(grind + client_cmd if counted == "client" else client_cmd,
-                                    env=env, capture_output=True, text=True, timeout=1800)
+                                    env=env, capture_output=True, text=True, timeout=1800,
+                                    cwd=tmp)
             _, server_err = server.communicate(timeout=300)
         finally:
             if server.poll() is None:
@@ -180,7 +183,7 @@ def main() -> int:
         return 0
     status = subprocess.run([sys.executable, "-c", "import codec._native as n; print(n.STATUS)"],
                             env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
-                            text=True).stdout.strip()
+                            text=True, cwd=tree).stdout.strip()
     if not status.startswith("compiled"):
         ap.error(f"the compiled fast path is not in use there: {status}")
     print(f"{tree}, {started}, {args.requests:,} requests after {WARM_UP:,}\n")
