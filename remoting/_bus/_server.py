@@ -569,14 +569,14 @@ class BusServer(AsyncRequestProcessor):
 
     def _push_later(self, target: RemoteConsumer, pushes: list[Pending]) -> None:
         """Queue ``pushes`` (the window admitted them) for ``target``, and have the loop push
-        them, in order (from any thread; on the loop, once the running task lets it: what
-        the rest of a read routes there meanwhile goes in the same pushes)."""
+        them, in order (from any thread; in a read of requests, once the read is handled:
+        what the rest of it routes there goes in the same pushes)."""
         with self._node.lock:
             target.to_push.extend(pushes)
             if target.pump_due:
                 return
             target.pump_due = True
-        if not self._host.call_soon(partial(self._pump, target)):
+        if not self._host.after_read(partial(self._pump, target)):
             self._stopped(target)
 
     def _stopped(self, target: RemoteConsumer) -> None:
