@@ -4,6 +4,7 @@ other load moves.
     .venv/bin/python bench/instructions.py                    # this checkout, both sides
     .venv/bin/python bench/instructions.py --tree ../other --requests 5000
     .venv/bin/python bench/instructions.py --a ../old-checkout     # two commits, pure Python
+    .venv/bin/python bench/instructions.py --a ../old-checkout --only bus   # the bus's cases
 
 CPU time per request (bench/rpc.py, bench/ab.py) moves with what else runs on the machine:
 caches, frequency, the scheduler. The number of instructions a process runs for a request
@@ -21,6 +22,11 @@ the system calls, is not counted, and is the same on both sides). Each case runs
 B / A, the A/B of two commits (a checkout is any directory holding ``codec``, ``processors``
 and ``remoting``: a worktree, or ``git archive <commit> | tar -x -C <dir>``).
 Requests are built in the measured part (``create_request``), as an application builds them.
+The bus cases (``--only bus``) attach an `EventBus` to the server; the client process holds a
+`BusClient` whose consumer at ``echo`` replies with the body, on a connection of its own, and
+the caller: a `BusClient` sending or requesting one at a time (a quarter of the warm-up), or
+a `TrioBusClient` with 64 tasks; a figure is per message (counted in the server, or in the
+client process: caller and consumer together).
 Needs valgrind (Debian: ``apt-get install valgrind``); a case takes about half a minute.
 """
 

@@ -86,24 +86,17 @@ async def _sent_in_one_write(server: TrioRemotingServer, pushes: Pushes, bodies:
         await stream.aclose()
 
 
-async def test_one_reads_sends_reach_the_consumer_in_one_push(
+@pytest.mark.parametrize(("bodies", "code"), [
+    pytest.param([b"%d" % i for i in range(5)], BusCode.DELIVER_MANY, id="one-read-in-one-push"),
+    pytest.param([b"lone"], BusCode.DELIVER, id="a-lone-send-within-its-read"),
+])
+async def test_a_reads_sends_are_pushed_once_it_is_handled_without_the_inbox(
         nursery: trio.Nursery, server: TrioRemotingServer, trio_bus: EventBus,
-        inbox_posts: list[object]) -> None:
-    bodies = [b"%d" % i for i in range(5)]
+        inbox_posts: list[object], bodies: list[bytes], code: int) -> None:
     pushes = Pushes(len(bodies))
     await _consumer(nursery, server, pushes)
     await _sent_in_one_write(server, pushes, bodies)
-    assert pushes.pushes == [(BusCode.DELIVER_MANY, bodies)]
-    assert inbox_posts == []
-
-
-async def test_a_lone_send_is_pushed_within_its_read(
-        nursery: trio.Nursery, server: TrioRemotingServer, trio_bus: EventBus,
-        inbox_posts: list[object]) -> None:
-    pushes = Pushes(1)
-    await _consumer(nursery, server, pushes)
-    await _sent_in_one_write(server, pushes, [b"lone"])
-    assert pushes.pushes == [(BusCode.DELIVER, [b"lone"])]
+    assert pushes.pushes == [(code, bodies)]
     assert inbox_posts == []
 
 
