@@ -4,6 +4,7 @@ other load moves.
     .venv/bin/python bench/instructions.py                    # this checkout, both sides
     .venv/bin/python bench/instructions.py --tree ../other --requests 5000
     .venv/bin/python bench/instructions.py --a ../old-checkout     # two commits, pure Python
+    .venv/bin/python bench/instructions.py --a ../old-checkout --only bus   # the bus's cases
 
 CPU time per request (bench/rpc.py, bench/ab.py) moves with what else runs on the machine:
 caches, frequency, the scheduler. The number of instructions a process runs for a request
@@ -21,6 +22,11 @@ the system calls, is not counted, and is the same on both sides). Each case runs
 B / A, the A/B of two commits (a checkout is any directory holding ``codec``, ``processors``
 and ``remoting``: a worktree, or ``git archive <commit> | tar -x -C <dir>``).
 Requests are built in the measured part (``create_request``), as an application builds them.
+The bus cases (``--only bus``) attach an `EventBus` to the server; the client process holds a
+`BusClient` whose consumer at ``echo`` replies with the body, on a connection of its own, and
+the caller: a `BusClient` sending or requesting one at a time (a quarter of the warm-up), or
+a `TrioBusClient` with 64 tasks; a figure is per message (counted in the server, or in the
+client process: caller and consumer together).
 Needs valgrind (Debian: ``apt-get install valgrind``); a case takes about half a minute.
 """
 
@@ -56,6 +62,9 @@ async def main():
     server = TrioRemotingServer(ServerConfig(bind_address="127.0.0.1"))
     server.register_default_processor(
         EchoProcessor() if sys.argv[2] == "pool" else AsyncEchoProcessor())
+    if sys.argv[2] == "bus":
+        from remoting.bus import EventBus
+        EventBus().attach(server)
     async with trio.open_nursery() as nursery:
         server.register_processor(STOP_CODE, Stop(nursery.cancel_scope))
         port = await nursery.start(server.serve)
@@ -86,7 +95,51 @@ def check(results):
     bad = [r for r in results if isinstance(r, BaseException)]
     assert not bad, bad[0]
 
-if style.startswith("blocking"):
+if style.startswith("bus"):
+    # a consumer of "echo" in this process, on a connection of its own (the server pushes
+    # to it), and the caller's bus client on another
+    from remoting.bus import BusClient, TrioBusClient
+    call = style.split("-")[1]
+    body = b"x" * 128
+
+    with RemotingClient(ClientConfig()) as cc, BusClient(cc, addr) as consumer_bus:
+        consumer_bus.consumer("echo", lambda message: message.reply(message.body))
+        if style.endswith("-seq"):
+            with RemotingClient(ClientConfig()) as c, BusClient(c, addr) as bus:
+                one = bus.send if call == "send" else bus.request
+                for _ in range(WARM_UP // 4):
+                    one("echo", body)
+                count(True)
+                for _ in range(n):
+                    one("echo", body)
+                count(False)
+                c.invoke_oneway(addr, RemotingCommand.create_request(STOP_CODE), 60.0)
+        else:
+            import trio
+            import remoting
+
+            async def main():
+                async with remoting.open_client(ClientConfig()) as c:
+                    bus = TrioBusClient(c, addr)
+                    one = bus.send if call == "send" else bus.request
+
+                    async def worker(k):
+                        for _ in range(k):
+                            await one("echo", body)
+
+                    async def tasks(total):
+                        async with trio.open_nursery() as nursery:
+                            for _ in range(64):
+                                nursery.start_soon(worker, total // 64)
+
+                    await tasks(WARM_UP)
+                    await trio.to_thread.run_sync(count, True)
+                    await tasks(n)
+                    await trio.to_thread.run_sync(count, False)
+                    await bus.aclose()
+                    await c.invoke_oneway(addr, RemotingCommand.create_request(STOP_CODE), 60.0)
+            trio.run(main)
+elif style.startswith("blocking"):
     with RemotingClient(ClientConfig()) as c:
         check(c.invoke_many(addr, requests(WARM_UP), 600.0, limit=64))
         count(True)
@@ -116,6 +169,15 @@ CASES = [  # (name, the process counted, processor, client style)
     ("client, blocking invoke_many (async processor)", "client", "async", "blocking"),
     ("client, trio invoke_many (async processor)", "client", "async", "trio"),
     ("client, blocking invoke_sync, one at a time", "client", "async", "blocking-seq"),
+    # the event bus: a caller's sends or requests to a consumer in another connection (the
+    # client process holds both; "client" counts the two together)
+    ("server, bus send, one at a time", "server", "bus", "bus-send-seq"),
+    ("server, bus request, one at a time", "server", "bus", "bus-request-seq"),
+    ("server, bus send, 64 trio tasks", "server", "bus", "bus-send-pipelined"),
+    ("server, bus request, 64 trio tasks", "server", "bus", "bus-request-pipelined"),
+    ("caller and consumer, bus send, 64 trio tasks", "client", "bus", "bus-send-pipelined"),
+    ("caller and consumer, bus request, 64 trio tasks", "client", "bus",
+     "bus-request-pipelined"),
 ]
 
 
@@ -165,7 +227,10 @@ def main() -> int:
                     help="another checkout: count it against --tree, both pure Python (an A/B "
                          "of two commits), instead of --tree's pure Python against compiled")
     ap.add_argument("--requests", type=int, default=5000)
+    ap.add_argument("--only", default=None,
+                    help="only the cases whose name contains this (e.g. 'bus')")
     args = ap.parse_args()
+    cases = [case for case in CASES if args.only is None or args.only in case[0]]
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         ap.error("needs valgrind and callgrind_control (Debian: apt-get install valgrind)")
     tree = args.tree.resolve()
@@ -176,7 +241,7 @@ def main() -> int:
               f"after {WARM_UP:,}\n")
         print(f"| {'instructions per request':<48} | {'A':>8} | {'B':>8} |   B/A |")
         print(f"|{'-' * 50}|{'-' * 10}|{'-' * 10}|-------|")
-        for name, counted, processor, style in CASES:
+        for name, counted, processor, style in cases:
             ia, ib = (count_case(side, True, counted, processor, style, args.requests)
                       for side in (a, tree))
             print(f"| {name:<48} | {ia:>8,.0f} | {ib:>8,.0f} | {ib / ia:.3f}x |", flush=True)
@@ -189,7 +254,7 @@ def main() -> int:
     print(f"{tree}, {started}, {args.requests:,} requests after {WARM_UP:,}\n")
     print(f"| {'instructions per request':<48} | {'pure':>8} | {'compiled':>8} | ratio |")
     print(f"|{'-' * 50}|{'-' * 10}|{'-' * 10}|-------|")
-    for name, counted, processor, style in CASES:
+    for name, counted, processor, style in cases:
         pure, compiled = (count_case(tree, side, counted, processor, style, args.requests)
                           for side in (True, False))
         print(f"| {name:<48} | {pure:>8,.0f} | {compiled:>8,.0f} | {compiled / pure:.2f}x |",

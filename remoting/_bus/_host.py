@@ -44,10 +44,11 @@ class BusHost(Protocol):
         without running it, once the loop has ended."""
         ...
 
-    def call_soon(self, fn: Callable[[], object]) -> bool:
-        """Run ``fn()`` on the loop soon, even when called there (then after what the
-        running task does meanwhile); any thread. False, without running it, once the loop
-        has ended."""
+    def after_read(self, fn: Callable[[], object]) -> bool:
+        """Run ``fn()`` on the loop once the read of requests being handled there ends
+        (after the rest of its requests); outside such a read, or from another thread, soon
+        (then after what the running task does meanwhile). False, without running it, once
+        the loop has ended."""
         ...
 
     def bundled(self, channel: ChannelHandle) -> AbstractContextManager[None]:
@@ -110,8 +111,8 @@ class EndpointHost:
     def call_on_loop(self, fn: Callable[[], object]) -> bool:
         return self._endpoint.call_on_loop(fn)
 
-    def call_soon(self, fn: Callable[[], object]) -> bool:
-        return self._endpoint.call_soon(fn)
+    def after_read(self, fn: Callable[[], object]) -> bool:
+        return self._endpoint.after_read(fn)
 
     def bundled(self, channel: ChannelHandle) -> AbstractContextManager[None]:
         return self._endpoint.bundled(channel)

@@ -125,7 +125,8 @@ class Pending:
         here: sent by this process (so its local consumers may take it).
         receipt: a send's sender, waiting for the consumer's bus to have it.
         entry: a request's reply address.
-        passed: consumers found unregistered on the way (routing passes them over).
+        passed: consumers found unregistered on the way (routing passes them over; None
+            until there is one: most messages find their first consumer).
     """
 
     kind: Kind
@@ -136,7 +137,7 @@ class Pending:
     here: bool
     receipt: Waiter | None = None
     entry: PendingReply[Waiter] | None = None
-    passed: set[object] = field(default_factory=set)
+    passed: set[object] | None = None
     charged: Budget | None = None  # the connection whose budget holds it now
     size: int = field(init=False)  # what it counts in a budget: its body and headers
 
@@ -465,7 +466,7 @@ class BusServer(AsyncRequestProcessor):
                     return None
                 if taken == "full":
                     return self._fail(pending, consumer_full(pending.address))
-            pending.passed.add(target)
+            _pass_over(pending, target)
 
     def publish(self, address: str, body: bytes, headers: dict[str, str], *, here: bool) -> int:
         """Deliver a publish to every consumer of ``address``; return how many there are.
@@ -502,15 +503,19 @@ class BusServer(AsyncRequestProcessor):
             outlet = target.outlet
             offer = outlet.offer(pending, pending.deadline, monotonic())
             expired = outlet.take_expired()
+            pump = False
             if offer != "full":
                 budget.charge(size)
                 pending.charged = budget
                 if pending.entry is not None:
                     pending.entry.holder = target.channel
+                if offer == "push":  # queued for the pump in this same hold of the lock
+                    target.to_push.append(pending)
+                    pump, target.pump_due = not target.pump_due, True
         for old in expired:
             self._fail(old, _waited_too_long(old))
-        if offer == "push":
-            self._push_later(target, [pending])
+        if pump:
+            self._pump_soon(target)
         elif (offer == "queued" and isinstance(pending.receipt, Answer)
               and pending.deadline is not None):
             self._host.spawn(self._answer_at_deadline, pending)
@@ -532,15 +537,18 @@ class BusServer(AsyncRequestProcessor):
                 address=pending.address)))
         answer.send()
 
-    def _delivered(self, pending: Pending) -> None:
+    def _delivered(self, *delivered: Pending) -> None:
+        """The consumer's bus has each of ``delivered``: tell their senders (one hold of
+        the lock for all: a DELIVER_MANY's receipt settles up to 64)."""
+        receipts: list[Waiter] = []
         with self._node.lock:
-            _release(pending)
-            receipt = pending.receipt
-            if receipt is None or receipt.outcome is not None:
-                return
-            receipt.complete(DELIVERED)
-        if isinstance(receipt, Answer):
-            receipt.send()
+            for pending in delivered:
+                _release(pending)
+                receipt = pending.receipt
+                if receipt is not None and receipt.outcome is None:
+                    receipt.complete(DELIVERED)
+                    receipts.append(receipt)
+        send_answers(receipts)
 
     def _fail(self, pending: Pending, failure: ReplyFailure) -> ReplyFailure:
         """Fail ``pending`` to whoever waits for it (counted once); return ``failure``."""
@@ -569,14 +577,20 @@ class BusServer(AsyncRequestProcessor):
 
     def _push_later(self, target: RemoteConsumer, pushes: list[Pending]) -> None:
         """Queue ``pushes`` (the window admitted them) for ``target``, and have the loop push
-        them, in order (from any thread; on the loop, once the running task lets it: what
-        the rest of a read routes there meanwhile goes in the same pushes)."""
+        them, in order (from any thread; in a read of requests, once the read is handled:
+        what the rest of it routes there goes in the same pushes)."""
         with self._node.lock:
             target.to_push.extend(pushes)
             if target.pump_due:
                 return
             target.pump_due = True
-        if not self._host.call_soon(partial(self._pump, target)):
+        self._pump_soon(target)
+
+    def _pump_soon(self, target: RemoteConsumer) -> None:
+        """Have the loop run `_pump` for ``target``, whose ``pump_due`` was just set: in a
+        read of requests, once the read is handled (what the rest of it routes there goes
+        in the same pushes), else soon."""
+        if not self._host.after_read(partial(self._pump, target)):
             self._stopped(target)
 
     def _stopped(self, target: RemoteConsumer) -> None:
@@ -702,6 +716,9 @@ class BusServer(AsyncRequestProcessor):
                 else:
                     self._pushed(target, pending, response, cause)
             return
+        if taken == "a" * len(many):  # the usual answer: all taken
+            self._delivered(*many)
+            return
         gone = []
         for pending, outcome in zip(many, taken, strict=True):
             if outcome == "a":
@@ -764,7 +781,7 @@ class BusServer(AsyncRequestProcessor):
         """Route ``pending`` (not delivered to ``passed``) to the next consumer."""
         with self._node.lock:
             _release(pending)
-        pending.passed.add(passed)
+        _pass_over(pending, passed)
         self.route(pending)
 
     def _remove(self, target: RemoteConsumer) -> list[Pending]:
@@ -802,6 +819,13 @@ class BusServer(AsyncRequestProcessor):
         for pending in waiting:
             self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
                                              "closed", address=pending.address))
+
+
+def _pass_over(pending: Pending, target: object) -> None:
+    """``pending`` goes on to the next consumer: ``target`` did not take it."""
+    if pending.passed is None:
+        pending.passed = set()
+    pending.passed.add(target)
 
 
 def _release(pending: Pending) -> None:

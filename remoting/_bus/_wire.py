@@ -251,6 +251,8 @@ def max_buffered_bytes_of(max_buffered_bytes: object) -> int:
 def size_of(body: bytes, headers: dict[str, str]) -> int:
     """What a message counts in a bound of bytes: its body and its headers (a message of
     an empty body and 64 KiB of headers is no small one)."""
+    if not headers:
+        return len(body)
     return len(body) + sum(len(k) + len(v) for k, v in headers.items())
 
 

@@ -212,6 +212,15 @@ class Endpoint:
             return False
         return True
 
+    def after_read(self, fn: Callable[[], object]) -> bool:
+        """Run ``fn()`` on the loop thread once the read of requests it is handling ends
+        (`Dispatcher.after_read`: what the rest of the read does comes first); outside such
+        a read, or from another thread, soon, through the inbox (`call_soon`). Returns
+        False, without running it, once the loop has ended."""
+        if threading.get_ident() == self.loop_thread_id and self.dispatcher.after_read(fn):
+            return True
+        return self.call_soon(fn)
+
     def call_soon(self, fn: Callable[[], object]) -> bool:
         """Run ``fn()`` on the loop thread through the inbox, even when called there (then
         once the running task lets the loop go on: what that task does meanwhile comes

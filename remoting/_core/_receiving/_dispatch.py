@@ -18,6 +18,9 @@ Theory of operation (loop thread only, but for registration):
   for the reader to finish. A sync processor's request is recorded in its code's pool; the
   pools get a read's requests together at `read_done`, and their results come back in
   batches (`_pool_results`), whose replies leave in one send per connection.
+- What a part asks to run once the read ends (`after_read`, while a read of requests is
+  being handled: an event bus's pushes, so that what one read routes to a consumer goes
+  together) runs at `read_done`, after the pools got theirs.
 - Each request runs in a fresh copy of the context (pool or loop): bindings never leak.
 - ``processing`` counts requests handed to processors and not finished; graceful shutdown
   waits for it to reach zero.
@@ -164,6 +167,10 @@ class Dispatcher:
         self.processing = 0
         self._pools: list[Pool] = []
         self._pools_to_flush: list[ProcessorPool[SyncTask]] = []
+        # a read of requests is being handled on the loop (set by its first request, cleared
+        # by `read_done`): what `after_read` takes meanwhile runs at its end
+        self._reading = False
+        self._after_read: list[Callable[[], object]] = []
         self._idle: trio.Event | None = None
         self._idle_at = 0  # `_idle` is set once ``processing`` is down to this
 
@@ -321,6 +328,7 @@ class Dispatcher:
                          ) -> Suspended | None:
         """Process ``request`` (see the module docstring); return a suspended async processor
         that the calling task must finish."""
+        self._reading = True
         received = self._counters.received
         code = request.code
         received[code] = received.get(code, 0) + 1
@@ -347,12 +355,33 @@ class Dispatcher:
         return None
 
     def read_done(self, conn: Served) -> None:
-        """Hand the requests recorded in one read to their pools, together."""
+        """Hand the requests recorded in one read to their pools, together; then run what
+        was asked to run after the read (`after_read`)."""
+        self._reading = False
         pools = self._pools_to_flush
         if pools:
             for pool in pools:
                 pool.flush()
             pools.clear()
+        after = self._after_read
+        if after:
+            self._after_read = []
+            for fn in after:
+                try:
+                    fn()
+                except Exception:  # a bug of the part's: the read's other work must go on
+                    log.error("inbox.failed", fn=getattr(fn, "__qualname__", repr(fn)),
+                              exc_info=True)
+
+    def after_read(self, fn: Callable[[], object]) -> bool:
+        """Run ``fn()`` once the read of requests being handled ends, after the rest of
+        its requests (loop thread only); False, without taking it, if no such read is being
+        handled (in a task of its own, say, or after the read, in a processor's later
+        steps)."""
+        if not self._reading:
+            return False
+        self._after_read.append(fn)
+        return True
 
     def _refuse(self, conn: Served, request: RemotingCommand, refusal: Refusal) -> None:
         if refusal is _UNANSWERABLE:
