@@ -40,7 +40,7 @@ __all__ = ["EXIT_MARGIN_SECONDS", "TRIO_CONSUMERS", "BlockingConsumer", "EngineT
 
 T = TypeVar("T")
 
-# What an engine's exit may take past its handlers' `shutdown_timeout` and its shutdown calls
+# What an engine's exit may take past its handlers' ``shutdown_timeout`` and its shutdown calls
 # (`SHUTDOWN_CALLS_SECONDS`): closing its client, whose endpoint joins its threads (processor
 # pools, event and callback threads: 5 s each at most), and a margin for a loaded machine.
 EXIT_MARGIN_SECONDS: Final = 20.0
