@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # shows each step (and its download bars on a terminal).
 PIP := $(PY) -m pip install --disable-pip-version-check
 
-.PHONY: test test-pure test-cluster test-rocketmq test-all test-newest-trio demo lint docs wheel-check bench bench-deps charts clean
+.PHONY: test test-pure test-cluster test-rocketmq rocketmq-deps test-all test-newest-trio demo lint docs wheel-check bench bench-deps charts clean
 
 $(VENV)/.created:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -57,9 +57,10 @@ test-pure: $(VENV)/.installed-dev
 		tests/codec tests/processors tests/remoting
 
 # A Spark standalone cluster (Master + Worker JVMs) calling fleets of servers, with the
-# death tests; the first run also builds the executors' packed virtualenv (~40 s).
-test-cluster: $(VENV)/.installed-dev
-	$(PY) -m pytest -m cluster -q
+# death tests and a streaming query over a real RocketMQ broker (RMQ_HOME, below); the first
+# run also builds the executors' packed virtualenv (~40 s).
+test-cluster: $(VENV)/.installed-dev rocketmq-deps
+	RMQ_HOME="$(RMQ_HOME)" $(PY) -m pytest -m cluster -q
 
 # A real RocketMQ 4.9.8 cluster (name server + brokers, JVMs on free ports) and Java's own
 # client from its jar (tests/rocketmq/). RMQ_HOME: the broker folder (README.md), by default
@@ -70,11 +71,13 @@ RMQ_HOME ?= $(abspath $(firstword $(wildcard ../shared/rocketmq-broker \
 	$(shell git rev-parse --git-common-dir 2>/dev/null)/../../shared/rocketmq-broker) \
 	../shared/rocketmq-broker))
 
-test-rocketmq: $(VENV)/.installed-dev
+rocketmq-deps:
 	@if [ -x "$(RMQ_HOME)/install-deps.sh" ]; then \
 	  for i in 1 2 3 4 5 6; do "$(RMQ_HOME)/install-deps.sh" && break; \
 	    [ $$i = 6 ] && exit 1; echo "== install-deps.sh failed (apt busy?): again in 20 s"; \
 	    sleep 20; done; fi
+
+test-rocketmq: $(VENV)/.installed-dev rocketmq-deps
 	RMQ_HOME="$(RMQ_HOME)" $(PY) -m pytest -m rocketmq -q
 
 test-all: $(VENV)/.installed-dev
