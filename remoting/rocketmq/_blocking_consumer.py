@@ -4,22 +4,26 @@ own.
 `EngineThread` runs one trio loop (``trio.run``) in a daemon thread named for the
 consumer; the engine and its `TrioRemotingClient` live there. The face's methods reach it
 through ``trio.from_thread`` with the loop's token (a few calls per consumer: start,
-``commit``, ``seek``, ``assign``, statistics), and `stop` asks the engine to shut down
-gracefully and joins the thread. Messages reach the user's threads without a hop per
-message: handlers run on the engine's worker threads, and a lite pull consumer's ``poll``
-reads a thread-safe buffer.
+``commit``, ``seek``, ``assign``, statistics), and `shutdown` asks the engine to shut down
+gracefully and joins the thread, for as long as the engine's own bounds allow
+(`exit_seconds`): a loop still running then is left behind (a daemon thread), logged with
+its stack (``rocketmq.consumer_still_running``), so that a shutdown never hangs its caller.
+Messages reach the user's threads without a hop per message: handlers run on the engine's
+worker threads, and a lite pull consumer's ``poll`` reads a thread-safe buffer.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+import traceback
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 import trio
 
 from .._checks import outside_trio
 from .._log import log
-from ._engine import statistics_of
+from ._engine import SHUTDOWN_CALLS_SECONDS, statistics_of
 from ._errors import RocketMQError
 from ._setup import running_engine
 
@@ -31,9 +35,22 @@ if TYPE_CHECKING:
     from ._message import MessageQueue
     from ._setup import ConsumerSetup
 
-__all__ = ["TRIO_CONSUMERS", "BlockingConsumer", "EngineThread"]
+__all__ = ["EXIT_MARGIN_SECONDS", "TRIO_CONSUMERS", "BlockingConsumer", "EngineThread",
+           "exit_seconds"]
 
 T = TypeVar("T")
+
+# What an engine's exit may take past its handlers' ``shutdown_timeout`` and its shutdown calls
+# (`SHUTDOWN_CALLS_SECONDS`): closing its client, whose endpoint joins its threads (processor
+# pools, event and callback threads: 5 s each at most), and a margin for a loaded machine.
+EXIT_MARGIN_SECONDS: Final = 20.0
+_STACK_FRAMES: Final = 12  # of a loop thread still running, logged (the innermost)
+
+
+def exit_seconds(shutdown_timeout: float) -> float:
+    """How long `BlockingConsumer.shutdown` waits for the engine's loop thread to end: the
+    sum of the engine's own bounds (handlers, shutdown calls, client close)."""
+    return shutdown_timeout + SHUTDOWN_CALLS_SECONDS + EXIT_MARGIN_SECONDS
 
 # what a blocking consumer's methods are in trio code (`blocking_call`)
 TRIO_CONSUMERS = ("remoting.rocketmq.open_push_consumer() or open_lite_pull_consumer() and "
@@ -117,10 +134,22 @@ class EngineThread:
         except trio.RunFinishedError:
             pass
 
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for the loop to end."""
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the loop to end, up to ``timeout`` seconds (None: as long as it takes);
+        return True if it has ended (or is this thread)."""
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def stack(self) -> str:
+        """The loop thread's innermost frames now, formatted ("" if it is not running)."""
+        thread = self._thread
+        frame = None if thread is None else sys._current_frames().get(thread.ident or -1)
+        if frame is None:
+            return ""
+        return "".join(traceback.format_stack(frame)[-_STACK_FRAMES:])
 
 
 class BlockingConsumer:
@@ -179,7 +208,14 @@ class BlockingConsumer:
 
     def shutdown(self) -> None:
         """Stop pulling, let running handlers finish, store the offsets and unregister
-        (idempotent; any thread but the consumer's own)."""
+        (idempotent; any thread but the consumer's own).
+
+        Returns within ``shutdown_timeout`` + 30 s at most (`exit_seconds`: the handlers',
+        the shutdown calls' and the client's own bounds, and a margin). Should the consumer's
+        loop thread still run then (a bug), it is left behind as a daemon thread, logged
+        with its stack as ``rocketmq.consumer_still_running``; the consumer is shut down for
+        its caller either way (it cannot be started again).
+        """
         outside_trio(f"{type(self).__name__}.shutdown (or leaving its with block)",
                      TRIO_CONSUMERS)
         with self._lock:
@@ -189,7 +225,10 @@ class BlockingConsumer:
             return
         if self._stop is not None:
             thread.soon(self._stop.set)
-        thread.join()
+        seconds = exit_seconds(self._setup.settings.shutdown_timeout)
+        if not thread.join(seconds):
+            log.warning("rocketmq.consumer_still_running", group=self.group,
+                        client_id=self.client_id, seconds=seconds, stack=thread.stack())
 
     def __enter__(self) -> Self:
         return self.start()

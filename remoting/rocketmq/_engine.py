@@ -83,13 +83,16 @@ if TYPE_CHECKING:
     from ._telemetry import RocketMQTelemetry
 
 __all__ = ["ConsumeFrom", "ConsumerSettings", "ConsumerStatistics", "Engine", "PollBuffer",
-           "QueueState", "statistics_of"]
+           "QueueState", "SHUTDOWN_CALLS_SECONDS", "statistics_of"]
 
 ConsumeFrom = Literal["first", "last"] | int
 PULL_RETRY_DELAY: Final = 1.0  # ClientConfig.pullTimeDelayMillsWhenException
 FLOW_CONTROL_DELAY: Final = 0.02  # PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL
 ORDERLY_RETRY_DELAY: Final = 1.0  # suspendCurrentQueueTimeMillis
 SEND_BACK_RETRY_DELAY: Final = 5.0  # submitConsumeRequestLater
+# What shutdown's calls may take together once the handlers are done or abandoned: storing
+# the offsets, releasing orderly locks, unregistering (each call bounded by its own timeout)
+SHUTDOWN_CALLS_SECONDS: Final = 10.0
 LOCK_LIFETIME: Final = 30.0  # ProcessQueue.REBALANCE_LOCK_MAX_LIVE_TIME
 LOCK_RETRY: Final = 2.0  # a queue another member still locks: try again this soon
 MISSING_ROUTE_RETRY: Final = 3.0  # a subscribed topic no name server knows yet
@@ -309,7 +312,7 @@ class Engine:
                                 running=self._running_jobs)
                 jobs_nursery.cancel_scope.cancel()
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(10):
+            with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_CALLS_SECONDS):
                 await self._shutdown()
             self._stopped.set()
 

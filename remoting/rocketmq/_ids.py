@@ -102,11 +102,13 @@ class UniqueIds:
         return f"{self._prefix}{diff & 0xFFFFFFFF:08X}{counter:04X}"
 
 
-def _process_ids() -> UniqueIds:
-    return UniqueIds(_ip_bytes(), os.getpid(), random.getrandbits(32))
+def _process_ids(ip: bytes) -> UniqueIds:
+    return UniqueIds(ip, os.getpid(), random.getrandbits(32))
 
 
-_ids = _process_ids()
+# The host's address in message ids, resolved once, at import: a forked child keeps it
+_IP: Final = _ip_bytes()
+_ids = _process_ids(_IP)
 
 
 def new_message_id() -> str:
@@ -114,9 +116,18 @@ def new_message_id() -> str:
     return _ids.new()
 
 
-def _forget_in_child() -> None:  # a forked child has its own pid and counter
+def _forget_in_child() -> None:
+    """Give a forked child its own pid, salt and counter in message ids.
+
+    It runs in the child right after ``fork`` (``os.fork``, multiprocessing's fork, a
+    ``subprocess`` with ``preexec_fn``), where only the forking thread exists: it must not
+    resolve a name or take a lock another thread of the parent may have held at that
+    instant (glibc's resolver's, held by a thread inside ``getaddrinfo``), or the child
+    waits forever, and with it a parent waiting for the child's ``exec``. So it keeps the
+    address resolved at import.
+    """
     global _ids
-    _ids = _process_ids()
+    _ids = _process_ids(_IP)
 
 
 os.register_at_fork(after_in_child=_forget_in_child)

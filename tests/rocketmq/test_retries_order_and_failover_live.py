@@ -129,7 +129,8 @@ def test_a_broker_stopped_mid_send_loses_no_send_reported_ok(
         _until(lambda: len(ok) >= before + 300)
     finally:
         stop_sending.set()
-        sender.join()
+        sender.join(WAIT)  # a send and the producer's shutdown are bounded: far less
+    assert not sender.is_alive(), "the send loop has not ended: a send or shutdown hangs"
     after_stop = list(ok.values())[before:]
     assert after_stop.count("broker-a") >= 250  # the producer moved to the live broker
     victim.restart()
