@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 __all__ = ["ANSWERED", "batch_limit", "blocking_call", "call_timeout", "callback_of",
-           "command_of", "config_of", "grace_seconds", "outside_trio", "processor_registration",
-           "request_code", "requests_of", "seconds", "the_request", "wait_seconds"]
+           "command_of", "config_of", "grace_seconds", "loop_thread_refused", "outside_trio",
+           "processor_registration", "request_code", "requests_of", "seconds", "the_request",
+           "wait_seconds"]
 
 C = TypeVar("C")
 F = TypeVar("F", bound="Callable[..., Any]")
@@ -77,6 +78,14 @@ def outside_trio(call: str, instead: str = "remoting.open_client() and "
             f"{call} blocks, and this thread runs a trio event loop, which it would stall "
             f"until the call's timeout: in trio code use {instead}, or make the blocking call "
             "from a worker thread (trio.to_thread.run_sync)")
+
+
+def loop_thread_refused() -> RuntimeError:
+    """The error of a blocking call made in the endpoint's own loop thread (it would wait for
+    the loop it stalls)."""
+    return RuntimeError(
+        "blocking remoting calls cannot be made from the event loop's thread "
+        "(use the trio-native client or an async processor's channel methods)")
 
 
 def blocking_call(call: str, instead: str) -> Callable[[F], F]:

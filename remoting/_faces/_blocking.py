@@ -19,7 +19,7 @@ import weakref
 from time import monotonic
 from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
 
-from .._checks import config_of, outside_trio
+from .._checks import config_of, loop_thread_refused, outside_trio
 from .._config import ClientConfig
 from .._core._loop_thread import JOIN_TIMEOUT, LoopThread, on_loop
 from .._errors import RemotingError
@@ -111,10 +111,7 @@ class BlockingFace:
 
     def _refuse_loop_thread(self) -> None:
         if self._on_loop_thread():
-            raise RuntimeError(
-                "blocking remoting calls cannot be made from the event loop's thread "
-                "(use the trio-native client or an async processor's channel methods)"
-            )
+            raise loop_thread_refused()
 
     def start(self) -> Self:
         raise NotImplementedError
@@ -211,8 +208,7 @@ class RemotingClient(BlockingFace):
     def _check_caller(self) -> None:
         if self._closed:
             raise RemotingError("RemotingClient is closed")
-        self._io.check_running()
-        self._refuse_loop_thread()
+        self._io.check_caller()  # (the rest is its driver's: one call per call)
 
     def statistics(self) -> EndpointStatistics:
         """Return a frozen snapshot of the counters."""

@@ -15,9 +15,11 @@ and asks its driver for the rest; it never asks which driver it has.
 from __future__ import annotations
 
 import threading
+from threading import get_ident
 from time import monotonic
 from typing import TYPE_CHECKING, Final, Protocol
 
+from .._checks import loop_thread_refused
 from .._core._loop_thread import LoopThread, on_loop
 from .._core._thread_driver._request_loop import RequestLoop
 from .._core._thread_driver._thread_driver import ThreadDriver
@@ -53,8 +55,10 @@ class ClientIO(Protocol):
         (the face then arms what shuts a collected client down)."""
         ...
 
-    def check_running(self) -> None:
-        """Raise `RemotingError` if no call can be made now: not started, or its loop ended."""
+    def check_caller(self) -> None:
+        """Raise if no call can be made now from this thread: `RemotingError` if not
+        started, or its loop ended; `RuntimeError` in the endpoint's loop thread (a blocking
+        call there would wait for the loop it stalls)."""
         ...
 
     def stop(self, deadline: float, *, wait: bool) -> None:
@@ -132,11 +136,14 @@ class LoopIO:
         self._loop = loop
         return True
 
-    def check_running(self) -> None:
-        if self._loop is None:
+    def check_caller(self) -> None:
+        loop = self._loop
+        if loop is None:
             raise RemotingError(_NOT_STARTED)
-        if not self._loop.alive:
+        if not loop.alive:
             raise RemotingError("RemotingClient's event loop has stopped; create a new one")
+        if get_ident() == self._core.endpoint.loop_thread_id:
+            raise loop_thread_refused()
 
     def stop(self, deadline: float, *, wait: bool) -> None:
         loop, self._loop = self._loop, None
@@ -203,9 +210,11 @@ class ThreadsIO:
         self._started = True
         return True
 
-    def check_running(self) -> None:
+    def check_caller(self) -> None:
         if not self._started:
             raise RemotingError(_NOT_STARTED)
+        if get_ident() == self._endpoint.loop_thread_id:  # the request loop's
+            raise loop_thread_refused()
 
     def stop(self, deadline: float, *, wait: bool) -> None:
         if wait:

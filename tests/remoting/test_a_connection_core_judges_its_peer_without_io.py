@@ -56,12 +56,12 @@ def test_bytes_pushed_in_give_commands_and_a_frame_begun_is_timed_from_its_read(
     assert core._decoder.next_command() is not None
     assert core._decoder.next_command() is None
     core.read_handled(decoded=True)
-    assert core.stall_at() == 101.0 + 5.0  # the frame begun in that read
+    assert core.stall_at == 101.0 + 5.0  # the frame begun in that read
     core._decoder.feed(frame[5:])
     core.received(103.0)
     assert core._decoder.next_command() is not None
     core.read_handled(decoded=True)
-    assert core.stall_at() is None  # nothing in progress
+    assert core.stall_at is None  # nothing in progress
     assert core.last_read == 103.0 and core.closes == []
 
 
@@ -71,6 +71,8 @@ def test_the_rest_of_a_large_frame_is_received_in_place() -> None:
     # a quarter of it in: memory grows with what the peer sent, not with what it announced
     core._decoder.feed(struct.pack(">iI", 4 + 2 + body, 2) + b"{}" + bytes(body // 4))
     core.received(100.0)
+    core.read_handled(decoded=False)
+    assert core.rest_in_place
     assert core.receive_buffer(receives_into=False) is None  # the transport cannot
     into = core.receive_buffer(receives_into=True)
     assert into is not None and len(into) >= RECEIVE_INTO_MIN_BYTES
@@ -81,7 +83,7 @@ def test_a_stalled_frame_closes_once_with_its_reason() -> None:
     core._decoder.feed(b"\x00\x00\x00")
     core.received(100.0)
     core.read_handled(decoded=False)
-    assert core.stall_at() == 105.0
+    assert core.stall_at == 105.0
     core.stalled()
     core.stalled()
     assert core.closes == [("partial frame not completed within 5.0s", False)]
@@ -119,3 +121,47 @@ def test_a_tls_client_refused_before_any_answer_is_told_what_a_server_may_want()
     (reason, broken), = core.closes
     assert reason.startswith("the server ended the TLS connection before answering")
     assert "client certificate" in reason and broken
+
+
+def test_a_read_noted_in_one_call_with_its_time_plans_the_next_read() -> None:
+    """The thread driver notes a read it decoded whole in one call (`read_handled` with the
+    read's time): the same bookkeeping as `received` then `read_handled`."""
+    core = Core()
+    frame = encode_frame(RemotingCommand.create_response(ResponseCode.SUCCESS))
+    core._decoder.feed(frame + frame[:5])
+    assert core._decoder.next_command() is not None
+    assert core._decoder.next_command() is None
+    core.read_handled(decoded=True, received_at=101.0)
+    assert core.last_read == 101.0 and core.stall_at == 106.0
+    assert not core.rest_in_place  # a few bytes missing: the next read takes a chunk
+    core.reading_resumed(110.0)  # paused by us: the frame's clock restarts
+    assert core.stall_at == 115.0
+    core._decoder.feed(frame[5:])
+    assert core._decoder.next_command() is not None
+    core.read_handled(decoded=True, received_at=111.0)
+    assert core.stall_at is None and not core.rest_in_place and core.last_read == 111.0
+    # a large frame begun: its rest goes into place, a borrowed buffer given back once done
+    body = RECEIVE_INTO_MIN_BYTES * 2
+    core._decoder.feed(struct.pack(">iI", 4 + 2 + body, 2) + b"{}" + bytes(body // 2))
+    core.read_handled(decoded=False, received_at=112.0)
+    assert core.rest_in_place and core.stall_at == 117.0
+    into = core.receive_buffer(receives_into=True)
+    assert into is not None
+    into[: len(into)] = bytes(len(into))
+    core._decoder.buffer_updated(len(into))
+    while core._decoder.missing_bytes:  # (the memory may grow as the frame's bytes arrive)
+        core.read_handled(decoded=False, received_at=113.0)
+        into = core.receive_buffer(receives_into=True)
+        assert into is not None
+        core._decoder.buffer_updated(len(into))
+    assert core._decoder.next_command() is not None
+    core.read_handled(decoded=True, received_at=114.0)
+    assert core._lent is None and not core.rest_in_place and core.stall_at is None
+
+
+def test_no_partial_frame_timeout_means_no_stall() -> None:
+    core = Core()
+    core._partial_frame_timeout = 0.0
+    core._decoder.feed(b"\x00\x00\x00")
+    core.read_handled(decoded=False, received_at=100.0)
+    assert core.stall_at is None

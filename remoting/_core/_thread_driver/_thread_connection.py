@@ -290,7 +290,7 @@ class ThreadConnection(ConnectionCore):
         io = self._io
         if not io.buffered():
             timeout = until - monotonic()
-            stall_at = self.stall_at()
+            stall_at = self.stall_at
             if stall_at is not None and stall_at <= until:
                 timeout = stall_at - monotonic()
                 if timeout <= 0:
@@ -320,9 +320,8 @@ class ThreadConnection(ConnectionCore):
             self.close(self.eof_reason())
             return
         self.bytes_read += count
-        self.received(monotonic())
         try:
-            self._dispatch()
+            self._dispatch(monotonic())
         except CodecError as exc:
             self.codec_failed(exc)
             return
@@ -334,7 +333,8 @@ class ThreadConnection(ConnectionCore):
         chunk. Return the count (0: end of stream; None: nothing there)."""
         decoder = self._decoder
         io = self._io
-        into = self.receive_buffer(io.receives_into)
+        # (``rest_in_place`` first: a read of whole frames needs no call, see ConnectionCore)
+        into = self.receive_buffer(io.receives_into) if self.rest_in_place else None
         if into is not None:
             count = io.recv_into(into)
             if count:
@@ -346,12 +346,13 @@ class ThreadConnection(ConnectionCore):
             return len(data)
         return None if data is None else 0
 
-    def _dispatch(self) -> None:
-        """Hand every complete command to the owner: the read's answers together, then its
-        server requests together. While a read of several is handed over, what the
-        completions send (the next calls) only queues, and leaves together after. A codec
-        error (raised after what was decoded before it is handed over) closes the connection.
-        Once the connection is closed, its requests are not handed over."""
+    def _dispatch(self, now: float) -> None:
+        """Hand every complete command of a read made at ``now`` to the owner: the read's
+        answers together, then its server requests together. While a read of several is
+        handed over, what the completions send (the next calls) only queues, and leaves
+        together after. A codec error (raised after what was decoded before it is handed
+        over) closes the connection. Once the connection is closed, its requests are not
+        handed over."""
         decoder = self._decoder
         owner = self._owner
         responses: list[RemotingCommand] = []
@@ -361,6 +362,8 @@ class ThreadConnection(ConnectionCore):
             while (cmd := decoder.next_command()) is not None:
                 (responses if cmd.flag & FLAG_RESPONSE else requests).append(cmd)
         finally:
+            # the read decoded whole: the core notes it (and its time) in one call
+            self.read_handled(bool(responses or requests), now)
             if len(responses) + len(requests) > 1:
                 held = self.hold()
             try:
@@ -372,7 +375,6 @@ class ThreadConnection(ConnectionCore):
                     owner.requests_received(self, requests)
                 if held:
                     self.flush_held()
-                self.read_handled(bool(responses or requests))
 
     # ------------------------------------------------------------------ the server's requests
 
@@ -432,7 +434,7 @@ class ThreadConnection(ConnectionCore):
     def check_stalled(self, now: float) -> None:
         """Close if a frame began ``partial_frame_timeout`` ago and is still incomplete
         (the background reader's sweep; a racy read of when it began is enough)."""
-        stall_at = self.stall_at()
+        stall_at = self.stall_at
         if stall_at is not None and now >= stall_at and self._read.free:
             self.stalled()
 

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from .._calling._future import GivesBack
     from .._doors._threads import CallbackRunner
     from .._events import EventDispatcher
+    from ._pending_calls import Batch
 
 __all__ = ["Receiver", "ThreadDriver", "ThreadHost"]
 
@@ -403,20 +404,45 @@ class ThreadDriver:
         """Complete the calls ``responses`` (one read's) answer, on the thread that read
         them: all taken out of the table at once, then completed one by one, except a
         batch's, handed to their batch together (it sends its next requests once)."""
-        answered = self.pending.answered(conn, responses)
-        go_away = self.go_away
-        for fut, response in answered.singles:
-            if response.code == _GO_AWAY and go_away.received(fut, conn):
-                go_away.settle(conn)  # that may have been its last call
+        if len(responses) == 1:  # one answer: nothing to group (`PendingCalls.answered_one`)
+            response = responses[0]
+            fut = self.pending.answered_one(conn, response)
+            if fut is None:
+                self._orphaned(conn, responses)
+            elif fut.batch is None or response.code == _GO_AWAY:
+                self._answer(conn, fut, response)
             else:
-                fut._complete(response)
-                if conn.going_away:
-                    go_away.settle(conn)
+                self._batch_answered(conn, fut.batch, [fut], responses)
+            return
+        answered = self.pending.answered(conn, responses)
+        for fut, response in answered.singles:
+            self._answer(conn, fut, response)
         for batch, (futs, answers) in answered.batches.items():
-            batch.answered(futs, answers)
-            if conn.going_away:
-                go_away.settle(conn)
-        for response in answered.orphans:
+            self._batch_answered(conn, batch, futs, answers)
+        if answered.orphans:
+            self._orphaned(conn, answered.orphans)
+
+    def _answer(self, conn: ThreadConnection, fut: ThreadCall, response: RemotingCommand
+                ) -> None:
+        """Complete ``fut``, a single call taken out of the table, with ``response`` (one
+        answered GO_AWAY may be resent instead)."""
+        if response.code == _GO_AWAY and self.go_away.received(fut, conn):
+            self.go_away.settle(conn)  # that may have been its last call
+            return
+        fut._complete(response)
+        if conn.going_away:
+            self.go_away.settle(conn)
+
+    def _batch_answered(self, conn: ThreadConnection, batch: Batch, futs: list[ThreadCall],
+                        answers: list[RemotingCommand]) -> None:
+        """Hand ``batch`` its calls ``futs``, taken out of the table, with their ``answers``."""
+        batch.answered(futs, answers)
+        if conn.going_away:
+            self.go_away.settle(conn)
+
+    def _orphaned(self, conn: ThreadConnection, orphans: list[RemotingCommand]) -> None:
+        """Count the answers that matched no call, each closer to condemning ``conn``."""
+        for response in orphans:
             if conn.closed:  # condemned by an orphan before it: the rest is not looked at
                 break
             self.pending.count_orphan()

@@ -245,7 +245,7 @@ class Connection(ConnectionCore):
 
     async def _receive(self) -> bool:
         """Receive once into the decoder; False if the connection is to end."""
-        stall_at = self.stall_at()
+        stall_at = self.stall_at
         if stall_at is None:
             count = await self._receive_once()
         else:
