@@ -1,18 +1,24 @@
-"""Streaming queries over the queue service on a standalone cluster; run in a process of its own.
+"""Streaming queries on a standalone cluster, over the queue service or a RocketMQ topic; run
+in a process of its own.
 
-    python -m tests.cluster.stream_job --master spark://127.0.0.1:PORT --queue ADDR \
-        --messages N --per-trigger M [--env ARCHIVE] --code ZIP --work DIR --result FILE
+    python -m tests.cluster.stream_job --master spark://127.0.0.1:PORT \
+        (--queue ADDR | --name-servers ADDR --topic TOPIC) --per-trigger M \
+        [--env ARCHIVE] --code ZIP --work DIR --result FILE
 
-The executors get their packages as tests/cluster/fleet_job.py's do. On topic ``events``
-(N messages, published by the test), three queries run:
+The executors get their packages as tests/cluster/fleet_job.py's do. With ``--queue``, on the
+service's topic ``events`` (published by the test), two queries run:
 
 1. into a Parquet file sink with a checkpoint, stopped once two batches are committed, then
    restarted from the checkpoint with ``Trigger.AvailableNow``;
 2. into the ``remoting`` sink (topic ``out``, bodies upper-cased), ``AvailableNow``; its last
    commit is removed from the checkpoint and it runs again, so Spark runs that batch again.
 
-``--result`` receives a JSON object: the Parquet output's row count, distinct offsets and
-bad bodies, each trigger's row count, the batch ids of the rerun, or the failure.
+With ``--name-servers``, the first over the RocketMQ topic ``TOPIC`` (the executors pull
+their offset ranges from the broker).
+
+``--result`` receives a JSON object: the Parquet output's row count, distinct positions
+(offsets; RocketMQ: broker, queue and offset) and bodies that are not a number (RocketMQ: and
+distinct bodies), each trigger's row count, the batch ids of the rerun, or the failure.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import argparse
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,31 +70,52 @@ def source(spark: SparkSession, queue: str, per_trigger: int) -> Any:
             .option("messagesPerPartition", str(max(1, per_trigger // 4))).load())
 
 
+def rocketmq_source(spark: SparkSession, name_servers: str, topic: str, per_trigger: int
+                    ) -> Any:
+    return (spark.readStream.format("rocketmq").option("nameServers", name_servers)
+            .option("topic", topic).option("startingOffsets", "earliest")
+            .option("maxMessagesPerTrigger", str(per_trigger)).load())
+
+
+# what the output is checked with, per source (SQL aggregates over the Parquet rows)
+QUEUE_CHECKS = {"rows": "count(*)", "distinct_offsets": "count(DISTINCT offset)",
+                "bad": "count_if(CAST(body AS STRING) != CAST(offset AS STRING))"}
+ROCKETMQ_CHECKS = {"rows": "count(*)",
+                   "positions": "count(DISTINCT broker_name, queue_id, queue_offset)",
+                   "bodies": "count(DISTINCT body)",
+                   "bad": "count_if(CAST(CAST(body AS STRING) AS BIGINT) IS NULL)"}
+
+
 def sizes(query: Any) -> list[int]:
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
 
-def exactly_once(spark: SparkSession, queue: str, per_trigger: int, work: Path
-                 ) -> dict[str, Any]:
+def exactly_once(spark: SparkSession, read: Callable[[], Any], checks: dict[str, str],
+                 work: Path) -> dict[str, Any]:
+    """Read ``read()``'s stream into Parquet, stop after two batches, restart from the
+    checkpoint with ``AvailableNow``; return ``checks`` over the output, each trigger's rows
+    and the batch the restart began with."""
     out, checkpoint = work / "out", work / "checkpoint"
+
+    def start(available_now: bool) -> Any:
+        writer = (read().writeStream.format("parquet").option("path", str(out))
+                  .option("checkpointLocation", str(checkpoint)))
+        return (writer.trigger(availableNow=True) if available_now else writer).start()
+
     listener = Batches(2)
     spark.streams.addListener(listener)
-    first = (source(spark, queue, per_trigger).writeStream.format("parquet")
-             .option("path", str(out)).option("checkpointLocation", str(checkpoint)).start())
+    first = start(available_now=False)
     if not listener.enough.wait(300):
         raise RuntimeError("the first query made no two batches in 300 s")
     first.stop()
     spark.streams.removeListener(listener)
-    again = (source(spark, queue, per_trigger).writeStream.format("parquet")
-             .option("path", str(out)).option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    again = start(available_now=True)
     if not again.awaitTermination(600):
         raise RuntimeError("the restarted query did not finish in 600 s")
     row = spark.read.parquet(str(out)).selectExpr(
-        "count(*) AS n", "count(DISTINCT offset) AS distinct_offsets",
-        "count_if(CAST(body AS STRING) != CAST(offset AS STRING)) AS bad").first()
-    return {"rows": row.n, "distinct_offsets": row.distinct_offsets, "bad": row.bad,
-            "triggers": sizes(first) + sizes(again),
+        *(f"{sql} AS {name}" for name, sql in checks.items())).first()
+    assert row is not None
+    return {**row.asDict(), "triggers": sizes(first) + sizes(again),
             "resumed_at": again.recentProgress[0]["batchId"] if again.recentProgress else -1}
 
 
@@ -117,7 +145,9 @@ def sink_rerun(spark: SparkSession, queue: str, per_trigger: int, work: Path
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--master", required=True)
-    parser.add_argument("--queue", required=True)
+    parser.add_argument("--queue")
+    parser.add_argument("--name-servers")
+    parser.add_argument("--topic")
     parser.add_argument("--per-trigger", type=int, required=True)
     parser.add_argument("--env")
     parser.add_argument("--code", required=True)
@@ -128,9 +158,15 @@ def main() -> int:
     result: dict[str, Any] = {}
     try:
         register_data_source(spark)
-        work = Path(args.work)
-        result["exactly_once"] = exactly_once(spark, args.queue, args.per_trigger, work)
-        result["sink"] = sink_rerun(spark, args.queue, args.per_trigger, work)
+        work, per = Path(args.work), args.per_trigger
+        if args.queue:
+            result["exactly_once"] = exactly_once(
+                spark, lambda: source(spark, args.queue, per), QUEUE_CHECKS, work)
+            result["sink"] = sink_rerun(spark, args.queue, per, work)
+        else:
+            result["exactly_once"] = exactly_once(
+                spark, lambda: rocketmq_source(spark, args.name_servers, args.topic, per),
+                ROCKETMQ_CHECKS, work)
     except Exception as exc:  # the job failed: report how, for the test to judge
         result["failed"] = f"{type(exc).__name__}: {exc}"[:4000]
     finally:

@@ -44,7 +44,7 @@ def test_a_rocketmq_stream_is_read_once_on_a_standalone_cluster(
     # (./environment/bin/python): the driver's own environment must be found there too
     (tmp_path / "environment").symlink_to(sys.prefix, target_is_directory=True)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.cluster.rocketmq_stream_job", "--master",
+        [sys.executable, "-m", "tests.cluster.stream_job", "--master",
          cluster.master_url, "--name-servers", name_servers, "--topic", topic,
          "--per-trigger", str(PER_TRIGGER), "--env", str(env_archive), "--code", str(code),
          "--work", str(tmp_path), "--result", str(result_file)],
