@@ -95,7 +95,7 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterable
 
     from codec import RemotingCommand
     from processors import RequestContext
@@ -510,8 +510,7 @@ class BusServer(AsyncRequestProcessor):
                 if pending.entry is not None:
                     pending.entry.holder = target.channel
                 if offer == "push":  # queued for the pump in this same hold of the lock
-                    target.to_push.append(pending)
-                    pump, target.pump_due = not target.pump_due, True
+                    pump = _queue_pushes(target, (pending,))
         for old in expired:
             self._fail(old, _waited_too_long(old))
         if pump:
@@ -580,11 +579,9 @@ class BusServer(AsyncRequestProcessor):
         them, in order (from any thread; in a read of requests, once the read is handled:
         what the rest of it routes there goes in the same pushes)."""
         with self._node.lock:
-            target.to_push.extend(pushes)
-            if target.pump_due:
-                return
-            target.pump_due = True
-        self._pump_soon(target)
+            pump = _queue_pushes(target, pushes)
+        if pump:
+            self._pump_soon(target)
 
     def _pump_soon(self, target: RemoteConsumer) -> None:
         """Have the loop run `_pump` for ``target``, whose ``pump_due`` was just set: in a
@@ -819,6 +816,16 @@ class BusServer(AsyncRequestProcessor):
         for pending in waiting:
             self._fail(pending, ReplyFailure("RECIPIENT_FAILURE", "the consumer's connection "
                                              "closed", address=pending.address))
+
+
+def _queue_pushes(target: RemoteConsumer, pushes: Iterable[Pending]) -> bool:
+    """Queue ``pushes`` for ``target``'s pump (the lock is held); return True if the pump
+    is due now and was not before: the caller then has the loop run it (`_pump_soon`)."""
+    target.to_push.extend(pushes)
+    if target.pump_due:
+        return False
+    target.pump_due = True
+    return True
 
 
 def _pass_over(pending: Pending, target: object) -> None:
