@@ -1,12 +1,15 @@
 """A request sent while a thread reads its connection is only queued (the reader sends it
-after its next read); the first one queued also sets the background reader's timer, which
-sends it a moment later at the latest. Setting that timer may wake the background reader (a
-pipe write, which lets go of the GIL), so it happens outside the connection's mutex: threads
-sending meanwhile would otherwise queue up on the mutex behind it."""
+after its next read); if that reader waits in ``poll`` meanwhile, the first one queued also
+sets the background reader's timer, which sends it a moment later at the latest. Setting that
+timer may wake the background reader (a pipe write, which lets go of the GIL), so it happens
+outside the connection's mutex: threads sending meanwhile would otherwise queue up on the
+mutex behind it. A reader that is not waiting looks at what was queued for it before it waits
+again, or as it leaves: a request queued then sets no timer and still leaves."""
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 import trio
@@ -73,3 +76,83 @@ def test_the_first_request_queued_for_the_reader_sets_its_timer_without_the_mute
             held.release.set()
             reader.join(WAIT)
     assert mutex_held and not any(mutex_held), "the timer was set under the mutex"
+
+
+
+class Gated(AsyncRequestProcessor):
+    """Answers once opened (from any thread)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.open = threading.Event()
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand
+                              ) -> RemotingCommand:
+        self.entered.set()
+        await trio.to_thread.run_sync(self.open.wait, WAIT)
+        return RemotingCommand.create_response(ResponseCode.SUCCESS)
+
+
+GATED = 83
+
+
+@pytest.mark.parametrize("busy_in", ["_receive", "_read_once"])
+def test_a_request_queued_while_the_reader_is_busy_sets_no_timer_and_still_leaves(
+        monkeypatch: pytest.MonkeyPatch, busy_in: str) -> None:
+    """Queued while the reader holds the role between its poll and its handing over of what
+    it read (``_receive``: it sends it after that read), or once it read its own answer and
+    before it gives the role up (``_read_once``: it sends it as it leaves); another call (a
+    held one) is in flight meanwhile, so the request is queued for the reader."""
+    timers: list[int] = []
+    flush_soon = _thread_driver.ThreadDriver.flush_soon
+
+    def noted(driver: _thread_driver.ThreadDriver, conn: ThreadConnection) -> None:
+        timers.append(conn.id)
+        flush_soon(driver, conn)
+
+    monkeypatch.setattr(_thread_driver.ThreadDriver, "flush_soon", noted)
+    busy = getattr(ThreadConnection, busy_in)
+    read_before: list[int] = []
+    reading = threading.Event()
+    queued = threading.Event()
+
+    def held_up(conn: ThreadConnection, *args: Any) -> Any:
+        result = busy(conn, *args)
+        if read_before and conn.bytes_read + (result or 0) > read_before[0]:
+            read_before.clear()
+            reading.set()  # the reader holds the role and is not waiting in poll
+            queued.wait(WAIT)
+        return result
+
+    monkeypatch.setattr(ThreadConnection, busy_in, held_up)
+    held, gated = Held(), Gated()
+    answers: list[RemotingCommand] = []
+    with RemotingServer() as server, RemotingClient(ClientConfig(io="threads")) as client:
+        server.register_processor(ECHO, Echo())
+        server.register_processor(HELD, held)
+        server.register_processor(GATED, gated)
+        assert client.invoke_sync(server.addr, req(ECHO, b"up"), WAIT).body == b"up"
+        (conn,) = client._io.driver.live_connections()
+        reader = threading.Thread(target=lambda: answers.append(
+            client.invoke_sync(server.addr, req(GATED), WAIT)))
+        reader.start()  # it reads its connection until the gate opens
+        try:
+            assert gated.entered.wait(WAIT)
+            pending = client.invoke_async(server.addr, req(HELD), WAIT)
+            assert held.entered.wait(WAIT)  # (sent by the timer, the reader waiting in poll)
+            read_before.append(conn.bytes_read)
+            gated.open.set()
+            assert reading.wait(WAIT)
+            timers.clear()
+            fut = client.invoke_async(server.addr, req(ECHO, b"queued"), WAIT)
+            assert conn.sender.deferred, "not queued for the reader"
+            assert conn.reading and not conn.reader_polling
+            assert timers == [], "a timer was set for a reader that looks before it waits"
+        finally:
+            queued.set()
+            reader.join(WAIT)
+        assert not conn.sender.deferred, "the reader left it queued"
+        assert [a.code for a in answers] == [ResponseCode.SUCCESS]
+        assert fut.result(WAIT).body == b"queued"
+        held.release.set()
+        assert pending.result(WAIT).code == ResponseCode.SUCCESS

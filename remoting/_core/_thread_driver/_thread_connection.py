@@ -11,7 +11,9 @@ Theory of operation:
   straight into place), and hand what it completed to the owner: the read's answers
   together, to complete their calls on this thread, then its requests together, for the
   loop that processes them (another thread). While it waits, the reader also sends what a
-  full socket left (it would otherwise wait for the background reader).
+  full socket left (it would otherwise wait for the background reader). What senders
+  queued for it (`ThreadSender`'s ``defer``) it sends after each read, before it polls again
+  (``reader_polling``, set first), and as it leaves the role (once it is passed on).
 - ``_mutex`` guards both roles, the followers joining, the send queue and the lifecycle
   state, and is held only around bookkeeping, never across a wait or a socket call but the
   one non-blocking send of a frame to an idle socket. Completing calls and handing requests
@@ -104,6 +106,10 @@ class ThreadConnection(ConnectionCore):
         self.unattended_until = -math.inf
         self.calls = 0  # calls pending on it (the driver counts them, under its lock)
         self.background_events = 0  # what the background reader polls it for
+        # the read role's holder waits in ``poll`` (False while it does anything else: it
+        # sends what waits for it before it polls again, so a request queued for it then
+        # needs no timer; see `_read_once`)
+        self.reader_polling = False
         self.on_idle: Callable[[ThreadConnection], None] | None = None  # see processing_done
         self.bytes_read = 0  # changed by the read role's holder only
         self._io = io
@@ -249,13 +255,15 @@ class ThreadConnection(ConnectionCore):
         """Give up the read role: to the first follower still waiting, else free. On a
         closing connection nobody reads any more: the last thread using it releases it,
         which fails the followers' calls (and so wakes them)."""
-        if self.sender.deferred:  # nobody may read it next: what waits for a reader leaves
-            self.send_queued()
         with self._mutex:
             usable = self.state.usable
             follower = self._read.pass_on()
             wanted = (follower is None and usable
                       and not self.background_events & select.POLLIN and self._wants_reading())
+        # what was queued for this reader leaves now (nobody may read it next); looked at
+        # once the role is passed on, so a request queued while it still held it is seen
+        if self.sender.deferred:
+            self.send_queued()
         if follower is not None:
             follower.wake()
         elif not usable:
@@ -297,18 +305,28 @@ class ThreadConnection(ConnectionCore):
                     self.stalled()
                     return
             poll = self._read_poll
-            if self.sender.parked:
-                poll.modify(self.fileno, _READ_EVENTS | select.POLLOUT)
-                try:
-                    ready = poll.poll(poll_ms(timeout))
-                finally:
-                    poll.modify(self.fileno, _READ_EVENTS)
-                if ready and ready[0][1] & select.POLLOUT:
-                    self.flush_parked()
-                if not ready or not ready[0][1] & ~select.POLLOUT:
+            if timeout > 0:  # about to wait: a request queued for the reader from now on
+                # asks for the timer; one queued before is sent now (the flag first, then the
+                # look: one of the two sees the other, under the GIL). A look without waiting
+                # (the background reader's, a peek) sends what is queued after it, or leaving.
+                self.reader_polling = True
+                if self.sender.deferred:
+                    self.send_queued()
+            try:
+                if self.sender.parked:
+                    poll.modify(self.fileno, _READ_EVENTS | select.POLLOUT)
+                    try:
+                        ready = poll.poll(poll_ms(timeout))
+                    finally:
+                        poll.modify(self.fileno, _READ_EVENTS)
+                    if ready and ready[0][1] & select.POLLOUT:
+                        self.flush_parked()
+                    if not ready or not ready[0][1] & ~select.POLLOUT:
+                        return
+                elif not poll.poll(poll_ms(timeout)):
                     return
-            elif not poll.poll(poll_ms(timeout)):
-                return
+            finally:
+                self.reader_polling = False
         try:
             count = self._receive()
         except OSError as exc:

@@ -17,7 +17,13 @@ Theory of operation:
 - A call's request made while other calls on the connection are in flight and a thread
   reads it is only queued (``defer``): the reader sends what is queued after its next read
   (an answer is due), so requests made meanwhile leave together and reach the peer
-  together; the background reader's timer sends it `DEFER_SECONDS` later at the latest.
+  together. A reader not waiting in ``poll`` sends what was queued before it waits again or
+  as it leaves the role; only a request queued while it waits (``reader_polling``), or while
+  the background reader polls, sets the background reader's timer (once per batch,
+  ``_timed``), which sends it `DEFER_SECONDS` later at the latest: an answer that never
+  comes (a held request) cannot keep it. The holder sets its flag before it looks at the
+  queue, a sender queues before it reads the flag (under the mutex): under the GIL one of
+  the two sees the other.
 - Back-pressure: a caller waits for room below the high water mark before it queues
   (`wait_for_room`), within its deadline; sends notify it once the queue is under the low
   water mark; a connection told GO_AWAY or closing ends the wait at once.
@@ -68,6 +74,8 @@ class SendHost(Protocol):
         """True while a thread (or the background reader) holds the read role."""
         ...
 
+    reader_polling: bool  # the read role's holder waits in ``poll`` (see the module docstring)
+
     def flush_soon(self) -> None:
         """Frames wait for the reader: let the background reader send them
         `DEFER_SECONDS` from now if the reader has not."""
@@ -103,6 +111,7 @@ class ThreadSender:
         self._flushing: object | None = None  # who holds the send role
         self._holds = 0  # bursts being handled (a read, a batch of replies): sends only queue
         self.deferred = False  # frames wait in the queue for the reader (`send`'s ``defer``)
+        self._timed = False  # the background reader's timer was asked for them
         self._budget = False  # a held burst may still send its first frame straight away
         # counters, changed by the send role's holder only
         self.bytes_written = 0
@@ -172,10 +181,14 @@ class ThreadSender:
             if not self._state.usable:
                 return False
             if defer and self._flushing is None and host.calls > 1 and (
-                    host.reading or host.background_events & select.POLLIN):
+                    (held := host.reading) or host.background_events & select.POLLIN):
                 queued = out.add(frame, on_sent)
-                first = not self.deferred
                 self.deferred = True
+                # a timer only if no reader will look at the queue before it waits next
+                # (one waiting in ``poll`` now, or the background reader's): once per batch
+                first = not self._timed and (not held or host.reader_polling)
+                if first:
+                    self._timed = True
                 direct = False
                 if queued >= FLUSH_FRAMES:
                     self._flushing = _CALLER
@@ -300,7 +313,7 @@ class ThreadSender:
                     break
                 if not out and not io.wants_write():
                     self._flushing = None
-                    self.deferred = False
+                    self.deferred = self._timed = False
                     if self._room_waiters:
                         self._room.notify_all()
                     return
