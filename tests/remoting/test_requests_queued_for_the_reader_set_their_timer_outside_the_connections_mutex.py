@@ -60,17 +60,24 @@ class Held(AsyncRequestProcessor):
         return RemotingCommand.create_response(ResponseCode.SUCCESS)
 
 
-def test_the_first_request_queued_for_the_reader_sets_its_timer_without_the_mutex(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    held = Held()
-    mutex_held: list[bool] = []
+@pytest.fixture
+def timers(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each time the background reader's timer is asked for: whether the connection's mutex
+    was held then."""
+    asked: list[bool] = []
     flush_soon = _thread_driver.ThreadDriver.flush_soon
 
     def noted(driver: _thread_driver.ThreadDriver, conn: ThreadConnection) -> None:
-        mutex_held.append(conn._mutex.locked())
+        asked.append(conn._mutex.locked())
         flush_soon(driver, conn)
 
     monkeypatch.setattr(_thread_driver.ThreadDriver, "flush_soon", noted)
+    return asked
+
+
+def test_the_first_request_queued_for_the_reader_sets_its_timer_without_the_mutex(
+        timers: list[bool]) -> None:
+    held = Held()
     with RemotingServer() as server, RemotingClient(ClientConfig(io="threads")) as client:
         server.register_processor(ECHO, Echo())
         server.register_processor(HELD, held)
@@ -86,7 +93,7 @@ def test_the_first_request_queued_for_the_reader_sets_its_timer_without_the_mute
         finally:
             held.release.set()
             reader.join(WAIT)
-    assert mutex_held and not any(mutex_held), "the timer was set under the mutex"
+    assert timers and not any(timers), "the timer was set under the mutex"
 
 
 
@@ -112,19 +119,11 @@ def _only_connection(client: RemotingClient) -> ThreadConnection:
 
 @pytest.mark.parametrize("busy_in", ["_receive", "_read_once"])
 def test_a_request_queued_while_the_reader_is_busy_sets_no_timer_and_still_leaves(
-        monkeypatch: pytest.MonkeyPatch, busy_in: str) -> None:
+        monkeypatch: pytest.MonkeyPatch, timers: list[bool], busy_in: str) -> None:
     """Queued while the reader holds the role between its poll and its handing over of what
     it read (``_receive``: it sends it after that read), or once it read its own answer and
     before it gives the role up (``_read_once``: it sends it as it leaves); another call (a
     held one) is in flight meanwhile, so the request is queued for the reader."""
-    timers: list[int] = []
-    flush_soon = _thread_driver.ThreadDriver.flush_soon
-
-    def noted(driver: _thread_driver.ThreadDriver, conn: ThreadConnection) -> None:
-        timers.append(conn.id)
-        flush_soon(driver, conn)
-
-    monkeypatch.setattr(_thread_driver.ThreadDriver, "flush_soon", noted)
     busy = getattr(ThreadConnection, busy_in)
     read_before: list[int] = []
     reading = threading.Event()
@@ -177,19 +176,11 @@ def test_a_request_queued_while_the_reader_is_busy_sets_no_timer_and_still_leave
 
 
 def test_a_request_queued_between_two_reads_leaves_before_the_reader_waits_again(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, timers: list[bool]) -> None:
     """The reader read another call's answer and still waits for its own (a held one): a
     request queued right after that read sets no timer, and the reader sends it before it
     waits in poll again (else it would wait there with the request, and nothing would send
     it until an answer came)."""
-    timers: list[int] = []
-    flush_soon = _thread_driver.ThreadDriver.flush_soon
-
-    def noted(driver: _thread_driver.ThreadDriver, conn: ThreadConnection) -> None:
-        timers.append(conn.id)
-        flush_soon(driver, conn)
-
-    monkeypatch.setattr(_thread_driver.ThreadDriver, "flush_soon", noted)
     read_once = ThreadConnection._read_once
     read_before: list[int] = []
     reading = threading.Event()
