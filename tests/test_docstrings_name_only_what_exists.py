@@ -7,8 +7,9 @@ resolve; a file named so (`_sender.py`) must be in the repository:
   ``_faces._blocking.RemotingClient``) resolves to a module, then to its names;
 - ``Class.attr`` for a class of ours needs ``attr`` on the class (or one of our bases; a class
   with an outside base is not checked);
-- a bare ``name`` in lower case is a name of the same module, a function or class of ours,
-  a public name, a module, or the standard library's; in upper or capital case (a class or a
+- a bare ``name`` in lower case is a name of the same module (its classes' attributes and
+  those their bases of ours set included), a function or class of ours, a public name, a
+  module, or the standard library's; in upper or capital case (a class or a
   constant) one defined anywhere in the tree or imported by that module.
 
 Names from elsewhere (RocketMQ's Java, OpenTelemetry's SDK, a user's ``processors.py``) go in
@@ -66,6 +67,7 @@ class SourceTree:
     own: dict[Module, set[str]] = field(default_factory=dict)  # ... and its classes' attributes
     classes: dict[str, list[tuple[set[str], list[str]]]] = field(default_factory=dict)
     files: set[str] = field(default_factory=set)
+    bases_in: dict[Module, list[str]] = field(default_factory=dict)  # its classes' bases
 
     def __post_init__(self) -> None:
         for pkg in self.packages:
@@ -82,6 +84,9 @@ class SourceTree:
                         bases = [ast.unparse(b).split("[")[0].rsplit(".")[-1] for b in node.bases]
                         self.classes.setdefault(node.name, []).append((attrs, bases))
                         self.own[module] |= attrs
+                        self.bases_in.setdefault(module, []).extend(bases)
+        for module, bases in self.bases_in.items():  # what a class's bases set, anywhere
+            self.own[module] |= set().union(*(self.inherited(b) for b in bases))
         self.files = {p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
                       if not {".venv", ".git"} & set(p.parts) and p.is_file()}
         self.defined = set().union(*self.top.values(), *(
@@ -102,6 +107,16 @@ class SourceTree:
                     and isinstance(sub.value, ast.Name) and sub.value.id in ("self", "cls")):
                 attrs.add(sub.attr)
         return attrs
+
+    def inherited(self, cls: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        """The attributes of our class ``cls`` and of its bases of ours."""
+        found: set[str] = set()
+        for attrs, bases in self.classes.get(cls, []):
+            found |= attrs
+            for base in bases:
+                if base not in seen:
+                    found |= self.inherited(base, seen | {cls})
+        return found
 
     def class_has(self, cls: str, attr: str, seen: frozenset[str] = frozenset()) -> bool:
         for attrs, bases in self.classes.get(cls, []):
@@ -182,9 +197,12 @@ def test_the_check_finds_names_that_do_not_exist(tmp_path: Path) -> None:
         "import socket\n\n\nclass Outbound:\n"
         '    """`Outbound.take`, `Outbound.gone`, `Sender.send` and `socket`."""\n\n'
         "    def take(self) -> None:\n        self.sent = 0  # `sent` and `missing`\n")
-    (pkg / "_core" / "_other.py").write_text("class Other:\n    pending = 1\n")
+    (pkg / "_core" / "_other.py").write_text(
+        "from ._outbound import Outbound\n\n\nclass Other(Outbound):\n"
+        '    """`sent` is set by its base, `taken` by nothing."""\n\n    pending = 1\n')
     assert SourceTree(tmp_path, ("remoting",)).problems() == [
         "remoting/__init__.py:1: `remoting.otel`",
+        "remoting/_core/_other.py:5: `taken`",
         "remoting/_core/_outbound.py:1: `pending`",
         "remoting/_core/_outbound.py:1: `_sender.py`",
         "remoting/_core/_outbound.py:9: `Outbound.gone`",

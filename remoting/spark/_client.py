@@ -7,9 +7,10 @@ Theory of operation:
   every task, so a client is keyed by their pickled bytes: equal hooks share one client, and
   a client with hooks never serves a UDF without them.
 - The registry remembers the pid that filled it. After ``fork()`` the child drops the inherited
-  entries without touching them (`os.register_at_fork`), because their loop threads do not
-  exist in the child and their sockets are shared with the parent. `get_client` also compares
-  pids, for forks that bypass the at-fork hooks.
+  entries without touching them and makes a new lock (`os.register_at_fork`), because their
+  loop threads do not exist in the child and their sockets are shared with the parent. A fork
+  never waits for the lock: a thread of the parent may hold it while it starts a client.
+  `get_client` also compares pids, for forks that bypass the at-fork hooks.
 - A client whose loop thread died, or that was shut down, is replaced on the next call (with
   its hooks); its connections reconnect lazily on the next request, so a fresh client is
   cheap.
@@ -133,14 +134,6 @@ def _forget_inherited() -> None:
     _pid = os.getpid()
 
 
-def _before_fork() -> None:
-    _lock.acquire()
-
-
-def _after_fork_in_parent() -> None:
-    _lock.release()
-
-
 def _after_fork_in_child() -> None:
     global _lock, _logging_done
     _lock = threading.Lock()  # the parent's may have been held by another thread
@@ -148,9 +141,7 @@ def _after_fork_in_child() -> None:
     _forget_inherited()
 
 
-os.register_at_fork(
-    before=_before_fork,
-    after_in_parent=_after_fork_in_parent,
-    after_in_child=_after_fork_in_child,
-)
+# Nothing before the fork: a fork never waits for a client being started in another thread
+# (the child gets a fresh lock and an empty registry whatever the parent was doing).
+os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(shutdown_clients)

@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Self
@@ -164,6 +164,10 @@ def free_port(offsets: Sequence[int] = (0,)) -> int:
     raise ClusterError(f"found no free port P with P{offsets} free in 200 tries")
 
 
+# Both from util-linux: with them no Python code runs in the child between fork and exec
+# (no preexec_fn, so no library's after-fork handler either).
+_SETPRIV = shutil.which("setpriv")
+_TASKSET = shutil.which("taskset")
 # looked up here, not in the child: a dlopen between fork and exec could wait forever on a
 # lock another thread held at the fork
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -180,22 +184,30 @@ def spawn(argv: Sequence[str], *, log: Path | None, cwd: Path,
     """Start a JVM (or any program) in a session of its own, that dies with this process.
 
     Its output goes to ``log`` (stderr too), or to ``stdout`` (a pipe) with stderr to
-    ``log``. ``cpus``: pin it, and every thread it starts, to these CPUs.
+    ``log``. ``cpus``: pin it, and every thread it starts, to these CPUs. Started through
+    ``setpriv --pdeathsig`` and ``taskset`` where they exist, else by a ``preexec_fn``.
     """
     # PDEATHSIG fires when the *thread* that forked dies: only ask for it from the main
     # thread, which lives as long as the process.
     on_main = threading.current_thread() is threading.main_thread()
-
-    def before_exec() -> None:
+    command = list(argv)
+    before_exec: Callable[[], None] | None = None
+    if _SETPRIV is not None and (_TASKSET is not None or not cpus):
+        if cpus and _TASKSET is not None:
+            command = [_TASKSET, "-c", ",".join(map(str, sorted(cpus))), *command]
         if on_main:
-            _die_with_parent()
-        if cpus:
-            os.sched_setaffinity(0, cpus)
+            command = [_SETPRIV, "--pdeathsig", "TERM", *command]
+    else:
+        def before_exec() -> None:
+            if on_main:
+                _die_with_parent()
+            if cpus:
+                os.sched_setaffinity(0, cpus)
 
     out: IO[bytes] | None = open(log, "ab") if log is not None else None  # noqa: SIM115
     try:
         return subprocess.Popen(
-            list(argv), cwd=cwd, env=dict(env) if env is not None else None,
+            command, cwd=cwd, env=dict(env) if env is not None else None,
             stdin=subprocess.DEVNULL, stdout=stdout if stdout is not None else out,
             stderr=out if out is not None else None, start_new_session=True,
             preexec_fn=before_exec)

@@ -144,6 +144,34 @@ def test_fork_gives_a_fresh_client(service):
         service.addr, RemotingCommand.create_request(UPPER, body=b"p")).body == b"P"
 
 
+def test_a_fork_does_not_wait_for_a_client_being_started_in_another_thread():
+    import threading
+
+    from remoting.spark import _client
+
+    holding, forked = threading.Event(), threading.Event()
+    fork_waited: list[bool] = []
+
+    def start_a_client_slowly() -> None:  # what get_client does while a client starts
+        with _client._lock:
+            holding.set()
+            fork_waited.append(not forked.wait(30))
+
+    holder = threading.Thread(target=start_a_client_slowly)
+    holder.start()
+    assert holding.wait(30)
+    with warnings.catch_warnings():  # 3.12+ warns about forking a threaded process
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # child: its lock is free, whatever the parent's thread holds
+        os._exit(0 if _client._lock.acquire(blocking=False) else 1)
+    forked.set()
+    holder.join()
+    _, status = os.waitpid(pid, 0)
+    assert fork_waited == [False]  # the fork went ahead while the lock was held
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_importing_remoting_and_processors_imports_neither_pyspark_nor_pyarrow():
     code = ("import sys, remoting, processors; "
             "bad = [m for m in ('pyspark', 'pyarrow', 'pandas') if m in sys.modules]; "
