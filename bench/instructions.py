@@ -12,8 +12,10 @@ does not. Each case runs one process under valgrind's callgrind (``--instr-atsta
 the other natively: an echo server (`AsyncEchoProcessor`, or `EchoProcessor` on its pool)
 and a client sending 128-byte requests with three ext fields through ``invoke_many``
 (limit 64; the blocking `RemotingClient` or the trio client), or one ``invoke_sync`` at a
-time. After a warm-up of 2,000
-requests the measured process turns counting on (``callgrind_control -i on`` on its own
+time, or 64 trio tasks or 64 threads each looping ``invoke_sync``, or a window of 64
+``invoke_async`` calls whose callbacks let the next one go (the blocking client). After a
+warm-up of 2,000 requests (and, for those, 2,000 more in that style) the measured process
+turns counting on (``callgrind_control -i on`` on its own
 pid, or on the server's), sends ``--requests`` more, turns it off, and the count divided by
 the requests is the figure (user-space instructions of all its threads; the kernel's share,
 the system calls, is not counted, and is the same on both sides). Each case runs once with
@@ -91,6 +93,9 @@ def count(on):
     subprocess.run(["callgrind_control", "-i", "on" if on else "off", counted], check=True,
                    capture_output=True)
 
+def share(k, i):  # the requests of the i-th of 64 callers, k in all
+    return k // 64 + (i < k % 64)
+
 def check(results):
     bad = [r for r in results if isinstance(r, BaseException)]
     assert not bad, bad[0]
@@ -140,11 +145,49 @@ if style.startswith("bus"):
                     await c.invoke_oneway(addr, RemotingCommand.create_request(STOP_CODE), 60.0)
             trio.run(main)
 elif style.startswith("blocking"):
+    import threading
+
+    def threads(c, k):  # 64 threads sharing the client, each looping invoke_sync
+        def worker(batch):
+            for request in batch:
+                check([c.invoke_sync(addr, request, 600.0)])
+        workers = [threading.Thread(target=worker, args=(requests(share(k, i)),))
+                   for i in range(64)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+
+    def window(c, k):  # invoke_async with a callback, 64 in flight
+        room = threading.Semaphore(64)
+        done = threading.Semaphore(0)
+        failed = []
+
+        def on_done(fut):
+            if fut.cause is not None:
+                failed.append(fut.cause)
+            room.release()
+            done.release()
+        for request in requests(k):
+            room.acquire()
+            c.invoke_async(addr, request, 600.0, callback=on_done)
+        for _ in range(k):
+            done.acquire()
+        check(failed)
+
     with RemotingClient(ClientConfig()) as c:
         check(c.invoke_many(addr, requests(WARM_UP), 600.0, limit=64))
+        if style == "blocking-threads":
+            threads(c, WARM_UP)
+        elif style == "blocking-window":
+            window(c, WARM_UP)
         count(True)
         if style == "blocking-seq":
             check([c.invoke_sync(addr, request, 600.0) for request in requests(n)])
+        elif style == "blocking-threads":
+            threads(c, n)
+        elif style == "blocking-window":
+            window(c, n)
         else:
             check(c.invoke_many(addr, requests(n), 600.0, limit=64))
         count(False)
@@ -155,9 +198,28 @@ else:
 
     async def main():
         async with remoting.open_client(ClientConfig()) as c:
+
+            async def tasks(k):  # 64 tasks, each looping invoke_sync
+                async def worker(batch):
+                    for request in batch:
+                        check([await c.invoke_sync(addr, request, 600.0)])
+                async with trio.open_nursery() as nursery:
+                    for i in range(64):
+                        nursery.start_soon(worker, requests(share(k, i)))
+
+            async def calls(k):
+                if style == "trio-tasks":
+                    await tasks(k)
+                elif style == "trio-seq":
+                    check([await c.invoke_sync(addr, request, 600.0)
+                           for request in requests(k)])
+                else:
+                    check(await c.invoke_many(addr, requests(k), 600.0, limit=64))
+
             check(await c.invoke_many(addr, requests(WARM_UP), 600.0, limit=64))
+            await calls(WARM_UP)
             await trio.to_thread.run_sync(count, True)
-            check(await c.invoke_many(addr, requests(n), 600.0, limit=64))
+            await calls(n)
             await trio.to_thread.run_sync(count, False)
             await c.invoke_oneway(addr, RemotingCommand.create_request(STOP_CODE), 60.0)
     trio.run(main)
@@ -169,6 +231,11 @@ CASES = [  # (name, the process counted, processor, client style)
     ("client, blocking invoke_many (async processor)", "client", "async", "blocking"),
     ("client, trio invoke_many (async processor)", "client", "async", "trio"),
     ("client, blocking invoke_sync, one at a time", "client", "async", "blocking-seq"),
+    ("client, trio 64 tasks x invoke_sync", "client", "async", "trio-tasks"),
+    ("client, trio invoke_sync, one at a time", "client", "async", "trio-seq"),
+    ("client, blocking 64 threads x invoke_sync", "client", "async", "blocking-threads"),
+    ("client, blocking invoke_async window, callbacks", "client", "async",
+     "blocking-window"),
     # the event bus: a caller's sends or requests to a consumer in another connection (the
     # client process holds both; "client" counts the two together)
     ("server, bus send, one at a time", "server", "bus", "bus-send-seq"),

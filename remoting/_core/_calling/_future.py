@@ -52,6 +52,8 @@ THREAD_WAIT_SLACK: Final = 5.0
 _LOCK: Final = threading.Lock()
 _get_ident: Final = _thread.get_ident
 _WAIT_MAX: Final = threading.TIMEOUT_MAX
+_TASK: Final = trio.lowlevel.Task
+_reschedule: Final = trio.lowlevel.reschedule
 
 
 class GivesBack(Protocol):
@@ -254,20 +256,27 @@ class ResponseFuture:
         if self._done:
             return self._outcome()
         if self._home == _get_ident():  # the completing loop's thread: nothing races
-            task = trio.lowlevel.current_task()
-            waiters = self._waiters
-            if waiters is None:
-                waiters = self._waiters = []
-            waiters.append(task)
-
-            def abort_home(_: object) -> trio.lowlevel.Abort:
-                waiters.remove(task)
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort_home)
+            await trio.lowlevel.wait_task_rescheduled(self._park(trio.lowlevel.current_task()))
         else:
             await self._wait_foreign()
         return self._outcome()
+
+    def _park(self, task: trio.lowlevel.Task) -> Callable[[object], trio.lowlevel.Abort]:
+        """Wake ``task`` at completion; return the abort function for its
+        ``wait_task_rescheduled`` (which takes it off again). Only on the completing loop's
+        thread, while pending: the trio driver's `Invoker.invoke` parks its call's task
+        itself with it, one coroutine frame less than awaiting `wait` (the core's, as
+        `_complete`)."""
+        waiters = self._waiters
+        if waiters is None:
+            waiters = self._waiters = []
+        waiters.append(task)
+
+        def abort_home(_: object) -> trio.lowlevel.Abort:
+            waiters.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return abort_home
 
     async def _wait_foreign(self) -> None:
         """Wait from a trio loop other than the completing one (a blocking client's future
@@ -324,7 +333,10 @@ class ResponseFuture:
         if self._signal is not None:
             self._signal.release()
         if waiters:
-            _wake_all(waiters)
+            if len(waiters) == 1 and type(waiters[0]) is _TASK:  # a lone task of this loop
+                _reschedule(waiters[0])
+            else:
+                _wake_all(waiters)
         if self._event is not None:
             self._event.set()
         if callbacks:

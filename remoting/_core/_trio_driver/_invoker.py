@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
+from trio.lowlevel import current_task, wait_task_rescheduled
 
 from codec import FLAG_ONEWAY, RemotingCommand, ResponseCode, encode_frame_parts, next_opaque
 
@@ -337,11 +338,13 @@ class Invoker:
             fut = self.new_future(target, request, timeout, "sync")
             if not self._send_now(target, fut, deadline, "sync"):
                 await self._send_later(target, fut, deadline, "sync")
-            try:
-                response = await fut.wait()
-            except BaseException:
-                self._abandon(fut)
-                raise
+            if not fut._done:  # park this task on the call itself (see ResponseFuture._park)
+                try:
+                    await wait_task_rescheduled(fut._park(current_task()))
+                except BaseException:
+                    self._abandon(fut)
+                    raise
+            response = fut._outcome()
             if not retry_busy or response.code != ResponseCode.SYSTEM_BUSY:
                 return response
             attempt += 1

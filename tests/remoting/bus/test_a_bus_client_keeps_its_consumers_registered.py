@@ -75,5 +75,8 @@ def test_consumers_come_back_when_a_restarted_server_listens_again() -> None:
             eventually(lambda: again.statistics().remote_consumers == 1, "registered again")
             again.send("kept")
             assert got.wait(WAIT)
+            # the keeper logs once the server's answer is back: maybe after the delivery
+            eventually(lambda: any(e["event"] == "bus.registered_again" for e in events),
+                       "the registration's return logged")
             assert [e["event"] for e in events if e["event"].startswith("bus.regist")] == [
                 "bus.registration_lost", "bus.registered_again"]
