@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import as_strided
 
+from .._arrow_slices import slices as _slices
 from ._errors import MalformedResponseError
 from ._message import KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
 from ._message_codec import (
@@ -188,23 +189,6 @@ class _Layout:
         reason = ("a magic code other than 4.x's" if not magic_ok[first]
                   else "a body, topic or properties past the message's end")
         return first, _malformed(int(self.starts[first]), reason)
-
-
-def _slices(buffer: pa.Buffer, begins: Int, ends: Int, kind: pa.DataType) -> pa.Array:
-    """Return the values ``buffer[begins[i]:ends[i]]`` (in increasing, disjoint order) as
-    one array of ``kind`` (binary or string), copied once."""
-    count = len(begins)
-    if count == 0:
-        return pa.array([], kind)
-    large = ends[-1] >= 2**31 - 1
-    bounds = np.empty(2 * count, dtype=np.int64 if large else np.int32)
-    bounds[0::2] = begins
-    bounds[1::2] = ends
-    wide = pa.large_binary() if kind == pa.binary() else pa.large_string()
-    raw = pa.Array.from_buffers(wide if large else kind, 2 * count - 1,
-                                [None, pa.py_buffer(bounds), buffer])
-    taken = raw.take(pa.array(np.arange(0, 2 * count - 1, 2, dtype=np.int64)))
-    return taken.cast(kind) if large else taken
 
 
 def _answer_ends(bodies: Sequence[bytes]) -> Int:

@@ -40,6 +40,10 @@ from typing import Final, Literal
 
 __all__ = [
     "FIXED_BYTES",
+    "FLAGS_AT",
+    "FLAG_KEY",
+    "OFFSET_AT",
+    "TIMESTAMP_AT",
     "MAX_HEADERS",
     "MAX_KEY_BYTES",
     "MAX_PUBLISH_HEADERS",
@@ -51,8 +55,10 @@ __all__ = [
     "decode_records",
     "encode_content",
     "pack_entries",
+    "read_headers",
     "record_fields",
     "record_offset",
+    "record_starts",
     "scan",
     "split_entries",
 ]
@@ -73,6 +79,10 @@ MAX_HEADERS: Final = 64  # headers of one message
 MAX_PUBLISH_HEADERS: Final = 65_536  # headers of all the messages of one publish
 # The smallest record: the fixed part and a content with no header and an empty body.
 _MIN_RECORD: Final = FIXED_BYTES + 2
+# where the fixed fields are from a record's start, for readers in bulk (`record_starts`)
+OFFSET_AT: Final = 8
+TIMESTAMP_AT: Final = 16
+FLAGS_AT: Final = 32
 _MAX_RECORD: Final = 2**31  # a length beyond is corruption, not a message
 
 
@@ -264,7 +274,12 @@ def record_offset(record: bytes | memoryview, pos: int = 0) -> int:
     return struct.unpack_from(">q", record, pos + 8)[0]  # type: ignore[no-any-return]
 
 
-def _headers(data: bytes | memoryview, pos: int) -> tuple[dict[str, str], int]:
+def read_headers(data: bytes | memoryview, pos: int) -> tuple[dict[str, str], int]:
+    """Return the headers of the content at ``pos`` and where its body starts.
+
+    Raises:
+        struct.error, IndexError, UnicodeDecodeError: not well-formed headers.
+    """
     (count,) = _U16.unpack_from(data, pos)
     pos += 2
     headers: dict[str, str] = {}
@@ -308,7 +323,7 @@ def record_fields(data: bytes) -> list[Fields]:
                 (count,) = _LENGTH.unpack_from(data, at + 2 + k_len)
                 at += 6 + k_len
             if data[at] or data[at + 1]:
-                headers, at = _headers(data, at)
+                headers, at = read_headers(data, at)
             else:
                 headers = {}
                 at += 2
@@ -317,6 +332,29 @@ def record_fields(data: bytes) -> list[Fields]:
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise RecordError(f"a record at byte {pos} is not well-formed: {exc}") from None
     return records
+
+
+def record_starts(data: bytes) -> list[int]:
+    """Return where each record of ``data`` (a delivery or a pull answer) starts, each
+    checked to hold its fixed part and an empty content at least, for a reader that takes
+    the fields in bulk (at `OFFSET_AT`, `TIMESTAMP_AT`, `FLAGS_AT` from each start).
+
+    Raises:
+        RecordError: the bytes are not whole records.
+    """
+    starts: list[int] = []
+    pos = 0
+    size = len(data)
+    unpack = _LENGTH.unpack_from
+    while pos < size:
+        if pos + 4 > size:
+            raise RecordError(f"a record at byte {pos} runs past the data")
+        (length,) = unpack(data, pos)
+        if pos + 4 + length > size or length < _MIN_RECORD - 4:
+            raise RecordError(f"a record at byte {pos} runs past the data")
+        starts.append(pos)
+        pos += 4 + length
+    return starts
 
 
 def decode_records(data: bytes) -> list[Record]:

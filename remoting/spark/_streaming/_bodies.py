@@ -72,7 +72,7 @@ def decode_bodies(df: DataFrame, schema: StructType | str, *,
         raise ValueError(f"the schema's fields {', '.join(clash)} are columns the result keeps "
                          "already: rename them, or drop those columns first")
     if format == "json":
-        decoded = _json(df, fields, keep, dict(options or {}))
+        decoded = _json(df, fields, keep, dict(options or {}), raising=on_error == "raise")
     else:
         decoded = _arrow(df, fields, keep)
     if on_error == "null":
@@ -80,8 +80,8 @@ def decode_bodies(df: DataFrame, schema: StructType | str, *,
     return _raising(decoded, "offset" in keep).drop(ERROR_COLUMN)
 
 
-def _json(df: DataFrame, fields: StructType, keep: list[str], options: dict[str, str]
-          ) -> DataFrame:
+def _json(df: DataFrame, fields: StructType, keep: list[str], options: dict[str, str], *,
+          raising: bool) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -92,7 +92,15 @@ def _json(df: DataFrame, fields: StructType, keep: list[str], options: dict[str,
     error = (F.when(F.length("body") == 0, F.lit("an empty body"))
              .when(F.col(_PARSED).isNull() | F.col(_PARSED)[_CORRUPT].isNotNull(),
                    F.lit("not a JSON object of the schema")))
-    staged = df.select(*keep, "body", parsed.alias(_PARSED)).withColumn(ERROR_COLUMN, error)
+    if raising:
+        # Spark pushes a filter below the projection it reads, the projection's expressions
+        # inlined (PushPredicateThroughNonJoin): `_raising`'s filter then parsed each body
+        # twice more (1.8x the time of a decode, 200,000 bodies, local[2]). A filter on a
+        # generator's output stays above the generator: one parse a body.
+        staged = df.select(*keep, F.inline(F.array(F.struct("body", parsed.alias(_PARSED)))))
+    else:
+        staged = df.select(*keep, "body", parsed.alias(_PARSED))
+    staged = staged.withColumn(ERROR_COLUMN, error)
     good = F.col(ERROR_COLUMN).isNull()
     return staged.select(*keep, *[F.when(good, F.col(_PARSED)[name]).alias(name)
                                   for name in fields.fieldNames()], ERROR_COLUMN)

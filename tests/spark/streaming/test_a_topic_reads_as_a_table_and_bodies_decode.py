@@ -85,6 +85,24 @@ def test_json_bodies_decode_and_a_malformed_one_is_an_error_column_or_a_failure(
         decode_bodies(df, "id long, name string").collect()
 
 
+@pytest.mark.parametrize("on_error", ["raise", "null"])
+def test_a_json_body_is_parsed_once_and_a_bad_one_fails_whatever_is_selected(
+        streaming: Any, queue: Queue, on_error: str) -> None:
+    queue.q.publish_many(queue.addr, "t", [b'{"id": 1}', b"{not json", b'{"id": 3}'])
+    df = remoting_read(streaming, queue)
+
+    decoded = decode_bodies(df, "id long, name string", on_error=on_error)  # type: ignore[arg-type]
+
+    # the raising filter once made Spark parse each body three times (pushed below the parse)
+    plan = decoded._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("from_json(") == 1
+    if on_error == "raise":  # the filter is kept whatever the query reads of the result
+        with pytest.raises(Exception, match=r"the body at offset 1 does not decode"):
+            decoded.select("offset").count()
+    else:
+        assert decoded.where("body_error IS NULL").select("offset").count() == 2
+
+
 def test_arrow_bodies_decode_into_their_rows(streaming: Any, queue: Queue) -> None:
     def ipc(table: pa.Table) -> bytes:
         sink = pa.BufferOutputStream()
