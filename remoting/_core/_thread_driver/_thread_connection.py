@@ -305,14 +305,15 @@ class ThreadConnection(ConnectionCore):
                     self.stalled()
                     return
             poll = self._read_poll
-            if timeout > 0:  # about to wait: a request queued for the reader from now on
-                # asks for the timer; one queued before is sent now (the flag first, then the
-                # look: one of the two sees the other, under the GIL). A look without waiting
-                # (the background reader's, a peek) sends what is queued after it, or leaving.
-                self.reader_polling = True
-                if self.sender.deferred:
-                    self.send_queued()
             try:
+                if timeout > 0:  # about to wait: a request queued for the reader from now on
+                    # asks for the timer; one queued before is sent now (the flag first, then
+                    # the look: one of the two sees the other, under the GIL). A look without
+                    # waiting (the background reader's, a peek) sends what is queued after it,
+                    # or leaving. (In the try: a failing look leaves the flag clear.)
+                    self.reader_polling = True
+                    if self.sender.deferred:
+                        self.send_queued()
                 if self.sender.parked:
                     poll.modify(self.fileno, _READ_EVENTS | select.POLLOUT)
                     try:

@@ -8,7 +8,9 @@ object, a field of the wrong type, empty; not an Arrow stream, a column missing 
 castable) is handled by ``on_error``: ``"raise"`` fails the query with Spark's
 ``USER_RAISED_EXCEPTION`` and a message naming the offset (a filter, so the optimiser cannot
 drop it), ``"null"`` keeps the message as one row with its fields null and a ``body_error``
-column saying why (null for the good ones).
+column saying why (null for the good ones). A row the query filters out on the source's own
+columns may be dropped before its body is decoded (Spark pushes such a filter below the
+decode), and then raises nothing.
 """
 
 from __future__ import annotations

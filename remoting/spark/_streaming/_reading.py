@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA_DDL", "MessagesLostError", "arrow_schema", "read_range", "spark_schema"]
 
 SCHEMA_DDL: Final = "offset long, timestamp timestamp, headers map<string,string>, body binary"
+_MAX_MILLIS: Final = (2**63 - 1) // 1000  # the furthest a timestamp in microseconds reaches
 
 
 class MessagesLostError(RemotingError):
@@ -132,6 +133,10 @@ def records_batch(pulled: PulledRecords, end: int) -> tuple[pa.RecordBatch, list
     the answer's bytes in one copy (`slices`). Headers are read one record at a time, only
     for the records that have some.
 
+    It is stricter than `record_fields` (a consumer's path, which gives such a record an
+    empty body): a key or headers that run past their record, or a timestamp out of
+    ``timestamp``'s range, raise.
+
     Raises:
         RecordError: the answer is not whole, well-formed records (a broken service).
     """
@@ -169,10 +174,12 @@ def records_batch(pulled: PulledRecords, end: int) -> tuple[pa.RecordBatch, list
             raise RecordError(f"the headers of a record at byte {starts[i]} run past it")
         headers[i] = list(found.items())
         body_at[i] = at
+    millis = _big_endian(raw, starts + TIMESTAMP_AT, 8)
+    if np.any((millis > _MAX_MILLIS) | (millis < -_MAX_MILLIS)):  # * 1000 would wrap
+        raise RecordError("a record's timestamp is out of range")
     batch = pa.record_batch([
         pa.array(offsets, schema.field("offset").type),
-        pa.array(_big_endian(raw, starts + TIMESTAMP_AT, 8) * 1000,
-                 schema.field("timestamp").type),
+        pa.array(millis * 1000, schema.field("timestamp").type),
         pa.array(headers, headers_type) if with_headers else pa.MapArray.from_arrays(
             np.zeros(count + 1, np.int32), pa.array([], pa.string()),
             pa.array([], pa.string()), type=headers_type),
@@ -183,7 +190,8 @@ def records_batch(pulled: PulledRecords, end: int) -> tuple[pa.RecordBatch, list
 
 def _big_endian(raw: npt.NDArray[np.uint8], at: npt.NDArray[np.int64], size: int
                 ) -> npt.NDArray[np.int64]:
-    """Return the signed big-endian integers of ``size`` bytes at ``at`` in ``raw``."""
+    """Return the big-endian integers of ``size`` bytes at ``at`` in ``raw`` (signed for 8
+    bytes, unsigned for 4 and 2)."""
     import numpy as np
 
     kind = {8: ">i8", 4: ">u4", 2: ">u2"}[size]

@@ -83,6 +83,14 @@ def test_bytes_that_are_not_whole_records_raise_record_error(damage: str) -> Non
         records_batch(PulledRecords("t", data), 10)
 
 
+@pytest.mark.parametrize("millis", [2**62, -(2**62), 2**63 - 1])
+def test_a_timestamp_beyond_the_columns_range_raises_record_error(millis: int) -> None:
+    data = build_record(0, millis, 0, encode_content(None, b"x"), batch_count=1)
+
+    with pytest.raises(RecordError, match="timestamp"):  # (its microseconds would wrap)
+        records_batch(PulledRecords("t", data), 10)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_garbage_gives_a_batch_or_record_error_and_nothing_else(data: bytes) -> None:
