@@ -79,7 +79,8 @@ MAX_HEADERS: Final = 64  # headers of one message
 MAX_PUBLISH_HEADERS: Final = 65_536  # headers of all the messages of one publish
 # The smallest record: the fixed part and a content with no header and an empty body.
 _MIN_RECORD: Final = FIXED_BYTES + 2
-# where the fixed fields are from a record's start, for readers in bulk (`record_starts`)
+# where the fixed fields are from a record's start (`_HEAD`'s layout), for `record_offset`
+# and for readers in bulk (`record_starts`)
 OFFSET_AT: Final = 8
 TIMESTAMP_AT: Final = 16
 FLAGS_AT: Final = 32
@@ -271,7 +272,7 @@ def build_record(offset: int, timestamp_ms: int, deliver_at_ms: int, content: by
 
 def record_offset(record: bytes | memoryview, pos: int = 0) -> int:
     """Return the offset field of the record at ``pos``."""
-    return struct.unpack_from(">q", record, pos + 8)[0]  # type: ignore[no-any-return]
+    return struct.unpack_from(">q", record, pos + OFFSET_AT)[0]  # type: ignore[no-any-return]
 
 
 def read_headers(data: bytes | memoryview, pos: int) -> tuple[dict[str, str], int]:
