@@ -114,10 +114,12 @@ docs: $(VENV)/.installed-docs
 wheel-check: $(VENV)/.installed-dev
 	bash .ci/wheel-check
 
-# bench/queue.py's baseline: Debian's redis-server, which the benchmark starts on a free port
-# of 127.0.0.1 and stops (root installs it; redis-py and hiredis come with the dev extra).
+# The benchmarks' peers: Debian's redis-server (bench/queue.py) and nats-server (bench/bus.py),
+# which the benchmarks start on a free port of 127.0.0.1 and stop (root installs them;
+# redis-py, hiredis and nats-py come with the dev extra). Tests and CI need neither.
 bench-deps:
 	@command -v redis-server >/dev/null || { apt-get update -q && apt-get install -y -q redis-server; }
+	@command -v nats-server >/dev/null || { apt-get update -q && apt-get install -y -q nats-server; }
 
 # The figures of docs/performance.md and docs/scaling.md, as JSON in bench/results/ (~30 min).
 bench: $(VENV)/.installed-dev bench-deps

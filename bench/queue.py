@@ -48,7 +48,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -61,6 +60,7 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 
+from _servers import cpu_seconds, cpus, server_process  # noqa: E402
 from rpc import CpuWatch  # noqa: E402
 
 BODY = bytes(128)
@@ -73,22 +73,6 @@ PAIRS = {"ours memory": "redis memory", "ours data": "redis aof"}
 CASES = ("publish",) + tuple(f"consume{c}" for c in CREDITS) + ("lone", "pull")
 LATENCY_CASES = ("lone", "pull")  # p50 per round, not a rate
 SIDE_TIMEOUT = 1800.0
-REDIS_START_SECONDS = 20.0
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of ``pid`` so far (seconds)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            total += int((task / "schedstat").read_text().split()[0])
-    return total / 1e9
-
-
-def cpus() -> tuple[int | None, int | None]:
-    """The server's CPU and the client's: the first two this process may use."""
-    allowed = sorted(os.sched_getaffinity(0))
-    return (allowed[0], allowed[1]) if len(allowed) >= 2 else (None, None)
 
 
 class Meter:
@@ -335,14 +319,8 @@ def run_echo(rounds: int, pause: float) -> dict[str, Any]:
 # ---------------------------------------------------------------------- Redis Streams
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def redis_server(store: str, cpu: int | None) -> Iterator[tuple[int, int]]:
+def redis_server(store: str, cpu: int | None) -> contextlib.AbstractContextManager[
+        tuple[int, int]]:
     """Start Debian's redis-server on a free port of 127.0.0.1; yield (port, pid)."""
     import redis
 
@@ -352,36 +330,19 @@ def redis_server(store: str, cpu: int | None) -> Iterator[tuple[int, int]]:
                          "(or --no-redis)")
     persistence = (["--appendonly", "yes", "--appendfsync", "everysec"] if store == "aof"
                    else ["--appendonly", "no"])
-    with tempfile.TemporaryDirectory(prefix="bench-redis-") as tmp:
-        for _attempt in range(5):
-            port = free_port()
-            process = subprocess.Popen(
-                [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp,
-                 "--save", "", "--daemonize", "no", "--logfile", os.path.join(tmp, "log"),
-                 *persistence],
-                # every thread Redis starts inherits the CPU
-                preexec_fn=None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu})),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + REDIS_START_SECONDS
-            while process.poll() is None and time.monotonic() < deadline:
-                try:
-                    redis.Redis(port=port).ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            if process.poll() is None:
-                break
-        else:
-            raise SystemExit(f"redis-server did not start: see {tmp}/log")
+
+    def command(port: int, tmp: str) -> list[str]:
+        return [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp,
+                "--save", "", "--daemonize", "no", "--logfile", os.path.join(tmp, "log"),
+                *persistence]
+
+    def ready(port: int) -> bool:
         try:
-            yield port, process.pid
-        finally:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            return bool(redis.Redis(port=port).ping())
+        except redis.ConnectionError:
+            return False
+
+    return server_process("redis-server", command, cpu=cpu, ready=ready)
 
 
 def run_redis(store: str, messages: int, rounds: int, pause: float, cases: tuple[str, ...]
