@@ -52,7 +52,8 @@ threads: getrusage in our processes and the caller, /proc/<pid>/task/*/schedstat
 ``nats-server`` and the responder); each pipelined line also its rate as a ratio of
 ``invoke_many``'s in the same run, and each bus ``send`` and ``request`` line its rate as a
 ratio of its NATS counterpart's (both: the median of the per-run ratios). The machine's
-other load skews rates more than CPU times. Each line of ours also gives the socket writes
+other load skews rates more than CPU times: the first line says what share of the CPUs other
+processes took meanwhile. Each line of ours also gives the socket writes
 per message of the server and of the consumer (their endpoints' `statistics().writes`).
 Without ``nats-server`` or nats-py the NATS lines are skipped, with a line saying so.
 """
@@ -77,6 +78,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 
 from _servers import cpu_seconds, cpus, server_process  # noqa: E402
+from rpc import CpuWatch  # noqa: E402
 
 ECHO_CODE = 100
 SUBJECT = "echo"  # the bus address and the NATS subject
@@ -500,6 +502,7 @@ def main() -> int:
     binary = shutil.which("nats-server") if args.nats and missing is None else None
     runs_wanted = args.runs or (1 if args.quick else 3)
     runs = []
+    watch = CpuWatch()
     for run in range(runs_wanted):
         sides: list[Callable[[], dict[str, dict[str, float]]]] = [
             lambda: one_run(ctx, counts, cases=cases)]
@@ -511,11 +514,13 @@ def main() -> int:
             results.update(side())
         runs.append({name: results[name] for name in sorted(results, key=_order)})
         print(f"run {run + 1}/{runs_wanted} done", file=sys.stderr)
+    others = watch.others_share()
     _ratios(runs)
     table = {name: {key: statistics.median(r[name][key] for r in runs) for key in row}
              for name, row in runs[0].items()}
     print(f"median of {runs_wanted} run(s); 128-byte bodies; CPU µs per message by process; "
-          f"x invoke_many, x NATS: the median of per-run ratios of the rate")
+          f"x invoke_many, x NATS: the median of per-run ratios of the rate"
+          + ("" if others is None else f"; other processes took {others:.0%} of the CPUs"))
     for name, row in table.items():
         nats_row = " nats " in f" {name} "
         p50 = f"  p50 {row['p50_us']:7.0f} µs" if "p50_us" in row else ""
@@ -531,7 +536,8 @@ def main() -> int:
         from _report import write_json
 
         write_json(str(args.json), {"runs": runs_wanted, "counts": counts,
-                                    "nats": binary is not None, "table": table})
+                                    "nats": binary is not None, "others_share": others,
+                                    "table": table})
     return 0
 
 
