@@ -422,9 +422,10 @@ def one_run(ctx: Any, counts: dict[str, int], profile: str | None = None,
                         {"server": _asking(server_conn, "server"),
                          "consumer": _asking(consumer_conn, "consumer")}, spying)
     finally:
-        for conn in (server_conn, consumer_conn):
-            conn.send("stop")
-        _stopped([caller, consumer, server])
+        consumer_conn.send("stop")  # before the server, which it would try to reach again
+        _stopped([caller, consumer])
+        server_conn.send("stop")
+        _stopped([server])
 
 
 def nats_run(ctx: Any, binary: str, counts: dict[str, int], cases: list[tuple[str, str]]
