@@ -44,8 +44,8 @@ the consumer's column); a caller process on nats-py (the ``dev`` extra), one con
   with one PONG: a batch, which the bus's ``send`` has no form of).
 
 Both servers run on the first CPU (with two or more; every thread of theirs inherits it: a
-Go server otherwise spreads over every CPU, the Python server over one core); the other
-processes run anywhere. The two sides take turns going first from run to run.
+Go server otherwise spreads its work over every CPU, where ours does most of it on one
+thread); the other processes run anywhere. The two sides take turns going first from run to run.
 
 Each line gives messages per second and the CPU time each process spent per message (all its
 threads: getrusage in our processes and the caller, /proc/<pid>/task/*/schedstat for
