@@ -19,7 +19,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -80,7 +80,7 @@ def executor_python(spark: SparkSession) -> dict[str, Any]:
 
 
 def run(spark: SparkSession, addresses: str, mode: str, rows: int, *, idempotent: bool = False,
-        on_error: str = "null", cooldown: float = 10.0) -> dict[str, Any]:
+        on_error: Literal["raise", "null"] = "null", cooldown: float = 10.0) -> dict[str, Any]:
     """Run the job once; return its counts and the seconds of its one Spark action."""
     df = spark.range(rows, numPartitions=PARTITIONS).select(
         F.concat(F.lit("row-"), F.col("id").cast("string")).alias("s"))

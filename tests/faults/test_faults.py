@@ -182,7 +182,7 @@ class DropConnection(RequestProcessor):
     """Close the caller's connection instead of answering."""
 
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        ctx.channel.close()  # type: ignore[attr-defined]
+        ctx.channel.close()
 
 
 async def test_server_closing_the_channel_fails_pending_calls_fast(

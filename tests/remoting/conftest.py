@@ -160,6 +160,12 @@ def blocking_client() -> Iterator[RemotingClient]:
         cli.shutdown()
 
 
+def threads_io(client: RemotingClient) -> ThreadsIO:
+    """The driver of a client made with ``io="threads"``."""
+    assert isinstance(client._io, ThreadsIO)
+    return client._io
+
+
 def core_thread_of(client: RemotingClient) -> threading.Thread:
     """The thread that runs a started client's core: its loop (``io="loop"``, or the loop a
     thread-driven client starts for the server's requests), else its background reader."""

@@ -43,7 +43,7 @@ class Scripted(StreamProcessor):
         try:
             if fields.get("then") == "refuse":
                 raise AbortProcessError(ResponseCode.NO_PERMISSION, "not for you")
-            for i in range(int(fields.get("n", "0"))):
+            for i in range(int(fields.get("n") or "0")):
                 await stream.send(RemotingCommand.create_request(0, body=b"%d" % i))
             if fields.get("then") == "raise":
                 raise ValueError("the source broke")

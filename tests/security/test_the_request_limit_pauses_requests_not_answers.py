@@ -84,6 +84,7 @@ async def test_a_frame_completed_during_the_pause_is_not_stalled(between: bytes)
               for name in (b"A", b"B", b"C")]
     async with open_server(config) as server:
         server.register_processor(SLOW, slow, threads=1)
+        assert server.port is not None  # (open_server sets it)
         stream = await trio.open_tcp_stream("127.0.0.1", server.port)
         async with stream:
             # A is processed, B waits for it, and C has begun: reads pause with C partial (an
@@ -92,7 +93,7 @@ async def test_a_frame_completed_during_the_pause_is_not_stalled(between: bytes)
             with trio.fail_after(5):
                 assert await trio.to_thread.run_sync(slow.started.acquire, True, 5)
             await stream.send_all(frames[2][20:])  # C completes while the reads are paused
-            decoder, bodies = FrameDecoder(1 << 20), []
+            decoder, bodies = FrameDecoder(1 << 20), list[bytes | None]()
             with trio.fail_after(10):
                 while len(bodies) < 3:
                     data = await stream.receive_some(65536)
