@@ -11,7 +11,7 @@ import random
 import socket
 import struct
 import threading
-from collections import Counter
+from collections import Counter, deque
 from time import monotonic
 from typing import Any
 
@@ -284,3 +284,115 @@ def test_a_frame_header_alone_is_no_answer() -> None:
     finally:
         peer.close()
         conn.close()
+
+
+class RecordingChain(deque[ThreadWaiter]):
+    """The read role's wake chain, noting which thread took each waiter out to wake it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[tuple[int, ThreadWaiter]] = []
+
+    def popleft(self) -> ThreadWaiter:
+        waiter = super().popleft()
+        self.taken.append((threading.get_ident(), waiter))
+        return waiter
+
+
+def chained_round(conn: ThreadConnection, role: CountingRole, owner: Owner,
+                  peer: socket.socket, futs: list[ResponseFuture]
+                  ) -> tuple[list[threading.Thread], list[BaseException], int]:
+    """Start a thread waiting for each of ``futs``; once one reads and the others follow,
+    send every follower's answer in one write. Return the threads, what they raised, and
+    the reader's thread."""
+    raised: list[BaseException] = []
+
+    def wait(fut: ResponseFuture) -> None:
+        try:  # (waits far longer than the test's bound: only a wake ends them in time)
+            conn.wait(fut, monotonic() + 10 * WAIT)
+        except BaseException as exc:  # noqa: BLE001 (the test looks at it)
+            raised.append(exc)
+
+    threads = [threading.Thread(target=wait, args=(fut,), daemon=True) for fut in futs]
+    for thread in threads:
+        thread.start()
+    reader = wait_all_waiting(role, len(futs))
+    by_thread = {t.ident: f for t, f in zip(threads, futs, strict=True)}
+    peer.sendall(b"".join(answer(f) for t, f in by_thread.items() if t != reader))
+    return threads, raised, reader
+
+
+def test_the_followers_one_read_answered_wake_one_another() -> None:
+    """The followers a read answers are woken one after another: the reader wakes one, and
+    each of them, leaving its wait, wakes the next; every one leaves, once, and nobody stays
+    chained."""
+    owner = Owner()
+    conn, role, peer = connected(owner)
+    chain = role._chain = RecordingChain()
+    try:
+        futs = calls_for(conn, owner, THREADS)
+        threads, raised, reader = chained_round(conn, role, owner, peer, futs)
+        waiters = {w: t for w, t in role.threads.items() if t != reader}
+        followers = [f for t, f in zip(threads, futs, strict=True) if t.ident != reader]
+        owner.wait_completed([f.opaque for f in followers])
+        for thread in threads:
+            if thread.ident != reader:
+                thread.join(WAIT)
+                assert not thread.is_alive(), "a chained follower was left waiting"
+        peer.sendall(answer(futs[[t.ident for t in threads].index(reader)]))
+        for thread in threads:
+            thread.join(WAIT)
+            assert not thread.is_alive()
+    finally:
+        peer.close()
+        conn.close()
+    assert not raised
+    assert sorted(owner.completed.values()) == [1] * THREADS and not owner.orphans
+    woken = [w for _, w in chain.taken]
+    assert len(woken) == len(set(woken)) and set(woken) <= set(waiters)
+    takers = {t for t, _ in chain.taken}
+    assert takers <= set(waiters.values()) | {reader}  # the reader, or a follower leaving
+    assert len(takers - {reader}) >= THREADS // 2  # chained followers woke the others
+    assert not chain and not role._chained and not role._followers and role.holder is None
+
+
+class RaisesOnceDone(ResponseFuture):
+    """A call whose waiting thread raises as soon as it looks at it done (an exception in
+    a chained thread, where it leaves its wait)."""
+
+    def done(self) -> bool:
+        if self._done:
+            raise KeyboardInterrupt("in the woken thread")
+        return False
+
+
+def test_a_chained_follower_that_raises_as_it_wakes_still_wakes_the_next() -> None:
+    """A thread of the chain whose wait ends with an exception (here KeyboardInterrupt, as
+    it looks at its call) still wakes the next: every other follower leaves."""
+    owner = Owner()
+    conn, role, peer = connected(owner)
+    try:
+        futs = calls_for(conn, owner, THREADS)
+        bad = [RaisesOnceDone(f.request, "127.0.0.1", WAIT) for f in futs[:: 3]]
+        for fut, old in zip(bad, futs[:: 3], strict=True):
+            fut.conn = conn
+            del owner.calls[old.opaque]
+            owner.calls[fut.opaque] = fut
+        futs = bad + [f for f in futs if f not in futs[:: 3]]
+        threads, raised, reader = chained_round(conn, role, owner, peer, futs)
+        for thread in threads:
+            if thread.ident != reader:
+                thread.join(WAIT)
+                assert not thread.is_alive(), "a follower was left waiting"
+        own = futs[[t.ident for t in threads].index(reader)]
+        peer.sendall(answer(own))
+        for thread in threads:
+            thread.join(WAIT)
+            assert not thread.is_alive()
+    finally:
+        peer.close()
+        conn.close()
+    assert len(raised) == len(bad)
+    assert all(isinstance(exc, KeyboardInterrupt) for exc in raised)
+    assert sorted(owner.completed.values()) == [1] * THREADS and not owner.orphans
+    assert not role._chain and not role._chained and not role._followers

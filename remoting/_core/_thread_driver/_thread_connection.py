@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from codec import FLAG_RESPONSE, CodecError
 
 from ..._log import log
-from .._calling._future import thread_waiter
+from .._calling._future import defer_thread_wakes, thread_waiter
 from .._sansio._connection_core import RECEIVE_BYTES, ConnectionCore
 from ._read_role import ReadRole
 from ._socket_io import poll_ms
@@ -221,6 +221,8 @@ class ThreadConnection(ConnectionCore):
                 if monotonic() >= until:
                     return
         finally:
+            if waiter is not None:  # a follower's turn in the wake chain ends as it leaves
+                role.wake_next()
             if reading:
                 self._leave()
             if waiter is not None:
@@ -371,11 +373,13 @@ class ThreadConnection(ConnectionCore):
         handed over, what the completions send (the next calls) only queues, and leaves
         together after. A codec error (raised after what was decoded before it is handed
         over) closes the connection. Once the connection is closed, its requests are not
-        handed over."""
+        handed over. The threads several answers complete are woken at the end, in turn
+        (`ReadRole.wake_answered`)."""
         decoder = self._decoder
         owner = self._owner
         responses: list[RemotingCommand] = []
         requests: list[RemotingCommand] = []
+        wakes: list[ThreadWaiter] | None = None  # the threads several answers are to wake
         held = False
         try:
             while (cmd := decoder.next_command()) is not None:
@@ -386,14 +390,25 @@ class ThreadConnection(ConnectionCore):
             if len(responses) + len(requests) > 1:
                 held = self.hold()
             try:
-                if responses:
+                if len(responses) > 1:  # woken in turn, after the read (`_read_role`)
+                    wakes = []
+                    defer_thread_wakes(wakes)
+                    try:
+                        owner.responses_received(self, responses)
+                    finally:
+                        defer_thread_wakes(None)
+                elif responses:  # one thread to wake, at once
                     owner.responses_received(self, responses)
             finally:
-                # closed by what the answers did (orphans that condemned it): nothing more
-                if requests and not self.state.closed:
-                    owner.requests_received(self, requests)
-                if held:
-                    self.flush_held()
+                try:
+                    # closed by what the answers did (orphans that condemned it): nothing more
+                    if requests and not self.state.closed:
+                        owner.requests_received(self, requests)
+                    if held:
+                        self.flush_held()
+                finally:
+                    if wakes:  # once what the read's work queued has left
+                        self._read.wake_answered(wakes)
 
     # ------------------------------------------------------------------ the server's requests
 
