@@ -19,6 +19,7 @@ import pytest
 
 from codec import RemotingCommand, ResponseCode, encode_frame
 from remoting import ClientConfig
+from remoting._core._calling import _future
 from remoting._core._calling._future import ResponseFuture, ThreadWaiter
 from remoting._core._thread_driver._read_role import Awaited, ReadRole
 from remoting._core._thread_driver._socket_io import SocketIO, dial
@@ -396,3 +397,62 @@ def test_a_chained_follower_that_raises_as_it_wakes_still_wakes_the_next() -> No
     assert all(isinstance(exc, KeyboardInterrupt) for exc in raised)
     assert sorted(owner.completed.values()) == [1] * THREADS and not owner.orphans
     assert not role._chain and not role._chained and not role._followers
+
+
+class InterruptedWaiter(ThreadWaiter):
+    """A thread's waiter whose sleep is cut by KeyboardInterrupt (a signal, in the main
+    thread)."""
+
+    __slots__ = ()
+
+    def sleep(self, seconds: float) -> None:
+        raise KeyboardInterrupt("while following")
+
+
+def test_a_follower_whose_sleep_raises_leaves_the_queue_and_is_never_handed_the_role(
+) -> None:
+    """A follower whose sleep ends with an exception is out of the queue when it leaves:
+    the reader, leaving, hands the role to the next follower instead of to a thread gone
+    (which would leave the connection with a holder that never reads)."""
+    owner = Owner()
+    conn, role, peer = connected(owner)
+    raised: list[BaseException] = []
+    claimed = threading.Event()
+    try:
+        lead, bad, *rest = calls_for(conn, owner, THREADS)
+
+        def reader() -> None:
+            assert conn.claim_read()
+            claimed.set()
+            conn.wait(lead, monotonic() + WAIT, reading=True)
+
+        def interrupted() -> None:
+            _future._THREAD.waiter = InterruptedWaiter()
+            try:
+                conn.wait(bad, monotonic() + WAIT)
+            except KeyboardInterrupt as exc:
+                raised.append(exc)
+
+        first = threading.Thread(target=reader, daemon=True)
+        first.start()
+        assert claimed.wait(WAIT)
+        gone = threading.Thread(target=interrupted, daemon=True)
+        gone.start()
+        gone.join(WAIT)
+        assert raised and not gone.is_alive()
+        threads = waiting(conn, rest, [monotonic() + WAIT] * len(rest))
+        with role.changed:
+            assert role.changed.wait_for(lambda: len(role._followers) == len(rest), WAIT)
+        peer.sendall(answer(lead))  # the reader leaves: the role goes to a follower
+        first.join(WAIT)
+        assert not first.is_alive()
+        peer.sendall(b"".join(answer(f) for f in [*rest, bad]))
+        for thread in threads:
+            thread.join(WAIT)
+            assert not thread.is_alive(), "the role went to a thread gone: nobody read"
+        owner.wait_completed([bad.opaque])
+    finally:
+        peer.close()
+        conn.close()
+    assert sorted(owner.completed.values()) == [1] * THREADS and not owner.orphans
+    assert role.handed >= 1 and role.holder is None and not role._followers

@@ -43,8 +43,11 @@ protocol is written; `ThreadConnection.wait` drives it:
   at most one holder at a time; a thread returns from its wait only with its call done, its
   wait over, or the call moved elsewhere, never holding the role; the role is never handed
   to a follower whose call is done; a follower leaves woken either by its completion or by
-  the hand-off, never both holding the role and queued; every follower a read chained is
-  woken by the reader or by another chained thread leaving its wait (one that raises too).
+  the hand-off, never both holding the role and queued; a follower whose wait ends with an
+  exception (KeyboardInterrupt in its sleep) leaves the queue too, so the role is never
+  handed to a thread gone (`ThreadConnection.wait`'s ``finally``); every follower a read
+  chained is woken by the reader or by another chained thread leaving its wait (one that
+  raises too).
 - Everything here but `stop_following`'s pop and look and `wake_next` runs under the
   connection's mutex (passed in: the same lock guards the send role and the lifecycle),
   held around bookkeeping only.

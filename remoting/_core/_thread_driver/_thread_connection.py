@@ -195,6 +195,7 @@ class ThreadConnection(ConnectionCore):
         follower until the call completes or the role is handed over (`_read_role`)."""
         role = self._read
         waiter: ThreadWaiter | None = None
+        following = False  # queued as a follower (or about to be), not yet out again
         try:
             while True:
                 if call.done() or call.conn is not self:
@@ -206,14 +207,16 @@ class ThreadConnection(ConnectionCore):
                             waiter = thread_waiter()
                             if not call._add_thread_waiter(waiter):
                                 return
+                        following = True
                         reading = role.lead_or_follow(waiter, call)
                         if not reading:
                             remaining = until - monotonic()
                             if remaining > 0:
                                 waiter.sleep(remaining)
                             reading = role.stop_following(waiter)
-                            if not reading and monotonic() >= until:
-                                return
+                        following = False
+                        if not reading and monotonic() >= until:
+                            return
                     continue
                 if not self.state.usable:  # closing: the last thread to leave releases it
                     return
@@ -221,6 +224,10 @@ class ThreadConnection(ConnectionCore):
                 if monotonic() >= until:
                     return
         finally:
+            if following and waiter is not None:  # an exception while it followed (in its
+                # sleep): out of the queue, so that the role is never handed to a thread
+                # gone; it may have been handed already, then it is passed on below
+                reading = role.stop_following(waiter) or reading
             if waiter is not None:  # a follower's turn in the wake chain ends as it leaves
                 role.wake_next()
             if reading:
