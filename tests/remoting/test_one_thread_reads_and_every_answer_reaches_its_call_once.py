@@ -3,7 +3,10 @@ threads waiting at once: exactly one thread reads at a time; every answer reache
 exactly once; the role is handed on only to a follower whose call is not done; a follower
 leaves woken by its call's completion or by the hand-off; nobody is left holding the role
 or queued, whatever the order the answers come in and however they are cut into reads, and
-with threads whose waits end before their answers come. Counts, no clock."""
+with threads whose waits end before their answers come. The followers one read answered are
+woken in turn (the wake chain), each once, by the reader or a follower leaving, also when
+one of them raises as it wakes; a follower whose sleep raises leaves the queue. Counts, no
+clock (waits far longer than the tests' bounds where only a wake may end them)."""
 
 from __future__ import annotations
 
@@ -323,6 +326,20 @@ def chained_round(conn: ThreadConnection, role: CountingRole, owner: Owner,
     return threads, raised, reader
 
 
+def end_round(threads: list[threading.Thread], futs: list[ResponseFuture], reader: int,
+              peer: socket.socket) -> None:
+    """Every follower of a `chained_round` leaves (woken, long before its wait ends); then
+    the reader's answer ends the reader's wait too."""
+    for thread in threads:
+        if thread.ident != reader:
+            thread.join(WAIT)
+            assert not thread.is_alive(), "a chained follower was left waiting"
+    peer.sendall(answer(futs[[t.ident for t in threads].index(reader)]))
+    for thread in threads:
+        thread.join(WAIT)
+        assert not thread.is_alive()
+
+
 def test_the_followers_one_read_answered_wake_one_another() -> None:
     """The followers a read answers are woken one after another: the reader wakes one, and
     each of them, leaving its wait, wakes the next; every one leaves, once, and nobody stays
@@ -334,16 +351,7 @@ def test_the_followers_one_read_answered_wake_one_another() -> None:
         futs = calls_for(conn, owner, THREADS)
         threads, raised, reader = chained_round(conn, role, owner, peer, futs)
         waiters = {w: t for w, t in role.threads.items() if t != reader}
-        followers = [f for t, f in zip(threads, futs, strict=True) if t.ident != reader]
-        owner.wait_completed([f.opaque for f in followers])
-        for thread in threads:
-            if thread.ident != reader:
-                thread.join(WAIT)
-                assert not thread.is_alive(), "a chained follower was left waiting"
-        peer.sendall(answer(futs[[t.ident for t in threads].index(reader)]))
-        for thread in threads:
-            thread.join(WAIT)
-            assert not thread.is_alive()
+        end_round(threads, futs, reader, peer)
     finally:
         peer.close()
         conn.close()
@@ -381,15 +389,7 @@ def test_a_chained_follower_that_raises_as_it_wakes_still_wakes_the_next() -> No
             owner.calls[fut.opaque] = fut
         futs = bad + [f for f in futs if f not in futs[:: 3]]
         threads, raised, reader = chained_round(conn, role, owner, peer, futs)
-        for thread in threads:
-            if thread.ident != reader:
-                thread.join(WAIT)
-                assert not thread.is_alive(), "a follower was left waiting"
-        own = futs[[t.ident for t in threads].index(reader)]
-        peer.sendall(answer(own))
-        for thread in threads:
-            thread.join(WAIT)
-            assert not thread.is_alive()
+        end_round(threads, futs, reader, peer)
     finally:
         peer.close()
         conn.close()
