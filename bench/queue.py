@@ -22,6 +22,12 @@ Cases, on one connection (the held pull: two for Redis, whose blocked read holds
 - ``consume c=64`` and ``c=256``: N messages published beforehand (not timed), then received
   and acknowledged (ours: a subscription with c credits, each message acked, the client
   grouping its acks; Redis: XREADGROUP COUNT=c, then XACK of what it returned);
+- ``lone publish``: one message published and answered at a time, 200 rounds ``--pause``
+  apart: its p50 and the server's CPU per publish (ours: ``publish``; Redis: one XADD, read
+  as the held pull's answers are). A held pull's round is a publish plus the held read's
+  answer, so this is its floor on each side: the held pull's p50 over it says what holding
+  and waking a read adds to the round trip. A third side, ``trio echo``, gives the floor of
+  any trio server and client at this pace: 128 bytes echoed by a raw trio server, no protocol;
 - ``held pull``: a read held on an empty stream, then a publish to it, 200 rounds: the time
   from the publish's start to the read's answer (p50), and the server's CPU per round
   (everything the server did over the rounds: the read's arrival, holding it, the publish,
@@ -64,7 +70,8 @@ CREDITS = (64, 256)
 PULL_ROUNDS = 200
 PAUSE = 0.002  # seconds between sending a held read and publishing: the read is held by then
 PAIRS = {"ours memory": "redis memory", "ours data": "redis aof"}
-CASES = ("publish",) + tuple(f"consume{c}" for c in CREDITS) + ("pull",)
+CASES = ("publish",) + tuple(f"consume{c}" for c in CREDITS) + ("lone", "pull")
+LATENCY_CASES = ("lone", "pull")  # p50 per round, not a rate
 SIDE_TIMEOUT = 1800.0
 REDIS_START_SECONDS = 20.0
 
@@ -128,6 +135,15 @@ class Profiler:
 # ---------------------------------------------------------------------- the queue service
 
 
+def started(parent: Any, process: Any) -> Any:
+    """What a server process sends once it listens; a clear error if it died first."""
+    while not parent.poll(1.0):
+        if not process.is_alive():
+            raise RuntimeError(f"the server process ended (exit code {process.exitcode}) "
+                               "before it listened: its error is above")
+    return parent.recv()
+
+
 def serve_queue(cpu: int | None, data_dir: str | None, conn: Any) -> None:
     """The queue service's process: a server with a `QueueService`, until told to stop."""
     if cpu is not None:
@@ -179,6 +195,17 @@ async def measure_queue(addr: str, server_pid: int, messages: int, rounds: int, 
                             break
             out[f"consume{credits}"] = meter.row(messages)
 
+        if "lone" in cases:
+            await q.create_topic(addr, "lone")
+            latencies = []
+            with profiler.during("lone"), Meter(server_pid) as meter:
+                for _ in range(rounds):
+                    await trio.sleep(pause)  # idle between rounds, as the held pull's
+                    started = time.perf_counter()
+                    await q.publish(addr, "lone", BODY)
+                    latencies.append(time.perf_counter() - started)
+            out["lone"] = pull_row(latencies, meter)
+
         if "pull" not in cases:
             nursery.cancel_scope.cancel()
             return out
@@ -207,7 +234,7 @@ async def measure_queue(addr: str, server_pid: int, messages: int, rounds: int, 
 
 
 def pull_row(latencies: list[float], meter: Meter) -> dict[str, float]:
-    """The held-pull case's figures: p50 and p99 (µs), CPU per round of each side (µs)."""
+    """A latency case's figures: p50 and p99 (µs), CPU per round of each side (µs)."""
     latencies.sort()
     rounds = len(latencies)
     return {"p50_us": statistics.median(latencies) * 1e6,
@@ -228,7 +255,7 @@ def run_queue(store: str, messages: int, rounds: int, pause: float, profiler: Pr
                               daemon=True)
         process.start()
         try:
-            addr, server_pid = parent.recv()
+            addr, server_pid = started(parent, process)
             profiler.server_pid = server_pid
             if client_cpu is not None:
                 os.sched_setaffinity(0, {client_cpu})
@@ -239,6 +266,70 @@ def run_queue(store: str, messages: int, rounds: int, pause: float, profiler: Pr
             process.join(30)
             if process.is_alive():
                 process.kill()
+
+
+# ---------------------------------------------------------------------- the floor: a raw echo
+
+
+def serve_echo(cpu: int | None, conn: Any) -> None:
+    """A raw trio echo server's process (no protocol at all), until told to stop."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    import trio
+
+    async def echo(stream: Any) -> None:
+        while data := await stream.receive_some(65536):
+            await stream.send_all(data)
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            nursery.start_soon(trio.serve_listeners, echo, listeners)
+            conn.send((listeners[0].socket.getsockname()[1], os.getpid()))
+            await trio.to_thread.run_sync(conn.recv)  # until the client is done
+            nursery.cancel_scope.cancel()
+
+    trio.run(serve)
+
+
+async def measure_echo(port: int, server_pid: int, rounds: int, pause: float
+                       ) -> dict[str, Any]:
+    """The lone round trip of 128 bytes through a raw trio echo, paced as ours: its floor."""
+    import trio
+
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    latencies = []
+    with Meter(server_pid) as meter:
+        for _ in range(rounds):
+            await trio.sleep(pause)
+            started = time.perf_counter()
+            await stream.send_all(BODY)
+            got = 0
+            while got < len(BODY):
+                got += len(await stream.receive_some(65536))
+            latencies.append(time.perf_counter() - started)
+    await stream.aclose()
+    return {"lone": pull_row(latencies, meter)}
+
+
+def run_echo(rounds: int, pause: float) -> dict[str, Any]:
+    import trio
+
+    server_cpu, client_cpu = cpus()
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=serve_echo, args=(server_cpu, child), daemon=True)
+    process.start()
+    try:
+        port, server_pid = started(parent, process)
+        if client_cpu is not None:
+            os.sched_setaffinity(0, {client_cpu})
+        return trio.run(measure_echo, port, server_pid, rounds, pause)
+    finally:
+        parent.send("done")
+        process.join(30)
+        if process.is_alive():
+            process.kill()
 
 
 # ---------------------------------------------------------------------- Redis Streams
@@ -334,6 +425,19 @@ def run_redis(store: str, messages: int, rounds: int, pause: float, cases: tuple
                     done += len(ids)
             out[f"consume{credits}"] = meter.row(messages)
 
+        if "lone" in cases:  # on a connection of its own, read as the held pull's are
+            writer = r.connection_pool.get_connection()
+            latencies = []
+            with Meter(pid) as meter:
+                for _ in range(rounds):
+                    time.sleep(pause)  # idle between rounds, as the held pull's
+                    started = time.perf_counter()
+                    writer.send_command("XADD", "lone", "*", "b", BODY)
+                    writer.read_response()
+                    latencies.append(time.perf_counter() - started)
+            out["lone"] = pull_row(latencies, meter)
+            r.connection_pool.release(writer)
+
         if "pull" not in cases:
             r.close()
             return out
@@ -367,7 +471,9 @@ def run_redis(store: str, messages: int, rounds: int, pause: float, cases: tuple
 def one_side(args: argparse.Namespace) -> None:
     """Measure one side in this process (a child of the driver); print its figures as JSON."""
     kind, store = args.side.split()
-    if kind == "redis":
+    if kind == "echo":
+        result = run_echo(args.rounds, args.pause)
+    elif kind == "redis":
         result = run_redis(store, args.messages, args.rounds, args.pause, tuple(args.cases))
     else:
         profiler = Profiler(args.profile, args.profile_out)
@@ -406,11 +512,13 @@ def side_names(args: argparse.Namespace) -> list[tuple[str, str, Path | None]]:
     if args.redis:
         names += [(PAIRS[f"ours {store}"], PAIRS[f"ours {store}"], None)
                   for store in args.stores]
+    if "lone" in args.cases:
+        names.append(("trio echo", "echo raw", None))
     return names
 
 
 def rate_or_latency(case: str) -> str:
-    return "p50_us" if case == "pull" else "rate"
+    return "p50_us" if case in LATENCY_CASES else "rate"
 
 
 def per_run_ratio(runs: list[dict[str, dict[str, Any]]], label: str, other: str, case: str,
@@ -424,11 +532,12 @@ def report(runs: list[dict[str, dict[str, Any]]], args: argparse.Namespace,
     """Print the table of medians and ratios; return it as a dict for the JSON."""
     labels = list(runs[0])
     table = {label: {case: {key: statistics.median(run[label][case][key] for run in runs)
-                            for key in runs[0][label][case]} for case in args.cases}
+                            for key in runs[0][label][case]}
+                     for case in args.cases if case in runs[0][label]}
              for label in labels}
     ratios: dict[str, dict[str, dict[str, float]]] = {}
     for label in labels:
-        if label.startswith("redis"):
+        if not label.startswith(("ours", "A ")):
             continue
         store = label.rsplit(" ", 1)[1]
         versus = {"redis": PAIRS[f"ours {store}"]} if args.redis else {}
@@ -442,14 +551,16 @@ def report(runs: list[dict[str, dict[str, Any]]], args: argparse.Namespace,
           f"{args.rounds} held-pull rounds" + ("" if others is None else
                                                f"; other processes took {others:.0%} of the "
                                                "CPUs"))
-    print("rates in messages/s, the held pull's p50 in µs; CPU µs per message (held pull: "
-          "per round); ratios: medians of per-run ratios, ours / theirs")
+    print("rates in messages/s, the lone publish's and the held pull's p50 in µs; CPU µs per "
+          "message (per round for those two); ratios: medians of per-run ratios, ours / theirs")
     print("| case | side | rate or p50 | server CPU | client CPU | x Redis | server CPU x Redis "
           "| x A | server CPU x A |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for case in args.cases:
         key = rate_or_latency(case)
         for label in labels:
+            if case not in table[label]:
+                continue
             row = table[label][case]
             mine = ratios.get(label, {}).get(case, {})
             cells = [f"{mine[k]:.2f}x" if k in mine else "" for k in
@@ -476,7 +587,8 @@ def profile(args: argparse.Namespace) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--messages", type=int, default=None, help="a case's (default 100,000)")
-    ap.add_argument("--rounds", type=int, default=None, help="held-pull rounds (default 200)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds of the lone publish and of the held pull (default 200)")
     ap.add_argument("--runs", type=int, default=None, help="interleaved runs (default 3)")
     ap.add_argument("--quick", action="store_true", help="small counts, 1 run: that it runs")
     ap.add_argument("--pause", type=float, default=PAUSE, help="seconds a read is held first")
