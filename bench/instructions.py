@@ -285,6 +285,15 @@ def count_case(tree: Path, pure: bool, counted: str, processor: str, style: str,
         return int(found[1]) / requests
 
 
+def chosen(only: str | None) -> list[tuple[str, ...]]:
+    """The cases ``--only`` picks: the one named exactly so, else those whose name contains
+    it (every case without it)."""
+    if only is None:
+        return list(CASES)
+    exact = [case for case in CASES if case[0] == only]
+    return exact or [case for case in CASES if only in case[0]]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tree", type=Path, default=HERE.parent,
@@ -295,9 +304,13 @@ def main() -> int:
                          "of two commits), instead of --tree's pure Python against compiled")
     ap.add_argument("--requests", type=int, default=5000)
     ap.add_argument("--only", default=None,
-                    help="only the cases whose name contains this (e.g. 'bus')")
+                    help="a case's full name: that case alone; else the cases whose name "
+                         "contains this (e.g. 'bus'; 'one at a time' also picks bus cases)")
     args = ap.parse_args()
-    cases = [case for case in CASES if args.only is None or args.only in case[0]]
+    cases = chosen(args.only)
+    if not cases:
+        ap.error(f"--only {args.only!r} names no case; the cases are: "
+                 + "; ".join(repr(case[0]) for case in CASES))
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         ap.error("needs valgrind and callgrind_control (Debian: apt-get install valgrind)")
     tree = args.tree.resolve()

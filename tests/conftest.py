@@ -100,7 +100,7 @@ def _logging_restored() -> Iterator[None]:
     structlog.configure(**saved)
 
 
-def _on_default_io(node: pytest.Item | pytest.Function | pytest.FunctionDefinition) -> bool:
+def _on_default_io(node: pytest.Item) -> bool:
     """Whether ``node`` runs on the default io only (`_DEFAULT_IO_MARKERS`)."""
     return any(node.get_closest_marker(name) is not None for name in _DEFAULT_IO_MARKERS)
 
@@ -213,13 +213,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     callspec = getattr(item, "callspec", None)
     io = callspec.params.get("client_io") if callspec is not None else None
     if io is not None:
-        ClientConfig.__init__.__kwdefaults__["io"] = io
+        _set_default_io(io)
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     yield
-    ClientConfig.__init__.__kwdefaults__["io"] = CLIENT_IO[0]
+    _set_default_io(CLIENT_IO[0])
+
+
+def _set_default_io(io: object) -> None:
+    """Make ``io`` the default of `ClientConfig`'s keyword-only ``io`` field."""
+    defaults = ClientConfig.__init__.__kwdefaults__
+    assert defaults is not None  # a kw_only dataclass's __init__ has them
+    defaults["io"] = io
 
 
 @pytest.fixture

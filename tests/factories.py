@@ -153,7 +153,7 @@ HTTP1_REQUEST = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
 def decode_chunks(
-    chunks: Iterable[bytes], max_frame_bytes: int | None = None
+    chunks: Iterable[bytes | bytearray | memoryview], max_frame_bytes: int | None = None
 ) -> tuple[list[RemotingCommand], FrameDecoder]:
     """Feed ``chunks`` one by one, draining commands after each; return them and the decoder."""
     decoder = FrameDecoder() if max_frame_bytes is None else FrameDecoder(max_frame_bytes)

@@ -80,7 +80,8 @@ def test_an_error_keeps_its_message_and_attributes_through_pickle(error: BaseExc
 
 
 def test_a_start_error_stays_an_os_error_after_pickle() -> None:
-    error = pickle.loads(pickle.dumps(RemotingStartError("127.0.0.1:6", "the port is in use")))
+    error: RemotingStartError = pickle.loads(
+        pickle.dumps(RemotingStartError("127.0.0.1:6", "the port is in use")))
     assert isinstance(error, OSError)
     assert error.reason == "the port is in use" and error.addr == "127.0.0.1:6"
 

@@ -8,7 +8,9 @@ import logging
 import re
 import subprocess
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -86,9 +88,9 @@ async def test_an_application_controls_the_level_through_logging() -> None:
 
 
 async def test_a_structlog_application_receives_structured_events() -> None:
-    rendered: list[dict[str, object]] = []
+    rendered: list[MutableMapping[str, Any]] = []
 
-    def keep(_: object, __: str, event: dict[str, object]) -> str:
+    def keep(_: object, __: str, event: MutableMapping[str, Any]) -> str:
         rendered.append(event)
         return "ok"
 
@@ -98,7 +100,11 @@ async def test_a_structlog_application_receives_structured_events() -> None:
         structlog.stdlib.add_log_level,
         keep,
     ]))
-    handler.emit = lambda record: handler.format(record)  # type: ignore[method-assign]
+
+    def emit(record: logging.LogRecord) -> None:
+        handler.format(record)
+
+    handler.emit = emit  # type: ignore[method-assign]
     logger = logging.getLogger("remoting")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

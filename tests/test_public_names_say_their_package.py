@@ -28,7 +28,7 @@ def public_names(package: str) -> list[tuple[str, object]]:
     """The classes and functions ``package`` exports and defines (not re-exports of another
     package of ours, as ``remoting.RemotingCommand`` is codec's)."""
     module = importlib.import_module(package)
-    names = []
+    names: list[tuple[str, object]] = []
     for name in module.__all__:
         obj = getattr(module, name)
         if inspect.isclass(obj) or inspect.isfunction(obj):
@@ -44,8 +44,8 @@ def public_names(package: str) -> list[tuple[str, object]]:
 def test_every_public_name_says_its_package_and_is_found_there(package: str) -> None:
     names = public_names(package)
     assert len(names) > 3
-    assert [(name, obj.__module__) for name, obj in names  # type: ignore[attr-defined]
-            if obj.__module__ != package] == []  # type: ignore[attr-defined]
+    assert [(name, obj.__module__) for name, obj in names
+            if obj.__module__ != package] == []
     module = importlib.import_module(package)
     for name, obj in names:
         # what pickle does to store a class or function by reference

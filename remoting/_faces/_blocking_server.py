@@ -74,10 +74,15 @@ class RemotingServer(BlockingFace):
 
     @property
     def port(self) -> int:
-        """The listening port (after `start`)."""
-        if self._core.port is None:
-            raise RemotingError("RemotingServer is not started")
-        return self._core.port
+        """The listening port (after `start`).
+
+        Raises:
+            RemotingError: the server is not started.
+        """
+        try:
+            return self._core.port
+        except RemotingError:
+            raise RemotingError("RemotingServer is not started: call start() first") from None
 
     @property
     def addr(self) -> str:

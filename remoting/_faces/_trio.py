@@ -248,7 +248,7 @@ class TrioRemotingServer(_Face):
     def __init__(self, config: ServerConfig | None = None) -> None:
         self.config = config_of(config, ServerConfig)
         self.endpoint = Endpoint(self.config, "server")
-        self.port: int | None = None
+        self._port: int | None = None
         self._caller = self.endpoint.caller
         self._acceptor = Acceptor(self.endpoint, self.config)
         self._bound: list[socket.socket] = []
@@ -257,14 +257,23 @@ class TrioRemotingServer(_Face):
         self._accept_scope: trio.CancelScope | None = None
 
     @property
+    def port(self) -> int:
+        """The listening port, once bound (as `RemotingServer.port`).
+
+        Raises:
+            RemotingError: the server is not bound yet (`bind`, `serve` or `open_server`).
+        """
+        if self._port is None:
+            raise RemotingError("TrioRemotingServer is not bound yet: call bind() or serve()")
+        return self._port
+
+    @property
     def addr(self) -> str:
         """``"bind_address:port"``, for clients on this machine (as `RemotingServer.addr`).
 
         Raises:
             RemotingError: the server is not bound yet (`bind`, `serve` or `open_server`).
         """
-        if self.port is None:
-            raise RemotingError("TrioRemotingServer is not bound yet: call bind() or serve()")
         return f"{self.config.bind_address}:{self.port}"
 
     def bind(self) -> int:
@@ -278,8 +287,7 @@ class TrioRemotingServer(_Face):
         """
         if not self._bound:
             self._bound = bind_listeners(self.config)
-            self.port = self._bound[0].getsockname()[1]
-        assert self.port is not None
+            self._port = self._bound[0].getsockname()[1]
         return self.port
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

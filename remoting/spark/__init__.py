@@ -37,6 +37,7 @@ from ._client import get_client as get_client
 from ._client import shutdown_clients as shutdown_clients
 from ._columns import ERROR_TYPE as ERROR_TYPE
 from ._columns import BatchStats as BatchStats
+from ._columns import OnError as OnError
 from ._columns import RemoteCallError as RemoteCallError
 from ._columns import RemoteUDF as RemoteUDF
 from ._columns import result_type as result_type
@@ -54,6 +55,7 @@ __all__ = [
     "BatchStats",
     "DefaultSerializer",
     "MessagesLostError",
+    "OnError",
     "RemoteCallError",
     "RemoteUDF",
     "RocketMQMessagesLostError",

@@ -56,7 +56,7 @@ class Fleet:
 
     def _ask(self, client: RemotingClient, code: int) -> list[dict[str, int]]:
         """Each server's JSON answer to ``code`` ({} from one silent for 0.5 s: dead or stopped)."""
-        out = []
+        out: list[dict[str, int]] = []
         for addr in self.addresses:
             try:
                 response = client.invoke_sync(addr, RemotingCommand(code=code), timeout=0.5)

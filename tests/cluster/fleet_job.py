@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from codec import ResponseCode
-from remoting.spark import remote_batch_udf, remote_udf, with_remote_column
+from remoting.spark import OnError, remote_batch_udf, remote_udf, with_remote_column
 
 from .fleet_service import BATCH_UPPER, UPPER
 
@@ -80,7 +80,7 @@ def executor_python(spark: SparkSession) -> dict[str, Any]:
 
 
 def run(spark: SparkSession, addresses: str, mode: str, rows: int, *, idempotent: bool = False,
-        on_error: str = "null", cooldown: float = 10.0) -> dict[str, Any]:
+        on_error: OnError = "null", cooldown: float = 10.0) -> dict[str, Any]:
     """Run the job once; return its counts and the seconds of its one Spark action."""
     df = spark.range(rows, numPartitions=PARTITIONS).select(
         F.concat(F.lit("row-"), F.col("id").cast("string")).alias("s"))

@@ -11,12 +11,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.processes import ROOT
 
 from .conftest import run_job
+
+if TYPE_CHECKING:
+    from .fleet import Fleet
+    from .standalone import StandaloneCluster
 
 # here too, not only by the conftest: the marker must be known when tests are generated
 # (tests/conftest.py runs cluster tests on the default io only)
@@ -27,7 +32,8 @@ ROWS = 20_000
 
 @pytest.mark.parametrize("mode", ["row", "batch"])
 def test_every_row_comes_back_right_through_a_standalone_cluster(
-        cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
+        cluster: StandaloneCluster, shipped: tuple[Path, Path], fleet: Fleet, tmp_path: Path,
+        mode: str) -> None:
     run = run_job(cluster, shipped, fleet, tmp_path, mode=mode, rows=ROWS)
 
     result = run.result
@@ -41,7 +47,8 @@ def test_every_row_comes_back_right_through_a_standalone_cluster(
     assert not [p for p in executors["path"] if p.startswith((checkout, venv))]
 
 
-def test_the_demo_runs_against_the_standalone_cluster(cluster, tmp_path: Path) -> None:
+def test_the_demo_runs_against_the_standalone_cluster(
+        cluster: StandaloneCluster, tmp_path: Path) -> None:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
 
     done = subprocess.run(

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +21,9 @@ from tests.rocketmq.cluster import RocketMQCluster
 from tests.spark.rocketmq.conftest import send
 
 from .conftest import JOB_TIMEOUT
+
+if TYPE_CHECKING:
+    from .standalone import StandaloneCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -34,7 +38,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RocketMQCluster
 
 
 def test_a_rocketmq_stream_is_read_once_on_a_standalone_cluster(
-        cluster, shipped, broker: RocketMQCluster, tmp_path: Path) -> None:
+        cluster: StandaloneCluster, shipped: tuple[Path, Path], broker: RocketMQCluster,
+        tmp_path: Path) -> None:
     name_servers = broker.namesrv_addr
     topic = broker.new_topic("cluster-stream", queues=4)
     send(name_servers, topic, MESSAGES)

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from remoting.queue import QueueClient, QueueService
 from tests.processes import ROOT
 
 from .conftest import JOB_TIMEOUT
+
+if TYPE_CHECKING:
+    from .standalone import StandaloneCluster
 
 # here too, not only by the conftest: the marker must be known when tests are generated
 # (tests/conftest.py runs cluster tests on the default io only)
@@ -29,7 +33,7 @@ PER_TRIGGER = 5_000
 
 
 def test_a_stream_is_read_once_and_published_once_on_a_standalone_cluster(
-        cluster, shipped, tmp_path: Path) -> None:
+        cluster: StandaloneCluster, shipped: tuple[Path, Path], tmp_path: Path) -> None:
     service = QueueService(memory_messages=2 * MESSAGES + 10_000)
     server = RemotingServer(ServerConfig(listen_port=0))
     service.attach(server)

@@ -21,10 +21,15 @@ from __future__ import annotations
 import re
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .conftest import JobRun, run_job
+
+if TYPE_CHECKING:
+    from .fleet import Fleet
+    from .standalone import StandaloneCluster
 
 # here too, not only by the conftest: the marker must be known when tests are generated
 # (tests/conftest.py runs cluster tests on the default io only)
@@ -35,10 +40,13 @@ MODES = ["row", "batch"]
 MAX_JOB_SECONDS = 120.0
 
 
-def faulted(name: str, *fixtures: object, **options: object) -> JobRun:
-    """Run the job with ``options`` (a ``fault`` among them); print what happened; check
-    that the fault landed mid-job."""
-    run = run_job(*fixtures, rows=ROWS, **options)
+def faulted(name: str, cluster: StandaloneCluster, shipped: tuple[Path, Path], fleet: Fleet,
+            tmp: Path, *, mode: str, fault: int, idempotent: bool = False,
+            on_error: str = "null") -> JobRun:
+    """Run the job with ``fault`` hitting one server; print what happened; check that the
+    fault landed mid-job."""
+    run = run_job(cluster, shipped, fleet, tmp, rows=ROWS, mode=mode, fault=fault,
+                  idempotent=idempotent, on_error=on_error)
     r = run.result
     print(f"\n{name}: {run.seconds:.1f} s (job {r.get('seconds', 0):.1f} s), fault at "
           f"{run.killed_at_rows} rows served; right {r.get('right')}, errors {r.get('errors')}, "
@@ -50,7 +58,8 @@ def faulted(name: str, *fixtures: object, **options: object) -> JobRun:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fault", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
 def test_idempotent_job_survives_a_lost_server_with_every_row_right(
-        cluster, shipped, fleet, tmp_path: Path, mode: str, fault: int) -> None:
+        cluster: StandaloneCluster, shipped: tuple[Path, Path], fleet: Fleet, tmp_path: Path,
+        mode: str, fault: int) -> None:
     run = faulted(f"{signal.Signals(fault).name}, idempotent, {mode}", cluster, shipped,
                   fleet, tmp_path, mode=mode, idempotent=True, fault=fault)
 
@@ -62,7 +71,8 @@ def test_idempotent_job_survives_a_lost_server_with_every_row_right(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_at_most_once_job_reports_the_rows_lost_with_a_killed_server(
-        cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
+        cluster: StandaloneCluster, shipped: tuple[Path, Path], fleet: Fleet, tmp_path: Path,
+        mode: str) -> None:
     run = faulted(f"kill, at most once, null, {mode}", cluster, shipped, fleet, tmp_path,
                   mode=mode, on_error="null", fault=signal.SIGKILL)
 
@@ -77,7 +87,8 @@ def test_at_most_once_job_reports_the_rows_lost_with_a_killed_server(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_at_most_once_job_with_raise_is_retried_by_spark(
-        cluster, shipped, fleet, tmp_path: Path, mode: str) -> None:
+        cluster: StandaloneCluster, shipped: tuple[Path, Path], fleet: Fleet, tmp_path: Path,
+        mode: str) -> None:
     run = faulted(f"kill, at most once, raise, {mode}", cluster, shipped, fleet, tmp_path,
                   mode=mode, on_error="raise", fault=signal.SIGKILL)
 
@@ -93,7 +104,8 @@ def test_at_most_once_job_with_raise_is_retried_by_spark(
 
 
 def test_a_hung_server_at_most_once_gives_timeouts_not_wrong_rows(
-        cluster, shipped, fleet, tmp_path: Path) -> None:
+        cluster: StandaloneCluster, shipped: tuple[Path, Path], fleet: Fleet,
+        tmp_path: Path) -> None:
     run = faulted("stop, at most once, null, row", cluster, shipped, fleet, tmp_path,
                   mode="row", on_error="null", fault=signal.SIGSTOP)
 

@@ -99,7 +99,7 @@ def test_decoded_command_takes_the_frames_serialize_type() -> None:
 def test_serialize_type_as_plain_int_encodes_like_the_enum() -> None:
     for st in SerializeType:
         cmd = make_command(ext_fields={"k": "v"}, serialize_type=st)
-        plain = make_command(ext_fields={"k": "v"}, serialize_type=int(st))  # type: ignore[arg-type]
+        plain = make_command(ext_fields={"k": "v"}, serialize_type=int(st))
         assert encode_frame(plain) == encode_frame(cmd)
 
 

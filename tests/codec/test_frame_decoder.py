@@ -133,7 +133,9 @@ def test_decoder_copies_mutable_chunks() -> None:
         decoder2 = FrameDecoder()
         decoder2.feed(memoryview(view_source))
         view_source[:] = bytes(len(view_source))
-        assert fields([decoder.next_command(), decoder2.next_command()]) == EXPECTED[:1] * 2
+        first, second = decoder.next_command(), decoder2.next_command()
+        assert first is not None and second is not None
+        assert fields([first, second]) == EXPECTED[:1] * 2
 
 
 def test_decoder_handles_a_long_stream_of_small_partial_chunks() -> None:

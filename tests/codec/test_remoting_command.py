@@ -227,7 +227,7 @@ def test_decode_header_names_a_missing_required_field(
      ("queue_id", "4_2"), ("queue_id", " 42 "), ("queue_id", "\u0661\u0662"), ("ratio", "1_0.5")],
 )
 def test_decode_header_names_a_field_that_does_not_parse(field: str, raw: str) -> None:
-    ext = {"topic": "t", "queue_id": "1", field: raw}
+    ext: dict[str, str | None] = {"topic": "t", "queue_id": "1", field: raw}
     with pytest.raises(HeaderFieldError) as info:
         RemotingCommand(ext_fields=ext).decode_header(SendHeader)
     assert info.value.field == field

@@ -234,7 +234,6 @@ async def _through_a_faulty_proxy(nursery: trio.Nursery, name: str) -> Wave:
     server.register_processor(ID_ECHO, IdEcho(seen))
     server.register_processor(ASYNC_ID_ECHO, AsyncIdEcho(seen))
     await nursery.start(server.serve)
-    assert server.port is not None
     proxy = FaultProxy(server.port, seed=7)
     await nursery.start(proxy.serve)
     addr = f"127.0.0.1:{proxy.port}"

@@ -182,7 +182,7 @@ class DropConnection(RequestProcessor):
     """Close the caller's connection instead of answering."""
 
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        ctx.channel.close()  # type: ignore[attr-defined]
+        ctx.channel.close()
 
 
 async def test_server_closing_the_channel_fails_pending_calls_fast(
@@ -239,7 +239,7 @@ async def test_a_client_that_stops_reading_does_not_hurt_other_clients(
     server.register_processor(FLOOD, AsyncEchoProcessor())
     addr = f"127.0.0.1:{server.port}"
     frame = encode_frame(req(FLOOD, b"r" * 64 * 1024))
-    stuck = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stuck = await trio.open_tcp_stream("127.0.0.1", server.port)
     flooding = trio.CancelScope()
 
     async def flood() -> None:  # send requests until cancelled, never read a response

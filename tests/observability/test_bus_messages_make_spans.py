@@ -92,7 +92,12 @@ def test_without_a_tracer_provider_no_span_and_no_header() -> None:
     done = threading.Event()
     with RemotingServer() as server, EventBus() as bus:
         bus.attach(server)
-        bus.consumer("x", lambda m: (seen.append(m.headers), done.set()))
+
+        def keep(m: Message) -> None:
+            seen.append(m.headers)
+            done.set()
+
+        bus.consumer("x", keep)
         bus.send("x", b"", {"k": "v"})
         assert done.wait(WAIT)
     assert seen == [{"k": "v"}]

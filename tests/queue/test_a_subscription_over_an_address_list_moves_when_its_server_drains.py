@@ -23,7 +23,7 @@ from remoting import (
     TrioRemotingClient,
     TrioRemotingServer,
 )
-from remoting.queue import QueueClient, QueueService, TrioQueueClient
+from remoting.queue import QueueClient, QueueService, TrioDelivery, TrioQueueClient
 
 from .service_process import QueueProcess
 
@@ -62,7 +62,8 @@ async def test_a_trio_subscription_moves_to_the_next_address_and_goes_on(
             while not channel.finished:  # applied before the drain (one after: GO_AWAY)
                 await trio.testing.wait_all_tasks_blocked()
         servers[drained][0].drain()
-        held, moved = [], []
+        held: list[TrioDelivery] = []
+        moved: list[bytes] = []
         with trio.fail_after(10):
             while len(moved) < 10:
                 msg = await sub.receive()

@@ -85,7 +85,7 @@ async def test_channels_keep_nothing_per_deferred_message_and_deliver_each_once(
             stats = (await q.statistics(addr, "t")).topics["t"]
             assert {c.deferred for c in stats.channels.values()} == {count}
         for sub in subs:
-            got = []
+            got: list[int] = []
             with trio.fail_after(60):
                 while len(got) < count:
                     message = await sub.receive()

@@ -17,7 +17,8 @@ def records(first: int, count: int, size: int = 100) -> list[bytes]:
             for i in range(count)]
 
 
-def bodies(data: list[bytes]) -> list[int]:
+def bodies(data: list[bytes] | None) -> list[int]:
+    assert data is not None  # (None only with nowait)
     return [int(r.body[:8]) for chunk in data for r in decode_records(chunk)]
 
 

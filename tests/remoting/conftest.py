@@ -105,7 +105,7 @@ async def stalled_flood(server: TrioRemotingServer, frame: bytes
     push into the kernel's socket buffers is the kernel's business.) Closes it on exit.
     """
     high = server.config.write_buffer_high_water_mark
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     try:
         async with trio.open_nursery() as nursery:
 
@@ -158,6 +158,12 @@ def blocking_client() -> Iterator[RemotingClient]:
         yield cli
     finally:
         cli.shutdown()
+
+
+def threads_io(client: RemotingClient) -> ThreadsIO:
+    """The driver of a client made with ``io="threads"``."""
+    assert isinstance(client._io, ThreadsIO)
+    return client._io
 
 
 def core_thread_of(client: RemotingClient) -> threading.Thread:

@@ -122,8 +122,10 @@ async def test_the_rocketmq_blocking_faces_name_themselves() -> None:
     finally:
         await trio.to_thread.run_sync(producer.shutdown)
     consumer = LitePullConsumer(name_servers, "misused", "t")
-    for name, call in [("poll", lambda: consumer.poll(0.1)), ("commit", consumer.commit)]:
-        message = refused(call)
+    consumer_calls: list[tuple[str, Callable[[], object]]] = [
+        ("poll", lambda: consumer.poll(0.1)), ("commit", consumer.commit)]
+    for name, consumer_call in consumer_calls:
+        message = refused(consumer_call)
         assert message.startswith(f"LitePullConsumer.{name} blocks"), message
         assert "open_lite_pull_consumer()" in message
     for face in (consumer, PushConsumer(name_servers, "misused", "t", handler=print)):

@@ -14,7 +14,7 @@ import remoting
 from processors import EchoProcessor
 
 from ..factories import req
-from .conftest import ECHO
+from .conftest import ECHO, threads_io
 
 CALLS = 200
 
@@ -28,23 +28,23 @@ def _voluntary_switches(thread: threading.Thread) -> int:
 
 
 def _reader_of(client: remoting.RemotingClient) -> threading.Thread:
-    assert client._io.driver is not None
-    thread = client._io.driver.background.thread
+    assert threads_io(client).driver is not None
+    thread = threads_io(client).driver.background.thread
     assert thread is not None, "the background reader starts with the first connection"
     return thread
 
 
 def test_a_client_serves_requests_only_once_a_processor_is_registered() -> None:
     with remoting.RemotingClient(remoting.ClientConfig(io="threads")) as client:
-        requests = client._io.requests
+        requests = threads_io(client).requests
         assert requests is not None
         assert not requests.serves()  # the stream handlers alone
         client.register_processor(ECHO, EchoProcessor())
         assert requests.serves()
     with remoting.RemotingClient(remoting.ClientConfig(io="threads")) as client:
-        assert client._io.requests is not None
+        assert threads_io(client).requests is not None
         client.register_default_processor(EchoProcessor())
-        assert client._io.requests.serves()
+        assert threads_io(client).requests.serves()
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads Linux's /proc")

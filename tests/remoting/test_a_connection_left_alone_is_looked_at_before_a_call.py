@@ -7,6 +7,7 @@ not what notices the close."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -43,7 +44,7 @@ def no_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def server() -> RemotingServer:
+def server() -> Iterator[RemotingServer]:
     server = RemotingServer()
     server.register_processor(ECHO, EchoProcessor())
     with server:

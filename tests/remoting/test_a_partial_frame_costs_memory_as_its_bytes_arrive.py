@@ -50,7 +50,7 @@ async def allocated_by_sending(server: TrioRemotingServer, data: bytes) -> int:
     streams = []
     try:
         for _ in range(CONNECTIONS):
-            streams.append(await trio.open_tcp_stream("127.0.0.1", server.port))  # type: ignore[arg-type]
+            streams.append(await trio.open_tcp_stream("127.0.0.1", server.port))
         while server.statistics().connections < CONNECTIONS:
             await trio.testing.wait_all_tasks_blocked()
         before = server.statistics().bytes_read
@@ -97,7 +97,7 @@ async def test_a_frame_trickling_in_through_growing_buffers_arrives_byte_exact(
     body = random.Random(size).randbytes(size)
     frame = encode_frame(req(ASYNC_ECHO, body, SerializeType.ROCKETMQ))
     with trio.fail_after(30):
-        stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+        stream = await trio.open_tcp_stream("127.0.0.1", server.port)
         async with stream:
             before = server.statistics().bytes_read
             pos = 0

@@ -48,7 +48,7 @@ async def test_after_read_runs_after_every_request_of_the_read(
         request = RemotingCommand.create_request(RECORD, body=b"%d" % i)
         request.mark_oneway()
         requests.append(encode_command(request))
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     try:
         await stream.send_all(b"".join(requests))  # one write: one read on loopback
         with trio.fail_after(WAIT):

@@ -13,7 +13,7 @@ import remoting
 from remoting._core._thread_driver._background_reader import BackgroundReader
 
 from ..factories import req
-from .conftest import ECHO
+from .conftest import ECHO, threads_io
 
 CALLS = 200
 
@@ -23,8 +23,8 @@ def test_async_calls_one_after_another_do_not_wake_the_background_reader_each(
     addr = blocking_server.addr
     with remoting.RemotingClient(remoting.ClientConfig(io="threads")) as client:
         client.invoke_sync(addr, req(ECHO), 5)  # connected
-        assert client._io.driver is not None
-        reader: BackgroundReader = client._io.driver.background
+        assert threads_io(client).driver is not None
+        reader: BackgroundReader = threads_io(client).driver.background
         wakes = 0
         wake = reader._wake
 

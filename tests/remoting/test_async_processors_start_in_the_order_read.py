@@ -59,7 +59,7 @@ async def test_a_burst_read_at_once_begins_in_the_order_it_was_sent(
     recorder = Recorder()
     server.register_processor(RECORDED, recorder)
     sent: list[bytes] = []
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     async with stream:
         decoder = FrameDecoder()
         for r in range(ROUNDS):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -167,8 +168,11 @@ def test_an_address_list_given_as_one_string_is_refused() -> None:
 
 # ---------------------------------------------------------------------- calls, blocking face
 
+Counted = tuple[RemotingServer, RemotingClient, "Counting"]
+
+
 @pytest.fixture
-def counted() -> Any:
+def counted() -> Iterator[Counted]:
     processor = Counting()
     with RemotingServer() as server, RemotingClient() as client:
         server.register_processor(COUNTED, processor)
@@ -181,14 +185,16 @@ def counted() -> Any:
     (math.nan, ValueError), ("1", TypeError), (None, TypeError), (True, TypeError),
     (-1, ValueError), (-0.5, ValueError)])  # a negative one was taken as an expired deadline
 @pytest.mark.parametrize("kind", ["sync", "async", "oneway", "many"])
-def test_a_bad_timeout_fails_before_anything_is_sent(counted: Any, kind: str, timeout: object,
+def test_a_bad_timeout_fails_before_anything_is_sent(counted: Counted, kind: str, timeout: object,
                                                      error: type[Exception]) -> None:
     server, client, processor = counted
     before = client.statistics()
-    call = {"sync": lambda: client.invoke_sync(server.addr, req(COUNTED), timeout),
-            "async": lambda: client.invoke_async(server.addr, req(COUNTED), timeout),
-            "oneway": lambda: client.invoke_oneway(server.addr, req(COUNTED), timeout),
-            "many": lambda: client.invoke_many(server.addr, [req(COUNTED)], timeout)}[kind]
+    calls: dict[str, Callable[[], object]] = {  # hostile timeouts on purpose
+        "sync": lambda: client.invoke_sync(server.addr, req(COUNTED), timeout),  # type: ignore[arg-type]
+        "async": lambda: client.invoke_async(server.addr, req(COUNTED), timeout),  # type: ignore[arg-type]
+        "oneway": lambda: client.invoke_oneway(server.addr, req(COUNTED), timeout),  # type: ignore[arg-type]
+        "many": lambda: client.invoke_many(server.addr, [req(COUNTED)], timeout)}  # type: ignore[arg-type]
+    call = calls[kind]
     with pytest.raises(error, match="timeout must be a number of seconds"):
         call()
     after = client.statistics()
@@ -200,7 +206,7 @@ def test_a_bad_timeout_fails_before_anything_is_sent(counted: Any, kind: str, ti
 
 @pytest.mark.parametrize("timeout", [0, 0.0])
 def test_a_timeout_of_0_is_a_deadline_already_past_and_sends_nothing(
-        counted: Any, timeout: float) -> None:
+        counted: Counted, timeout: float) -> None:
     server, client, processor = counted
     before = client.statistics()
     with pytest.raises(RemotingTimeoutError, match="left no time: nothing was sent"):
@@ -245,7 +251,7 @@ async def test_trio_calls_with_a_timeout_of_0_send_nothing(nursery: trio.Nursery
     assert processor.calls == 2
 
 
-def test_an_infinite_timeout_waits_as_long_as_it_takes(counted: Any) -> None:
+def test_an_infinite_timeout_waits_as_long_as_it_takes(counted: Counted) -> None:
     server, client, processor = counted  # OverflowError after the request was processed
     assert client.invoke_sync(server.addr, req(COUNTED), math.inf).code == ResponseCode.SUCCESS
     [response] = client.invoke_many(server.addr, [req(COUNTED)], math.inf)
@@ -255,23 +261,23 @@ def test_an_infinite_timeout_waits_as_long_as_it_takes(counted: Any) -> None:
 
 
 @pytest.mark.parametrize("request_", [None, {"code": COUNTED}, b"frame"])
-def test_a_request_that_is_not_a_command_is_refused(counted: Any, request_: object) -> None:
+def test_a_request_that_is_not_a_command_is_refused(counted: Counted, request_: object) -> None:
     server, client, _ = counted
     with pytest.raises(TypeError, match="request must be a RemotingCommand"):
-        client.invoke_sync(server.addr, request_, 5)
+        client.invoke_sync(server.addr, request_, 5)  # type: ignore[arg-type]  # hostile input on purpose
 
 
 def test_invoke_many_with_a_foreign_item_fails_at_once_and_keeps_no_permit(
-        counted: Any) -> None:
+        counted: Counted) -> None:
     server, client, processor = counted
     free = client.statistics().async_permits_free
     with pytest.raises(TypeError, match=r"requests\[1\] must be a RemotingCommand"):
-        client.invoke_many(server.addr, [req(COUNTED), "x", req(COUNTED)], 5)  # hung 31 s
+        client.invoke_many(server.addr, [req(COUNTED), "x", req(COUNTED)], 5)  # type: ignore[list-item]  # hostile: hung 31 s
     assert client.statistics().async_permits_free == free
     assert processor.calls == 0
 
 
-def test_a_oneway_request_with_a_bad_flag_fails_and_keeps_no_permit(counted: Any) -> None:
+def test_a_oneway_request_with_a_bad_flag_fails_and_keeps_no_permit(counted: Counted) -> None:
     server, client, _ = counted
     free = client.statistics().oneway_permits_free
     request = req(COUNTED)
@@ -371,11 +377,13 @@ UNANSWERED = [(a_response, "is a response .* RemotingCommand.create_request"),
 @pytest.mark.parametrize(("make", "words"), UNANSWERED, ids=["response", "oneway"])
 @pytest.mark.parametrize("kind", ["sync", "async", "many"])
 def test_a_request_no_one_would_answer_is_refused_before_it_is_sent(
-        counted: Any, kind: str, make: Any, words: str) -> None:
+        counted: Counted, kind: str, make: Any, words: str) -> None:
     server, client, processor = counted  # it timed out, and the timeout closed the connection
-    call = {"sync": lambda r: client.invoke_sync(server.addr, r, 5),
-            "async": lambda r: client.invoke_async(server.addr, r, 5),
-            "many": lambda r: client.invoke_many(server.addr, [req(COUNTED), r], 5)}[kind]
+    calls: dict[str, Callable[[RemotingCommand], object]] = {
+        "sync": lambda r: client.invoke_sync(server.addr, r, 5),
+        "async": lambda r: client.invoke_async(server.addr, r, 5),
+        "many": lambda r: client.invoke_many(server.addr, [req(COUNTED), r], 5)}
+    call = calls[kind]
     with pytest.raises(ValueError, match=("requests\\[1\\] " if kind == "many" else "request ")
                        + words):
         call(make())
@@ -383,7 +391,7 @@ def test_a_request_no_one_would_answer_is_refused_before_it_is_sent(
     assert client.invoke_sync(server.addr, req(COUNTED), 5).code == ResponseCode.SUCCESS
 
 
-def test_a_received_response_is_not_a_request(counted: Any) -> None:
+def test_a_received_response_is_not_a_request(counted: Counted) -> None:
     server, client, processor = counted
     response = client.invoke_sync(server.addr, req(COUNTED), 5)
     with pytest.raises(ValueError, match="request is a response"):
@@ -393,7 +401,7 @@ def test_a_received_response_is_not_a_request(counted: Any) -> None:
     assert processor.calls == 1
 
 
-def test_oneway_sends_leave_the_callers_request_as_it_was(counted: Any) -> None:
+def test_oneway_sends_leave_the_callers_request_as_it_was(counted: Counted) -> None:
     server, client, processor = counted
     request = req(COUNTED)
     client.invoke_oneway(server.addr, request, 5)
@@ -528,14 +536,16 @@ CHANGED_CALLS = [(kind, *change) for change in CHANGED
                          ids=[f"{k}-{f}={getattr(v, '__name__', v)!r}"
                               for k, f, v, _, _ in CHANGED_CALLS])
 def test_what_an_interceptor_changes_is_checked_before_it_is_sent(
-        counted: Any, kind: str, field: str, value: Any, error: type[Exception], words: str
+        counted: Counted, kind: str, field: str, value: Any, error: type[Exception], words: str
 ) -> None:
     server, client, processor = counted
     client.register_interceptor(Changes(field, value))
-    call = {"sync": lambda: client.invoke_sync(server.addr, req(COUNTED), 5),
-            "async": lambda: client.invoke_async(server.addr, req(COUNTED), 5),
-            "oneway": lambda: client.invoke_oneway(server.addr, req(COUNTED), 5),
-            "many": lambda: client.invoke_many(server.addr, [req(COUNTED)], 5)}[kind]
+    calls: dict[str, Callable[[], object]] = {
+        "sync": lambda: client.invoke_sync(server.addr, req(COUNTED), 5),
+        "async": lambda: client.invoke_async(server.addr, req(COUNTED), 5),
+        "oneway": lambda: client.invoke_oneway(server.addr, req(COUNTED), 5),
+        "many": lambda: client.invoke_many(server.addr, [req(COUNTED)], 5)}
+    call = calls[kind]
     with pytest.raises(error, match=words):
         call()
     assert processor.calls == 0
@@ -548,7 +558,8 @@ async def test_what_an_interceptor_changes_is_checked_on_the_trio_face(
         error: type[Exception], words: str) -> None:
     addr = addr_of(server)
     client.register_interceptor(Changes(field, value))
-    calls = {"sync": lambda: client.invoke_sync(addr, req(ECHO), 5),
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+             "sync": lambda: client.invoke_sync(addr, req(ECHO), 5),
              "async": lambda: client.invoke_async(addr, req(ECHO), 5),
              "oneway": lambda: client.invoke_oneway(addr, req(ECHO), 5),
              "many": lambda: client.invoke_many(addr, [req(ECHO)], 5)}
@@ -559,7 +570,7 @@ async def test_what_an_interceptor_changes_is_checked_on_the_trio_face(
 
 
 def test_an_interceptor_timeout_of_minus_1_is_refused_as_the_call_s_would_be(
-        counted: Any) -> None:
+        counted: Counted) -> None:
     server, client, processor = counted
     client.register_interceptor(Changes("timeout", -1))
     with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0"):
@@ -572,7 +583,7 @@ def test_a_call_a_thread_hands_over_that_cannot_start_fails_its_future() -> None
     with RemotingServer() as server, RemotingClient(ClientConfig(io="loop")) as client:
         # the door to the loop threads use, given what no face lets through: it raised on the
         # loop, and the future stayed pending for ever (its callback never ran)
-        fut = client.endpoint.invoker.threads.submit(server.addr, req(COUNTED), "3", "async",
+        fut = client.endpoint.invoker.threads.submit(server.addr, req(COUNTED), "3", "async",  # type: ignore[arg-type]  # on purpose
                                                      lambda _: ran.set())
         assert ran.wait(5)
         with pytest.raises(RemotingError, match="failed unexpectedly"):
@@ -584,11 +595,11 @@ def test_a_call_a_thread_hands_over_that_cannot_start_fails_its_future() -> None
 @pytest.mark.parametrize(("limit", "error"), [
     ("4", TypeError), (None, TypeError), (True, TypeError), (1.5, TypeError),
     (0, ValueError), (-1, ValueError)])
-def test_a_bad_invoke_many_limit_fails_at_once(counted: Any, limit: object,
+def test_a_bad_invoke_many_limit_fails_at_once(counted: Counted, limit: object,
                                                error: type[Exception]) -> None:
     server, client, processor = counted  # 0, -1 and 1.5 were taken as 1; "4" and None raised
     with pytest.raises(error, match="limit must be an int >= 1"):  # bare TypeErrors
-        client.invoke_many(server.addr, [req(COUNTED)], 5, limit)
+        client.invoke_many(server.addr, [req(COUNTED)], 5, limit)  # type: ignore[arg-type]  # hostile input on purpose
     assert processor.calls == 0
     assert len(client.invoke_many(server.addr, [req(COUNTED)] * 3, 5, 10**30)) == 3
 
@@ -602,7 +613,7 @@ async def test_a_bad_trio_invoke_many_limit_fails_at_once(
 
 @pytest.mark.parametrize(("timeout", "error"), [("1", TypeError), (math.nan, ValueError),
                                                 (True, TypeError)])
-def test_a_bad_result_timeout_names_the_argument(counted: Any, timeout: object,
+def test_a_bad_result_timeout_names_the_argument(counted: Counted, timeout: object,
                                                  error: type[Exception]) -> None:
     server, client, _ = counted
     fut = client.invoke_async(server.addr, req(COUNTED), 5)
@@ -613,7 +624,7 @@ def test_a_bad_result_timeout_names_the_argument(counted: Any, timeout: object,
         fut.result(timeout)  # type: ignore[arg-type]
 
 
-def test_a_callback_that_cannot_be_called_fails_at_once(counted: Any) -> None:
+def test_a_callback_that_cannot_be_called_fails_at_once(counted: Counted) -> None:
     server, client, processor = counted  # both were accepted, then only logged
     with pytest.raises(TypeError, match="callback must be a function of the future"):
         client.invoke_async(server.addr, req(COUNTED), 5, callback=5)  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ async def test_garbage_closes_only_that_connection(
     pending = await client.invoke_async(addr_of(server), RemotingCommand.create_request(
         GATED_ASYNC), timeout=10)
     with capture_logs() as logs:
-        bad = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+        bad = await trio.open_tcp_stream("127.0.0.1", server.port)
         await bad.send_all(GARBAGE[name])
         with trio.fail_after(5):
             assert await bad.receive_some(100) == b""  # the server closed it
@@ -54,7 +54,7 @@ async def test_garbage_closes_only_that_connection(
 async def test_oversize_frame_is_refused_before_the_body_arrives(
     server: TrioRemotingServer,
 ) -> None:
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     await stream.send_all(struct.pack(">i", 64 * 1024 * 1024))  # announce 64 MiB, send none
     with trio.fail_after(5):
         assert await stream.receive_some(10) == b""
@@ -63,7 +63,7 @@ async def test_oversize_frame_is_refused_before_the_body_arrives(
 
 async def test_byte_at_a_time_request_is_answered(server: TrioRemotingServer) -> None:
     frame = encode_frame(RemotingCommand.create_request(ASYNC_ECHO, body=b"slow"))
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     for i in range(len(frame)):
         await stream.send_all(frame[i : i + 1])
     from codec import FrameDecoder

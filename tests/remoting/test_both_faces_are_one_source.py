@@ -17,7 +17,7 @@ import pytest
 import trio
 
 import remoting.queue
-from remoting._steps import Await, Steps, drive, drive_async
+from remoting._steps import Await, Step, Steps, drive, drive_async
 from remoting.bus import BusClient, EventBus, Message, TrioBusClient
 from remoting.queue import (
     BlockingQueueClient,
@@ -32,8 +32,9 @@ from remoting.queue import (
 RENAMED = {"close": "aclose", "__enter__": "__aenter__", "__exit__": "__aexit__",
            "__iter__": "__aiter__", "__next__": "__anext__"}
 # methods the bus's faces inherit, sync on both (they never wait): in neither face
-SHARED = {BusClient: {"add_interceptor", "statistics", "addr", "connection_lost", "credit",
-                      "resize", "send_reply", "replying"}}
+SHARED: dict[type, set[str]] = {
+    BusClient: {"add_interceptor", "statistics", "addr", "connection_lost", "credit",
+                "resize", "send_reply", "replying"}}
 # a trio method that is sync by its protocol (``async for`` calls it without awaiting)
 SYNC_ON_BOTH = {"__aiter__"}
 # a trio twin with other parameters on purpose: a task's timeout is its cancel scope
@@ -171,7 +172,7 @@ class Interrupted(BaseException):
     """What a KeyboardInterrupt is to a thread that waits: not an Exception."""
 
 
-def conversation(log: list[str], long_wait: object) -> Steps[str]:
+def conversation(log: list[str], long_wait: Step) -> Steps[str]:
     total = yield Sleep(0)
     log.append(f"slept {total}")
     try:
@@ -235,6 +236,7 @@ async def test_a_task_awaits_an_awaitable_a_handler_returned() -> None:
         return 7
 
     def steps() -> Steps[int]:
-        return (yield Await(handler(), "plain functions only"))
+        answer: int = yield Await(handler(), "plain functions only")
+        return answer
 
     assert await drive_async(steps()) == 7

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,7 +19,7 @@ WAIT = 5.0
 
 
 @pytest.fixture
-def runner() -> CallbackRunner:
+def runner() -> Iterator[CallbackRunner]:
     runner = CallbackRunner("test-callback", 2, owner="owner")
     yield runner
     runner.close(timeout=WAIT)
@@ -42,9 +43,11 @@ def test_every_job_runs_once_on_at_most_threads_threads_of_the_runner(
             if len(own) == n:
                 all_done.set()
 
-    submitters = [threading.Thread(target=lambda k=k: [runner.submit(job, i)
-                                                        for i in range(k, n, 4)])
-                  for k in range(4)]
+    def submit_every_fourth(k: int) -> None:
+        for i in range(k, n, 4):
+            runner.submit(job, i)
+
+    submitters = [threading.Thread(target=submit_every_fourth, args=(k,)) for k in range(4)]
     for t in submitters:
         t.start()
     for t in submitters:

@@ -168,7 +168,12 @@ def test_closing_the_callback_threads_does_not_wait_for_ever_on_a_stuck_callback
     runner = CallbackRunner("test-callback", 1, owner=object())
     stuck = threading.Event()
     entered = threading.Event()
-    runner.submit(lambda: (entered.set(), stuck.wait(600)))  # stuck until the test ends
+
+    def enter_and_stick() -> None:  # stuck until the test ends
+        entered.set()
+        stuck.wait(600)
+
+    runner.submit(enter_and_stick)
     assert entered.wait(5)
     try:
         with capture_logs() as events:

@@ -46,8 +46,8 @@ def test_calls_from_many_threads_each_get_their_own_answer(
     addr = blocking_server.addr
     blocking_client.invoke_sync(addr, req(ECHO), timeout=5)  # connect first
 
-    def work(t: int) -> list[bytes]:
-        out = []
+    def work(t: int) -> list[bytes | None]:
+        out: list[bytes | None] = []
         for i in range(200):
             code = ECHO if i % 2 else ASYNC_ECHO
             st = SerializeType.JSON if i % 3 else SerializeType.ROCKETMQ

@@ -14,8 +14,8 @@ from remoting._observability._statistics import Counters
 from ..factories import req
 
 
-def dispatcher(**config: int) -> Dispatcher:
-    return Dispatcher("test", ServerConfig(**config), Counters(), Inbox(), owner=object(),
+def dispatcher(config: ServerConfig | None = None) -> Dispatcher:
+    return Dispatcher("server", config or ServerConfig(), Counters(), Inbox(), owner=object(),
                       stream_opener=Streams(1 << 20).opener)
 
 
@@ -65,7 +65,8 @@ def test_while_going_away_only_peers_that_understand_it_get_go_away() -> None:
     old_java.language, old_java.version = LanguageCode.JAVA, 401  # RocketMQ 4.9.x
     new_java = req(1)
     new_java.language, new_java.version = LanguageCode.JAVA, 476
-    assert isinstance(d.route(ours), Refusal) and d.route(ours).code == ResponseCode.GO_AWAY
+    refused = d.route(ours)
+    assert isinstance(refused, Refusal) and refused.code == ResponseCode.GO_AWAY
     assert isinstance(d.route(old_java), ProcessorEntry)
     assert d.route(new_java).reason == "going away"  # type: ignore[union-attr]
 
@@ -81,7 +82,7 @@ def test_reject_request_answers_busy_and_a_failing_one_does_not() -> None:
 
 
 def test_a_full_pool_is_refused_before_anything_runs() -> None:
-    d = dispatcher(processor_queue_capacity=0)
+    d = dispatcher(ServerConfig(processor_queue_capacity=0))
     d.register(1, EchoProcessor(), threads=1)  # room for one task in all
     entry = d.route(req(1))
     assert isinstance(entry, ProcessorEntry) and entry.pool is not None

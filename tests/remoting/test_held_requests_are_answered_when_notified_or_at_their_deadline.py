@@ -45,6 +45,7 @@ class Mailbox(AsyncRequestProcessor):
                ) -> RemotingCommand | None:
         self.wakes += 1
         box = (request.ext_fields or {})["box"]
+        assert box is not None
         if box == "broken":
             raise LookupError("no such box")
         letters = self.boxes.get(box)
@@ -59,7 +60,7 @@ class Mailbox(AsyncRequestProcessor):
         answer = self.answer(ctx, request, False)
         if answer is not None:
             return answer
-        wait = float((request.ext_fields or {}).get("wait", "30"))
+        wait = float((request.ext_fields or {}).get("wait") or "30")
         self.holds.hold(ctx, request, key=request.ext_fields["box"],  # type: ignore[index]
                         timeout=wait, wake=self.answer)
         if len(self.holds) == self.expect:
@@ -153,8 +154,12 @@ def test_a_thread_notifies_a_blocking_server_and_held_requests_take_no_thread() 
         for i in range(10):
             for _ in range(100):
                 mailbox.boxes.setdefault(f"box{i}", []).append(b"m")
-        notifier = threading.Thread(target=lambda: [mailbox.holds.notify(f"box{i}")
-                                                    for i in range(10)])
+
+        def notify_every_box() -> None:
+            for i in range(10):
+                mailbox.holds.notify(f"box{i}")
+
+        notifier = threading.Thread(target=notify_every_box)
         notifier.start()
         notifier.join()
         replies = [f.result(10) for f in futures]

@@ -42,7 +42,7 @@ async def test_a_frame_trickled_a_byte_at_a_time_is_bounded_as_a_whole(
     """The partial-frame timeout bounds the whole frame, not the gap between its bytes."""
     server = await start_server(nursery, partial_frame_timeout=0.5)
     frame = encode_frame(req(ASYNC_ECHO, b"x" * 100))
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     async with stream:
         with capture_logs() as logs:
             start = trio.current_time()
@@ -78,7 +78,7 @@ async def test_a_flood_of_responses_nobody_asked_for_is_logged_sparingly_then_cu
     client = TrioRemotingClient()
     await nursery.start(client.serve)
     await client.invoke_sync(addr_of(server), req(ASYNC_ECHO), 5)  # a well-behaved neighbour
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     async with stream:
         with capture_logs() as logs:
             try:
@@ -100,7 +100,7 @@ async def test_a_client_refused_by_a_connection_limit_is_told_the_limit_not_tls(
     nursery: trio.Nursery,
 ) -> None:
     server = await start_server(nursery, max_connections_per_ip=1)
-    held = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    held = await trio.open_tcp_stream("127.0.0.1", server.port)
     async with held:
         await held.send_all(encode_frame(req(ASYNC_ECHO)))
         assert await held.receive_some(1 << 16)  # admitted and served

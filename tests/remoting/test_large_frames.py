@@ -118,7 +118,7 @@ async def test_stalled_large_frame_is_closed_after_the_partial_frame_timeout(
     server.register_processor(ASYNC_ECHO, AsyncEchoProcessor())
     await nursery.start(server.serve)
     frame = encode_frame(sized(ASYNC_ECHO, payload(MIB)))
-    slow = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    slow = await trio.open_tcp_stream("127.0.0.1", server.port)
     async with slow:
         with capture_logs() as logs:
             # timed from before the send: the server may read it all (and start its timer)
@@ -141,7 +141,7 @@ async def test_peer_closing_mid_large_frame_closes_the_connection(
     server: TrioRemotingServer, client: TrioRemotingClient,
 ) -> None:
     frame = encode_frame(sized(ASYNC_ECHO, payload(MIB)))
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     await stream.send_all(frame[: len(frame) // 2])
     with capture_logs() as logs, trio.fail_after(5):
         while not server.statistics().connections:

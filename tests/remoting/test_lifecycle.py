@@ -172,7 +172,7 @@ async def test_broken_connection_emits_exception_then_close(
 ) -> None:
     events = Recorder()
     server.register_channel_event_listener(events)
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     async with stream:
         await stream.send_all(b"\xff\xff\xff\xff garbage")
         assert await trio.to_thread.run_sync(events.closed.wait, 5)

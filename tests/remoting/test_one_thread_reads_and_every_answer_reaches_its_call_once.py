@@ -124,7 +124,7 @@ def connected(owner: Owner) -> tuple[ThreadConnection, CountingRole, socket.sock
     with socket.create_server(("127.0.0.1", 0)) as listener:
         sock = dial("127.0.0.1", listener.getsockname()[1], monotonic() + WAIT)
         peer, _ = listener.accept()
-    conn = ThreadConnection(SocketIO(sock), "127.0.0.1", owner, ClientConfig())  # type: ignore[arg-type]
+    conn = ThreadConnection(SocketIO(sock), "127.0.0.1", owner, ClientConfig())
     role = CountingRole(conn._mutex, conn.state)
     conn._read = role
     read_once = conn._read_once

@@ -34,7 +34,7 @@ class TableMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.table = ResponseTable()
+        self.table: ResponseTable[ResponseFuture] = ResponseTable()
         self.now = 0.0
         self.conns = [Conn(), Conn()]
         self.permits = Permits(1_000_000)
@@ -134,7 +134,7 @@ test_response_table_state_machine = TableMachine.TestCase
 
 
 def test_heap_is_compacted_when_completed_entries_pile_up() -> None:
-    table = ResponseTable()
+    table: ResponseTable[ResponseFuture] = ResponseTable()
     for _ in range(5000):
         fut = ResponseFuture(RemotingCommand.create_request(1), "p", 3600)
         fut.deadline = 3600.0

@@ -11,7 +11,7 @@ from remoting._core._sansio._response_table import ResponseTable
 
 def test_a_completed_call_is_not_kept_alive_by_the_deadline_heap() -> None:
     """The heap holds (deadline, opaque): a finished call's bodies are freed with the call."""
-    table = ResponseTable()
+    table: ResponseTable[ResponseFuture] = ResponseTable()
     fut = ResponseFuture(RemotingCommand.create_request(1, body=b"x" * (1 << 20)), "p", 60)
     fut.deadline = 60.0
     before = sys.getrefcount(fut)

@@ -43,7 +43,7 @@ class Scripted(StreamProcessor):
         try:
             if fields.get("then") == "refuse":
                 raise AbortProcessError(ResponseCode.NO_PERMISSION, "not for you")
-            for i in range(int(fields.get("n", "0"))):
+            for i in range(int(fields.get("n") or "0")):
                 await stream.send(RemotingCommand.create_request(0, body=b"%d" % i))
             if fields.get("then") == "raise":
                 raise ValueError("the source broke")
@@ -184,7 +184,7 @@ async def test_an_absurd_credit_frame_ends_that_stream_only(
 
 async def test_frames_of_unknown_streams_are_dropped_and_the_connection_serves_on(
         server: TrioRemotingServer, client: TrioRemotingClient) -> None:
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     async with stream:
         for code in StreamCode:
             frame = RemotingCommand.create_request(code, header={"streamId": "12345"})

@@ -35,7 +35,7 @@ class Counting(StreamProcessor):
 
     async def process_stream(self, ctx: RequestContext, request: RemotingCommand,
                              stream: ServerStream) -> None:
-        n = int((request.ext_fields or {}).get("n", "-1"))
+        n = int((request.ext_fields or {}).get("n") or "-1")
         while n < 0 or self.sent < n:
             self.credits_seen.append(stream.credits)
             await stream.send(RemotingCommand.create_request(0, body=b"%d" % self.sent))

@@ -80,9 +80,15 @@ async def test_a_trio_server_has_addr_as_the_blocking_one_has() -> None:
         assert blocking.addr == f"127.0.0.1:{blocking.port}"
 
 
-def test_a_trio_server_not_bound_yet_says_so() -> None:
+def test_a_server_not_bound_yet_says_so_on_both_faces() -> None:
+    server = TrioRemotingServer(ServerConfig())
     with pytest.raises(RemotingError, match="not bound yet"):
-        _ = TrioRemotingServer(ServerConfig()).addr
+        _ = server.addr
+    with pytest.raises(RemotingError, match="not bound yet"):
+        _ = server.port
+    blocking = RemotingServer(ServerConfig())
+    with pytest.raises(RemotingError, match="not started"):
+        _ = blocking.port
 
 
 async def test_a_trio_face_callback_runs_on_a_thread_and_hands_back_as_the_guide_says() -> None:

@@ -22,6 +22,7 @@ from remoting._core._thread_driver import _thread_connection, _thread_driver
 
 from ..factories import req
 from ..hangs import HANG_SECONDS
+from .conftest import threads_io
 
 SCRAMBLED = 61  # answers after a random pause: they come back in another order
 SILENT = 62  # never answers
@@ -214,8 +215,8 @@ def test_threads_one_read_answered_stop_following_without_the_connections_mutex(
     with _server() as server, RemotingClient(ClientConfig(io="threads")) as client:
         server.register_processor(GATHERED, Gathered())
         client.invoke_sync(server.addr, req(SCRAMBLED), 5)
-        assert client._io.driver is not None
-        (conn,) = client._io.driver.connections
+        assert threads_io(client).driver is not None
+        (conn,) = threads_io(client).driver.connections
         counting = _CountingLock(conn._read._mutex, "stop_following")
         conn._read._mutex = counting  # type: ignore[assignment]
         gather_in_rounds(client, server.addr)

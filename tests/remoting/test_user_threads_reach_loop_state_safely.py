@@ -27,6 +27,7 @@ from remoting._core._doors._threads import Inbox
 from remoting._core._receiving._dispatch import Dispatcher
 from remoting._core._streams._streams import Streams
 from remoting._core._thread_driver._pending_calls import ThreadCall
+from remoting._core._thread_driver._thread_driver import ThreadDriver
 from remoting._core._trio_driver._connection import Connection
 from remoting._observability._statistics import Counters
 
@@ -128,6 +129,7 @@ def test_a_threads_call_is_refused_by_a_connection_told_go_away(
     with RemotingClient() as client:
         client.invoke_sync(addr, req(ASYNC_ECHO), 5)
         driver = client.endpoint.threads
+        assert driver is None or isinstance(driver, ThreadDriver)  # (io="threads")
         if driver is None:
             conn: Any = client.endpoint.channels.by_addr[addr]  # what a thread looked up
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -51,7 +52,7 @@ def no_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def server() -> RemotingServer:
+def server() -> Iterator[RemotingServer]:
     server = RemotingServer()
     server.register_processor(ECHO, EchoProcessor())
     server.register_processor(DELAYED, Delayed())

@@ -7,15 +7,17 @@ from __future__ import annotations
 import socket
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from codec import RemotingCommand, ResponseCode
-from remoting.rocketmq._flows import Call
+from remoting.rocketmq._flows import Call, Flow
 from remoting.rocketmq._message_codec import MAGIC_CODE, properties_string
 
 DATA = __import__("pathlib").Path(__file__).parent / "data"
+
+T = TypeVar("T")
 
 
 def stored_message(*, topic: str = "T", body: bytes = b"body", queue_id: int = 0,
@@ -92,17 +94,20 @@ class Responder:
     answer: Callable[[Call], RemotingCommand | None]
     calls: list[Call] = field(default_factory=list)
 
-    def run(self, flow: Iterator[Call]) -> Any:
-        """Run ``flow`` to its end; return its result (or raise what it raised)."""
+    def run(self, flow: Flow[T]) -> T:
+        """Run ``flow`` (of single calls) to its end; return its result (or raise what it
+        raised)."""
         try:
             call = next(flow)
             while True:
+                assert isinstance(call, Call), f"a Responder answers single calls: {call}"
                 self.calls.append(call)
                 try:
                     result = self.answer(call)
                 except Exception as exc:
-                    call = flow.throw(exc)  # type: ignore[attr-defined]
+                    call = flow.throw(exc)
                     continue
-                call = flow.send(result)  # type: ignore[attr-defined]
+                call = flow.send(result)
         except StopIteration as stop:
-            return stop.value
+            value: T = stop.value
+            return value

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,11 +68,11 @@ class Member:
         self.proc.stdout.close()
 
 
-def _until(condition: object, timeout: float) -> float:
+def _until(condition: Callable[[], object], timeout: float) -> float:
     started = time.monotonic()
-    while not condition() and time.monotonic() - started < timeout:  # type: ignore[operator]
+    while not condition() and time.monotonic() - started < timeout:
         time.sleep(0.05)
-    assert condition(), "not reached in time"  # type: ignore[operator]
+    assert condition(), "not reached in time"
     return time.monotonic() - started
 
 
@@ -103,8 +104,8 @@ def test_a_killed_member_s_queues_move_and_nothing_is_lost(
                         sending.set()
                     time.sleep(0.002)
 
-        producer = threading.Thread(target=produce, args=(3000,))
-        producer.start()
+        producing = threading.Thread(target=produce, args=(3000,))
+        producing.start()
         _until(lambda: len(sent) >= 1000, 120)
         victim = max(members, key=lambda m: len(m.queues))
         lost_queues = victim.queues
@@ -113,8 +114,11 @@ def test_a_killed_member_s_queues_move_and_nothing_is_lost(
         moved_in = _until(lambda: _shared_exactly(survivors, 8), REBALANCE_INTERVAL + 10)
         assert moved_in <= REBALANCE_INTERVAL, moved_in
         assert lost_queues <= frozenset().union(*(m.queues for m in survivors))
-        producer.join()
-        everyone = lambda: [i for m in members for i in m.ids]  # noqa: E731
+        producing.join()
+
+        def everyone() -> list[str]:
+            return [i for m in members for i in m.ids]
+
         _until(lambda: set(sent) <= set(everyone()), 120)
         counts = Counter(everyone())
         duplicates = sum(c - 1 for c in counts.values())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from codec import ResponseCode
+from codec import RemotingCommand, ResponseCode
 from remoting import RemotingConnectError, RemotingTimeoutError
 from remoting.rocketmq import MQBrokerError, SendFailedError, SendStatus, TopicRouteError
 from remoting.rocketmq._flows import Call, fetch_route, publish_queues, query_offset
@@ -45,7 +45,7 @@ def test_a_route_lookup_fails_over_to_the_next_name_server() -> None:
     state = _state()
     responder = Responder(answer)
     route = responder.run(fetch_route(state, "t"))
-    assert route.master("a") == "h:1"
+    assert route is not None and route.master("a") == "h:1"
     assert [c.addr for c in responder.calls] == NS
     assert state.name_server_order()[0] == "ns2:9876"  # sticks to the one that answered
 
@@ -81,9 +81,10 @@ def _cluster(state: ClientState, brokers: dict[str, str]) -> None:
 OPTIONS = SendOptions(group="g", timeout=30.0, retries=2)
 
 
-def _ok(call: Call):  # type: ignore[no-untyped-def]
-    return response(fields={"msgId": "ABC", "queueId": call.request.ext_fields["e"],  # type: ignore[index]
-                            "queueOffset": "7"})
+def _ok(call: Call) -> RemotingCommand:
+    queue_id = (call.request.ext_fields or {})["e"]
+    assert queue_id is not None
+    return response(fields={"msgId": "ABC", "queueId": queue_id, "queueOffset": "7"})
 
 
 def test_a_failed_send_is_retried_on_another_broker_with_the_same_message_id() -> None:
@@ -103,6 +104,7 @@ def test_a_failed_send_is_retried_on_another_broker_with_the_same_message_id() -
     message = prepare(OPTIONS, "t", b"body", tags="x")
     responder = Responder(answer)
     result = responder.run(send(state, OPTIONS, message))
+    assert result is not None  # (None: a oneway send)
     assert result.status is SendStatus.SEND_OK and result.queue_offset == 7
     assert seen[0][0] != seen[1][0]  # another broker
     assert seen[0][1] == seen[1][1] and result.msg_id in seen[0][1]  # the same UNIQ_KEY
@@ -142,6 +144,7 @@ def test_a_batch_is_one_send_batch_frame_with_each_messages_id() -> None:
     result = responder.run(send(state, OPTIONS, batch))
     (call,) = [c for c in responder.calls if c.request.code == Code.SEND_BATCH_MESSAGE]
     assert call.request.ext_fields["m"] == "true"  # type: ignore[index]
+    assert result is not None
     assert len(result.msg_ids) == 3 and result.msg_id == ",".join(result.msg_ids)
 
 

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.default_io
 Answer = Callable[[RemotingCommand], RemotingCommand | None]
 
 
-def _ok(fields: dict[str, str] | None = None, body: bytes | None = None) -> RemotingCommand:
+def _ok(fields: dict[str, str | None] | None = None, body: bytes | None = None) -> RemotingCommand:
     response = RemotingCommand.create_response(ResponseCode.SUCCESS)
     response.ext_fields = fields
     response.body = body

@@ -57,7 +57,7 @@ def test_every_truncation_of_a_real_answer_keeps_the_whole_messages_before_it() 
         assert [m.msg_id for m in messages] == [m.msg_id for m in whole[:complete]]
 
 
-_TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02")
+_TEXT = st.characters(exclude_categories=["Cs"], exclude_characters="\x01\x02")
 
 
 @given(topic=st.text(_TEXT, min_size=1, max_size=40).filter(lambda t: len(t.encode()) <= 127),

@@ -5,9 +5,9 @@ a window, and offsets the broker no longer holds reported, never skipped silentl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -16,7 +16,7 @@ from remoting import RemotingConnectError
 from remoting.rocketmq import MessageQueue, MQBrokerError
 from remoting.rocketmq._arrow_codec import messages_batch
 from remoting.rocketmq._drive import run_callbacks
-from remoting.rocketmq._flows import Calls
+from remoting.rocketmq._flows import Calls, Flow
 from remoting.rocketmq._protocol import Code
 from remoting.rocketmq._range import commit_offsets, queue_bounds, read_range, windows_of
 from remoting.rocketmq._subscription import Subscription
@@ -25,6 +25,16 @@ from .factories import pull_response, response, stored_message
 
 QUEUE = MessageQueue("T", "broker-a", 0)
 ALL = Subscription.parse("T", "*", 0)
+
+
+T = TypeVar("T")
+
+
+def _field(request: RemotingCommand, name: str) -> str:
+    """A header field the flow always sets."""
+    value = (request.ext_fields or {})[name]
+    assert value is not None
+    return value
 
 
 @dataclass
@@ -38,9 +48,8 @@ class Broker:
     rounds: list[list[tuple[int, int]]] = field(default_factory=list)
 
     def pull(self, request: RemotingCommand) -> RemotingCommand:
-        fields = request.ext_fields or {}
-        offset, wanted = int(fields["queueOffset"]), int(fields["maxMsgNums"])
-        expression = fields["subscription"]
+        offset, wanted = int(_field(request, "queueOffset")), int(_field(request, "maxMsgNums"))
+        expression = _field(request, "subscription")
         tags = None if expression == "*" else {t.strip() for t in expression.split("||")}
         bounds = {"min_offset": self.first, "max_offset": self.end}
         if offset < self.first:
@@ -64,17 +73,17 @@ class Broker:
                                  next_offset=at, **bounds)
         return pull_response(b"".join(found), next_offset=at, **bounds)
 
-    def run(self, flow: Iterator[Any]) -> Any:
+    def run(self, flow: Flow[T]) -> T:
         try:
             call = next(flow)
             while True:
                 assert isinstance(call, Calls)
-                self.rounds.append([(int((r.ext_fields or {})["queueOffset"]),
-                                     int((r.ext_fields or {})["maxMsgNums"]))
+                self.rounds.append([(int(_field(r, "queueOffset")), int(_field(r, "maxMsgNums")))
                                     for r in call.requests])
                 call = flow.send([self.pull(r) for r in call.requests])
         except StopIteration as stop:
-            return stop.value
+            value: T = stop.value
+            return value
 
 
 def offsets_read(broker: Broker, start: int, end: int, subscription: Subscription = ALL,
@@ -141,7 +150,7 @@ def test_a_broker_refusing_a_pull_raises_its_code() -> None:
         return response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "no group")
 
     broker = Broker(0, 100)
-    broker.pull = refused  # type: ignore[method-assign]
+    broker.pull = refused  # type: ignore[assignment,method-assign]  # refusing on purpose
     with pytest.raises(MQBrokerError) as caught:
         broker.run(read_range("b:1", "g", QUEUE, 0, 10, ALL))
     assert caught.value.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
@@ -170,12 +179,13 @@ def test_bounds_and_commits_take_one_round_and_report_each_queues_error() -> Non
     first, second, third = done.value.value
     assert first == 7 and isinstance(second, MQBrokerError) and third is error
 
-    flow = commit_offsets("b:1", "g", [(queues[0], 5), (queues[1], 9)])
-    call = next(flow)
+    commits = commit_offsets("b:1", "g", [(queues[0], 5), (queues[1], 9)])
+    call = next(commits)
+    assert isinstance(call, Calls)
     assert [(r.code, (r.ext_fields or {})["commitOffset"]) for r in call.requests] == [
         (Code.UPDATE_CONSUMER_OFFSET, "5"), (Code.UPDATE_CONSUMER_OFFSET, "9")]
     with pytest.raises(StopIteration) as done:
-        flow.send([response(), response(ResponseCode.SYSTEM_ERROR, "x")])
+        commits.send([response(), response(ResponseCode.SYSTEM_ERROR, "x")])
     assert done.value.value[0] is None and isinstance(done.value.value[1], MQBrokerError)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import pytest
 
@@ -25,11 +26,11 @@ pytestmark = pytest.mark.default_io
 WAIT = 90.0
 
 
-def _until(condition: object, timeout: float = WAIT) -> None:
+def _until(condition: Callable[[], object], timeout: float = WAIT) -> None:
     deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+    while not condition() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert condition(), "not reached in time"  # type: ignore[operator]
+    assert condition(), "not reached in time"
 
 
 def test_a_failing_handler_gets_the_message_again_from_the_retry_topic_then_the_dlq(
@@ -58,7 +59,12 @@ def test_a_failing_handler_gets_the_message_again_from_the_retry_topic_then_the_
     with LitePullConsumer(ns, rocketmq_cluster.new_group("dlq"), f"%DLQ%{group}",
                           consume_from="first") as dlq:
         dead: list[Message] = []
-        _until(lambda: bool(dead.extend(dlq.poll(1.0)) or dead))
+
+        def some_dead() -> bool:
+            dead.extend(dlq.poll(1.0))
+            return bool(dead)
+
+        _until(some_dead)
     assert [m.msg_id for m in dead] == [sent.msg_id] and dead[0].body == b"stubborn"
 
 

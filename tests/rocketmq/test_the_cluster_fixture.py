@@ -145,7 +145,7 @@ def test_a_broker_whose_port_was_taken_starts_again_on_other_ports(
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
-    vip = taken.getsockname()[1]
+    vip: int = taken.getsockname()[1]
     first = True
     real = cluster_module.free_port
 

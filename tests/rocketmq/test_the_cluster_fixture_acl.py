@@ -3,6 +3,8 @@ Java's own client with its AclClientRPCHook sees them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from .cluster import UPDATE_AND_CREATE_TOPIC, RocketMQAclCluster
@@ -12,8 +14,9 @@ from .java_peer import JavaPeer, PeerError
 def test_the_admin_sends_anywhere_and_the_restricted_account_uses_its_topic_and_group(
         rocketmq_acl_cluster: RocketMQAclCluster, java_peer: JavaPeer) -> None:
     c = rocketmq_acl_cluster
-    admin = {"access_key": c.access_key, "secret_key": c.secret_key}
-    restricted = {"access_key": c.restricted_access_key,
+    # connection options (``**connection: Any`` of the peer's methods)
+    admin: dict[str, Any] = {"access_key": c.access_key, "secret_key": c.secret_key}
+    restricted: dict[str, Any] = {"access_key": c.restricted_access_key,
                   "secret_key": c.restricted_secret_key}
     sent = java_peer.produce(c.name_servers, c.new_topic(), 2, **admin)
     assert [r["status"] for r in sent] == ["SEND_OK"] * 2
@@ -33,12 +36,13 @@ def test_java_is_refused_a_wrong_secret_no_signature_and_a_topic_it_may_not_publ
         rocketmq_acl_cluster: RocketMQAclCluster, java_peer: JavaPeer, who: str,
         refusal: str) -> None:
     c = rocketmq_acl_cluster
-    topic, credentials = {
+    cases: dict[str, tuple[str, dict[str, Any]]] = {
         "wrong secret": (c.open_topic, {"access_key": c.access_key, "secret_key": "wrong"}),
         "no credentials": (c.open_topic, {}),
         "restricted, SUB-only topic": (c.sub_topic, {
             "access_key": c.restricted_access_key, "secret_key": c.restricted_secret_key}),
-    }[who]
+    }
+    topic, credentials = cases[who]
     with pytest.raises(PeerError, match=refusal):
         java_peer.produce(c.name_servers, topic, 1, timeout=120, **credentials)
 

@@ -12,7 +12,7 @@ SYSTEM_ERROR.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -85,7 +85,7 @@ def create_topic(server: RemotingServer) -> None:
 
 
 # the requests a server reads a number from, with the field that gets ``value``
-PLACES = {
+PLACES: dict[str, Callable[[str], tuple[int, dict[str, str]]]] = {
     "stream streamId": lambda v: (STREAM, {"streamId": v, "credits": "5"}),
     "stream credits": lambda v: (STREAM, {"streamId": "1", "credits": v}),
     "bus timeoutMillis": lambda v: (BusCode.SEND, {"kind": "send", "address": "a",

@@ -108,13 +108,13 @@ async def open_admitted_and_raw(nursery: trio.Nursery, **config: object
                                 ) -> tuple[TrioRemotingServer, trio.SocketStream]:
     server = TrioRemotingServer(ServerConfig(max_connections=1, **config))  # type: ignore[arg-type]
     server.register_processor(ECHO, AsyncEchoProcessor())
-    await nursery.start(server.serve)
-    kept = await trio.open_tcp_stream("127.0.0.1", server.port)
+    port = await nursery.start(server.serve)
+    kept = await trio.open_tcp_stream("127.0.0.1", port)
     nursery.start_soon(hold, kept)
     with trio.fail_after(5):
         while server.statistics().admitted < 1:
             await trio.testing.wait_all_tasks_blocked()
-    return server, await trio.open_tcp_stream("127.0.0.1", server.port)
+    return server, await trio.open_tcp_stream("127.0.0.1", port)
 
 
 async def hold(stream: trio.SocketStream) -> None:

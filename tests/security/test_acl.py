@@ -126,7 +126,7 @@ async def test_a_connection_repeating_refused_requests_cannot_flood_the_log(
         other = TrioRemotingClient()  # another connection is counted on its own
         await nursery.start(other.serve)
         elsewhere = await other.invoke_sync(addr, RemotingCommand.create_request(ECHO), 5)
-    assert [a.code for a in answers] == [ResponseCode.NO_PERMISSION] * 100  # every one answered
+    assert [getattr(a, "code", a) for a in answers] == [ResponseCode.NO_PERMISSION] * 100  # all
     assert elsewhere.code == ResponseCode.NO_PERMISSION
     refusals = [e["refused_on_connection"] for e in logs if e["event"] == "acl.refused"]
     assert refusals == [1, 2, 4, 8, 16, 32, 64, 1]

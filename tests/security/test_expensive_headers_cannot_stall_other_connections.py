@@ -152,7 +152,7 @@ def _slowest_headers_worst_latency(server: RemotingServer) -> float:
 
 
 class LongHeaderReply(EchoProcessor):
-    def process_request(self, ctx: object, request: RemotingCommand  # type: ignore[override]
+    def process_request(self, ctx: object, request: RemotingCommand
                         ) -> RemotingCommand:
         response = RemotingCommand.create_response(ResponseCode.SUCCESS)
         response.ext_fields = {"k": "v" * 70_000}

@@ -46,11 +46,11 @@ async def test_connections_beyond_the_limit_are_closed(nursery: trio.Nursery, li
     server = await serve(nursery, **{limit: 2})
     async with AsyncExitStack() as streams:  # closed on the way out, failed or not
         kept = [await streams.enter_async_context(
-            await trio.open_tcp_stream("127.0.0.1", server.port))  # type: ignore[arg-type]
+            await trio.open_tcp_stream("127.0.0.1", server.port))
             for _ in range(2)]
         with capture_logs() as logs:
             extra = await streams.enter_async_context(
-                await trio.open_tcp_stream("127.0.0.1", server.port))  # type: ignore[arg-type]
+                await trio.open_tcp_stream("127.0.0.1", server.port))
             assert await is_closed_by_server(extra)
         assert any(e["event"] == "connection.refused" and limit in e["reason"] for e in logs)
         # the admitted ones still work
@@ -75,7 +75,7 @@ async def test_stalled_partial_frame_is_closed_and_others_are_unaffected(
     frame = encode_frame(RemotingCommand.create_request(ECHO, body=b"x" * 100))
     client = TrioRemotingClient()
     await nursery.start(client.serve)
-    slow = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    slow = await trio.open_tcp_stream("127.0.0.1", server.port)
     async with slow:
         with capture_logs() as logs:
             # timed from before the send: the server may read it (and start its timer) before

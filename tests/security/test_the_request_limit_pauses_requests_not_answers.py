@@ -92,7 +92,7 @@ async def test_a_frame_completed_during_the_pause_is_not_stalled(between: bytes)
             with trio.fail_after(5):
                 assert await trio.to_thread.run_sync(slow.started.acquire, True, 5)
             await stream.send_all(frames[2][20:])  # C completes while the reads are paused
-            decoder, bodies = FrameDecoder(1 << 20), []
+            decoder, bodies = FrameDecoder(1 << 20), list[bytes | None]()
             with trio.fail_after(10):
                 while len(bodies) < 3:
                     data = await stream.receive_some(65536)

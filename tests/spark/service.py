@@ -94,7 +94,7 @@ class RowProcessor(RequestProcessor):
             row = orjson.loads(body)
             return ok(orjson.dumps({"total": row["a"] + row["b"], "label": "a+b"}))
         if code == TYPED:
-            return ok(typed(int(body), (request.ext_fields or {}).get("want", "")))
+            return ok(typed(int(body), (request.ext_fields or {}).get("want") or ""))
         return ok(body)  # WHO
 
 

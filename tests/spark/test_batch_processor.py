@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from codec import RemotingCommand, ResponseCode
@@ -10,10 +12,13 @@ from remoting import RemotingClient
 
 from .service import BATCH_FAIL, BATCH_UPPER
 
+if TYPE_CHECKING:
+    from .conftest import Service
+
 pytestmark = pytest.mark.spark
 
 
-def test_batch_round_trip_through_the_processor(service):
+def test_batch_round_trip_through_the_processor(service: Service) -> None:
     import pyarrow as pa
 
     batch = pa.RecordBatch.from_pydict({"value": ["a", None, "ç"]})
@@ -33,8 +38,9 @@ def _truncated_arrow() -> bytes:
 
 
 @pytest.mark.parametrize("body", [None, b"", b"not arrow at all", "truncated"])
-def test_a_body_that_is_not_arrow_gets_invalid_parameter(service, body):
-    if body == "truncated":  # was SYSTEM_ERROR (an OSError from pyarrow)
+def test_a_body_that_is_not_arrow_gets_invalid_parameter(
+        service: Service, body: bytes | str | None) -> None:
+    if isinstance(body, str):  # "truncated": was SYSTEM_ERROR (an OSError from pyarrow)
         body = _truncated_arrow()
     with RemotingClient() as client:
         response = client.invoke_sync(
@@ -44,7 +50,7 @@ def test_a_body_that_is_not_arrow_gets_invalid_parameter(service, body):
     assert "Arrow IPC stream" in (response.remark or "")
 
 
-def test_a_failing_process_batch_gets_system_error(service):
+def test_a_failing_process_batch_gets_system_error(service: Service) -> None:
     import pyarrow as pa
 
     body = encode_batch(pa.RecordBatch.from_pydict({"value": ["a"]}))
@@ -56,7 +62,7 @@ def test_a_failing_process_batch_gets_system_error(service):
     assert "always fails" in (response.remark or "")
 
 
-def test_decode_batch_combines_a_stream_of_several_batches():
+def test_decode_batch_combines_a_stream_of_several_batches() -> None:
     import pyarrow as pa
 
     table = pa.table({"x": [1, 2, 3, 4]})
@@ -68,7 +74,7 @@ def test_decode_batch_combines_a_stream_of_several_batches():
     assert combined.to_pydict() == {"x": [1, 2, 3, 4]}
 
 
-def test_decode_batch_of_an_empty_stream_keeps_the_schema():
+def test_decode_batch_of_an_empty_stream_keeps_the_schema() -> None:
     import pyarrow as pa
 
     schema = pa.schema([("x", pa.int64())])

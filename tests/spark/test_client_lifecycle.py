@@ -9,6 +9,7 @@ import sys
 import uuid
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,22 +18,27 @@ from remoting.spark import get_client, remote_batch_udf, remote_udf
 
 from .service import BATCH_UPPER, UPPER, WHO, upper
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from .conftest import Service
+
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def strings(spark, rows: int, partitions: int):
+def strings(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
     from pyspark.sql import functions as F
 
     return spark.range(rows, numPartitions=partitions).select(
         "id", F.concat(F.lit("row-"), F.col("id").cast("string")).alias("s"))
 
 
-def test_one_client_per_worker_process_with_reuse_on(spark, service):
+def test_one_client_per_worker_process_with_reuse_on(spark: SparkSession, service: Service) -> None:
     from pyspark.accumulators import AccumulatorParam
 
-    class SetParam(AccumulatorParam):
+    class SetParam(AccumulatorParam[set[int]]):
         def zero(self, value: set[int]) -> set[int]:
             return set()
 
@@ -54,7 +60,7 @@ def test_one_client_per_worker_process_with_reuse_on(spark, service):
     assert len(service.recorder.clients[tag]) == len(pids.value)
 
 
-def test_worker_reuse_off_gives_one_client_per_task(service):
+def test_worker_reuse_off_gives_one_client_per_task(service: Service) -> None:
     tag = uuid.uuid4().hex
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
 
@@ -69,7 +75,7 @@ def test_worker_reuse_off_gives_one_client_per_task(service):
     assert len(service.recorder.clients[tag]) == 4
 
 
-def test_udf_closure_pickles_without_a_client(service):
+def test_udf_closure_pickles_without_a_client(service: Service) -> None:
     import pandas as pd
     from pyspark import cloudpickle
 
@@ -77,7 +83,7 @@ def test_udf_closure_pickles_without_a_client(service):
     client = get_client(config)  # a live client in this process must not leak into the UDF
     udf = remote_udf(service.addr, UPPER, config=config)
 
-    data = cloudpickle.dumps(udf.func)
+    data = cloudpickle.dumps(udf.func)  # type: ignore[attr-defined]  # (pyspark's, not RemoteUDF's)
 
     assert b"RemotingClient" not in data
     with pytest.raises(TypeError, match="cannot be pickled"):
@@ -88,16 +94,16 @@ def test_udf_closure_pickles_without_a_client(service):
     assert get_client(config) is client  # the unpickled UDF found this process's client
 
 
-def test_batch_udf_closure_pickles_without_a_client(service):
+def test_batch_udf_closure_pickles_without_a_client(service: Service) -> None:
     from pyspark import cloudpickle
 
     get_client()
-    data = cloudpickle.dumps(remote_batch_udf(service.addr, BATCH_UPPER).func)
+    data = cloudpickle.dumps(remote_batch_udf(service.addr, BATCH_UPPER).func)  # type: ignore[attr-defined]
 
     assert b"RemotingClient" not in data
 
 
-def test_get_client_is_one_per_config_and_replaces_a_shut_down_client(service):
+def test_get_client_is_one_per_config_and_replaces_a_shut_down_client(service: Service) -> None:
     config = ClientConfig(connect_timeout=1.5)
     first = get_client(config)
     assert get_client(config) is first
@@ -111,7 +117,7 @@ def test_get_client_is_one_per_config_and_replaces_a_shut_down_client(service):
     assert response.body == b"X"
 
 
-def test_fork_gives_a_fresh_client(service):
+def test_fork_gives_a_fresh_client(service: Service) -> None:
     config = ClientConfig(connect_timeout=1.75)
     parent_client = get_client(config)
     read_end, write_end = os.pipe()
@@ -144,7 +150,7 @@ def test_fork_gives_a_fresh_client(service):
         service.addr, RemotingCommand.create_request(UPPER, body=b"p")).body == b"P"
 
 
-def test_a_fork_does_not_wait_for_a_client_being_started_in_another_thread():
+def test_a_fork_does_not_wait_for_a_client_being_started_in_another_thread() -> None:
     import threading
 
     from remoting.spark import _client
@@ -172,7 +178,7 @@ def test_a_fork_does_not_wait_for_a_client_being_started_in_another_thread():
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-def test_importing_remoting_and_processors_imports_neither_pyspark_nor_pyarrow():
+def test_importing_remoting_and_processors_imports_neither_pyspark_nor_pyarrow() -> None:
     code = ("import sys, remoting, processors; "
             "bad = [m for m in ('pyspark', 'pyarrow', 'pandas') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
@@ -183,7 +189,8 @@ def test_importing_remoting_and_processors_imports_neither_pyspark_nor_pyarrow()
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_large_batches_are_split_to_fit_the_frame_limit(spark, service):
+def test_large_batches_are_split_to_fit_the_frame_limit(
+        spark: SparkSession, service: Service) -> None:
     from pyspark.sql import functions as F
 
     before = service.recorder.count(BATCH_UPPER)
@@ -199,7 +206,7 @@ def test_large_batches_are_split_to_fit_the_frame_limit(spark, service):
     assert service.recorder.count(BATCH_UPPER) - before > 2  # more requests than batches
 
 
-def test_closed_client_raises_clearly():
+def test_closed_client_raises_clearly() -> None:
     client = get_client(ClientConfig(connect_timeout=1.1))
     client.shutdown()
     with pytest.raises(RemotingError, match="closed"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ AS_INSTALLED = ("import sys; sys.modules['examples'] = None; from remoting.cli i
                 "sys.exit(main(sys.argv[1:]))")
 
 
-def test_demo_scores_every_row_in_both_modes_and_exits_0(tmp_path):
+def test_demo_scores_every_row_in_both_modes_and_exits_0(tmp_path: Path) -> None:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
 
     done = subprocess.run(
@@ -43,7 +44,8 @@ def test_demo_scores_every_row_in_both_modes_and_exits_0(tmp_path):
     assert "[Stage" not in done.stderr and "\r" not in done.stdout + done.stderr
 
 
-def test_the_stream_demo_scores_every_message_once_prints_triggers_and_exits_0(tmp_path):
+def test_the_stream_demo_scores_every_message_once_prints_triggers_and_exits_0(
+        tmp_path: Path) -> None:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
 
     done = subprocess.run(
@@ -64,13 +66,13 @@ def test_the_stream_demo_scores_every_message_once_prints_triggers_and_exits_0(t
     assert any((tmp_path / "demo-stream" / "scores").glob("*.parquet"))
 
 
-def test_cli_rejects_a_bad_row_count(capsys):
+def test_cli_rejects_a_bad_row_count(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["demo", "--rows", "0"])
     assert "must be >= 1" in capsys.readouterr().err
 
 
-def test_cli_parses_demo_options():
+def test_cli_parses_demo_options() -> None:
     args = build_parser().parse_args(["demo", "--rows", "1_000", "--partitions", "3"])
     assert (args.rows, args.partitions, str(args.output)) == (1000, 3, "output")
     assert not args.stream and build_parser().parse_args(["demo", "--stream"]).stream

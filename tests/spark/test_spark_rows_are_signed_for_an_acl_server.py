@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -34,6 +35,9 @@ from remoting.spark._calls import CallSpec, call_bodies
 from remoting.spark._fleet import Cooldowns
 
 from .service import BATCH_ENRICH, BATCH_UPPER, UPPER, Recorder, register, upper
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 ECHO = 1
 ROWS = 300  # several growing chunks of 16
@@ -97,7 +101,7 @@ def test_get_client_keeps_hooks_apart_and_across_replacement(acl_server: Remotin
     assert call(replaced) == ResponseCode.SUCCESS  # the new client has the hooks too
 
 
-def strings(spark, rows: int = 400, partitions: int = 2):
+def strings(spark: SparkSession, rows: int = 400, partitions: int = 2) -> DataFrame:
     from pyspark.sql import functions as F
 
     return spark.range(rows, numPartitions=partitions).select(
@@ -105,7 +109,8 @@ def strings(spark, rows: int = 400, partitions: int = 2):
 
 
 @pytest.mark.spark
-def test_per_row_udf_with_hooks_is_served_and_without_is_refused(spark, acl_server) -> None:
+def test_per_row_udf_with_hooks_is_served_and_without_is_refused(
+        spark: SparkSession, acl_server: RemotingServer) -> None:
     signed = remote_udf(acl_server.addr, UPPER, config=CONFIG, hooks=[signer()])
     unsigned = remote_udf(acl_server.addr, UPPER, config=CONFIG, on_error="null")
 
@@ -118,7 +123,8 @@ def test_per_row_udf_with_hooks_is_served_and_without_is_refused(spark, acl_serv
 
 
 @pytest.mark.spark
-def test_batch_helpers_with_hooks_are_served(spark, acl_server) -> None:
+def test_batch_helpers_with_hooks_are_served(
+        spark: SparkSession, acl_server: RemotingServer) -> None:
     batch = remote_batch_udf(acl_server.addr, BATCH_UPPER, config=CONFIG, hooks=[signer()])
     mapped = remote_map_in_arrow(strings(spark), acl_server.addr, BATCH_ENRICH,
                                  "id long, s string, up string", config=CONFIG,

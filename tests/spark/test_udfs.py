@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,13 +28,18 @@ from .service import (
     upper,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from .conftest import Service
+
 pytestmark = pytest.mark.spark
 
 ROWS = 3_000
 PARTITIONS = 4
 
 
-def strings(spark: Any, rows: int = ROWS, partitions: int = PARTITIONS) -> Any:
+def strings(spark: SparkSession, rows: int = ROWS, partitions: int = PARTITIONS) -> DataFrame:
     """Return a DataFrame (id, s = "row-<id>")."""
     from pyspark.sql import functions as F
 
@@ -42,7 +47,7 @@ def strings(spark: Any, rows: int = ROWS, partitions: int = PARTITIONS) -> Any:
         "id", F.concat(F.lit("row-"), F.col("id").cast("string")).alias("s"))
 
 
-def by_id(df: Any, *columns: str) -> dict[int, Any]:
+def by_id(df: DataFrame, *columns: str) -> dict[int, Any]:
     """Collect ``columns`` keyed by id (one value, or a tuple for several columns)."""
     out = {}
     for row in df.select("id", *columns).collect():
@@ -50,7 +55,8 @@ def by_id(df: Any, *columns: str) -> dict[int, Any]:
     return out
 
 
-def test_per_row_results_equal_local_computation_one_request_per_row(spark, service):
+def test_per_row_results_equal_local_computation_one_request_per_row(
+        spark: SparkSession, service: Service) -> None:
     before = service.recorder.count(UPPER)
     udf = remote_udf(service.addr, UPPER, max_in_flight=32)
 
@@ -60,7 +66,7 @@ def test_per_row_results_equal_local_computation_one_request_per_row(spark, serv
     assert service.recorder.count(UPPER) - before == ROWS
 
 
-def test_per_row_decodes_numbers_and_structs(spark, service):
+def test_per_row_decodes_numbers_and_structs(spark: SparkSession, service: Service) -> None:
     from pyspark.sql import functions as F
 
     df = strings(spark, rows=1_000)
@@ -75,7 +81,7 @@ def test_per_row_decodes_numbers_and_structs(spark, service):
     assert got == {i: (len(f"row-{i}"), (3 * i, "a+b")) for i in range(1_000)}
 
 
-def test_per_row_decodes_arrays_maps_and_dates(spark, service):
+def test_per_row_decodes_arrays_maps_and_dates(spark: SparkSession, service: Service) -> None:
     import datetime
 
     df = strings(spark, rows=300)
@@ -90,7 +96,7 @@ def test_per_row_decodes_arrays_maps_and_dates(spark, service):
                    for i in range(300)}
 
 
-def test_several_columns_go_as_one_json_list(spark, service):
+def test_several_columns_go_as_one_json_list(spark: SparkSession, service: Service) -> None:
     from pyspark.sql import functions as F
 
     echo = remote_udf(service.addr, UPPER)
@@ -99,7 +105,7 @@ def test_several_columns_go_as_one_json_list(spark, service):
     assert by_id(out, "j") == {i: f'[{i},"X"]' for i in range(200)}
 
 
-def test_null_inputs_give_null_without_a_call(spark, service):
+def test_null_inputs_give_null_without_a_call(spark: SparkSession, service: Service) -> None:
     from pyspark.sql import functions as F
 
     before = service.recorder.count(UPPER)
@@ -112,7 +118,8 @@ def test_null_inputs_give_null_without_a_call(spark, service):
     assert service.recorder.count(UPPER) - before == 500
 
 
-def test_batch_udf_results_equal_local_computation_one_request_per_batch(spark, service):
+def test_batch_udf_results_equal_local_computation_one_request_per_batch(
+        spark: SparkSession, service: Service) -> None:
     before = service.recorder.count(BATCH_UPPER)
     udf = remote_batch_udf(service.addr, BATCH_UPPER)
 
@@ -123,7 +130,7 @@ def test_batch_udf_results_equal_local_computation_one_request_per_batch(spark, 
     assert service.recorder.count(BATCH_UPPER) - before == PARTITIONS * 8
 
 
-def test_batch_udf_struct_in_struct_out(spark, service):
+def test_batch_udf_struct_in_struct_out(spark: SparkSession, service: Service) -> None:
     from pyspark.sql import functions as F
 
     udf = remote_batch_udf(service.addr, BATCH_SUM,
@@ -134,14 +141,16 @@ def test_batch_udf_struct_in_struct_out(spark, service):
     assert by_id(out, "r") == {i: (i + 1, "a+b") for i in range(500)}
 
 
-def test_map_in_arrow_results_equal_local_computation(spark, service):
+def test_map_in_arrow_results_equal_local_computation(
+        spark: SparkSession, service: Service) -> None:
     out = remote_map_in_arrow(strings(spark), service.addr, BATCH_ENRICH,
                               "id long, s string, up string")
 
     assert by_id(out, "up") == {i: upper(f"row-{i}") for i in range(ROWS)}
 
 
-def test_on_error_null_gives_null_and_companion_error_column(spark, service):
+def test_on_error_null_gives_null_and_companion_error_column(
+        spark: SparkSession, service: Service) -> None:
     before = service.recorder.count(FLAKY)
     udf = remote_udf(service.addr, FLAKY, on_error="null")
 
@@ -158,7 +167,8 @@ def test_on_error_null_gives_null_and_companion_error_column(spark, service):
             assert got[i] == (upper(f"row-{i}"), None)
 
 
-def test_on_error_null_in_batch_mode_nulls_the_whole_batch(spark, service):
+def test_on_error_null_in_batch_mode_nulls_the_whole_batch(
+        spark: SparkSession, service: Service) -> None:
     udf = remote_batch_udf(service.addr, BATCH_FAIL, on_error="null")
 
     rows = with_remote_column(strings(spark, rows=300), "up", udf, "s").collect()
@@ -169,7 +179,8 @@ def test_on_error_null_in_batch_mode_nulls_the_whole_batch(spark, service):
     assert "always fails" in rows[0]["up_error"]["remark"]
 
 
-def test_on_error_raise_fails_the_job_naming_the_row_and_code(spark, service):
+def test_on_error_raise_fails_the_job_naming_the_row_and_code(
+        spark: SparkSession, service: Service) -> None:
     from pyspark.errors import PythonException
 
     udf = remote_udf(service.addr, FLAKY)
@@ -179,7 +190,7 @@ def test_on_error_raise_fails_the_job_naming_the_row_and_code(spark, service):
         strings(spark, rows=400, partitions=1).withColumn("up", udf("s")).collect()
 
 
-def test_slow_rows_time_out_and_the_others_succeed(spark, service):
+def test_slow_rows_time_out_and_the_others_succeed(spark: SparkSession, service: Service) -> None:
     udf = remote_udf(service.addr, SLOW, timeout=0.5, on_error="null")
 
     got = by_id(with_remote_column(strings(spark, rows=1_000), "v", udf, "s"), "v", "v_error")
@@ -192,12 +203,13 @@ def test_slow_rows_time_out_and_the_others_succeed(spark, service):
             assert got[i] == (f"row-{i}", None)
 
 
-def test_a_server_that_never_answers_costs_about_one_timeout_per_batch(spark, service):
+def test_a_server_that_never_answers_costs_about_one_timeout_per_batch(
+        spark: SparkSession, service: Service) -> None:
     import socket
 
     from pyspark.accumulators import AccumulatorParam
 
-    class ListParam(AccumulatorParam):
+    class ListParam(AccumulatorParam[list[Any]]):
         def zero(self, value: list[Any]) -> list[Any]:
             return []
 
@@ -223,7 +235,7 @@ def test_a_server_that_never_answers_costs_about_one_timeout_per_batch(spark, se
     assert {r["up_error"]["code"] for r in rows} == {ResponseCode.RPC_TIME_OUT}
 
 
-def test_rows_fail_over_to_the_next_address(spark, service):
+def test_rows_fail_over_to_the_next_address(spark: SparkSession, service: Service) -> None:
     dead = "127.0.0.1:1"  # nothing listens on port 1
     udf = remote_udf([dead, service.addr], UPPER)
 
@@ -232,7 +244,8 @@ def test_rows_fail_over_to_the_next_address(spark, service):
     assert got == {i: upper(f"row-{i}") for i in range(1_000)}
 
 
-def test_killed_server_gives_per_row_errors_quickly(spark, fresh_service):
+def test_killed_server_gives_per_row_errors_quickly(
+        spark: SparkSession, fresh_service: Service) -> None:
     udf = remote_udf(fresh_service.addr, UPPER, on_error="null")
     df = strings(spark, rows=2_000)
     warm = by_id(with_remote_column(df, "up", udf, "s"), "up")
@@ -246,10 +259,10 @@ def test_killed_server_gives_per_row_errors_quickly(spark, fresh_service):
     assert {r["up_error"]["code"] for r in rows} == {ResponseCode.RPC_SEND_TO_CHANNEL_FAILED}
 
 
-def test_on_batch_reports_each_arrow_batch(spark, service):
+def test_on_batch_reports_each_arrow_batch(spark: SparkSession, service: Service) -> None:
     from pyspark.accumulators import AccumulatorParam
 
-    class ListParam(AccumulatorParam):
+    class ListParam(AccumulatorParam[list[Any]]):
         def zero(self, value: list[Any]) -> list[Any]:
             return []
 
@@ -265,12 +278,13 @@ def test_on_batch_reports_each_arrow_batch(spark, service):
     assert sorted(acc.value) == [("row", 100, 100, 0)] * 10
 
 
-def test_on_batch_tells_the_driver_which_servers_are_cooling_down(spark, service):
+def test_on_batch_tells_the_driver_which_servers_are_cooling_down(
+        spark: SparkSession, service: Service) -> None:
     import socket
 
     from pyspark.accumulators import AccumulatorParam
 
-    class SetParam(AccumulatorParam):
+    class SetParam(AccumulatorParam[set[str]]):
         def zero(self, value: set[str]) -> set[str]:
             return set()
 
@@ -286,6 +300,7 @@ def test_on_batch_tells_the_driver_which_servers_are_cooling_down(spark, service
     # Several Arrow batches per task, so every task starts a batch on each address: which
     # address a task's first batch starts on depends on its worker's pid.
     batch_rows = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert batch_rows is not None  # (Spark's default, 10000)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
         rows = strings(spark, rows=1_000, partitions=2).withColumn("up", udf("s")).collect()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pyspark.sql.types import (
@@ -28,6 +28,11 @@ from remoting.spark import remote_batch_udf, remote_map_in_arrow, remote_udf, wi
 from remoting.spark._serde import misfits
 
 from .service import BATCH_FAIL, BATCH_SUM, LENGTH, TYPED, UPPER
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .conftest import Service
 
 PAIR = StructType([StructField("a", IntegerType()), StructField("b", IntegerType())])
 
@@ -52,7 +57,8 @@ def test_misfits_names_the_rows_the_type_cannot_hold(values: list[Any], data_typ
 
 
 @pytest.mark.spark
-def test_a_value_out_of_range_is_a_row_error_with_on_error_null(spark, service):
+def test_a_value_out_of_range_is_a_row_error_with_on_error_null(
+        spark: SparkSession, service: Service) -> None:
     from pyspark.sql import functions as F
 
     df = spark.createDataFrame([(0, "x"), (1, "y" * 200), (2, "zz")], "id long, s string")
@@ -68,7 +74,8 @@ def test_a_value_out_of_range_is_a_row_error_with_on_error_null(spark, service):
 
 
 @pytest.mark.spark
-def test_a_value_out_of_range_fails_the_task_naming_the_row_with_on_error_raise(spark, service):
+def test_a_value_out_of_range_fails_the_task_naming_the_row_with_on_error_raise(
+        spark: SparkSession, service: Service) -> None:
     from pyspark.errors import PythonException
 
     df = spark.createDataFrame([("x",), ("y" * 200,)], "s string").coalesce(1)
@@ -80,7 +87,7 @@ def test_a_value_out_of_range_fails_the_task_naming_the_row_with_on_error_raise(
 
 
 @pytest.mark.spark
-def test_a_json_list_for_a_struct_is_a_row_error(spark, service):
+def test_a_json_list_for_a_struct_is_a_row_error(spark: SparkSession, service: Service) -> None:
     df = spark.range(3).coalesce(1)
     udf = remote_udf(service.addr, TYPED, return_type="struct<a: bigint, b: bigint>",
                      header={"want": "array"}, on_error="null")
@@ -93,7 +100,8 @@ def test_a_json_list_for_a_struct_is_a_row_error(spark, service):
 
 
 @pytest.mark.spark
-def test_a_batch_answer_out_of_range_is_an_error_of_its_batch(spark, service):
+def test_a_batch_answer_out_of_range_is_an_error_of_its_batch(
+        spark: SparkSession, service: Service) -> None:
     from pyspark.sql import functions as F
 
     df = spark.createDataFrame([(1, 2), (100, 100)], "a int, b int").coalesce(1)
@@ -113,7 +121,8 @@ def test_a_batch_answer_out_of_range_is_an_error_of_its_batch(spark, service):
 
 
 @pytest.mark.spark
-def test_timestamp_and_date_columns_are_sent_as_iso_8601(spark, service):
+def test_timestamp_and_date_columns_are_sent_as_iso_8601(
+        spark: SparkSession, service: Service) -> None:
     from pyspark.sql import functions as F
 
     df = spark.createDataFrame(
@@ -130,7 +139,8 @@ def test_timestamp_and_date_columns_are_sent_as_iso_8601(spark, service):
 
 
 @pytest.mark.spark
-def test_map_in_arrow_errors_point_to_the_helper_with_per_row_errors(spark, service):
+def test_map_in_arrow_errors_point_to_the_helper_with_per_row_errors(
+        spark: SparkSession, service: Service) -> None:
     from pyspark.errors import PythonException
 
     with pytest.raises(PythonException) as caught:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from codec import EncodedFrame
 
@@ -94,7 +94,7 @@ class Outbound:
         self.frames += 1
         return self.frames
 
-    def add_many(self, frames: list[EncodedFrame]) -> int:
+    def add_many(self, frames: Sequence[EncodedFrame]) -> int:
         """Queue ``frames`` (no callbacks); return how many frames are now queued."""
         if tuple in map(type, frames):  # a large body among them: its pieces, in order
             for frame in frames:

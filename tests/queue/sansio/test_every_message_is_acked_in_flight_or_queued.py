@@ -6,6 +6,8 @@ delivery."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -160,7 +162,7 @@ class Channel(RuleBasedStateMachine):
         self.now = 0.0
         self.end = 0
         self.deferred = DeferredOffsets()
-        self.credits: dict[str, int] = {}
+        self.credits: dict[Hashable, int] = {}
         self.finished: set[int] = set()
         self.dead: set[int] = set()
         self.expired: set[int] = set()

@@ -65,8 +65,12 @@ def test_a_remote_consumer_s_server_follows_its_new_window(
     consumer.pause()
     publisher.send("slow", b"in", timeout=WAIT)  # one in the window of 1
     stopped = threading.Event()
-    queued = threading.Thread(target=lambda: (publisher.send("slow", b"queued", timeout=WAIT),
-                                              stopped.set()))
+
+    def send_then_stop() -> None:
+        publisher.send("slow", b"queued", timeout=WAIT)
+        stopped.set()
+
+    queued = threading.Thread(target=send_then_stop)
     queued.start()
     eventually(lambda: bus.statistics().queued == 1, "the second one queued at the server")
     assert consumer.buffered == 1 and consumer.discarded == 0

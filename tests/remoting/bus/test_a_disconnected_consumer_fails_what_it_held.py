@@ -134,7 +134,7 @@ class Stuck(Closed):
         super().__init__()
         self.release = threading.Event()
 
-    def on_channel_close(self, remote_addr: str, channel: object) -> None:  # type: ignore[override]
+    def on_channel_close(self, remote_addr: str, channel: object) -> None:
         self.closed.set()
         self.release.wait(WAIT)
 

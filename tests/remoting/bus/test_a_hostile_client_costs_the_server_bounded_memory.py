@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 import pytest
 
@@ -134,9 +135,10 @@ def test_a_connection_s_sends_and_requests_waiting_for_an_outcome_are_bounded(
     processor, so ``max_requests_per_connection`` no longer bounds what one connection can
     leave waiting (an answer kept, a reply entry for a request; with no timeout, until the
     connection closes): ``max_waiting_per_connection`` does, refusing more at once."""
+    kinds: list[Literal["request", "send"]] = ["request", "send"] * 5
     with RemotingClient(ClientConfig()) as sender:
         calls = [sender.invoke_async(blocking_server.addr, send_command(
-            kind, "fan", b"q", {}, 3 * WAIT), 4 * WAIT) for kind in ["request", "send"] * 5]
+            kind, "fan", b"q", {}, 3 * WAIT), 4 * WAIT) for kind in kinds]
         eventually(lambda: sum(f.done() for f in calls) >= 2, "the refusals")
         refused = [f.result() for f in calls if f.done()]
         assert len(refused) == 2 and {r.code for r in refused} == {ResponseCode.SYSTEM_BUSY}

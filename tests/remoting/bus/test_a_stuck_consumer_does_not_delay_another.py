@@ -15,7 +15,7 @@ from codec import FrameDecoder, RemotingCommand, encode_frame
 from processors import RequestContext, RequestProcessor
 from remoting import ClientConfig, RemotingClient, RemotingServer, ServerConfig
 from remoting._bus._wire import BusCode, register_command, send_command
-from remoting.bus import BusClient, EventBus
+from remoting.bus import BusClient, EventBus, Message
 
 from .conftest import WAIT, Collected, eventually
 
@@ -60,7 +60,12 @@ def test_a_consumer_that_never_answers_does_not_delay_another_consumer(
         for _ in range(PERMITS):  # as many pushes as the server has permits: unanswered
             assert stuck.taken.acquire(timeout=WAIT)
         seen = Collected()
-        healthy.consumer("healthy", lambda m: (seen.add(m.body), m.reply(b"ok")))
+
+        def keep_and_reply(m: Message) -> None:
+            seen.add(m.body)
+            m.reply(b"ok")
+
+        healthy.consumer("healthy", keep_and_reply)
         try:
             assert sender.request("healthy", b"r", timeout=WAIT / 2).body == b"ok"
             sender.send("healthy", b"s", timeout=WAIT / 2)

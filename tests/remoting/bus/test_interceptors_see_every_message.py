@@ -94,7 +94,12 @@ def test_an_outbound_interceptor_stops_a_message_and_an_inbound_one_fails_it(
     receiver.add_interceptor(Refusing())
     handled: list[bytes] = []
     receiver.consumer("forbidden", lambda m: handled.append(m.body))
-    receiver.consumer("x", lambda m: (handled.append(m.body), m.reply(b"ok")))
+
+    def keep_and_reply(m: Message) -> None:
+        handled.append(m.body)
+        m.reply(b"ok")
+
+    receiver.consumer("x", keep_and_reply)
     with pytest.raises(PermissionError):
         sender.send("forbidden", b"x")
     with pytest.raises(ReplyFailure) as info:

@@ -76,7 +76,7 @@ async def _consumer(nursery: trio.Nursery, server: TrioRemotingServer, pushes: P
 
 async def _sent_in_one_write(server: TrioRemotingServer, pushes: Pushes, bodies: list[bytes]
                              ) -> None:
-    stream = await trio.open_tcp_stream("127.0.0.1", server.port)  # type: ignore[arg-type]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
     try:  # one write: one read on loopback
         await stream.send_all(b"".join(encode_command(send_command("send", "s", body, {}, WAIT))
                                        for body in bodies))

@@ -89,7 +89,7 @@ def test_credit_returns_what_expired_while_queued() -> None:
                          st.tuples(st.integers(1, 4), st.integers(0, 4))), max_size=80),
        st.integers(1, 4), st.integers(0, 4))
 def test_never_more_out_than_the_window_allows_nor_more_queued_than_the_bound(
-        steps: list[object], window: int, max_queued: int) -> None:
+        steps: list[str | int | tuple[int, int]], window: int, max_queued: int) -> None:
     """A model: ``out`` admitted and not credited, of which ``unsent`` not sent yet."""
     outlet: Outlet[int] = Outlet(window, max_queued)
     out = unsent = 0
@@ -108,7 +108,8 @@ def test_never_more_out_than_the_window_allows_nor_more_queued_than_the_bound(
                 largest = max(largest, window)
                 pushed_now, expired = outlet.resize(window, credits, now=0.0)
             else:
-                credits = step  # type: ignore[assignment]
+                assert isinstance(step, int)
+                credits = step
                 pushed_now, expired = outlet.credit(credits, now=0.0)
             out = max(unsent, out - credits) + len(pushed_now)
             unsent += len(pushed_now)

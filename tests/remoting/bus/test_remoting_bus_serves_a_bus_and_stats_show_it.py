@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from remoting import STATS_REQUEST_CODE, RemotingClient, RemotingServer, StatsProcessor
-from remoting.bus import BusClient, EventBus, ReplyFailure
+from remoting.bus import BusClient, EventBus, Message, ReplyFailure
 from remoting.cli import main
 
 from ...processes import Proc
@@ -27,7 +27,12 @@ def test_remoting_bus_serves_clients_and_stats_show_the_bus(
         with (RemotingClient() as c1, RemotingClient() as c2,
               BusClient(c1, addr) as worker, BusClient(c2, addr) as asker):
             got = threading.Event()
-            worker.consumer("orders", lambda m: (m.reply(b"ok:" + m.body), got.set()))
+
+            def reply(m: Message) -> None:
+                m.reply(b"ok:" + m.body)
+                got.set()
+
+            worker.consumer("orders", reply)
             assert asker.request("orders", b"1", timeout=WAIT).body == b"ok:1"
             asker.publish("nobody", b"x")
             with pytest.raises(ReplyFailure, match="NO_HANDLERS"):

@@ -83,7 +83,7 @@ class Progress:
 def progress(streaming: Any) -> Iterator[Progress]:
     import json
 
-    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 
     seen = Progress()
 

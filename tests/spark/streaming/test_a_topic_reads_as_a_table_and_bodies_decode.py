@@ -119,7 +119,8 @@ def test_arrow_bodies_decode_into_their_rows(streaming: Any, queue: Queue) -> No
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
-        return sink.getvalue().to_pybytes()
+        data: bytes = sink.getvalue().to_pybytes()
+        return data
 
     queue.q.publish_many(queue.addr, "t", [
         ipc(pa.table({"id": [1, 2], "score": [0.5, 1.5], "extra": ["x", "y"]})),

@@ -28,7 +28,8 @@ HEADERS = pa.map_(pa.string(), pa.string())
 
 def batches_of(bodies: list[bytes], cut: int) -> list[pa.RecordBatch]:
     table = pa.table({"body": pa.array(bodies, pa.binary())})
-    return table.to_batches(max_chunksize=cut)
+    batches: list[pa.RecordBatch] = table.to_batches(max_chunksize=cut)
+    return batches
 
 
 def test_the_same_rows_make_the_same_chunks_however_they_are_batched() -> None:

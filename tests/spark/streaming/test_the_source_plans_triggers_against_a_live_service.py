@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -16,6 +17,9 @@ from remoting import RemotingClient, RemotingServer, ServerConfig
 from remoting.queue import BlockingQueueClient, QueueClient, QueueService
 from remoting.spark._streaming._options import source_options
 from remoting.spark._streaming._source import OffsetRange, QueueStreamReader
+
+if TYPE_CHECKING:
+    from remoting.queue._messages import PulledRecords
 
 
 @pytest.fixture
@@ -81,7 +85,8 @@ def test_a_trigger_reads_at_most_max_messages_and_stops_at_a_deferred_one(
     assert source.latestOffset({**start, "offset": 0}, ReadAllAvailable())["offset"] == 25
     assert [(p.start, p.end) for p in source.partitions({**start, "offset": 10}, start)] == [
         (10, 13), (13, 17), (17, 21), (21, 25)]
-    assert source.reportLatestOffset()["offset"] == 27  # the topic's end, for the progress
+    latest = source.reportLatestOffset()
+    assert latest is not None and latest["offset"] == 27  # the topic's end, for the progress
 
 
 def test_available_now_reads_what_was_there_at_the_first_trigger_then_stops(
@@ -98,11 +103,11 @@ def test_available_now_reads_what_was_there_at_the_first_trigger_then_stops(
     held: list[tuple[object, ...]] = []  # the pulls the source holds on the service
     pull = source.calls.pull
 
-    def spy(*args: object) -> object:
+    def spy(*args: Any) -> PulledRecords:
         held.append(args)
-        return pull(*args)  # type: ignore[arg-type]
+        return pull(*args)
 
-    source.calls.pull = spy  # type: ignore[method-assign]
+    source.calls.pull = spy  # type: ignore[assignment,method-assign]  # a spy on purpose
     third = source.latestOffset(second, ReadMaxRows(10))
 
     assert [first["offset"], second["offset"], third["offset"]] == [10, 15, 15]
