@@ -3,7 +3,10 @@ threads waiting at once: exactly one thread reads at a time; every answer reache
 exactly once; the role is handed on only to a follower whose call is not done; a follower
 leaves woken by its call's completion or by the hand-off; nobody is left holding the role
 or queued, whatever the order the answers come in and however they are cut into reads, and
-with threads whose waits end before their answers come. Counts, no clock."""
+with threads whose waits end before their answers come. The followers one read answered are
+woken in turn (the wake chain), each once, by the reader or a follower leaving, also when
+one of them raises as it wakes; a follower whose sleep raises leaves the queue. Counts, no
+clock (waits far longer than the tests' bounds where only a wake may end them)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import random
 import socket
 import struct
 import threading
-from collections import Counter
+from collections import Counter, deque
 from time import monotonic
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 
 from codec import RemotingCommand, ResponseCode, encode_frame
 from remoting import ClientConfig
+from remoting._core._calling import _future
 from remoting._core._calling._future import ResponseFuture, ThreadWaiter
 from remoting._core._thread_driver._read_role import Awaited, ReadRole
 from remoting._core._thread_driver._socket_io import SocketIO, dial
@@ -284,3 +288,171 @@ def test_a_frame_header_alone_is_no_answer() -> None:
     finally:
         peer.close()
         conn.close()
+
+
+class RecordingChain(deque[ThreadWaiter]):
+    """The read role's wake chain, noting which thread took each waiter out to wake it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[tuple[int, ThreadWaiter]] = []
+
+    def popleft(self) -> ThreadWaiter:
+        waiter = super().popleft()
+        self.taken.append((threading.get_ident(), waiter))
+        return waiter
+
+
+def chained_round(conn: ThreadConnection, role: CountingRole, owner: Owner,
+                  peer: socket.socket, futs: list[ResponseFuture]
+                  ) -> tuple[list[threading.Thread], list[BaseException], int]:
+    """Start a thread waiting for each of ``futs``; once one reads and the others follow,
+    send every follower's answer in one write. Return the threads, what they raised, and
+    the reader's thread."""
+    raised: list[BaseException] = []
+
+    def wait(fut: ResponseFuture) -> None:
+        try:  # (waits far longer than the test's bound: only a wake ends them in time)
+            conn.wait(fut, monotonic() + 10 * WAIT)
+        except BaseException as exc:  # noqa: BLE001 (the test looks at it)
+            raised.append(exc)
+
+    threads = [threading.Thread(target=wait, args=(fut,), daemon=True) for fut in futs]
+    for thread in threads:
+        thread.start()
+    reader = wait_all_waiting(role, len(futs))
+    by_thread = {t.ident: f for t, f in zip(threads, futs, strict=True)}
+    peer.sendall(b"".join(answer(f) for t, f in by_thread.items() if t != reader))
+    return threads, raised, reader
+
+
+def end_round(threads: list[threading.Thread], futs: list[ResponseFuture], reader: int,
+              peer: socket.socket) -> None:
+    """Every follower of a `chained_round` leaves (woken, long before its wait ends); then
+    the reader's answer ends the reader's wait too."""
+    for thread in threads:
+        if thread.ident != reader:
+            thread.join(WAIT)
+            assert not thread.is_alive(), "a chained follower was left waiting"
+    peer.sendall(answer(futs[[t.ident for t in threads].index(reader)]))
+    for thread in threads:
+        thread.join(WAIT)
+        assert not thread.is_alive()
+
+
+def test_the_followers_one_read_answered_wake_one_another() -> None:
+    """The followers a read answers are woken one after another: the reader wakes one, and
+    each of them, leaving its wait, wakes the next; every one leaves, once, and nobody stays
+    chained."""
+    owner = Owner()
+    conn, role, peer = connected(owner)
+    chain = role._chain = RecordingChain()
+    try:
+        futs = calls_for(conn, owner, THREADS)
+        threads, raised, reader = chained_round(conn, role, owner, peer, futs)
+        waiters = {w: t for w, t in role.threads.items() if t != reader}
+        end_round(threads, futs, reader, peer)
+    finally:
+        peer.close()
+        conn.close()
+    assert not raised
+    assert sorted(owner.completed.values()) == [1] * THREADS and not owner.orphans
+    woken = [w for _, w in chain.taken]
+    assert len(woken) == len(set(woken)) and set(woken) <= set(waiters)
+    takers = {t for t, _ in chain.taken}
+    assert takers <= set(waiters.values()) | {reader}  # the reader, or a follower leaving
+    assert len(takers - {reader}) >= THREADS // 2  # chained followers woke the others
+    assert not chain and not role._chained and not role._followers and role.holder is None
+
+
+class RaisesOnceDone(ResponseFuture):
+    """A call whose waiting thread raises as soon as it looks at it done (an exception in
+    a chained thread, where it leaves its wait)."""
+
+    def done(self) -> bool:
+        if self._done:
+            raise KeyboardInterrupt("in the woken thread")
+        return False
+
+
+def test_a_chained_follower_that_raises_as_it_wakes_still_wakes_the_next() -> None:
+    """A thread of the chain whose wait ends with an exception (here KeyboardInterrupt, as
+    it looks at its call) still wakes the next: every other follower leaves."""
+    owner = Owner()
+    conn, role, peer = connected(owner)
+    try:
+        futs = calls_for(conn, owner, THREADS)
+        bad = [RaisesOnceDone(f.request, "127.0.0.1", WAIT) for f in futs[:: 3]]
+        for fut, old in zip(bad, futs[:: 3], strict=True):
+            fut.conn = conn
+            del owner.calls[old.opaque]
+            owner.calls[fut.opaque] = fut
+        futs = bad + [f for f in futs if f not in futs[:: 3]]
+        threads, raised, reader = chained_round(conn, role, owner, peer, futs)
+        end_round(threads, futs, reader, peer)
+    finally:
+        peer.close()
+        conn.close()
+    assert len(raised) == len(bad)
+    assert all(isinstance(exc, KeyboardInterrupt) for exc in raised)
+    assert sorted(owner.completed.values()) == [1] * THREADS and not owner.orphans
+    assert not role._chain and not role._chained and not role._followers
+
+
+class InterruptedWaiter(ThreadWaiter):
+    """A thread's waiter whose sleep is cut by KeyboardInterrupt (a signal, in the main
+    thread)."""
+
+    __slots__ = ()
+
+    def sleep(self, seconds: float) -> None:
+        raise KeyboardInterrupt("while following")
+
+
+def test_a_follower_whose_sleep_raises_leaves_the_queue_and_is_never_handed_the_role(
+) -> None:
+    """A follower whose sleep ends with an exception is out of the queue when it leaves:
+    the reader, leaving, hands the role to the next follower instead of to a thread gone
+    (which would leave the connection with a holder that never reads)."""
+    owner = Owner()
+    conn, role, peer = connected(owner)
+    raised: list[BaseException] = []
+    claimed = threading.Event()
+    try:
+        lead, bad, *rest = calls_for(conn, owner, THREADS)
+
+        def reader() -> None:
+            assert conn.claim_read()
+            claimed.set()
+            conn.wait(lead, monotonic() + WAIT, reading=True)
+
+        def interrupted() -> None:
+            _future._THREAD.waiter = InterruptedWaiter()
+            try:
+                conn.wait(bad, monotonic() + WAIT)
+            except KeyboardInterrupt as exc:
+                raised.append(exc)
+
+        first = threading.Thread(target=reader, daemon=True)
+        first.start()
+        assert claimed.wait(WAIT)
+        gone = threading.Thread(target=interrupted, daemon=True)
+        gone.start()
+        gone.join(WAIT)
+        assert raised and not gone.is_alive()
+        threads = waiting(conn, rest, [monotonic() + WAIT] * len(rest))
+        with role.changed:
+            assert role.changed.wait_for(lambda: len(role._followers) == len(rest), WAIT)
+        peer.sendall(answer(lead))  # the reader leaves: the role goes to a follower
+        first.join(WAIT)
+        assert not first.is_alive()
+        peer.sendall(b"".join(answer(f) for f in [*rest, bad]))
+        for thread in threads:
+            thread.join(WAIT)
+            assert not thread.is_alive(), "the role went to a thread gone: nobody read"
+        owner.wait_completed([bad.opaque])
+    finally:
+        peer.close()
+        conn.close()
+    assert sorted(owner.completed.values()) == [1] * THREADS and not owner.orphans
+    assert role.handed >= 1 and role.holder is None and not role._followers

@@ -13,7 +13,9 @@ Theory of operation:
   rescheduled at completion; a task of another trio loop is woken through that loop's token; a
   thread waiting for a call handed to the loop blocks on a lock the future holds from its
   creation, or on a lazily made `threading.Event`; a thread of the thread driver sleeps on its
-  `ThreadWaiter`, which completion wakes, and reads for everyone meanwhile (``_driver``).
+  `ThreadWaiter`, which completion wakes, and reads for everyone meanwhile (``_driver``);
+  completions made by such a reader during a read leave the waking to it
+  (`defer_thread_wakes`: it wakes them one after another, see `_read_role`).
   `_LOCK` orders completion against waiters and callbacks registered from other threads.
 - User callbacks run on the callback threads (`CallbackRunner`), never on the event loop nor
   on the thread that read the answer (once the endpoint has shut down: where they complete).
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
     from .._doors._threads import CallbackRunner
 
 __all__ = ["CallDriver", "CallSupport", "GivesBack", "NotifyingFuture", "ResponseFuture",
-           "ThreadWaiter", "thread_waiter"]
+           "ThreadWaiter", "defer_thread_wakes", "thread_waiter"]
 
 # Extra seconds a thread waits past the deadline before it stops trusting the loop's timer.
 THREAD_WAIT_SLACK: Final = 5.0
@@ -105,6 +107,8 @@ class ThreadWaiter:
 
 
 _THREAD: Final = threading.local()
+# per thread: where its completions put the ThreadWaiters they would wake (`defer_thread_wakes`)
+_DEFERRED: Final = threading.local()
 
 
 def thread_waiter() -> ThreadWaiter:
@@ -114,6 +118,13 @@ def thread_waiter() -> ThreadWaiter:
     except AttributeError:
         waiter = _THREAD.waiter = ThreadWaiter()
         return waiter
+
+
+def defer_thread_wakes(into: list[ThreadWaiter] | None) -> None:
+    """From now on, the calling thread's completions append the `ThreadWaiter` s they would
+    wake to ``into`` instead of waking them (None: wake them again). The thread driver's
+    reader wakes them itself after the read, one at a time (`_read_role`'s wake chain)."""
+    _DEFERRED.into = into
 
 
 class ResponseFuture:
@@ -421,7 +432,11 @@ def _wake_all(waiters: list[trio.lowlevel.Task | _Waiter | ThreadWaiter]) -> Non
     here: object = _UNSET  # the completing thread's loop, looked up at the first foreign waiter
     for waiter in waiters:
         if isinstance(waiter, ThreadWaiter):
-            waiter.wake()
+            into = getattr(_DEFERRED, "into", None)
+            if into is None:
+                waiter.wake()
+            else:  # a thread driver's reader: it wakes them after the read
+                into.append(waiter)
             continue
         if not isinstance(waiter, _Waiter):
             trio.lowlevel.reschedule(waiter)  # a task of this loop

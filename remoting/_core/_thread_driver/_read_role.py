@@ -22,17 +22,40 @@ protocol is written; `ThreadConnection.wait` drives it:
   one ``dict.pop`` (atomic under the GIL), made the same way by a holder handing the role on,
   so exactly one of them wins. If the holder won, it made the follower the holder within the
   same hold of the mutex, and the follower, not finding itself in the queue, looks there.
+  A follower claimed for the wake chain (below) finds itself in ``_chained`` instead, put
+  there last, once it is in the chain: it leaves without the mutex too.
+- The wake chain: the followers whose calls one read completed are woken one after another,
+  not all at once. Waking a thread while holding the GIL (a futex wake each) only made it
+  preempt the waker and queue for the GIL, and all of them together fought for it while
+  the reader still worked: the reader wakes one (`wake_answered`, at the end of the read),
+  and each thread leaving its wait as a follower wakes the next (`wake_next`), as it
+  leaves, whatever ends its wait (an exception too): it is about to give up the GIL anyway,
+  so they run one after another. The reader claims the followers it chains as a hand-off
+  does (the pop out of the queue, under the mutex, where it also puts them in the chain): a
+  claimed follower is still in its wait, and leaves it (woken, or at the end of its wait)
+  only once it is in the chain, so each thread in the chain wakes another as it leaves and
+  none is lost (one whose wait ended before its turn was paid for by its own leaving). A
+  read of one answer, and threads not following (the reader itself, a thread asleep
+  elsewhere), are woken at once. Each read starts the chain again (a chain cut by an
+  exception between taking the next thread and waking it leaves that one to the end of its
+  wait).
 - Invariants (tests/remoting/test_one_thread_reads_and_every_answer_reaches_its_call_once.py):
   at most one holder at a time; a thread returns from its wait only with its call done, its
   wait over, or the call moved elsewhere, never holding the role; the role is never handed
   to a follower whose call is done; a follower leaves woken either by its completion or by
-  the hand-off, never both holding the role and queued.
-- Everything here but `stop_following`'s pop runs under the connection's mutex (passed in:
-  the same lock guards the send role and the lifecycle), held around bookkeeping only.
+  the hand-off, never both holding the role and queued; a follower whose wait ends with an
+  exception (KeyboardInterrupt in its sleep) leaves the queue too, so the role is never
+  handed to a thread gone (`ThreadConnection.wait`'s ``finally``); every follower a read
+  chained is woken by the reader or by another chained thread leaving its wait (one that
+  raises too).
+- Everything here but `stop_following`'s pop and look and `wake_next` runs under the
+  connection's mutex (passed in: the same lock guards the send role and the lifecycle),
+  held around bookkeeping only.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -60,7 +83,7 @@ class Awaited(Protocol):
 class ReadRole:
     """Who reads one connection, and the threads following (see the module docstring)."""
 
-    __slots__ = ("_followers", "_mutex", "_state", "holder")
+    __slots__ = ("_chain", "_chained", "_followers", "_mutex", "_state", "holder")
 
     def __init__(self, mutex: threading.Lock, state: ConnectionState) -> None:
         self._mutex = mutex  # the connection's
@@ -68,6 +91,11 @@ class ReadRole:
         self.holder: object | None = None  # who reads now (None: nobody)
         # waiting threads and what each waits for, in arrival order (a dict: O(1) removal)
         self._followers: dict[ThreadWaiter, Awaited] = {}
+        # followers whose calls a read completed, to wake one after another (first in,
+        # first out: a thread chained early is not passed over by later reads' threads)
+        self._chain: deque[ThreadWaiter] = deque()
+        # followers claimed for the chain that have not yet found out (`stop_following`)
+        self._chained: set[ThreadWaiter] = set()
 
     @property
     def free(self) -> bool:
@@ -99,7 +127,12 @@ class ReadRole:
         to this thread meanwhile (see the module docstring: the pop is the claim)."""
         if self._followers.pop(waiter, None) is not None:
             return False
-        with self._mutex:
+        chained = self._chained
+        if waiter in chained:  # claimed for the wake chain (`wake_answered`), not the role
+            chained.discard(waiter)
+            return False
+        with self._mutex:  # handed the role, or chained a moment ago
+            chained.discard(waiter)
             return self.holder is waiter
 
     def pass_on(self) -> ThreadWaiter | None:
@@ -116,6 +149,39 @@ class ReadRole:
                     break
         self.holder = follower
         return follower
+
+    def wake_answered(self, waiters: list[ThreadWaiter]) -> None:
+        """Wake the threads whose calls one read completed (the reader, after the read):
+        the followers among them through the chain (claimed here, see the module
+        docstring), the others at once."""
+        if len(waiters) == 1:  # nothing to take turns with
+            waiters[0].wake()
+            return
+        followers = self._followers
+        chain = self._chain
+        chained = self._chained
+        others = []
+        with self._mutex:
+            for waiter in waiters:
+                if followers.pop(waiter, None) is not None:
+                    chain.append(waiter)
+                    chained.add(waiter)  # (last: once it is there, it may leave at once)
+                else:
+                    others.append(waiter)
+        for waiter in others:
+            waiter.wake()
+        self.wake_next()
+
+    def wake_next(self) -> None:
+        """Wake the next thread of the chain, if any (a follower leaving its wait, or the
+        reader after a read)."""
+        chain = self._chain
+        if chain:
+            try:
+                waiter = chain.popleft()  # (atomic: leaving threads race for it)
+            except IndexError:
+                return
+            waiter.wake()
 
     def drop_followers(self) -> None:
         """Forget the followers (mutex held): the connection is released, which fails their

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from codec import FLAG_RESPONSE, CodecError
 
 from ..._log import log
-from .._calling._future import thread_waiter
+from .._calling._future import defer_thread_wakes, thread_waiter
 from .._sansio._connection_core import RECEIVE_BYTES, ConnectionCore
 from ._read_role import ReadRole
 from ._socket_io import poll_ms
@@ -195,6 +195,7 @@ class ThreadConnection(ConnectionCore):
         follower until the call completes or the role is handed over (`_read_role`)."""
         role = self._read
         waiter: ThreadWaiter | None = None
+        following = False  # queued as a follower (or about to be), not yet out again
         try:
             while True:
                 if call.done() or call.conn is not self:
@@ -206,14 +207,16 @@ class ThreadConnection(ConnectionCore):
                             waiter = thread_waiter()
                             if not call._add_thread_waiter(waiter):
                                 return
+                        following = True
                         reading = role.lead_or_follow(waiter, call)
                         if not reading:
                             remaining = until - monotonic()
                             if remaining > 0:
                                 waiter.sleep(remaining)
                             reading = role.stop_following(waiter)
-                            if not reading and monotonic() >= until:
-                                return
+                        following = False
+                        if not reading and monotonic() >= until:
+                            return
                     continue
                 if not self.state.usable:  # closing: the last thread to leave releases it
                     return
@@ -221,6 +224,12 @@ class ThreadConnection(ConnectionCore):
                 if monotonic() >= until:
                     return
         finally:
+            if following and waiter is not None:  # an exception while it followed (in its
+                # sleep): out of the queue, so that the role is never handed to a thread
+                # gone; it may have been handed already, then it is passed on below
+                reading = role.stop_following(waiter) or reading
+            if waiter is not None:  # a follower's turn in the wake chain ends as it leaves
+                role.wake_next()
             if reading:
                 self._leave()
             if waiter is not None:
@@ -371,11 +380,13 @@ class ThreadConnection(ConnectionCore):
         handed over, what the completions send (the next calls) only queues, and leaves
         together after. A codec error (raised after what was decoded before it is handed
         over) closes the connection. Once the connection is closed, its requests are not
-        handed over."""
+        handed over. The threads several answers complete are woken at the end, in turn
+        (`ReadRole.wake_answered`)."""
         decoder = self._decoder
         owner = self._owner
         responses: list[RemotingCommand] = []
         requests: list[RemotingCommand] = []
+        wakes: list[ThreadWaiter] | None = None  # the threads several answers are to wake
         held = False
         try:
             while (cmd := decoder.next_command()) is not None:
@@ -386,14 +397,25 @@ class ThreadConnection(ConnectionCore):
             if len(responses) + len(requests) > 1:
                 held = self.hold()
             try:
-                if responses:
+                if len(responses) > 1:  # woken in turn, after the read (`_read_role`)
+                    wakes = []
+                    defer_thread_wakes(wakes)
+                    try:
+                        owner.responses_received(self, responses)
+                    finally:
+                        defer_thread_wakes(None)
+                elif responses:  # one thread to wake, at once
                     owner.responses_received(self, responses)
             finally:
-                # closed by what the answers did (orphans that condemned it): nothing more
-                if requests and not self.state.closed:
-                    owner.requests_received(self, requests)
-                if held:
-                    self.flush_held()
+                try:
+                    # closed by what the answers did (orphans that condemned it): nothing more
+                    if requests and not self.state.closed:
+                        owner.requests_received(self, requests)
+                    if held:
+                        self.flush_held()
+                finally:
+                    if wakes:  # once what the read's work queued has left
+                        self._read.wake_answered(wakes)
 
     # ------------------------------------------------------------------ the server's requests
 
