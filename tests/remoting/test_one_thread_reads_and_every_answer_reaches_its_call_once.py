@@ -456,3 +456,21 @@ def test_a_follower_whose_sleep_raises_leaves_the_queue_and_is_never_handed_the_
         conn.close()
     assert sorted(owner.completed.values()) == [1] * THREADS and not owner.orphans
     assert role.handed >= 1 and role.holder is None and not role._followers
+
+
+def test_a_read_nested_in_a_read_gives_the_outer_read_its_deferred_wakes_back() -> None:
+    """A callback run inline on a reading thread may read another connection: its read's
+    deferral ends by setting the outer read's back, so the outer read's later completions
+    are still woken in turn (they went out at once, out of turn, before)."""
+    outer: list[ThreadWaiter] = []
+    inner: list[ThreadWaiter] = []
+    first, second = ThreadWaiter(), ThreadWaiter()
+    assert _future.defer_thread_wakes(outer) is None
+    try:
+        before = _future.defer_thread_wakes(inner)  # the nested read
+        _future._wake_all([first])
+        _future.defer_thread_wakes(before)
+        _future._wake_all([second])  # the outer read, after the nested one
+    finally:
+        _future.defer_thread_wakes(None)
+    assert inner == [first] and outer == [second]

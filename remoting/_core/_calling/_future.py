@@ -120,11 +120,15 @@ def thread_waiter() -> ThreadWaiter:
         return waiter
 
 
-def defer_thread_wakes(into: list[ThreadWaiter] | None) -> None:
+def defer_thread_wakes(into: list[ThreadWaiter] | None) -> list[ThreadWaiter] | None:
     """From now on, the calling thread's completions append the `ThreadWaiter` s they would
-    wake to ``into`` instead of waking them (None: wake them again). The thread driver's
-    reader wakes them itself after the read, one at a time (`_read_role`'s wake chain)."""
+    wake to ``into`` instead of waking them (None: wake them again); return what was set
+    before, for the caller to set back (a read nested in a callback run inline must not
+    end its outer read's deferral). The thread driver's reader wakes them itself after the
+    read's answers, one at a time (`_read_role`'s wake chain)."""
+    before: list[ThreadWaiter] | None = getattr(_DEFERRED, "into", None)
     _DEFERRED.into = into
+    return before
 
 
 class ResponseFuture:

@@ -27,18 +27,22 @@ protocol is written; `ThreadConnection.wait` drives it:
 - The wake chain: the followers whose calls one read completed are woken one after another,
   not all at once. Waking a thread while holding the GIL (a futex wake each) only made it
   preempt the waker and queue for the GIL, and all of them together fought for it while
-  the reader still worked: the reader wakes one (`wake_answered`, at the end of the read),
-  and each thread leaving its wait as a follower wakes the next (`wake_next`), as it
-  leaves, whatever ends its wait (an exception too): it is about to give up the GIL anyway,
+  the reader still worked: the reader wakes one (`wake_answered`, once the read's answers
+  are handled, before its requests and its sends), and each thread leaving a wait on the
+  connection wakes the next (`wake_next`), as it leaves, whatever ends its wait (an
+  exception, a timeout, the role handed to it: a wake out of turn costs one spurious wake
+  of a thread's next sleep, never a lost one): it is about to give up the GIL anyway,
   so they run one after another. The reader claims the followers it chains as a hand-off
   does (the pop out of the queue, under the mutex, where it also puts them in the chain): a
   claimed follower is still in its wait, and leaves it (woken, or at the end of its wait)
   only once it is in the chain, so each thread in the chain wakes another as it leaves and
   none is lost (one whose wait ended before its turn was paid for by its own leaving). A
   read of one answer, and threads not following (the reader itself, a thread asleep
-  elsewhere), are woken at once. Each read starts the chain again (a chain cut by an
-  exception between taking the next thread and waking it leaves that one to the end of its
-  wait).
+  elsewhere), are woken at once (these at the same point, after the read's answers). The
+  chain is first in, first out: a read appends to what is left of the last one's, and
+  wakes its first. Only an interrupt (KeyboardInterrupt, on the main thread) between the
+  pop of a follower and its append to the chain, or between taking the next thread and
+  waking it, leaves that one to the end of its wait.
 - Invariants (tests/remoting/test_one_thread_reads_and_every_answer_reaches_its_call_once.py):
   at most one holder at a time; a thread returns from its wait only with its call done, its
   wait over, or the call moved elsewhere, never holding the role; the role is never handed
@@ -48,9 +52,9 @@ protocol is written; `ThreadConnection.wait` drives it:
   handed to a thread gone (`ThreadConnection.wait`'s ``finally``); every follower a read
   chained is woken by the reader or by another chained thread leaving its wait (one that
   raises too).
-- Everything here but `stop_following`'s pop and look and `wake_next` runs under the
-  connection's mutex (passed in: the same lock guards the send role and the lifecycle),
-  held around bookkeeping only.
+- Everything here but `stop_following`'s pop and look, `wake_next` and the wakes of
+  `wake_answered` runs under the connection's mutex (passed in: the same lock guards the
+  send role and the lifecycle), held around bookkeeping only.
 """
 
 from __future__ import annotations
@@ -168,9 +172,11 @@ class ReadRole:
                     chained.add(waiter)  # (last: once it is there, it may leave at once)
                 else:
                     others.append(waiter)
-        for waiter in others:
-            waiter.wake()
-        self.wake_next()
+        try:
+            for waiter in others:
+                waiter.wake()
+        finally:  # (an interrupt here must not strand the whole chain)
+            self.wake_next()
 
     def wake_next(self) -> None:
         """Wake the next thread of the chain, if any (a follower leaving its wait, or the

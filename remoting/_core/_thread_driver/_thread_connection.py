@@ -380,8 +380,8 @@ class ThreadConnection(ConnectionCore):
         handed over, what the completions send (the next calls) only queues, and leaves
         together after. A codec error (raised after what was decoded before it is handed
         over) closes the connection. Once the connection is closed, its requests are not
-        handed over. The threads several answers complete are woken at the end, in turn
-        (`ReadRole.wake_answered`)."""
+        handed over. The threads several answers complete are woken once the answers are
+        handled, in turn (`ReadRole.wake_answered`), before the requests are."""
         decoder = self._decoder
         owner = self._owner
         responses: list[RemotingCommand] = []
@@ -397,13 +397,15 @@ class ThreadConnection(ConnectionCore):
             if len(responses) + len(requests) > 1:
                 held = self.hold()
             try:
-                if len(responses) > 1:  # woken in turn, after the read (`_read_role`)
+                if len(responses) > 1:  # woken in turn, once the answers are in (`_read_role`)
                     wakes = []
-                    defer_thread_wakes(wakes)
+                    before = defer_thread_wakes(wakes)
                     try:
                         owner.responses_received(self, responses)
                     finally:
-                        defer_thread_wakes(None)
+                        defer_thread_wakes(before)
+                        if wakes:  # before the read's requests and sends: no wait behind them
+                            self._read.wake_answered(wakes)
                 elif responses:  # one thread to wake, at once
                     owner.responses_received(self, responses)
             finally:
@@ -411,11 +413,9 @@ class ThreadConnection(ConnectionCore):
                     # closed by what the answers did (orphans that condemned it): nothing more
                     if requests and not self.state.closed:
                         owner.requests_received(self, requests)
+                finally:
                     if held:
                         self.flush_held()
-                finally:
-                    if wakes:  # once what the read's work queued has left
-                        self._read.wake_answered(wakes)
 
     # ------------------------------------------------------------------ the server's requests
 
