@@ -386,7 +386,6 @@ class ThreadConnection(ConnectionCore):
         owner = self._owner
         responses: list[RemotingCommand] = []
         requests: list[RemotingCommand] = []
-        wakes: list[ThreadWaiter] | None = None  # the threads several answers are to wake
         held = False
         try:
             while (cmd := decoder.next_command()) is not None:
@@ -398,7 +397,7 @@ class ThreadConnection(ConnectionCore):
                 held = self.hold()
             try:
                 if len(responses) > 1:  # woken in turn, once the answers are in (`_read_role`)
-                    wakes = []
+                    wakes: list[ThreadWaiter] = []  # the threads the answers are to wake
                     before = defer_thread_wakes(wakes)
                     try:
                         owner.responses_received(self, responses)
