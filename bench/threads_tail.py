@@ -39,19 +39,11 @@ def serve(conn: Any) -> None:
     """The server's process: an async echo processor, until told to stop."""
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {0})
-    from codec import RemotingCommand, ResponseCode
-    from processors import AsyncRequestProcessor, RequestContext
+    from processors import AsyncEchoProcessor
     from remoting import RemotingServer, ServerConfig
 
-    class Echo(AsyncRequestProcessor):
-        async def process_request(self, ctx: RequestContext, request: RemotingCommand
-                                  ) -> RemotingCommand:
-            response = RemotingCommand.create_response(ResponseCode.SUCCESS)
-            response.body = request.body
-            return response
-
     with RemotingServer(ServerConfig()) as server:
-        server.register_processor(ECHO, Echo())
+        server.register_processor(ECHO, AsyncEchoProcessor())
         conn.send(server.addr)
         conn.recv()
 
